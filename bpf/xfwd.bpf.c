@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: (MIT OR Apache-2.0)
+/*
+ * xfwd's XDP program: classify, then redirect into the AF_XDP socket of
+ * (port, queue) or hand the frame to the kernel. It decides nothing about
+ * forwarding; that is the user-space worker's job.
+ *
+ * Maps (filled by the loader in dataplane/src/io/xdp.rs before attaching):
+ *   xfwd_ports     ifindex -> port index (0..XFWD_MAX_PORTS)
+ *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + rx queue
+ *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
+ *
+ * The layout constants below are mirrored in dataplane/src/io/xdp.rs.
+ */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define XFWD_MAX_PORTS 64
+#define XFWD_MAX_QUEUES 64
+
+/* Counter slots, per port. Keep in step with `XdpCounter` in io/xdp.rs. */
+enum xfwd_counter {
+	XFWD_REDIRECTED = 0,     /* handed to the port's AF_XDP socket */
+	XFWD_PASS_NO_SOCKET = 1, /* no socket on this (port, queue): kernel */
+	XFWD_PASS_RESERVED = 2,  /* IEEE 802.1D reserved group: kernel */
+	XFWD_PASS_RUNT = 3,      /* shorter than an Ethernet header: kernel */
+	XFWD_NR_COUNTERS = 4,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XFWD_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xfwd_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, XFWD_MAX_PORTS * XFWD_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, __u32);
+} xfwd_xsks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	/* one extra row for frames on an interface that is not a port */
+	__uint(max_entries, (XFWD_MAX_PORTS + 1) * XFWD_NR_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} xfwd_counters SEC(".maps");
+
+static __always_inline void count(__u32 port, __u32 counter)
+{
+	__u32 key = port * XFWD_NR_COUNTERS + counter;
+	__u64 *value = bpf_map_lookup_elem(&xfwd_counters, &key);
+
+	if (value)
+		*value += 1; /* per-CPU slot: no other writer */
+}
+
+SEC("xdp")
+int xfwd_xdp(struct xdp_md *ctx)
+{
+	const unsigned char *data = (const unsigned char *)(long)ctx->data;
+	const unsigned char *data_end = (const unsigned char *)(long)ctx->data_end;
+	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 *port = bpf_map_lookup_elem(&xfwd_ports, &ifindex);
+	__u32 key;
+	long verdict;
+
+	if (!port) {
+		/* Attached to an interface the loader did not register, or a
+		 * frame raced the set-up: not ours to touch. */
+		count(XFWD_MAX_PORTS, XFWD_PASS_NO_SOCKET);
+		return XDP_PASS;
+	}
+	if (*port >= XFWD_MAX_PORTS)
+		return XDP_PASS; /* cannot happen: the loader bounds it; keeps the verifier sure */
+
+	if (data + 14 > data_end) {
+		/* Not even an Ethernet header: the kernel counts and drops it. */
+		count(*port, XFWD_PASS_RUNT);
+		return XDP_PASS;
+	}
+
+	/* 01:80:C2:00:00:01..0F are link-local (PAUSE, LACP, 802.1X, LLDP, ...):
+	 * a bridge must never forward them; the kernel's own agents may want
+	 * them. 01:80:C2:00:00:00 (STP BPDUs) is forwarded like a Linux bridge
+	 * with STP off does, so switches around the box still see a loop. */
+	if (data[0] == 0x01 && data[1] == 0x80 && data[2] == 0xC2 && data[3] == 0x00 &&
+	    data[4] == 0x00 && data[5] >= 0x01 && data[5] <= 0x0F) {
+		count(*port, XFWD_PASS_RESERVED);
+		return XDP_PASS;
+	}
+
+	key = *port * XFWD_MAX_QUEUES + ctx->rx_queue_index;
+	if (ctx->rx_queue_index >= XFWD_MAX_QUEUES) {
+		/* Queue ids beyond the map (some drivers number queues by
+		 * hardware id): counted so the loss is visible, kernel keeps it. */
+		count(*port, XFWD_PASS_NO_SOCKET);
+		return XDP_PASS;
+	}
+
+	/* The flags' low bits are the verdict when the key has no socket. */
+	verdict = bpf_redirect_map(&xfwd_xsks, key, XDP_PASS);
+	if (verdict == XDP_REDIRECT) {
+		/* Into the worker's RX ring; a full ring is counted by the
+		 * kernel as the socket's rx_dropped / rx_ring_full. */
+		count(*port, XFWD_REDIRECTED);
+		return XDP_REDIRECT;
+	}
+	/* No socket on this (port, queue): the worker never sees it. The
+	 * loader binds every queue, so this counter moving is a fault the
+	 * stats output warns about. */
+	count(*port, XFWD_PASS_NO_SOCKET);
+	return XDP_PASS;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,336 @@
+//! Starting and stopping a forwarder: ports checked, program loaded, sockets bound, program
+//! attached, workers pinned; and the live view the stats printer and control socket read.
+//!
+//! Order matters. Everything that can be refused (ports, queues, cores) is checked before the
+//! kernel is touched; sockets are bound and registered in the XSKMAP before the program is
+//! attached, so the first redirected frame already has a socket; and if any step fails, what was
+//! made so far is dropped, which detaches the program (bpf_link) and closes the sockets.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+
+use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
+use super::worker::{BridgeDecide, PollMode, Worker};
+use super::xdp::{XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
+use super::xsk::{self, MAX_MTU, RING_SIZE};
+use crate::l2::{Fdb, FdbEntry};
+use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
+use crate::time::Clock;
+use crate::{MAX_PORTS, MAX_QUEUES};
+
+/// UMEM frames per port per worker: a full fill ring plus a full TX ring.
+const FRAMES_PER_PORT: u32 = 2 * RING_SIZE;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    /// Port names, in port order.
+    pub ports: Vec<String>,
+    /// Worker (queue) count; `None`: the smallest RX queue count among the ports, capped by cores.
+    pub queues: Option<u32>,
+    /// Core of each worker, by queue; `None`: queue *i* on core *i*.
+    pub cores: Option<Vec<usize>>,
+    /// How workers wait for frames.
+    pub poll: PollMode,
+    /// How the XDP program is attached.
+    pub xdp_mode: XdpMode,
+    /// FDB capacity (entries).
+    pub fdb_size: usize,
+    /// FDB ageing time, seconds.
+    pub ageing_s: u32,
+}
+
+/// Why a forwarder did not start. Nothing is left attached or bound when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A port cannot be used (the message names it and says what to do).
+    #[error(transparent)]
+    Port(#[from] PortError),
+    /// The request itself is inconsistent (queues, cores, port count).
+    #[error("{0}")]
+    Usage(String),
+    /// The XDP program could not be loaded.
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+}
+
+impl StartError {
+    /// Whether the user can fix this by changing the request or the ports (exit code 2), as
+    /// opposed to a failure of the system (exit code 1).
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_)))
+    }
+}
+
+/// What the stats printer and the control socket read while workers run.
+#[derive(Debug)]
+pub struct LiveView {
+    /// The ports, in order.
+    pub ports: Vec<PortInfo>,
+    /// Each worker's counters, by queue.
+    pub queues: Vec<Arc<QueueCounters>>,
+    /// The shared FDB.
+    pub fdb: Arc<Fdb>,
+    /// The clock the workers use.
+    pub clock: Clock,
+    /// The XDP program's counters.
+    pub xdp: XdpCounters,
+}
+
+/// One port's totals in a [`Report`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PortReport {
+    /// Interface name.
+    pub name: String,
+    /// Sum over queues.
+    pub total: PortSnapshot,
+    /// Per queue, by queue id.
+    pub per_queue: Vec<PortSnapshot>,
+    /// The XDP program's counters for this port: (name, count).
+    pub xdp: Vec<(String, u64)>,
+}
+
+/// Everything counted, at one instant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// Per port.
+    pub ports: Vec<PortReport>,
+    /// Per worker (frame accounting, sleeps, core).
+    pub queues: Vec<QueueSnapshot>,
+    /// Live FDB entries.
+    pub fdb_entries: usize,
+    /// FDB capacity.
+    pub fdb_capacity: usize,
+    /// Frames the XDP program saw on interfaces that are not ports.
+    pub xdp_foreign: u64,
+}
+
+impl LiveView {
+    /// Snapshot of every counter.
+    pub fn report(&self) -> Report {
+        let queues: Vec<QueueSnapshot> = self.queues.iter().map(|q| q.snapshot()).collect();
+        let ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(p, info)| {
+                let per_queue: Vec<PortSnapshot> = queues.iter().map(|q| q.ports[p].clone()).collect();
+                let mut total = PortSnapshot::default();
+                for s in &per_queue {
+                    total.accumulate(s);
+                }
+                let x = self.xdp.port(p);
+                PortReport {
+                    name: info.name.clone(),
+                    total,
+                    per_queue,
+                    xdp: XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect(),
+                }
+            })
+            .collect();
+        let now = self.clock.now();
+        Report {
+            ports,
+            queues,
+            fdb_entries: self.fdb.len(now),
+            fdb_capacity: self.fdb.capacity(),
+            xdp_foreign: self.xdp.foreign_frames(),
+        }
+    }
+
+    /// The live FDB, with port names.
+    pub fn fdb_entries(&self) -> Vec<(FdbEntry, String)> {
+        self.fdb
+            .entries(self.clock.now())
+            .into_iter()
+            .map(|e| {
+                let name =
+                    self.ports.get(e.port.index()).map_or_else(|| format!("port{}", e.port.0), |p| p.name.clone());
+                (e, name)
+            })
+            .collect()
+    }
+}
+
+/// A running forwarder.
+#[derive(Debug)]
+pub struct Forwarder {
+    view: Arc<LiveView>,
+    /// Core of each worker, by queue (`None`: pinning failed, see warnings).
+    pub cores: Vec<Option<usize>>,
+    /// The XDP mode each port got, in port order.
+    pub xdp_modes: Vec<XdpMode>,
+    /// Things the operator should know (no carrier, unused queues, tuning advice).
+    pub warnings: Vec<String>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    xdp: Option<XdpProgram>,
+}
+
+fn raise_memlock() {
+    // UMEM pages count against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK; lift this
+    // process's own limit where allowed (no system setting changes).
+    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: setrlimit reads a valid, initialised rlimit struct.
+    let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+}
+
+impl Forwarder {
+    /// Starts a learning bridge over `cfg.ports`.
+    pub fn start_bridge(cfg: &ForwarderConfig) -> Result<Forwarder, StartError> {
+        if cfg.ports.len() < 2 {
+            return Err(StartError::Usage("a bridge needs at least two ports".into()));
+        }
+        if cfg.ports.len() > MAX_PORTS {
+            return Err(StartError::Usage(format!("at most {MAX_PORTS} ports, {} given", cfg.ports.len())));
+        }
+        if cfg.fdb_size == 0 {
+            return Err(StartError::Usage("--fdb-size must be at least 1".into()));
+        }
+        let ports = check_ports(&cfg.ports, MAX_MTU)?;
+        let mut warnings = Vec::new();
+        for p in &ports {
+            if !p.carrier {
+                warnings.push(format!("{}: no carrier (link down); frames will flow once it comes up", p.name));
+            }
+        }
+        let ncores = core_affinity::get_core_ids().map_or(1, |c| c.len()).max(1);
+        let min_rx = ports.iter().map(|p| p.rx_queues).min().unwrap_or(1);
+        let queues = match cfg.queues {
+            Some(0) => return Err(StartError::Usage("--queues must be at least 1".into())),
+            Some(q) => {
+                if let Some(p) = ports.iter().find(|p| p.rx_queues < q) {
+                    return Err(PortError::new(
+                        &p.name,
+                        PortErrorKind::TooFewQueues { name: p.name.clone(), has: p.rx_queues, want: q },
+                    )
+                    .into());
+                }
+                q
+            }
+            None => min_rx.min(ncores as u32).max(1),
+        };
+        if queues as usize > MAX_QUEUES {
+            return Err(StartError::Usage(format!("at most {MAX_QUEUES} queues, {queues} asked")));
+        }
+        for p in &ports {
+            if p.rx_queues > queues {
+                warnings.push(format!(
+                    "{}: {} RX queues but {queues} worker(s): frames on queues {}..{} go to the kernel (counted as pass-no-socket); use --queues {} or ethtool -L {} combined {queues}",
+                    p.name, p.rx_queues, queues, p.rx_queues - 1, p.rx_queues, p.name
+                ));
+            }
+        }
+        let cores: Vec<usize> = match &cfg.cores {
+            Some(list) => {
+                if list.len() < queues as usize {
+                    return Err(StartError::Usage(format!(
+                        "--cores names {} core(s) for {queues} queue(s); give one core per queue",
+                        list.len()
+                    )));
+                }
+                if let Some(c) = list.iter().find(|&&c| c >= ncores) {
+                    return Err(StartError::Usage(format!(
+                        "--cores: core {c} does not exist (cores 0..{})",
+                        ncores - 1
+                    )));
+                }
+                list[..queues as usize].to_vec()
+            }
+            None => (0..queues as usize).map(|q| q % ncores).collect(),
+        };
+
+        raise_memlock();
+        let mut xdp = XdpProgram::load(&ports)?;
+        let fdb = Arc::new(Fdb::new(cfg.fdb_size, cfg.ageing_s));
+        let clock = Clock::start();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut workers = Vec::with_capacity(queues as usize);
+        let mut counters = Vec::with_capacity(queues as usize);
+        for q in 0..queues {
+            let sockets = xsk::open(&cfg.ports, q, FRAMES_PER_PORT)
+                .map_err(|(i, cause)| PortError::new(&cfg.ports[i], PortErrorKind::Socket { queue: q, cause }))?;
+            for (p, ring) in sockets.ports.iter().enumerate() {
+                xdp.register_socket(p, q, ring.fd)?;
+            }
+            let qc = Arc::new(QueueCounters::new(q, Some(cores[q as usize]), ports.len()));
+            counters.push(Arc::clone(&qc));
+            workers.push(Worker::new(
+                sockets,
+                BridgeDecide { fdb: Arc::clone(&fdb) },
+                qc,
+                Arc::clone(&stop),
+                cfg.poll,
+                clock,
+            ));
+        }
+        let mut xdp_modes = Vec::with_capacity(ports.len());
+        for p in &ports {
+            let mode = xdp
+                .attach(p.ifindex, cfg.xdp_mode)
+                .map_err(|cause| PortError::new(&p.name, PortErrorKind::Xdp(cause)))?;
+            xdp_modes.push(mode);
+        }
+        let view = Arc::new(LiveView { ports, queues: counters, fdb, clock, xdp: xdp.counter_reader()? });
+
+        let mut threads = Vec::with_capacity(workers.len());
+        let mut pinned = Vec::with_capacity(workers.len());
+        for (q, worker) in workers.into_iter().enumerate() {
+            let core = cores[q];
+            let (tx, rx) = std::sync::mpsc::channel();
+            let handle = std::thread::Builder::new()
+                .name(format!("xfwd-q{q}"))
+                .spawn(move || {
+                    let ok = core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                    let _ = tx.send(ok);
+                    worker.run();
+                })
+                .map_err(|e| StartError::Usage(format!("cannot start worker {q}: {e}")))?;
+            let ok = rx.recv().unwrap_or(false);
+            if !ok {
+                warnings.push(format!("queue {q}: could not pin the worker to core {core}; it runs unpinned"));
+            }
+            pinned.push(ok.then_some(core));
+            threads.push(handle);
+        }
+        if cfg.poll == PollMode::Busy && queues as usize >= ncores {
+            warnings.push(format!(
+                "busy polling with {queues} worker(s) on {ncores} core(s) leaves no core idle for the kernel or other programs; consider --poll adaptive"
+            ));
+        }
+        Ok(Forwarder { view, cores: pinned, xdp_modes, warnings, stop, threads, xdp: Some(xdp) })
+    }
+
+    /// The live view for stats readers.
+    pub fn view(&self) -> Arc<LiveView> {
+        Arc::clone(&self.view)
+    }
+
+    /// Detaches the program, stops and joins the workers, and returns the final counters.
+    pub fn stop(mut self) -> Report {
+        self.shutdown();
+        self.view.report()
+    }
+
+    fn shutdown(&mut self) {
+        // Detach first: from here on frames go to the kernel instead of into sockets nobody reads.
+        if let Some(mut x) = self.xdp.take() {
+            x.detach_all();
+            // Keep the maps (counters) alive until the final report: the view holds its own handle.
+            drop(x);
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

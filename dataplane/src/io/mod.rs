@@ -1,0 +1,31 @@
+//! I/O: the XDP program, the AF_XDP sockets and the workers that move frames between them.
+//!
+//! # Shape
+//!
+//! One worker thread per queue id, pinned to its own core. Worker *q* owns one UMEM and, for
+//! every port, the AF_XDP socket bound to (port, *q*), all sharing that UMEM: a frame received
+//! on one port leaves by another's TX ring as the same descriptor, never copied (a flood makes
+//! one copy per extra egress port). One UMEM per worker, not one for all, keeps every ring
+//! single-producer, single-consumer without locks.
+//!
+//! # Frame ownership
+//!
+//! Every UMEM frame is, at every moment, in exactly one place, and only that place touches it:
+//! a port's **fill ring** (kernel may write it), that port's **RX ring** (received, kernel done),
+//! the **worker** (between RX and TX, or while copying), a port's **TX ring** (kernel may read
+//! it), that port's **completion ring** (kernel done), or the worker's **free list**. The worker
+//! moves descriptors between those places and nowhere else, and counts what it hands to the
+//! kernel, so `free + in fill rings + in TX/completion rings = total` between batches
+//! ([`crate::stats::FrameGauges`]). Every `unsafe` ring or UMEM access in this module relies on
+//! that rule: a descriptor is used only while the worker holds it.
+
+pub mod forwarder;
+pub mod port;
+pub mod worker;
+pub mod xdp;
+pub mod xsk;
+
+pub use forwarder::{Forwarder, ForwarderConfig, StartError};
+pub use port::{PortError, PortErrorKind, PortInfo};
+pub use worker::PollMode;
+pub use xdp::{XdpCounter, XdpMode};

@@ -1,0 +1,205 @@
+//! Ports: the network interfaces xfwd drives, found and checked before anything is touched.
+//!
+//! Facts are read from sysfs (`/sys/class/net/NAME/...`), which `ip netns exec` remounts for the
+//! namespace it enters, so they describe the interfaces this process sees.
+
+use std::fs;
+use std::path::PathBuf;
+
+use crate::wire::MacAddr;
+
+/// What was found out about a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    /// Interface name.
+    pub name: String,
+    /// Kernel interface index.
+    pub ifindex: u32,
+    /// MTU (IP payload size, without the Ethernet header).
+    pub mtu: u32,
+    /// Number of RX queues.
+    pub rx_queues: u32,
+    /// Administratively up.
+    pub up: bool,
+    /// Link detected.
+    pub carrier: bool,
+    /// The interface's MAC address.
+    pub mac: MacAddr,
+}
+
+/// Why a port cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{port}: {kind}")]
+pub struct PortError {
+    /// The port's name as given.
+    pub port: String,
+    /// What is wrong with it.
+    pub kind: PortErrorKind,
+}
+
+/// The kinds of [`PortError`].
+#[derive(Debug, thiserror::Error)]
+pub enum PortErrorKind {
+    /// No interface of that name in this network namespace.
+    #[error("no such interface in this network namespace (see `ip link show`)")]
+    NotFound,
+    /// Given twice on the command line.
+    #[error("given more than once; name each port once")]
+    Duplicate,
+    /// Administratively down.
+    #[error("is administratively down; bring it up first: ip link set {0} up")]
+    Down(String),
+    /// Its MTU does not fit a UMEM frame.
+    #[error("MTU {mtu} is larger than a UMEM frame can carry ({max}); lower it: ip link set {name} mtu {max}")]
+    MtuTooLarge {
+        /// The interface name.
+        name: String,
+        /// Its MTU.
+        mtu: u32,
+        /// The largest MTU xfwd can carry.
+        max: u32,
+    },
+    /// Fewer RX queues than workers asked for.
+    #[error("has {has} RX queue(s), {want} asked for; frames on a queue without a socket would be lost to the forwarder (lower --queues, or raise the port's queues: ethtool -L {name} combined {want})")]
+    TooFewQueues {
+        /// The interface name.
+        name: String,
+        /// Its RX queue count.
+        has: u32,
+        /// The number of queues asked for.
+        want: u32,
+    },
+    /// The XDP program could not be attached.
+    #[error("cannot take XDP: {0}")]
+    Xdp(String),
+    /// An AF_XDP socket could not be created or bound.
+    #[error("cannot bind an AF_XDP socket on queue {queue}: {cause}")]
+    Socket {
+        /// The queue.
+        queue: u32,
+        /// What the kernel said.
+        cause: String,
+    },
+    /// A sysfs attribute could not be read or parsed.
+    #[error("cannot read {path}: {cause}")]
+    Sysfs {
+        /// The attribute's path.
+        path: String,
+        /// What went wrong.
+        cause: String,
+    },
+}
+
+impl PortError {
+    /// A [`PortError`] for `port`.
+    pub fn new(port: &str, kind: PortErrorKind) -> PortError {
+        PortError { port: port.to_owned(), kind }
+    }
+}
+
+fn attr(name: &str, attr: &str) -> Result<String, PortError> {
+    let path: PathBuf = ["/sys/class/net", name, attr].iter().collect();
+    fs::read_to_string(&path).map(|s| s.trim().to_owned()).map_err(|e| {
+        PortError::new(name, PortErrorKind::Sysfs { path: path.display().to_string(), cause: e.to_string() })
+    })
+}
+
+fn parse<T: std::str::FromStr>(name: &str, a: &str, text: &str) -> Result<T, PortError> {
+    text.parse().map_err(|_| {
+        PortError::new(
+            name,
+            PortErrorKind::Sysfs { path: format!("/sys/class/net/{name}/{a}"), cause: format!("unexpected `{text}`") },
+        )
+    })
+}
+
+/// Whether the interface `name` exists in this network namespace.
+pub fn exists(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains('/')
+        && name != "."
+        && name != ".."
+        && PathBuf::from("/sys/class/net").join(name).exists()
+}
+
+impl PortInfo {
+    /// Reads what sysfs says about `name`.
+    pub fn read(name: &str) -> Result<PortInfo, PortError> {
+        if !exists(name) {
+            return Err(PortError::new(name, PortErrorKind::NotFound));
+        }
+        let ifindex = parse(name, "ifindex", &attr(name, "ifindex")?)?;
+        let mtu = parse(name, "mtu", &attr(name, "mtu")?)?;
+        let flags_text = attr(name, "flags")?;
+        let flags = u32::from_str_radix(flags_text.trim_start_matches("0x"), 16).map_err(|_| {
+            PortError::new(name, PortErrorKind::Sysfs { path: "flags".into(), cause: flags_text.clone() })
+        })?;
+        let up = flags & libc::IFF_UP as u32 != 0;
+        // Reading `carrier` of a down interface fails with EINVAL: that is "no carrier".
+        let carrier = attr(name, "carrier").map(|c| c == "1").unwrap_or(false);
+        let mac = parse(name, "address", &attr(name, "address")?)?;
+        let queues_dir = format!("/sys/class/net/{name}/queues");
+        let rx_queues = fs::read_dir(&queues_dir)
+            .map_err(|e| PortError::new(name, PortErrorKind::Sysfs { path: queues_dir.clone(), cause: e.to_string() }))?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+            .count() as u32;
+        Ok(PortInfo { name: name.to_owned(), ifindex, mtu, rx_queues, up, carrier, mac })
+    }
+}
+
+/// Checks the requested ports before anything is touched: each exists, is named once, is up
+/// and has an MTU that fits `max_mtu`. Returns their facts, in the order given.
+pub fn check_ports(names: &[String], max_mtu: u32) -> Result<Vec<PortInfo>, PortError> {
+    let mut out: Vec<PortInfo> = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            return Err(PortError::new(name, PortErrorKind::Duplicate));
+        }
+        let info = PortInfo::read(name)?;
+        if !info.up {
+            return Err(PortError::new(name, PortErrorKind::Down(name.clone())));
+        }
+        if info.mtu > max_mtu {
+            return Err(PortError::new(
+                name,
+                PortErrorKind::MtuTooLarge { name: name.clone(), mtu: info.mtu, max: max_mtu },
+            ));
+        }
+        out.push(info);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_read_without_root() {
+        // Every network namespace has `lo`; reading sysfs needs no privilege.
+        let lo = PortInfo::read("lo").unwrap();
+        assert!(lo.ifindex >= 1);
+        assert!(lo.rx_queues >= 1);
+        assert_eq!(lo.mac, MacAddr([0; 6]));
+    }
+
+    #[test]
+    fn missing_and_duplicate_ports_are_named() {
+        let e = check_ports(&["xfwd-no-such0".into()], 1500).unwrap_err();
+        assert_eq!(e.port, "xfwd-no-such0");
+        assert!(matches!(e.kind, PortErrorKind::NotFound));
+        assert!(e.to_string().starts_with("xfwd-no-such0: no such interface"));
+        let e = check_ports(&["lo".into(), "lo".into()], 70000).unwrap_err();
+        assert!(matches!(e.kind, PortErrorKind::Duplicate), "{e}");
+        assert!(!exists("../lo"));
+    }
+
+    #[test]
+    fn mtu_over_the_frame_is_refused_with_the_fix() {
+        // lo has a 65536 MTU: far more than a 2 KiB frame carries.
+        let e = check_ports(&["lo".into()], 1500).unwrap_err();
+        assert!(matches!(e.kind, PortErrorKind::MtuTooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("ip link set lo mtu 1500"), "{e}");
+    }
+}

@@ -1,0 +1,259 @@
+//! Loading and attaching bpf/xfwd.bpf.c.
+//!
+//! The object is compiled by clang at build time (see `build.rs`) and embedded in the binary. It
+//! is loaded with libbpf-rs's `Object` API rather than the generated skeleton: the skeleton
+//! borrows from storage outside itself, which would make this owner self-referential, and the
+//! three maps are easily found by name.
+//!
+//! Attachment is a **bpf_link** per port (`bpf_link_create` with the XDP mode flag): the kernel
+//! detaches the program when the last reference to the link goes away, so a crash, `kill -9`
+//! included, never leaves a program behind. The older netlink attachment would stay.
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
+
+use super::port::PortInfo;
+use crate::{MAX_PORTS, MAX_QUEUES};
+
+const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xfwd.bpf.o"));
+
+/// How the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    /// In the driver (fastest); fails where the driver has no XDP support.
+    Native,
+    /// In the generic network stack path (works everywhere, slower).
+    Generic,
+    /// Native where the driver supports it, generic otherwise.
+    #[default]
+    Auto,
+}
+
+impl std::fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+            XdpMode::Auto => "auto",
+        })
+    }
+}
+
+/// The program's per-port counters (mirrors `enum xfwd_counter` in the C source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum XdpCounter {
+    /// Redirected into the port's AF_XDP socket.
+    Redirected = 0,
+    /// No socket on that (port, queue): handed to the kernel, lost to the forwarder.
+    PassNoSocket = 1,
+    /// IEEE 802.1D reserved group address: handed to the kernel.
+    PassReserved = 2,
+    /// Shorter than an Ethernet header: handed to the kernel.
+    PassRunt = 3,
+}
+
+impl XdpCounter {
+    /// Number of counters per port.
+    pub const COUNT: usize = 4;
+    /// All counters in slot order.
+    pub const ALL: [XdpCounter; XdpCounter::COUNT] =
+        [XdpCounter::Redirected, XdpCounter::PassNoSocket, XdpCounter::PassReserved, XdpCounter::PassRunt];
+
+    /// Stable short name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            XdpCounter::Redirected => "redirected",
+            XdpCounter::PassNoSocket => "pass-no-socket",
+            XdpCounter::PassReserved => "pass-reserved",
+            XdpCounter::PassRunt => "pass-runt",
+        }
+    }
+}
+
+/// Why the program could not be loaded or set up.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    /// libbpf refused the object (verifier, BTF, permissions).
+    #[error("loading the XDP program: {0}")]
+    Load(String),
+    /// The object lacks a map or program this code expects (a build mismatch).
+    #[error("the XDP object has no {0}")]
+    Missing(&'static str),
+    /// A map update failed.
+    #[error("updating map {map}: {cause}")]
+    Map {
+        /// Map name.
+        map: &'static str,
+        /// What libbpf said.
+        cause: String,
+    },
+    /// Too many ports or queues for the maps.
+    #[error("{0}")]
+    Limit(String),
+}
+
+/// The loaded program and its maps; attachments are made with [`XdpProgram::attach`].
+pub struct XdpProgram {
+    // Kept so the program fd stays open while links are created.
+    object: Object,
+    xsks: MapHandle,
+    counters: MapHandle,
+    links: Vec<XdpLink>,
+}
+
+impl std::fmt::Debug for XdpProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpProgram").field("links", &self.links).finish()
+    }
+}
+
+/// One attachment: a bpf_link fd. Dropping it detaches the program from that interface.
+#[derive(Debug)]
+pub struct XdpLink {
+    fd: OwnedFd,
+    /// The interface it is attached to.
+    pub ifindex: u32,
+    /// The mode the kernel accepted.
+    pub mode: XdpMode,
+}
+
+impl XdpProgram {
+    /// Loads the program and registers `ports` (in order: the first is port 0). Nothing is
+    /// attached yet.
+    pub fn load(ports: &[PortInfo]) -> Result<XdpProgram, XdpError> {
+        if ports.len() > MAX_PORTS {
+            return Err(XdpError::Limit(format!("at most {MAX_PORTS} ports, {} given", ports.len())));
+        }
+        let open = ObjectBuilder::default().open_memory(OBJECT).map_err(|e| XdpError::Load(format!("{e:#}")))?;
+        let object = open.load().map_err(|e| XdpError::Load(format!("{e:#}")))?;
+        let map = |name: &'static str| -> Result<MapHandle, XdpError> {
+            let m = object.maps().find(|m| m.name() == name).ok_or(XdpError::Missing(name))?;
+            MapHandle::try_from(&m).map_err(|e| XdpError::Map { map: name, cause: format!("{e:#}") })
+        };
+        let port_map = map("xfwd_ports")?;
+        let xsks = map("xfwd_xsks")?;
+        let counters = map("xfwd_counters")?;
+        for (i, p) in ports.iter().enumerate() {
+            port_map
+                .update(&p.ifindex.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| XdpError::Map { map: "xfwd_ports", cause: format!("{e:#}") })?;
+        }
+        Ok(XdpProgram { object, xsks, counters, links: Vec::new() })
+    }
+
+    /// Makes frames from (`port`, `queue`) go to the AF_XDP socket `fd`.
+    pub fn register_socket(&self, port: usize, queue: u32, fd: RawFd) -> Result<(), XdpError> {
+        if queue as usize >= MAX_QUEUES {
+            return Err(XdpError::Limit(format!("queue {queue} is beyond the {MAX_QUEUES} queues the program maps")));
+        }
+        let key = (port * MAX_QUEUES) as u32 + queue;
+        self.xsks
+            .update(&key.to_ne_bytes(), &(fd as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| XdpError::Map { map: "xfwd_xsks", cause: format!("{e:#}") })
+    }
+
+    /// Attaches the program to `ifindex` in `mode` (for `Auto`: native, else generic) and keeps
+    /// the link. Returns the mode the kernel accepted.
+    pub fn attach(&mut self, ifindex: u32, mode: XdpMode) -> Result<XdpMode, String> {
+        let prog =
+            self.object.progs().find(|p| p.name() == "xfwd_xdp").ok_or("the XDP object has no program xfwd_xdp")?;
+        let prog_fd = prog.as_fd().as_raw_fd();
+        let tries: &[XdpMode] = match mode {
+            XdpMode::Auto => &[XdpMode::Native, XdpMode::Generic],
+            XdpMode::Native => &[XdpMode::Native],
+            XdpMode::Generic => &[XdpMode::Generic],
+        };
+        let mut last = String::new();
+        for &m in tries {
+            match link_create(prog_fd, ifindex, m) {
+                Ok(fd) => {
+                    self.links.push(XdpLink { fd, ifindex, mode: m });
+                    return Ok(m);
+                }
+                Err(e) => last = format!("{m} mode: {e}"),
+            }
+        }
+        Err(last)
+    }
+
+    /// The attachments made so far.
+    pub fn links(&self) -> &[XdpLink] {
+        &self.links
+    }
+
+    /// Detaches from every interface (also done on drop).
+    pub fn detach_all(&mut self) {
+        self.links.clear();
+    }
+
+    /// A reader of the program's counters that other threads can own.
+    pub fn counter_reader(&self) -> Result<XdpCounters, XdpError> {
+        MapHandle::try_from(&self.counters)
+            .map(|map| XdpCounters { map })
+            .map_err(|e| XdpError::Map { map: "xfwd_counters", cause: format!("{e:#}") })
+    }
+}
+
+/// Reads the XDP program's per-CPU counters (an owned handle on the map).
+#[derive(Debug)]
+pub struct XdpCounters {
+    map: MapHandle,
+}
+
+impl XdpCounters {
+    /// The program's counters for `port`, summed over CPUs, in [`XdpCounter::ALL`] order.
+    pub fn port(&self, port: usize) -> [u64; XdpCounter::COUNT] {
+        self.row(port)
+    }
+
+    /// Frames seen on interfaces that are not registered ports (should stay 0).
+    pub fn foreign_frames(&self) -> u64 {
+        self.row(MAX_PORTS)[XdpCounter::PassNoSocket as usize]
+    }
+
+    fn row(&self, row: usize) -> [u64; XdpCounter::COUNT] {
+        let mut out = [0u64; XdpCounter::COUNT];
+        for (i, slot) in out.iter_mut().enumerate() {
+            let key = (row * XdpCounter::COUNT + i) as u32;
+            if let Ok(Some(per_cpu)) = self.map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY) {
+                *slot = per_cpu
+                    .iter()
+                    .filter_map(|v| v.get(..8).and_then(|b| b.try_into().ok()))
+                    .map(u64::from_ne_bytes)
+                    .sum();
+            }
+        }
+        out
+    }
+}
+
+impl AsRawFd for XdpLink {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// `bpf_link_create(prog, ifindex, BPF_XDP, flags)`: an XDP attachment owned by an fd.
+fn link_create(prog_fd: RawFd, ifindex: u32, mode: XdpMode) -> Result<OwnedFd, std::io::Error> {
+    let flags = match mode {
+        XdpMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
+        XdpMode::Generic => libbpf_sys::XDP_FLAGS_SKB_MODE,
+        XdpMode::Auto => 0,
+    };
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+        flags,
+        ..Default::default()
+    };
+    // SAFETY: `prog_fd` is the loaded program's fd, kept open by `self.object` for the call;
+    // `opts` is a fully initialised options struct whose `sz` names its own size, as libbpf's
+    // OPTS convention requires; libbpf reads it and returns a new fd or a negative errno.
+    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, ifindex as i32, libbpf_sys::BPF_XDP, &opts) };
+    if fd < 0 {
+        return Err(std::io::Error::from_raw_os_error(-fd));
+    }
+    // SAFETY: libbpf returned a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

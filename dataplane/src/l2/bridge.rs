@@ -1,0 +1,222 @@
+//! The learning-bridge decision: from one frame, its ingress port and the time, to an action.
+//!
+//! Pure but for the FDB it learns into: no I/O, no clock, no allocation. The rules are those of
+//! an IEEE 802.1D bridge without STP, as a Linux bridge with STP off applies them:
+//!
+//! 1. A frame too short for an Ethernet header is dropped ([`Reason::Runt`]).
+//! 2. A multicast, broadcast or all-zero source is dropped ([`Reason::InvalidSource`]): no station
+//!    sends from such an address, and learning it would poison the table.
+//! 3. A destination in 01:80:C2:00:00:01–0F is dropped ([`Reason::ReservedGroup`]). The XDP
+//!    program already hands these to the kernel; this is the same rule for any that reach here.
+//!    01:80:C2:00:00:00 (STP BPDUs) is flooded like any group address.
+//! 4. The source is learnt on the ingress port (new, refreshed, or moved from another port).
+//! 5. A group destination (broadcast, multicast) is flooded to every port but the ingress.
+//! 6. A known unicast destination is forwarded to its port, or dropped
+//!    ([`Reason::SameSegment`]) when that port is the ingress: the segment has delivered it.
+//! 7. An unknown (or aged-out) unicast destination is flooded.
+//!
+//! VLAN tags are not interpreted: tagged frames are bridged on their MAC addresses, transparently.
+
+use super::fdb::{Fdb, Learn};
+use crate::reason::Reason;
+use crate::time::Seconds;
+use crate::wire::EthernetFrame;
+use crate::PortId;
+
+/// What to do with a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Send it out of this one port.
+    Forward(PortId),
+    /// Send it out of every port except the one it came in on.
+    Flood,
+    /// Drop it, for this reason.
+    Drop(Reason),
+}
+
+/// The action, and what learning the source did (the worker counts refusals of a full table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// What to do with the frame.
+    pub action: Action,
+    /// What learning the source address did, if it was learnt at all.
+    pub learn: Option<Learn>,
+}
+
+impl Verdict {
+    #[inline]
+    fn drop(reason: Reason) -> Verdict {
+        Verdict { action: Action::Drop(reason), learn: None }
+    }
+}
+
+/// Decides the fate of `frame`, which arrived on `ingress` at `now`, learning its source.
+#[inline]
+pub fn decide(frame: &[u8], ingress: PortId, fdb: &Fdb, now: Seconds) -> Verdict {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return Verdict::drop(Reason::Runt);
+    };
+    let src = eth.src();
+    if src.is_multicast() || src.is_zero() {
+        return Verdict::drop(Reason::InvalidSource);
+    }
+    let dst = eth.dst();
+    if dst.is_reserved_link_local() {
+        return Verdict::drop(Reason::ReservedGroup);
+    }
+    let learn = Some(fdb.learn(src, ingress, now));
+    let action = if dst.is_multicast() {
+        Action::Flood
+    } else {
+        match fdb.lookup(dst, now) {
+            Some(port) if port == ingress => Action::Drop(Reason::SameSegment),
+            Some(port) => Action::Forward(port),
+            None => Action::Flood,
+        }
+    };
+    Verdict { action, learn }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::MacAddr;
+    use etherparse::{EtherType, Ethernet2Header};
+
+    const A: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x0a]);
+    const B: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x0b]);
+    const P0: PortId = PortId(0);
+    const P1: PortId = PortId(1);
+    const P2: PortId = PortId(2);
+    const T: Seconds = Seconds(100);
+
+    fn frame(dst: MacAddr, src: MacAddr, ether_type: EtherType) -> Vec<u8> {
+        let mut v = Vec::new();
+        Ethernet2Header { source: src.0, destination: dst.0, ether_type }.write(&mut v).unwrap();
+        v.resize(60, 0);
+        v
+    }
+
+    fn ipv4(dst: MacAddr, src: MacAddr) -> Vec<u8> {
+        frame(dst, src, EtherType::IPV4)
+    }
+
+    #[test]
+    fn unknown_unicast_floods_and_learns_the_source() {
+        let fdb = Fdb::new(64, 300);
+        let v = decide(&ipv4(B, A), P0, &fdb, T);
+        assert_eq!(v, Verdict { action: Action::Flood, learn: Some(Learn::New) });
+        assert_eq!(fdb.lookup(A, T), Some(P0));
+    }
+
+    #[test]
+    fn known_unicast_goes_to_its_port_only() {
+        let fdb = Fdb::new(64, 300);
+        decide(&ipv4(B, A), P0, &fdb, T);
+        let v = decide(&ipv4(A, B), P1, &fdb, T);
+        assert_eq!(v.action, Action::Forward(P0));
+        assert_eq!(decide(&ipv4(B, A), P0, &fdb, T).action, Action::Forward(P1));
+    }
+
+    #[test]
+    fn destination_on_the_ingress_port_is_filtered() {
+        let fdb = Fdb::new(64, 300);
+        decide(&ipv4(B, A), P0, &fdb, T);
+        decide(&ipv4(A, B), P0, &fdb, T);
+        assert_eq!(decide(&ipv4(A, B), P0, &fdb, T).action, Action::Drop(Reason::SameSegment));
+    }
+
+    #[test]
+    fn broadcast_and_multicast_flood_even_when_known() {
+        let fdb = Fdb::new(64, 300);
+        assert_eq!(decide(&frame(MacAddr::BROADCAST, A, EtherType::ARP), P0, &fdb, T).action, Action::Flood);
+        let mcast = MacAddr([0x01, 0x00, 0x5e, 0, 0, 1]);
+        assert_eq!(decide(&ipv4(mcast, A), P1, &fdb, T).action, Action::Flood);
+        assert_eq!(fdb.lookup(A, T), Some(P1), "learnt from a multicast frame too");
+    }
+
+    #[test]
+    fn group_or_zero_sources_are_dropped_and_not_learnt() {
+        let fdb = Fdb::new(64, 300);
+        for src in [MacAddr::BROADCAST, MacAddr([0x01, 0, 0x5e, 0, 0, 1]), MacAddr([0; 6])] {
+            assert_eq!(decide(&ipv4(B, src), P0, &fdb, T), Verdict::drop(Reason::InvalidSource));
+        }
+        assert!(fdb.is_empty(T));
+    }
+
+    #[test]
+    fn link_local_groups_are_never_bridged_but_stp_is() {
+        let fdb = Fdb::new(64, 300);
+        let lldp = MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x0E]);
+        let pause = MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x01]);
+        let stp = MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x00]);
+        assert_eq!(decide(&frame(lldp, A, EtherType(0x88cc)), P0, &fdb, T).action, Action::Drop(Reason::ReservedGroup));
+        assert_eq!(
+            decide(&frame(pause, A, EtherType(0x8808)), P0, &fdb, T).action,
+            Action::Drop(Reason::ReservedGroup)
+        );
+        assert_eq!(decide(&frame(stp, A, EtherType(0x0026)), P0, &fdb, T).action, Action::Flood);
+    }
+
+    #[test]
+    fn runt_frames_are_dropped() {
+        let fdb = Fdb::new(64, 300);
+        assert_eq!(decide(&[0u8; 13], P0, &fdb, T), Verdict::drop(Reason::Runt));
+        assert_eq!(decide(&[], P0, &fdb, T), Verdict::drop(Reason::Runt));
+    }
+
+    #[test]
+    fn a_station_that_moves_is_followed() {
+        let fdb = Fdb::new(64, 300);
+        decide(&ipv4(B, A), P0, &fdb, T);
+        let v = decide(&ipv4(B, A), P2, &fdb, T);
+        assert_eq!(v.learn, Some(Learn::Moved));
+        assert_eq!(decide(&ipv4(A, B), P1, &fdb, T).action, Action::Forward(P2));
+    }
+
+    #[test]
+    fn aged_destination_floods_again() {
+        let fdb = Fdb::new(64, 300);
+        decide(&ipv4(B, A), P0, &fdb, Seconds(1));
+        assert_eq!(decide(&ipv4(A, B), P1, &fdb, Seconds(301)).action, Action::Forward(P0));
+        assert_eq!(decide(&ipv4(A, B), P1, &fdb, Seconds(302)).action, Action::Flood);
+    }
+
+    #[test]
+    fn full_table_floods_unknown_destinations() {
+        let fdb = Fdb::new(8, 300);
+        let mut refused = 0;
+        for i in 0..64u8 {
+            let v = decide(&ipv4(B, MacAddr([0x02, 1, 0, 0, 0, i])), P0, &fdb, T);
+            assert_eq!(v.action, Action::Flood);
+            if v.learn == Some(Learn::Full) {
+                refused += 1;
+            }
+        }
+        assert_eq!(fdb.len(T), 8);
+        assert_eq!(refused, 64 - 8);
+        // A station that could not be learnt is flooded to, not lost.
+        let v = decide(&ipv4(MacAddr([0x02, 1, 0, 0, 0, 63]), B), P1, &fdb, T);
+        assert_eq!(v.action, Action::Flood);
+    }
+
+    #[test]
+    fn vlan_tagged_frames_are_bridged_on_their_macs() {
+        let fdb = Fdb::new(64, 300);
+        decide(&frame(B, A, EtherType::VLAN_TAGGED_FRAME), P0, &fdb, T);
+        assert_eq!(decide(&frame(A, B, EtherType::VLAN_TAGGED_FRAME), P1, &fdb, T).action, Action::Forward(P0));
+    }
+
+    #[test]
+    fn learnt_on_one_queue_is_used_by_another_at_once() {
+        // Two workers share one table: what queue 0 learns, queue 1 uses on its next frame.
+        let fdb = std::sync::Arc::new(Fdb::new(64, 300));
+        let q0 = {
+            let fdb = fdb.clone();
+            std::thread::spawn(move || decide(&ipv4(B, A), P0, &fdb, T))
+        };
+        assert_eq!(q0.join().unwrap().learn, Some(Learn::New));
+        let q1 = std::thread::spawn(move || decide(&ipv4(A, B), P1, &fdb, T));
+        assert_eq!(q1.join().unwrap().action, Action::Forward(P0));
+    }
+}

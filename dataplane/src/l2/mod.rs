@@ -1,0 +1,7 @@
+//! Layer 2: the forwarding database and the learning-bridge decision.
+
+pub mod bridge;
+pub mod fdb;
+
+pub use bridge::{decide, Action, Verdict};
+pub use fdb::{Fdb, FdbEntry, Learn};

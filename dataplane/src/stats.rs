@@ -1,0 +1,300 @@
+//! Counters: what each worker did with every frame, readable live by the stats thread.
+//!
+//! Each counter has exactly one writer, the worker that owns it, which updates it with a relaxed
+//! load and a relaxed store: no locked read-modify-write, no contention. Readers (the stats
+//! printer, the control socket) load it relaxed and may see a value a few frames old. Each
+//! worker's block is cache-line aligned and allocated on its own, so no two workers write the
+//! same line. Plain `u64`s shared between threads would be a data race; atomics with relaxed
+//! ordering compile to the same plain moves on x86-64 and aarch64.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::{Deserialize, Serialize};
+
+use crate::reason::Reason;
+
+/// A single-writer counter (see the module documentation).
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`. Only the owning worker may call this.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    /// Adds one. Only the owning worker may call this.
+    #[inline]
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Sets a gauge. Only the owning worker may call this.
+    #[inline]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
+
+    /// The current value.
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// What one worker counts for one port.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct PortCounters {
+    /// Frames taken off this port's RX ring.
+    pub rx_frames: Counter,
+    /// Bytes of those frames.
+    pub rx_bytes: Counter,
+    /// Frames placed on this port's TX ring.
+    pub tx_frames: Counter,
+    /// Bytes of those frames.
+    pub tx_bytes: Counter,
+    /// Received frames that were flooded (sent to every other port).
+    pub flooded: Counter,
+    /// Received frames whose source could not be learnt because the FDB was full.
+    pub fdb_full: Counter,
+    /// Drops, indexed by [`Reason`]; counted on the port the frame came in on, except
+    /// `tx-ring-full` and `no-free-frame`, counted on the egress port.
+    pub drops: [Counter; Reason::COUNT],
+    /// TX kicks (sendto) issued on this port's socket.
+    pub kicks: Counter,
+    /// Kicks answered EAGAIN (the kernel sent a budget and more remains): kicked again.
+    pub kick_again: Counter,
+    /// Kicks answered EBUSY, ENOBUFS or ENETDOWN (link down, device busy): retried next round.
+    pub kick_busy: Counter,
+    /// Kicks answered with any other error.
+    pub kick_error: Counter,
+    /// The kernel's statistics of this port's socket (`XDP_STATISTICS`), refreshed by the worker.
+    pub xsk: XskGauges,
+}
+
+/// The kernel's counters of one AF_XDP socket, as last read by its worker.
+#[derive(Debug, Default)]
+pub struct XskGauges {
+    /// Frames dropped for lack of RX ring room or other reasons (`rx_dropped`).
+    pub rx_dropped: Counter,
+    /// Frames dropped because the RX ring was full (`rx_ring_full`).
+    pub rx_ring_full: Counter,
+    /// Times the kernel found the fill ring empty (`rx_fill_ring_empty_descs`).
+    pub fill_ring_empty: Counter,
+    /// Times the kernel found the TX ring empty when kicked (`tx_ring_empty_descs`).
+    pub tx_ring_empty: Counter,
+    /// Invalid RX descriptors (`rx_invalid_descs`).
+    pub rx_invalid: Counter,
+    /// Invalid TX descriptors (`tx_invalid_descs`): a frame sent with a bad length or address.
+    pub tx_invalid: Counter,
+}
+
+impl PortCounters {
+    /// Counts one drop.
+    #[inline]
+    pub fn drop(&self, reason: Reason) {
+        self.drops[reason as usize].inc();
+    }
+}
+
+/// Where one worker's UMEM frames are. Frames are only ever in one of these places, so the
+/// gauges add up to `total` whenever the worker is between batches (see `io` for the rule).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct FrameGauges {
+    /// Frames in the UMEM.
+    pub total: Counter,
+    /// In the worker's free list.
+    pub free: Counter,
+    /// Handed to the kernel through a fill ring, not yet received.
+    pub fill: Counter,
+    /// Handed to the kernel through a TX ring, not yet completed.
+    pub tx: Counter,
+}
+
+/// Everything one worker (one queue) counts.
+#[derive(Debug)]
+pub struct QueueCounters {
+    /// The queue this worker serves on every port.
+    pub queue: u32,
+    /// The core it is pinned to, if any.
+    pub core: Option<usize>,
+    /// Per port, in port order.
+    pub ports: Box<[PortCounters]>,
+    /// Frame accounting.
+    pub frames: FrameGauges,
+    /// Times the worker slept in poll(2) for lack of work (adaptive mode).
+    pub sleeps: Counter,
+}
+
+impl QueueCounters {
+    /// Zeroed counters for a worker on `queue` serving `nports` ports.
+    pub fn new(queue: u32, core: Option<usize>, nports: usize) -> QueueCounters {
+        QueueCounters {
+            queue,
+            core,
+            ports: (0..nports).map(|_| PortCounters::default()).collect(),
+            frames: FrameGauges::default(),
+            sleeps: Counter::default(),
+        }
+    }
+
+    /// A plain copy of the counters, for reporting.
+    pub fn snapshot(&self) -> QueueSnapshot {
+        QueueSnapshot {
+            queue: self.queue,
+            core: self.core,
+            ports: self.ports.iter().map(PortCounters::snapshot).collect(),
+            frames: FrameSnapshot {
+                total: self.frames.total.get(),
+                free: self.frames.free.get(),
+                fill: self.frames.fill.get(),
+                tx: self.frames.tx.get(),
+            },
+            sleeps: self.sleeps.get(),
+        }
+    }
+}
+
+impl PortCounters {
+    /// A plain copy, for reporting.
+    pub fn snapshot(&self) -> PortSnapshot {
+        PortSnapshot {
+            rx_frames: self.rx_frames.get(),
+            rx_bytes: self.rx_bytes.get(),
+            tx_frames: self.tx_frames.get(),
+            tx_bytes: self.tx_bytes.get(),
+            flooded: self.flooded.get(),
+            fdb_full: self.fdb_full.get(),
+            drops: Reason::ALL.iter().map(|r| (r.name().to_owned(), self.drops[*r as usize].get())).collect(),
+            kicks: self.kicks.get(),
+            kick_again: self.kick_again.get(),
+            kick_busy: self.kick_busy.get(),
+            kick_error: self.kick_error.get(),
+            xsk: XskSnapshot {
+                rx_dropped: self.xsk.rx_dropped.get(),
+                rx_ring_full: self.xsk.rx_ring_full.get(),
+                fill_ring_empty: self.xsk.fill_ring_empty.get(),
+                tx_ring_empty: self.xsk.tx_ring_empty.get(),
+                rx_invalid: self.xsk.rx_invalid.get(),
+                tx_invalid: self.xsk.tx_invalid.get(),
+            },
+        }
+    }
+}
+
+/// A copy of [`PortCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs, reason = "fields mirror PortCounters")]
+pub struct PortSnapshot {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub flooded: u64,
+    pub fdb_full: u64,
+    /// (reason name, count), in [`Reason::ALL`] order.
+    pub drops: Vec<(String, u64)>,
+    pub kicks: u64,
+    pub kick_again: u64,
+    pub kick_busy: u64,
+    pub kick_error: u64,
+    pub xsk: XskSnapshot,
+}
+
+/// A copy of [`XskGauges`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs, reason = "fields mirror XskGauges")]
+pub struct XskSnapshot {
+    pub rx_dropped: u64,
+    pub rx_ring_full: u64,
+    pub fill_ring_empty: u64,
+    pub tx_ring_empty: u64,
+    pub rx_invalid: u64,
+    pub tx_invalid: u64,
+}
+
+impl PortSnapshot {
+    /// Sum of all drops.
+    pub fn dropped(&self) -> u64 {
+        self.drops.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Adds `other` into `self` (to total a port over its queues).
+    pub fn accumulate(&mut self, other: &PortSnapshot) {
+        self.rx_frames += other.rx_frames;
+        self.rx_bytes += other.rx_bytes;
+        self.tx_frames += other.tx_frames;
+        self.tx_bytes += other.tx_bytes;
+        self.flooded += other.flooded;
+        self.fdb_full += other.fdb_full;
+        if self.drops.is_empty() {
+            self.drops = other.drops.iter().map(|(n, _)| (n.clone(), 0)).collect();
+        }
+        for ((_, a), (_, b)) in self.drops.iter_mut().zip(&other.drops) {
+            *a += b;
+        }
+        self.kicks += other.kicks;
+        self.kick_again += other.kick_again;
+        self.kick_busy += other.kick_busy;
+        self.kick_error += other.kick_error;
+        self.xsk.rx_dropped += other.xsk.rx_dropped;
+        self.xsk.rx_ring_full += other.xsk.rx_ring_full;
+        self.xsk.fill_ring_empty += other.xsk.fill_ring_empty;
+        self.xsk.tx_ring_empty += other.xsk.tx_ring_empty;
+        self.xsk.rx_invalid += other.xsk.rx_invalid;
+        self.xsk.tx_invalid += other.xsk.tx_invalid;
+    }
+}
+
+/// A copy of [`FrameGauges`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs, reason = "fields mirror FrameGauges")]
+pub struct FrameSnapshot {
+    pub total: u64,
+    pub free: u64,
+    pub fill: u64,
+    pub tx: u64,
+}
+
+impl FrameSnapshot {
+    /// Frames not found in any place: must be zero.
+    pub fn unaccounted(&self) -> i64 {
+        self.total as i64 - (self.free + self.fill + self.tx) as i64
+    }
+}
+
+/// A copy of [`QueueCounters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs, reason = "fields mirror QueueCounters")]
+pub struct QueueSnapshot {
+    pub queue: u32,
+    pub core: Option<usize>,
+    pub ports: Vec<PortSnapshot>,
+    pub frames: FrameSnapshot,
+    pub sleeps: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_add_and_snapshot() {
+        let q = QueueCounters::new(1, Some(0), 2);
+        q.ports[1].rx_frames.add(3);
+        q.ports[1].drop(Reason::SameSegment);
+        q.ports[1].drop(Reason::SameSegment);
+        let s = q.snapshot();
+        assert_eq!(s.ports[1].rx_frames, 3);
+        assert_eq!(s.ports[1].dropped(), 2);
+        assert_eq!(s.ports[1].drops[Reason::SameSegment as usize], ("same-segment".to_owned(), 2));
+        let mut total = PortSnapshot::default();
+        total.accumulate(&s.ports[1]);
+        total.accumulate(&s.ports[1]);
+        assert_eq!(total.dropped(), 4);
+        assert_eq!(total.rx_frames, 6);
+    }
+}

@@ -1,0 +1,43 @@
+//! Time as the tables see it: whole seconds on a monotonic clock whose origin is xfwd's start.
+//!
+//! Decision and table code never reads a clock; the I/O layer reads [`Clock::now`] once per
+//! batch and passes the value in, which keeps the decision code deterministic under test.
+
+use std::time::Instant;
+
+/// Whole seconds since the clock's origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Seconds(pub u32);
+
+impl Seconds {
+    /// Seconds elapsed from `earlier` to `self` (0 if `earlier` is later).
+    #[inline]
+    pub fn since(self, earlier: Seconds) -> u32 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+/// A monotonic clock counting whole seconds from its creation.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    pub fn start() -> Clock {
+        Clock { origin: Instant::now() }
+    }
+
+    /// The current time. The origin counts as second 1 so that 0 can mean "never".
+    #[inline]
+    pub fn now(&self) -> Seconds {
+        Seconds(u32::try_from(self.origin.elapsed().as_secs()).unwrap_or(u32::MAX - 1) + 1)
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::start()
+    }
+}

@@ -1,0 +1,215 @@
+//! Ethernet II frames (IEEE 802.3 MAC header), optionally 802.1Q tagged.
+//!
+//! The bridge needs the two addresses only: it forwards tagged and untagged frames alike
+//! (transparent to VLANs), so the tag is exposed for callers that care, not interpreted here.
+
+use core::fmt;
+
+use super::Error;
+
+mod field {
+    use core::ops::Range;
+    pub const DST: Range<usize> = 0..6;
+    pub const SRC: Range<usize> = 6..12;
+    pub const ETHERTYPE: Range<usize> = 12..14;
+    pub const HEADER_LEN: usize = 14;
+}
+
+/// Length of an untagged Ethernet header.
+pub const HEADER_LEN: usize = field::HEADER_LEN;
+
+/// The 802.1Q tag protocol identifier.
+pub const ETHERTYPE_VLAN: u16 = 0x8100;
+
+/// A 48-bit IEEE 802 MAC address.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// ff:ff:ff:ff:ff:ff.
+    pub const BROADCAST: MacAddr = MacAddr([0xff; 6]);
+
+    /// The group bit (I/G) is set: broadcast or multicast.
+    #[inline]
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] & 1 != 0
+    }
+
+    /// All zeroes: never a valid station address.
+    #[inline]
+    pub fn is_zero(&self) -> bool {
+        self.0 == [0; 6]
+    }
+
+    /// 01:80:C2:00:00:01 to 01:80:C2:00:00:0F: IEEE 802.1D link-local groups (PAUSE, LACP,
+    /// 802.1X, LLDP, ...) that a bridge never forwards. 01:80:C2:00:00:00 (STP) is not in it.
+    #[inline]
+    pub fn is_reserved_link_local(&self) -> bool {
+        let a = &self.0;
+        a[..5] == [0x01, 0x80, 0xC2, 0x00, 0x00] && (0x01..=0x0F).contains(&a[5])
+    }
+
+    /// The address as the low 48 bits of a `u64`, first octet most significant.
+    #[inline]
+    pub fn to_u64(self) -> u64 {
+        let a = self.0;
+        u64::from_be_bytes([0, 0, a[0], a[1], a[2], a[3], a[4], a[5]])
+    }
+
+    /// The inverse of [`MacAddr::to_u64`]; bits above 48 are ignored.
+    #[inline]
+    pub fn from_u64(v: u64) -> MacAddr {
+        let b = v.to_be_bytes();
+        MacAddr([b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", a[0], a[1], a[2], a[3], a[4], a[5])
+    }
+}
+
+impl fmt::Debug for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Error parsing a MAC address from text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a MAC address (expected six hex octets such as 02:00:00:00:00:01)")]
+pub struct ParseMacError(String);
+
+impl core::str::FromStr for MacAddr {
+    type Err = ParseMacError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = [0u8; 6];
+        let mut parts = s.split([':', '-']);
+        for byte in out.iter_mut() {
+            let part = parts.next().ok_or_else(|| ParseMacError(s.to_owned()))?;
+            if part.is_empty() || part.len() > 2 {
+                return Err(ParseMacError(s.to_owned()));
+            }
+            *byte = u8::from_str_radix(part, 16).map_err(|_| ParseMacError(s.to_owned()))?;
+        }
+        if parts.next().is_some() {
+            return Err(ParseMacError(s.to_owned()));
+        }
+        Ok(MacAddr(out))
+    }
+}
+
+/// A view of an Ethernet frame. After [`EthernetFrame::new_checked`] no accessor panics.
+#[derive(Debug, Clone, Copy)]
+pub struct EthernetFrame<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> EthernetFrame<T> {
+    /// Wraps `buffer` after checking that it holds a whole Ethernet header.
+    #[inline]
+    pub fn new_checked(buffer: T) -> Result<Self, Error> {
+        let len = buffer.as_ref().len();
+        if len < field::HEADER_LEN {
+            return Err(Error::Truncated { len, need: field::HEADER_LEN });
+        }
+        Ok(EthernetFrame { buffer })
+    }
+
+    /// Destination address.
+    #[inline]
+    pub fn dst(&self) -> MacAddr {
+        let b = self.buffer.as_ref();
+        MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]])
+    }
+
+    /// Source address.
+    #[inline]
+    pub fn src(&self) -> MacAddr {
+        let b = &self.buffer.as_ref()[field::SRC];
+        MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]])
+    }
+
+    /// EtherType (or TPID when tagged).
+    #[inline]
+    pub fn ethertype(&self) -> u16 {
+        let b = &self.buffer.as_ref()[field::ETHERTYPE];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    /// The whole frame, header included.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// Unwraps the buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
+    /// Sets the destination address.
+    #[inline]
+    pub fn set_dst(&mut self, mac: MacAddr) {
+        self.buffer.as_mut()[field::DST].copy_from_slice(&mac.0);
+    }
+
+    /// Sets the source address.
+    #[inline]
+    pub fn set_src(&mut self, mac: MacAddr) {
+        self.buffer.as_mut()[field::SRC].copy_from_slice(&mac.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_buffer_is_refused() {
+        assert_eq!(EthernetFrame::new_checked(&[0u8; 13][..]).unwrap_err(), Error::Truncated { len: 13, need: 14 });
+        assert!(EthernetFrame::new_checked(&[0u8; 14][..]).is_ok());
+    }
+
+    #[test]
+    fn fields_read_and_write_by_offset() {
+        let mut buf = [0u8; 60];
+        buf[..6].copy_from_slice(&[0xff; 6]);
+        buf[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        buf[12..14].copy_from_slice(&[0x81, 0x00]);
+        let mut f = EthernetFrame::new_checked(&mut buf[..]).unwrap();
+        assert_eq!(f.dst(), MacAddr::BROADCAST);
+        assert_eq!(f.src(), MacAddr([2, 0, 0, 0, 0, 1]));
+        assert_eq!(f.ethertype(), ETHERTYPE_VLAN);
+        f.set_dst(MacAddr([2, 0, 0, 0, 0, 9]));
+        f.set_src(MacAddr([2, 0, 0, 0, 0, 8]));
+        assert_eq!(&buf[..12], &[2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8]);
+    }
+
+    #[test]
+    fn address_classes() {
+        assert!(MacAddr::BROADCAST.is_multicast());
+        assert!(!MacAddr([2, 0, 0, 0, 0, 1]).is_multicast());
+        assert!(MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x0E]).is_reserved_link_local());
+        assert!(MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x01]).is_reserved_link_local());
+        assert!(MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x0F]).is_reserved_link_local());
+        assert!(!MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x00]).is_reserved_link_local(), "STP is forwarded");
+        assert!(!MacAddr([0x01, 0x80, 0xC2, 0, 0, 0x10]).is_reserved_link_local());
+        assert!(MacAddr([0; 6]).is_zero());
+    }
+
+    #[test]
+    fn u64_round_trip_and_text() {
+        let m: MacAddr = "02:ab:cd:ef:01:23".parse().unwrap();
+        assert_eq!(m.to_u64(), 0x02ab_cdef_0123);
+        assert_eq!(MacAddr::from_u64(m.to_u64()), m);
+        assert_eq!(m.to_string(), "02:ab:cd:ef:01:23");
+        assert!("02:ab:cd:ef:01".parse::<MacAddr>().is_err());
+        assert!("02:ab:cd:ef:01:23:45".parse::<MacAddr>().is_err());
+        assert!("02:ab:cd:ef:01:zz".parse::<MacAddr>().is_err());
+    }
+}

@@ -1,0 +1,17 @@
+//! Wire formats: zero-copy views over frame bytes.
+//!
+//! A view is built with `new_checked`, which verifies the buffer is long enough for every fixed
+//! field; after that no accessor can panic. Fields are read by offset (the `field` module of each
+//! format), never by casting bytes to a struct, so alignment and endianness are explicit.
+
+pub mod ethernet;
+
+pub use ethernet::{EthernetFrame, MacAddr};
+
+/// Why a buffer is not a valid frame of the expected format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The buffer is shorter than the format's fixed header.
+    #[error("truncated: {len} bytes, the header needs {need}")]
+    Truncated { len: usize, need: usize },
+}
