@@ -304,6 +304,11 @@ impl Forwarder {
         Ok(Forwarder { view, cores: pinned, xdp_modes, warnings, stop, threads, xdp: Some(xdp) })
     }
 
+    /// Whether every worker thread is still running (false: one died, the forwarder is broken).
+    pub fn workers_alive(&self) -> bool {
+        self.threads.iter().all(|t| !t.is_finished())
+    }
+
     /// The live view for stats readers.
     pub fn view(&self) -> Arc<LiveView> {
         Arc::clone(&self.view)

@@ -1,0 +1,136 @@
+//! Text for people: the periodic one-line-per-port stats, `xfwd show stats` and `show fdb`.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use xfwd_dataplane::io::forwarder::{PortReport, Report};
+use xfwd_dataplane::io::PortInfo;
+use xfwd_dataplane::l2::FdbEntry;
+
+fn rate(now: u64, before: u64, dt: Duration) -> String {
+    let secs = dt.as_secs_f64();
+    if secs <= 0.0 {
+        return "-".into();
+    }
+    let r = now.saturating_sub(before) as f64 / secs;
+    if r >= 1e6 {
+        format!("{:.2} Mpps", r / 1e6)
+    } else if r >= 1e3 {
+        format!("{:.1} kpps", r / 1e3)
+    } else {
+        format!("{r:.0} pps")
+    }
+}
+
+fn xdp(p: &PortReport, name: &str) -> u64 {
+    p.xdp.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+}
+
+/// One line for one port: totals, rates since `prev` (over `dt`), non-zero drop reasons.
+pub fn port_line(p: &PortReport, prev: Option<&PortReport>, dt: Duration) -> String {
+    let t = &p.total;
+    let mut s = format!("{}: rx {} tx {} flooded {} dropped {}", p.name, t.rx_frames, t.tx_frames, t.flooded, t.dropped());
+    if let Some(prev) = prev {
+        let _ = write!(
+            s,
+            " | rx {} tx {}",
+            rate(t.rx_frames, prev.total.rx_frames, dt),
+            rate(t.tx_frames, prev.total.tx_frames, dt)
+        );
+    }
+    for (reason, n) in t.drops.iter().filter(|(_, n)| *n > 0) {
+        let _ = write!(s, " {reason}={n}");
+    }
+    let _ = write!(s, " | xdp redirected {} no-socket {}", xdp(p, "redirected"), xdp(p, "pass-no-socket"));
+    if t.xsk.rx_dropped > 0 {
+        let _ = write!(s, " xsk-rx-dropped {}", t.xsk.rx_dropped);
+    }
+    s
+}
+
+/// The frame accounting of every worker, one line each.
+pub fn frame_lines(r: &Report) -> Vec<String> {
+    r.queues
+        .iter()
+        .map(|q| {
+            let f = q.frames;
+            format!(
+                "queue {}: frames total {} free {} fill {} tx {} unaccounted {}",
+                q.queue,
+                f.total,
+                f.free,
+                f.fill,
+                f.tx,
+                f.unaccounted()
+            )
+        })
+        .collect()
+}
+
+/// The full picture for `xfwd show stats`.
+pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
+    let mut s = String::new();
+    for (i, p) in r.ports.iter().enumerate() {
+        let t = &p.total;
+        let info = ports.get(i);
+        let _ = writeln!(
+            s,
+            "{} (ifindex {}, mac {})",
+            p.name,
+            info.map_or(0, |i| i.ifindex),
+            info.map_or_else(String::new, |i| i.mac.to_string())
+        );
+        let _ = writeln!(
+            s,
+            "  rx {} frames {} bytes, tx {} frames {} bytes, flooded {}, fdb-full {}",
+            t.rx_frames, t.rx_bytes, t.tx_frames, t.tx_bytes, t.flooded, t.fdb_full
+        );
+        let _ = writeln!(
+            s,
+            "  drops: {}",
+            t.drops.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", ")
+        );
+        let _ = writeln!(s, "  xdp: {}", p.xdp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
+        let x = &t.xsk;
+        let _ = writeln!(
+            s,
+            "  xsk: rx-dropped {}, rx-ring-full {}, fill-ring-empty {}, tx-ring-empty {}, rx-invalid {}, tx-invalid {}",
+            x.rx_dropped, x.rx_ring_full, x.fill_ring_empty, x.tx_ring_empty, x.rx_invalid, x.tx_invalid
+        );
+        let _ = writeln!(
+            s,
+            "  kicks {} (again {}, busy {}, error {})",
+            t.kicks, t.kick_again, t.kick_busy, t.kick_error
+        );
+        for (q, pq) in p.per_queue.iter().enumerate() {
+            let _ = writeln!(s, "  queue {q}: rx {} tx {} dropped {}", pq.rx_frames, pq.tx_frames, pq.dropped());
+        }
+    }
+    for q in &r.queues {
+        let _ = writeln!(
+            s,
+            "queue {} on core {}: sleeps {}",
+            q.queue,
+            q.core.map_or_else(|| "-".into(), |c| c.to_string()),
+            q.sleeps
+        );
+    }
+    for line in frame_lines(r) {
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(s, "fdb: {} of {} entries", r.fdb_entries, r.fdb_capacity);
+    if r.xdp_foreign > 0 {
+        let _ = writeln!(s, "xdp: {} frames on interfaces that are not ports", r.xdp_foreign);
+    }
+    s
+}
+
+/// `xfwd show fdb`.
+pub fn fdb(entries: &[(FdbEntry, String)], capacity: usize) -> String {
+    let mut s = format!("{:<17}  {:<12}  {:>6}\n", "mac", "port", "age(s)");
+    for (e, port) in entries {
+        let _ = writeln!(s, "{:<17}  {:<12}  {:>6}", e.mac.to_string(), port, e.age);
+    }
+    let _ = writeln!(s, "{} of {} entries", entries.len(), capacity);
+    s
+}

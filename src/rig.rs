@@ -1,0 +1,300 @@
+//! The namespace rig: hosts and a box made of network namespaces and veth pairs, built with
+//! iproute2 and torn down when the guard drops, even when a test fails half-way.
+//!
+//! Shape (bridge): `h1:eth0 ⇄ box:eth4`, `box:eth5 ⇄ h2:eth0`; hosts on 198.18.0.0/24 (RFC 2544
+//! benchmarking range), the box's ports up without addresses. Hosts turn TX checksum offload off
+//! on their veth: AF_XDP forwards frames as they are, and veth would otherwise hand over partial
+//! checksums that the receiving host drops. No namespace gets a default route: nothing leaves.
+//!
+//! veth has no RSS: a frame arrives on the receiving end's queue *k* when the sender transmitted
+//! it on its queue *k*. With `queues > 1` each host maps its TX queue *k* to CPU *k* (XPS), so a
+//! sender pinned to CPU *k* lands on the box's queue *k*.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Runs `cmd args…`, failing with its stderr when it exits non-zero.
+pub fn run(cmd: &str, args: &[&str]) -> Result<Output> {
+    let out = Command::new(cmd).args(args).output().with_context(|| format!("running {cmd}: is it installed?"))?;
+    if !out.status.success() {
+        bail!("{cmd} {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(out)
+}
+
+/// A network namespace, deleted (with everything in it) on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates a namespace called `name` with its loopback up.
+    pub fn new(name: String) -> Result<Netns> {
+        run("ip", &["netns", "add", &name])?;
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `ip -n NAME args…`.
+    pub fn ip(&self, args: &[&str]) -> Result<Output> {
+        let mut all = vec!["-n", &self.name];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+
+    /// Runs a command inside the namespace and waits for it.
+    pub fn exec(&self, args: &[&str]) -> Result<Output> {
+        let mut all = vec!["netns", "exec", &self.name];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+
+    /// A command that will run inside the namespace.
+    pub fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// Writes `value` to a sysfs or procfs file as seen from inside the namespace.
+    pub fn write_file(&self, path: &str, value: &str) -> Result<()> {
+        self.exec(&["sh", "-c", &format!("echo {value} > {path}")]).map(|_| ())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Kill what still runs inside (iperf3 servers, a forwarder) so the namespace can go.
+        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.name]).output() {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+/// A child process killed on drop.
+#[derive(Debug)]
+pub struct Spawned {
+    /// The process.
+    pub child: Child,
+}
+
+impl Spawned {
+    /// Sends `signal` (e.g. `libc::SIGTERM`) to the process.
+    pub fn signal(&self, signal: i32) {
+        // The child is `ip netns exec …`, which execs the program: same pid.
+        let _ = Command::new("kill").args([&format!("-{signal}"), &self.child.id().to_string()]).status();
+    }
+
+    /// Waits for the process to exit, up to `timeout`; kills it after that.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<std::process::ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait()? {
+                return Ok(st);
+            }
+            if start.elapsed() > timeout {
+                let _ = self.child.kill();
+                bail!("process {} did not exit within {timeout:?}", self.child.id());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two hosts and a box between them.
+#[derive(Debug)]
+pub struct Rig {
+    /// Queue count of every veth.
+    pub queues: u32,
+    /// The box: holds `eth4` (towards h1) and `eth5` (towards h2).
+    pub boxns: Netns,
+    /// Host 1, `eth0` = 198.18.0.1/24.
+    pub h1: Netns,
+    /// Host 2, `eth0` = 198.18.0.2/24.
+    pub h2: Netns,
+}
+
+/// Host 1's address on the bridge rig.
+pub const H1_ADDR: &str = "198.18.0.1";
+/// Host 2's address on the bridge rig.
+pub const H2_ADDR: &str = "198.18.0.2";
+
+impl Rig {
+    /// Builds the bridge rig with `queues` queues per veth.
+    pub fn bridge(queues: u32) -> Result<Rig> {
+        let id = format!("xfwd{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let boxns = Netns::new(format!("{id}-box"))?;
+        let h1 = Netns::new(format!("{id}-h1"))?;
+        let h2 = Netns::new(format!("{id}-h2"))?;
+        let q = queues.to_string();
+        for (host, port, addr) in [(&h1, "eth4", H1_ADDR), (&h2, "eth5", H2_ADDR)] {
+            run(
+                "ip",
+                &[
+                    "link", "add", "eth0", "netns", host.name(), "numtxqueues", &q, "numrxqueues", &q, "type", "veth",
+                    "peer", "name", port, "netns", boxns.name(), "numtxqueues", &q, "numrxqueues", &q,
+                ],
+            )?;
+            host.ip(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
+            host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
+            host.ip(&["link", "set", "eth0", "up"])?;
+            boxns.ip(&["link", "set", port, "up"])?;
+            for k in 0..queues {
+                host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
+            }
+        }
+        Ok(Rig { queues, boxns, h1, h2 })
+    }
+
+    /// Pings from `from` to `addr` until one answer arrives or `timeout` passes.
+    pub fn ping_until(from: &Netns, addr: &str, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if from.exec(&["ping", "-c", "1", "-W", "1", addr]).is_ok() {
+                return Ok(());
+            }
+        }
+        bail!("{addr} did not answer ping from {} within {timeout:?}", from.name())
+    }
+
+    /// Starts `xfwd ARGS…` inside the box and waits for its `xfwd: ready` line.
+    pub fn start_xfwd(&self, exe: &str, args: &[&str]) -> Result<(Spawned, Vec<String>)> {
+        let mut cmd = self.boxns.command(exe);
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut sp = Spawned { child: cmd.spawn().context("starting xfwd")? };
+        let stdout = sp.child.stdout.take().context("xfwd stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = Vec::new();
+        let start = Instant::now();
+        loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    let ready = line == "xfwd: ready";
+                    seen.push(line);
+                    if ready {
+                        break;
+                    }
+                }
+                _ => {
+                    let st = sp.wait_timeout(Duration::from_secs(5));
+                    bail!("xfwd exited before it was ready ({st:?}); it printed: {}", seen.join(" | "));
+                }
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                bail!("xfwd not ready after 30 s");
+            }
+        }
+        // Keep draining its stdout so stats lines never block it.
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        Ok((sp, seen))
+    }
+}
+
+/// Result of one iperf3 run: the sender-side rate of each flow, bits per second.
+#[derive(Debug, Clone)]
+pub struct TcpResult {
+    /// Per flow, sender bits/s, in flow order.
+    pub flows_bps: Vec<f64>,
+}
+
+impl TcpResult {
+    /// The sum of the flows' sender rates (the reference method's figure), Gb/s.
+    pub fn gbps(&self) -> f64 {
+        self.flows_bps.iter().sum::<f64>() / 1e9
+    }
+}
+
+/// Reads the sender rate from iperf3's `--json` output.
+pub fn iperf3_sender_bps(json: &str) -> Result<f64> {
+    let v: serde_json::Value = serde_json::from_str(json).context("iperf3 JSON")?;
+    if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
+        bail!("iperf3: {err}");
+    }
+    v.pointer("/end/sum_sent/bits_per_second").and_then(|b| b.as_f64()).context("iperf3 JSON has no end.sum_sent")
+}
+
+/// Runs `flows` TCP flows from `client` to `server_addr` in `server` for `secs` seconds. Flow
+/// *k* uses server port 5201+k and client port 55000+k, and its client runs pinned to CPU
+/// *k mod queues* so XPS puts it on that queue.
+pub fn iperf3_tcp(
+    server: &Netns,
+    client: &Netns,
+    server_addr: &str,
+    flows: u32,
+    queues: u32,
+    secs: u32,
+) -> Result<TcpResult> {
+    let mut servers = Vec::new();
+    for k in 0..flows {
+        let port = (5201 + k).to_string();
+        let mut c = server.command("iperf3");
+        c.args(["-s", "-1", "-p", &port]).stdout(Stdio::null()).stderr(Stdio::null());
+        servers.push(Spawned { child: c.spawn().context("starting iperf3 -s")? });
+    }
+    // Give the servers a moment to listen.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        let out = server.exec(&["ss", "-ltn"])?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if (0..flows).all(|k| text.contains(&format!(":{}", 5201 + k))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut clients = Vec::new();
+    for k in 0..flows {
+        let cpu = (k % queues.max(1)).to_string();
+        let port = (5201 + k).to_string();
+        let cport = (55000 + k).to_string();
+        let t = secs.to_string();
+        let mut c = client.command("taskset");
+        c.args(["-c", &cpu, "iperf3", "-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-J"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        clients.push(c.spawn().context("starting iperf3 -c")?);
+    }
+    let mut flows_bps = Vec::new();
+    for c in clients {
+        let out = c.wait_with_output()?;
+        flows_bps.push(iperf3_sender_bps(&String::from_utf8_lossy(&out.stdout))?);
+    }
+    drop(servers);
+    Ok(TcpResult { flows_bps })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iperf3_json_sender_rate() {
+        let json = r#"{"start":{},"intervals":[],"end":{"sum_sent":{"bytes":1,"bits_per_second":2.5e9},"sum_received":{"bits_per_second":2.4e9}}}"#;
+        assert_eq!(iperf3_sender_bps(json).unwrap(), 2.5e9);
+        let err = r#"{"start":{},"intervals":[],"end":{},"error":"unable to connect to server: Connection refused"}"#;
+        assert!(iperf3_sender_bps(err).unwrap_err().to_string().contains("Connection refused"));
+        assert!(iperf3_sender_bps("not json").is_err());
+    }
+}
