@@ -57,7 +57,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let exe = exe.to_str().context("xfwd's path is not UTF-8")?.to_owned();
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     println!("xfwd demo: Linux bridge vs xfwd bridge on a namespace rig (veth, host TX offload off)");
-    println!("{:<7} {:<13} {:>4} {:>8}   {}", "queues", "arm", "run", "Gb/s", "xfwd frames (rx on eth4 / via AF_XDP)");
+    println!("{:<7} {:<13} {:>4} {:>8}   xfwd frames (rx on eth4 / via AF_XDP)", "queues", "arm", "run", "Gb/s");
     let mut summary = Vec::new();
     for &queues in &args.queues {
         if queues > ncpu {
@@ -76,14 +76,12 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             kernel.push(k.gbps());
 
             let q = queues.to_string();
-            let (mut fwd, _) =
-                r.start_xfwd(&exe, &["bridge", "eth4", "eth5", "--queues", &q, "--control", &control])?;
+            let mut fwd = r.start_xfwd(&exe, &["bridge", "eth4", "eth5", "--queues", &q, "--control", &control])?;
             Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5))?;
             let x = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, queues, queues, args.time)?;
             let stats = crate::control::query(std::path::Path::new(&control), "stats-json")?;
             let report: xfwd_dataplane::io::forwarder::Report = serde_json::from_str(&stats)?;
-            fwd.signal(libc::SIGTERM);
-            fwd.wait_timeout(Duration::from_secs(10))?;
+            fwd.stop(libc::SIGTERM, Duration::from_secs(10))?;
             let p = &report.ports[0];
             let redirected = p.xdp.iter().find(|(n, _)| n == "redirected").map_or(0, |(_, v)| *v);
             println!("{queues:<7} {:<13} {run:>4} {:>8.2}   {} / {}", "xfwd", x.gbps(), p.total.rx_frames, redirected);
@@ -100,7 +98,10 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     for s in summary {
         println!("{s}");
     }
-    println!("(TCP, {} s per run, sum of sender rates; the rig is for correctness and ratios, not board figures)", args.time);
+    println!(
+        "(TCP, {} s per run, sum of sender rates; the rig is for correctness and ratios, not board figures)",
+        args.time
+    );
     Ok(())
 }
 

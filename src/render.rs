@@ -29,7 +29,8 @@ fn xdp(p: &PortReport, name: &str) -> u64 {
 /// One line for one port: totals, rates since `prev` (over `dt`), non-zero drop reasons.
 pub fn port_line(p: &PortReport, prev: Option<&PortReport>, dt: Duration) -> String {
     let t = &p.total;
-    let mut s = format!("{}: rx {} tx {} flooded {} dropped {}", p.name, t.rx_frames, t.tx_frames, t.flooded, t.dropped());
+    let mut s =
+        format!("{}: rx {} tx {} flooded {} dropped {}", p.name, t.rx_frames, t.tx_frames, t.flooded, t.dropped());
     if let Some(prev) = prev {
         let _ = write!(
             s,
@@ -85,11 +86,8 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
             "  rx {} frames {} bytes, tx {} frames {} bytes, flooded {}, fdb-full {}",
             t.rx_frames, t.rx_bytes, t.tx_frames, t.tx_bytes, t.flooded, t.fdb_full
         );
-        let _ = writeln!(
-            s,
-            "  drops: {}",
-            t.drops.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", ")
-        );
+        let _ =
+            writeln!(s, "  drops: {}", t.drops.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
         let _ = writeln!(s, "  xdp: {}", p.xdp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
         let x = &t.xsk;
         let _ = writeln!(
@@ -97,11 +95,8 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
             "  xsk: rx-dropped {}, rx-ring-full {}, fill-ring-empty {}, tx-ring-empty {}, rx-invalid {}, tx-invalid {}",
             x.rx_dropped, x.rx_ring_full, x.fill_ring_empty, x.tx_ring_empty, x.rx_invalid, x.tx_invalid
         );
-        let _ = writeln!(
-            s,
-            "  kicks {} (again {}, busy {}, error {})",
-            t.kicks, t.kick_again, t.kick_busy, t.kick_error
-        );
+        let _ =
+            writeln!(s, "  kicks {} (again {}, busy {}, error {})", t.kicks, t.kick_again, t.kick_busy, t.kick_error);
         for (q, pq) in p.per_queue.iter().enumerate() {
             let _ = writeln!(s, "  queue {q}: rx {} tx {} dropped {}", pq.rx_frames, pq.tx_frames, pq.dropped());
         }

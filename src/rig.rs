@@ -13,6 +13,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -154,15 +155,34 @@ impl Rig {
             run(
                 "ip",
                 &[
-                    "link", "add", "eth0", "netns", host.name(), "numtxqueues", &q, "numrxqueues", &q, "type", "veth",
-                    "peer", "name", port, "netns", boxns.name(), "numtxqueues", &q, "numrxqueues", &q,
+                    "link",
+                    "add",
+                    "eth0",
+                    "netns",
+                    host.name(),
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    port,
+                    "netns",
+                    boxns.name(),
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
                 ],
             )?;
             host.ip(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
             host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
             host.ip(&["link", "set", "eth0", "up"])?;
             boxns.ip(&["link", "set", port, "up"])?;
-            for k in 0..queues {
+            // XPS needs more than one queue (a single-queue device refuses the write).
+            for k in (0..queues).filter(|_| queues > 1) {
                 host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
             }
         }
@@ -181,35 +201,70 @@ impl Rig {
     }
 
     /// Starts `xfwd ARGS…` inside the box and waits for its `xfwd: ready` line.
-    pub fn start_xfwd(&self, exe: &str, args: &[&str]) -> Result<(Spawned, Vec<String>)> {
+    pub fn start_xfwd(&self, exe: &str, args: &[&str]) -> Result<XfwdProcess> {
         let mut cmd = self.boxns.command(exe);
-        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::inherit());
-        let mut sp = Spawned { child: cmd.spawn().context("starting xfwd")? };
-        let stdout = sp.child.stdout.take().context("xfwd stdout")?;
-        let mut lines = BufReader::new(stdout).lines();
-        let mut seen = Vec::new();
-        let start = Instant::now();
+        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut proc = Spawned { child: cmd.spawn().context("starting xfwd")? };
+        let (tx, lines) = mpsc::channel();
+        let stdout = proc.child.stdout.take().context("xfwd stdout")?;
+        let stderr = proc.child.stderr.take().context("xfwd stderr")?;
+        let tx2 = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx2.send(line);
+            }
+        });
+        let mut p = XfwdProcess { proc, lines, seen: Vec::new() };
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match lines.next() {
-                Some(Ok(line)) => {
+            match p.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => {
                     let ready = line == "xfwd: ready";
-                    seen.push(line);
+                    p.seen.push(line);
                     if ready {
-                        break;
+                        return Ok(p);
                     }
                 }
-                _ => {
-                    let st = sp.wait_timeout(Duration::from_secs(5));
-                    bail!("xfwd exited before it was ready ({st:?}); it printed: {}", seen.join(" | "));
+                Err(_) => {
+                    let st = p.proc.wait_timeout(Duration::from_secs(5));
+                    bail!("xfwd was not ready ({st:?}); it printed: {}", p.seen.join(" | "));
                 }
             }
-            if start.elapsed() > Duration::from_secs(30) {
-                bail!("xfwd not ready after 30 s");
-            }
         }
-        // Keep draining its stdout so stats lines never block it.
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        Ok((sp, seen))
+    }
+}
+
+/// A running `xfwd` started by [`Rig::start_xfwd`]; killed on drop.
+#[derive(Debug)]
+pub struct XfwdProcess {
+    /// The process.
+    pub proc: Spawned,
+    lines: mpsc::Receiver<String>,
+    /// Lines printed so far (stdout and stderr), as collected by [`XfwdProcess::collect`].
+    pub seen: Vec<String>,
+}
+
+impl XfwdProcess {
+    /// Sends `signal`, waits for the exit (up to `timeout`) and returns the status; every line
+    /// the process printed is in `seen` afterwards.
+    pub fn stop(&mut self, signal: i32, timeout: Duration) -> Result<std::process::ExitStatus> {
+        self.proc.signal(signal);
+        let st = self.proc.wait_timeout(timeout)?;
+        self.collect();
+        Ok(st)
+    }
+
+    /// Moves the lines printed so far into `seen`.
+    pub fn collect(&mut self) {
+        // The reader threads end at EOF; give them a moment after an exit.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(line);
+        }
     }
 }
 

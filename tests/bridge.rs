@@ -1,0 +1,209 @@
+//! `xfwd bridge` end to end on a namespace rig: h1:eth0 ⇄ box:eth4, box:eth5 ⇄ h2:eth0, with
+//! no Linux bridge in the box, so anything that crosses went through XDP → AF_XDP → a worker.
+//! Needs root; each test builds its own rig and removes it on drop, failed or not.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{capture, raw_frame, root_or_skip, send_raw, serial, XFWD};
+use xfwd::rig::{self, Rig, XfwdProcess};
+use xfwd_dataplane::io::forwarder::Report;
+
+fn control_path(tag: &str) -> String {
+    format!("/run/xfwd/test-{}-{tag}.sock", std::process::id())
+}
+
+fn stats(control: &str) -> Report {
+    let out = Command::new(XFWD).args(["show", "stats", "--json", "--control", control]).output().unwrap();
+    assert!(out.status.success(), "show stats: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stats JSON")
+}
+
+fn xdp(r: &Report, port: usize, name: &str) -> u64 {
+    r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
+}
+
+fn xdp_attached(r: &Rig) -> bool {
+    let out = r.boxns.ip(&["link", "show"]).unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("xdp")
+}
+
+fn mac_of(ns: &rig::Netns, ifname: &str) -> String {
+    let out = ns.exec(&["cat", &format!("/sys/class/net/{ifname}/address")]).unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Stops xfwd with SIGTERM and checks the exit: status 0, every queue's frames accounted for.
+fn stop_clean(x: &mut XfwdProcess) {
+    let st = x.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+    assert!(st.success(), "exit status {st:?}; output: {:#?}", x.seen);
+    let frames: Vec<&String> = x.seen.iter().filter(|l| l.contains(": frames total")).collect();
+    assert!(!frames.is_empty(), "no frame accounting in the exit summary: {:#?}", x.seen);
+    for l in frames {
+        assert!(l.ends_with("unaccounted 0"), "frames lost: {l}");
+    }
+}
+
+#[test]
+fn ping_arp_and_tcp_cross_through_af_xdp() {
+    if !root_or_skip("ping_arp_and_tcp_cross_through_af_xdp") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("basic");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    assert!(xdp_attached(&r), "no XDP program on the box's ports while xfwd runs");
+
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    r.h2.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", rig::H1_ADDR]).unwrap();
+
+    // ARP resolved across the bridge: h1 knows h2's real MAC, and the bridge learnt both.
+    let neigh = r.h1.ip(&["neigh", "show", rig::H2_ADDR]).unwrap();
+    let h2_mac = mac_of(&r.h2, "eth0");
+    assert!(String::from_utf8_lossy(&neigh.stdout).contains(&h2_mac), "h1's ARP entry for h2: {neigh:?}");
+    let fdb = Command::new(XFWD).args(["show", "fdb", "--control", &control]).output().unwrap();
+    let fdb = String::from_utf8_lossy(&fdb.stdout).to_string();
+    assert!(fdb.contains(&h2_mac) && fdb.contains(&mac_of(&r.h1, "eth0")), "fdb: {fdb}");
+
+    let before = stats(&control);
+    let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 1, 1, 2).unwrap();
+    assert!(tcp.gbps() > 0.0, "TCP transfer moved nothing");
+    let after = stats(&control);
+
+    // The data segments crossed eth4 → eth5 as AF_XDP frames, redirected by the XDP program.
+    let rx = after.ports[0].total.rx_frames - before.ports[0].total.rx_frames;
+    let tx = after.ports[1].total.tx_frames - before.ports[1].total.tx_frames;
+    assert!(rx > 10_000, "only {rx} frames received on eth4 during a 2 s TCP run");
+    assert!(tx >= rx - rx / 100, "eth5 sent {tx} of {rx}");
+    assert!(xdp(&after, 0, "redirected") >= after.ports[0].total.rx_frames);
+    assert_eq!(xdp(&after, 0, "pass-no-socket"), 0);
+    for p in &after.ports {
+        assert_eq!(p.total.dropped(), 0, "{}: drops {:?}", p.name, p.total.drops);
+        assert_eq!(p.total.xsk.tx_invalid, 0, "{}: invalid TX descriptors", p.name);
+    }
+    stop_clean(&mut x);
+    assert!(!xdp_attached(&r), "XDP program still attached after SIGTERM");
+}
+
+#[test]
+fn two_queues_two_workers_forward_on_both_queues() {
+    if !root_or_skip("two_queues_two_workers_forward_on_both_queues") {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("two_queues_two_workers_forward_on_both_queues: skipped: needs 2 CPUs");
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(2).unwrap();
+    let control = control_path("mq");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--queues", "2", "--control", &control]).unwrap();
+    assert!(x.seen.iter().any(|l| l.trim_start().starts_with("1 ")), "no queue 1 in the table: {:#?}", x.seen);
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    // Two flows, client k pinned to CPU k: XPS puts flow k on h1's TX queue k = box eth4 queue k.
+    let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 2, 2).unwrap();
+    assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
+    let s = stats(&control);
+    let eth4 = &s.ports[0];
+    assert_eq!(eth4.per_queue.len(), 2);
+    for (q, pq) in eth4.per_queue.iter().enumerate() {
+        assert!(pq.rx_frames > 1000, "queue {q} of eth4 received only {} frames: {:?}", pq.rx_frames, eth4.per_queue);
+        assert!(pq.tx_frames > 0 || s.ports[1].per_queue[q].tx_frames > 0, "queue {q} sent nothing");
+    }
+    assert_eq!(xdp(&s, 0, "pass-no-socket"), 0);
+    stop_clean(&mut x);
+}
+
+#[test]
+fn link_local_groups_go_to_the_kernel_and_stp_is_bridged() {
+    if !root_or_skip("link_local_groups_go_to_the_kernel_and_stp_is_bridged") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("l2ctl");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    let src = [0x02, 0, 0, 0, 0x11, 0x01];
+    let lldp = [0x01, 0x80, 0xC2, 0, 0, 0x0E];
+    let pause = [0x01, 0x80, 0xC2, 0, 0, 0x01];
+    let stp = [0x01, 0x80, 0xC2, 0, 0, 0x00];
+    let cap = capture(r.h2.name(), "eth0", Duration::from_secs(2));
+    let mut frames = Vec::new();
+    for i in 0..5u8 {
+        frames.push(raw_frame(lldp, src, 0x88cc, 0xA0 + i));
+        frames.push(raw_frame(pause, src, 0x8808, 0xB0 + i));
+        frames.push(raw_frame(stp, src, 0x0026, 0xC0 + i));
+    }
+    send_raw(r.h1.name(), "eth0", frames);
+    let got = cap.join().unwrap();
+    let count = |dst: [u8; 6]| got.iter().filter(|f| f.len() >= 14 && f[..6] == dst && f[6..12] == src).count();
+    assert_eq!(count(stp), 5, "STP BPDUs must cross the bridge");
+    assert_eq!(count(lldp), 0, "LLDP must not cross the bridge");
+    assert_eq!(count(pause), 0, "PAUSE must not cross the bridge");
+    let s = stats(&control);
+    assert_eq!(xdp(&s, 0, "pass-reserved"), 10, "the XDP program hands LLDP and PAUSE to the kernel");
+    stop_clean(&mut x);
+}
+
+#[test]
+fn sigkill_and_sigterm_leave_nothing_attached_and_restart_is_immediate() {
+    if !root_or_skip("sigkill_and_sigterm_leave_nothing_attached_and_restart_is_immediate") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("kill");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    x.stop(libc::SIGKILL, Duration::from_secs(5)).unwrap();
+    // The bpf_link dies with the process: no detach step ran, yet nothing is left.
+    assert!(!xdp_attached(&r), "XDP program left attached after SIGKILL");
+    // Restart at once: the kernel may still be releasing the dead process's sockets.
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    stop_clean(&mut x);
+    assert!(!xdp_attached(&r), "XDP program left attached after SIGTERM");
+}
+
+fn expect_refusal(r: &Rig, args: &[&str], needle: &str) {
+    let out = r.boxns.command(XFWD).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: stderr {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line expected: {err}");
+    assert!(lines[0].starts_with("xfwd: error: ") && lines[0].contains(needle), "{args:?}: {err}");
+    assert!(!xdp_attached(r), "{args:?}: refused, yet something is attached");
+}
+
+#[test]
+fn unusable_ports_are_refused_with_one_line_and_nothing_attached() {
+    if !root_or_skip("unusable_ports_are_refused_with_one_line_and_nothing_attached") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let c = control_path("refuse");
+    expect_refusal(&r, &["bridge", "eth4", "eth9", "--control", &c], "eth9: no such interface");
+    expect_refusal(&r, &["bridge", "eth4", "eth4", "--control", &c], "eth4: given more than once");
+    expect_refusal(
+        &r,
+        &["bridge", "eth4", "eth5", "--queues", "2", "--control", &c],
+        "eth4: has 1 RX queue(s), 2 asked",
+    );
+    r.boxns.ip(&["link", "set", "eth5", "down"]).unwrap();
+    expect_refusal(&r, &["bridge", "eth4", "eth5", "--control", &c], "eth5: is administratively down");
+    r.boxns.ip(&["link", "set", "eth5", "up"]).unwrap();
+    // veth takes a 3000-byte MTU (the host side too), and a 2 KiB frame cannot carry it.
+    r.boxns.ip(&["link", "set", "eth5", "mtu", "3000"]).unwrap();
+    expect_refusal(&r, &["bridge", "eth4", "eth5", "--control", &c], "eth5: MTU 3000 is larger");
+    r.boxns.ip(&["link", "set", "eth5", "mtu", "1500"]).unwrap();
+
+    // No carrier is a warning, not an error: take the host end down.
+    r.h2.ip(&["link", "set", "eth0", "down"]).unwrap();
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &c]).unwrap();
+    assert!(x.seen.iter().any(|l| l.contains("warning: eth5: no carrier")), "{:#?}", x.seen);
+    stop_clean(&mut x);
+}

@@ -1,0 +1,136 @@
+//! Helpers for the root-only integration tests: a lock so rigs do not compete for two cores,
+//! a root check that refuses to pass silently in CI, and raw frames in and out of a namespace.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Path of the binary under test.
+pub const XFWD: &str = env!("CARGO_BIN_EXE_xfwd");
+
+/// Takes the rig lock (rig tests share two cores; run them one at a time).
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// True when the test may build namespaces. Without root it says why and returns false, unless
+/// `XFWD_REQUIRE_ROOT_TESTS=1` (set by CI), where it fails instead: a skip must not pass there.
+pub fn root_or_skip(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var("XFWD_REQUIRE_ROOT_TESTS").as_deref() != Ok("1"),
+        "{test}: needs root (network namespaces, XDP), and XFWD_REQUIRE_ROOT_TESTS=1 forbids skipping"
+    );
+    eprintln!("{test}: skipped: needs root for network namespaces and XDP");
+    false
+}
+
+/// Runs `f` on a fresh thread that has entered network namespace `ns` (setns only affects the
+/// calling thread, so the test's own thread stays where it was).
+pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        // SAFETY: `file` is an open namespace file; setns changes only this thread's namespace.
+        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(r, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+}
+
+fn ifindex(name: &str) -> i32 {
+    let c = std::ffi::CString::new(name).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    assert!(i > 0, "no interface {name}");
+    i as i32
+}
+
+fn packet_socket(ifname: &str) -> (i32, libc::sockaddr_ll) {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: plain socket(2) call.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
+    assert!(fd >= 0, "AF_PACKET socket: {}", std::io::Error::last_os_error());
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
+    let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_protocol = proto;
+    addr.sll_ifindex = ifindex(ifname);
+    // SAFETY: `addr` is a valid sockaddr_ll and its size is passed.
+    let r = unsafe {
+        libc::bind(fd, (&addr as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32)
+    };
+    assert_eq!(r, 0, "bind AF_PACKET: {}", std::io::Error::last_os_error());
+    (fd, addr)
+}
+
+/// Sends each frame once out of `ifname` in namespace `ns`.
+pub fn send_raw(ns: &str, ifname: &str, frames: Vec<Vec<u8>>) {
+    let ifname = ifname.to_owned();
+    in_netns(ns, move || {
+        let (fd, _) = packet_socket(&ifname);
+        for f in &frames {
+            // SAFETY: `f` is a valid buffer of the given length; fd is our bound socket.
+            let n = unsafe { libc::send(fd, f.as_ptr().cast(), f.len(), 0) };
+            assert_eq!(n, f.len() as isize, "send: {}", std::io::Error::last_os_error());
+        }
+        // SAFETY: closing our own fd.
+        unsafe { libc::close(fd) };
+    })
+    .join()
+    .unwrap();
+}
+
+/// Starts capturing every frame arriving on `ifname` in `ns` for `dur`; join for the frames.
+pub fn capture(ns: &str, ifname: &str, dur: Duration) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    let ifname = ifname.to_owned();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let h = in_netns(ns, move || {
+        let (fd, _) = packet_socket(&ifname);
+        let tv = libc::timeval { tv_sec: 0, tv_usec: 100_000 };
+        // SAFETY: setting a receive timeout with a valid timeval.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        let _ = ready_tx.send(());
+        let mut out = Vec::new();
+        let start = Instant::now();
+        let mut buf = vec![0u8; 4096];
+        while start.elapsed() < dur {
+            // SAFETY: `buf` is writable for its length.
+            let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n > 0 {
+                out.push(buf[..n as usize].to_vec());
+            }
+        }
+        // SAFETY: closing our own fd.
+        unsafe { libc::close(fd) };
+        out
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).expect("capture did not start");
+    h
+}
+
+/// A 60-byte frame to `dst` from `src` with `ethertype` and a marker byte in its payload.
+pub fn raw_frame(dst: [u8; 6], src: [u8; 6], ethertype: u16, marker: u8) -> Vec<u8> {
+    let mut f = Vec::with_capacity(60);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.resize(60, marker);
+    f
+}
