@@ -185,6 +185,8 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
 
     let mut prev = view.report();
     let mut last = Instant::now();
+    let mut last_check = Instant::now();
+    let mut warned_no_socket = vec![false; view.ports.len()];
     let mut failed = false;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20));
@@ -192,6 +194,10 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
             eprintln!("xfwd: error: a worker stopped unexpectedly; shutting down");
             failed = true;
             break;
+        }
+        if last_check.elapsed() >= Duration::from_secs(1) {
+            last_check = Instant::now();
+            warn_unbound_queues(&view, &mut warned_no_socket);
         }
         if let Some(every) = args.stats {
             if last.elapsed() >= every {
@@ -215,4 +221,21 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         println!("{line}");
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Says once per port when frames arrive on a queue that has no socket: they went to the kernel
+/// and the forwarder never saw them (a queue count mismatch, or a driver numbering queues from
+/// something other than 0).
+fn warn_unbound_queues(view: &xfwd_dataplane::io::forwarder::LiveView, warned: &mut [bool]) {
+    for (p, info) in view.ports.iter().enumerate() {
+        let missed = view.xdp.port(p)[xfwd_dataplane::io::XdpCounter::PassNoSocket as usize];
+        if missed > 0 && !warned[p] {
+            warned[p] = true;
+            eprintln!(
+                "xfwd: warning: {}: {missed} frame(s) arrived on a queue without an AF_XDP socket and went to the kernel; \
+                 check the port's queues (ethtool -l {}) against --queues (see `xfwd show stats`, xdp pass-no-socket)",
+                info.name, info.name
+            );
+        }
+    }
 }

@@ -201,9 +201,49 @@ fn unusable_ports_are_refused_with_one_line_and_nothing_attached() {
     expect_refusal(&r, &["bridge", "eth4", "eth5", "--control", &c], "eth5: MTU 3000 is larger");
     r.boxns.ip(&["link", "set", "eth5", "mtu", "1500"]).unwrap();
 
+    // A device without native XDP (a Linux bridge device), native mode forced: refused after
+    // eth4 was already attached, which must be undone.
+    r.boxns.ip(&["link", "add", "br9", "type", "bridge"]).unwrap();
+    r.boxns.ip(&["link", "set", "br9", "up"]).unwrap();
+    expect_refusal(&r, &["bridge", "eth4", "br9", "--xdp-mode", "native", "--control", &c], "br9: cannot take XDP");
+    r.boxns.ip(&["link", "del", "br9"]).unwrap();
+
     // No carrier is a warning, not an error: take the host end down.
     r.h2.ip(&["link", "set", "eth0", "down"]).unwrap();
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &c]).unwrap();
+    x.collect(); // stderr arrives on its own pipe
     assert!(x.seen.iter().any(|l| l.contains("warning: eth5: no carrier")), "{:#?}", x.seen);
     stop_clean(&mut x);
+}
+
+#[test]
+fn frames_on_a_queue_without_a_socket_are_counted_and_warned_about() {
+    if !root_or_skip("frames_on_a_queue_without_a_socket_are_counted_and_warned_about") {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("frames_on_a_queue_without_a_socket_are_counted_and_warned_about: skipped: needs 2 CPUs");
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(2).unwrap();
+    let control = control_path("unbound");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--queues", "1", "--control", &control]).unwrap();
+    x.collect(); // stderr arrives on its own pipe
+    assert!(
+        x.seen.iter().any(|l| l.contains("warning: eth4: 2 RX queues but 1 worker(s)")),
+        "no start-up warning: {:#?}",
+        x.seen
+    );
+    // Pinned to CPU 1, ping leaves h1 on TX queue 1 and reaches the box on eth4's queue 1.
+    let _ = r.h1.exec(&["taskset", "-c", "1", "ping", "-c", "3", "-i", "0.2", "-W", "1", rig::H2_ADDR]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = stats(&control);
+    assert!(xdp(&s, 0, "pass-no-socket") >= 1, "xdp counters: {:?}", s.ports[0].xdp);
+    x.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+    assert!(
+        x.seen.iter().any(|l| l.contains("eth4:") && l.contains("arrived on a queue without an AF_XDP socket")),
+        "no run-time warning: {:#?}",
+        x.seen
+    );
 }

@@ -172,6 +172,9 @@ impl XdpProgram {
                     self.links.push(XdpLink { fd, ifindex, mode: m });
                     return Ok(m);
                 }
+                Err(e) if m == XdpMode::Native && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    last = format!("native mode: {e}; the driver has no native XDP: use --xdp-mode generic (or auto)")
+                }
                 Err(e) => last = format!("{m} mode: {e}"),
             }
         }
