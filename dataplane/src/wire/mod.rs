@@ -4,9 +4,16 @@
 //! field; after that no accessor can panic. Fields are read by offset (the `field` module of each
 //! format), never by casting bytes to a struct, so alignment and endianness are explicit.
 
+pub mod arp;
+pub mod checksum;
 pub mod ethernet;
+pub mod icmp;
+pub mod ipv4;
 
+pub use arp::ArpPacket;
 pub use ethernet::{EthernetFrame, MacAddr};
+pub use icmp::IcmpPacket;
+pub use ipv4::Ipv4Packet;
 
 /// Why a buffer is not a valid frame of the expected format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -14,4 +21,7 @@ pub enum Error {
     /// The buffer is shorter than the format's fixed header.
     #[error("truncated: {len} bytes, the header needs {need}")]
     Truncated { len: usize, need: usize },
+    /// A field holds a value the format does not allow.
+    #[error("malformed: {0}")]
+    Malformed(&'static str),
 }
