@@ -92,7 +92,6 @@ int xfwd_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	key = *port * XFWD_MAX_QUEUES + ctx->rx_queue_index;
 	if (ctx->rx_queue_index >= XFWD_MAX_QUEUES) {
 		/* Queue ids beyond the map (some drivers number queues by
 		 * hardware id): counted so the loss is visible, kernel keeps it. */
@@ -100,6 +99,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
+	key = *port * XFWD_MAX_QUEUES + ctx->rx_queue_index;
 	/* The flags' low bits are the verdict when the key has no socket. */
 	verdict = bpf_redirect_map(&xfwd_xsks, key, XDP_PASS);
 	if (verdict == XDP_REDIRECT) {
@@ -108,9 +108,10 @@ int xfwd_xdp(struct xdp_md *ctx)
 		count(*port, XFWD_REDIRECTED);
 		return XDP_REDIRECT;
 	}
-	/* No socket on this (port, queue): the worker never sees it. The
-	 * loader binds every queue, so this counter moving is a fault the
-	 * stats output warns about. */
+	/* No socket on this (port, queue): the worker never sees it. Either
+	 * the port has more queues than xfwd runs workers (warned at start)
+	 * or the driver numbers queues unexpectedly; xfwd warns when this
+	 * counter moves. */
 	count(*port, XFWD_PASS_NO_SOCKET);
 	return XDP_PASS;
 }

@@ -41,6 +41,9 @@ impl Netns {
         run("ip", &["netns", "add", &name])?;
         let ns = Netns { name };
         ns.ip(&["link", "set", "lo", "up"])?;
+        // No IPv6 on the rig: hosts would send router solicitations and MLD reports, noise in
+        // every counter a test reads.
+        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])?;
         Ok(ns)
     }
 

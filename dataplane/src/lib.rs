@@ -3,7 +3,9 @@
 //! The modules are the layers a frame crosses, in order:
 //!
 //! - [`wire`]: zero-copy views of frame formats (what the bytes say);
-//! - [`l2`]: the forwarding database and the bridge decision (what to do with them);
+//! - [`l2`]: the forwarding database and the bridge decision;
+//! - [`l3`]: the FIB, the neighbour table and the router decision (what to do with them, as an
+//!   [`Action`]);
 //! - [`io`]: the XDP program's loader, the AF_XDP sockets and the per-queue workers that move
 //!   frames between rings and call the decision (where frames enter and leave);
 //! - [`stats`] and [`reason`]: what every worker counts, and why a frame was dropped.
@@ -11,13 +13,16 @@
 //! Decision code (`l2`) does no I/O, reads no clock (see [`time`]) and allocates nothing per
 //! frame; it is tested without root. Everything that needs the kernel lives in `io`.
 
+pub mod action;
 pub mod io;
 pub mod l2;
+pub mod l3;
 pub mod reason;
 pub mod stats;
 pub mod time;
 pub mod wire;
 
+pub use action::Action;
 pub use reason::Reason;
 
 /// A port's index in the forwarder's port list (the order the ports were given in).

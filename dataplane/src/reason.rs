@@ -19,11 +19,40 @@ pub enum Reason {
     TxRingFull,
     /// A flood needed a copy and no free UMEM frame was left.
     NoFreeFrame,
+    /// Router: the destination MAC is neither the port's own (the port may be promiscuous).
+    NotOurMac,
+    /// Router: not IPv4 (the XDP program hands ARP, IPv6 and the rest to the kernel).
+    NotIpv4,
+    /// Router: IPv4 header invalid (version, IHL, total length).
+    Ipv4Malformed,
+    /// Router: IPv4 header checksum wrong.
+    Ipv4Checksum,
+    /// Router: martian source (0/8, 127/8, 224/4, 240/4, 255.255.255.255).
+    MartianSource,
+    /// Router: destination never forwarded (0/8, 127/8, limited broadcast, multicast, 240/4).
+    MartianDestination,
+    /// Router: link-local destination 169.254/16 (RFC 3927: never forwarded).
+    LinkLocalDestination,
+    /// Router: directed broadcast of a connected subnet (RFC 2644: not forwarded).
+    DirectedBroadcast,
+    /// Router: no route to the destination.
+    NoRoute,
+    /// Router: TTL would reach zero.
+    TtlExceeded,
+    /// Router: larger than the egress MTU with DF set.
+    FragmentationNeeded,
+    /// Router: larger than the egress MTU without DF; xfwd does not fragment.
+    TooBigToForward,
+    /// Router: for the box itself but not an ICMP echo (the XDP program hands those to the
+    /// kernel; this counts any that reach a worker).
+    LocalDelivery,
+    /// Router: the next hop is unresolved and the queue to the ARP thread is full.
+    GleanQueueFull,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 20;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -33,6 +62,20 @@ impl Reason {
         Reason::SameSegment,
         Reason::TxRingFull,
         Reason::NoFreeFrame,
+        Reason::NotOurMac,
+        Reason::NotIpv4,
+        Reason::Ipv4Malformed,
+        Reason::Ipv4Checksum,
+        Reason::MartianSource,
+        Reason::MartianDestination,
+        Reason::LinkLocalDestination,
+        Reason::DirectedBroadcast,
+        Reason::NoRoute,
+        Reason::TtlExceeded,
+        Reason::FragmentationNeeded,
+        Reason::TooBigToForward,
+        Reason::LocalDelivery,
+        Reason::GleanQueueFull,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -44,6 +87,20 @@ impl Reason {
             Reason::SameSegment => "same-segment",
             Reason::TxRingFull => "tx-ring-full",
             Reason::NoFreeFrame => "no-free-frame",
+            Reason::NotOurMac => "not-our-mac",
+            Reason::NotIpv4 => "not-ipv4",
+            Reason::Ipv4Malformed => "ipv4-malformed",
+            Reason::Ipv4Checksum => "ipv4-checksum",
+            Reason::MartianSource => "martian-source",
+            Reason::MartianDestination => "martian-destination",
+            Reason::LinkLocalDestination => "link-local-destination",
+            Reason::DirectedBroadcast => "directed-broadcast",
+            Reason::NoRoute => "no-route",
+            Reason::TtlExceeded => "ttl-exceeded",
+            Reason::FragmentationNeeded => "fragmentation-needed",
+            Reason::TooBigToForward => "too-big-to-forward",
+            Reason::LocalDelivery => "local-delivery",
+            Reason::GleanQueueFull => "glean-queue-full",
         }
     }
 }

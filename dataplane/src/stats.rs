@@ -59,6 +59,10 @@ pub struct PortCounters {
     pub flooded: Counter,
     /// Received frames whose source could not be learnt because the FDB was full.
     pub fdb_full: Counter,
+    /// Router: ICMP errors sent about frames received on this port.
+    pub icmp_sent: Counter,
+    /// Router: frames handed to the ARP thread to wait for their next hop's MAC.
+    pub gleaned: Counter,
     /// Drops, indexed by [`Reason`]; counted on the port the frame came in on, except
     /// `tx-ring-full` and `no-free-frame`, counted on the egress port.
     pub drops: [Counter; Reason::COUNT],
@@ -127,6 +131,8 @@ pub struct QueueCounters {
     pub frames: FrameGauges,
     /// Times the worker slept in poll(2) for lack of work (adaptive mode).
     pub sleeps: Counter,
+    /// Router: ICMP errors not sent because of the rate limit.
+    pub icmp_rate_limited: Counter,
 }
 
 impl QueueCounters {
@@ -138,6 +144,7 @@ impl QueueCounters {
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
             frames: FrameGauges::default(),
             sleeps: Counter::default(),
+            icmp_rate_limited: Counter::default(),
         }
     }
 
@@ -154,6 +161,7 @@ impl QueueCounters {
                 tx: self.frames.tx.get(),
             },
             sleeps: self.sleeps.get(),
+            icmp_rate_limited: self.icmp_rate_limited.get(),
         }
     }
 }
@@ -168,6 +176,8 @@ impl PortCounters {
             tx_bytes: self.tx_bytes.get(),
             flooded: self.flooded.get(),
             fdb_full: self.fdb_full.get(),
+            icmp_sent: self.icmp_sent.get(),
+            gleaned: self.gleaned.get(),
             drops: Reason::ALL.iter().map(|r| (r.name().to_owned(), self.drops[*r as usize].get())).collect(),
             kicks: self.kicks.get(),
             kick_again: self.kick_again.get(),
@@ -195,6 +205,8 @@ pub struct PortSnapshot {
     pub tx_bytes: u64,
     pub flooded: u64,
     pub fdb_full: u64,
+    pub icmp_sent: u64,
+    pub gleaned: u64,
     /// (reason name, count), in [`Reason::ALL`] order.
     pub drops: Vec<(String, u64)>,
     pub kicks: u64,
@@ -230,6 +242,8 @@ impl PortSnapshot {
         self.tx_bytes += other.tx_bytes;
         self.flooded += other.flooded;
         self.fdb_full += other.fdb_full;
+        self.icmp_sent += other.icmp_sent;
+        self.gleaned += other.gleaned;
         if self.drops.is_empty() {
             self.drops = other.drops.iter().map(|(n, _)| (n.clone(), 0)).collect();
         }
@@ -275,6 +289,7 @@ pub struct QueueSnapshot {
     pub ports: Vec<PortSnapshot>,
     pub frames: FrameSnapshot,
     pub sleeps: u64,
+    pub icmp_rate_limited: u64,
 }
 
 #[cfg(test)]

@@ -10,6 +10,12 @@ use std::time::Instant;
 pub struct Seconds(pub u32);
 
 impl Seconds {
+    /// The whole second that millisecond time `ms` (of [`Clock::now_ms`]) falls in.
+    #[inline]
+    pub fn from_ms(ms: u64) -> Seconds {
+        Seconds(u32::try_from(ms / 1000).unwrap_or(u32::MAX - 1) + 1)
+    }
+
     /// Seconds elapsed from `earlier` to `self` (0 if `earlier` is later).
     #[inline]
     pub fn since(self, earlier: Seconds) -> u32 {
@@ -32,7 +38,13 @@ impl Clock {
     /// The current time. The origin counts as second 1 so that 0 can mean "never".
     #[inline]
     pub fn now(&self) -> Seconds {
-        Seconds(u32::try_from(self.origin.elapsed().as_secs()).unwrap_or(u32::MAX - 1) + 1)
+        Seconds::from_ms(self.now_ms())
+    }
+
+    /// Milliseconds since the origin.
+    #[inline]
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 }
 

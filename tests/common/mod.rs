@@ -33,6 +33,21 @@ pub fn root_or_skip(test: &str) -> bool {
     false
 }
 
+/// True when the machine has at least `n` CPUs. Otherwise says why and returns false, unless
+/// `XFWD_REQUIRE_ROOT_TESTS=1`, where a skip must not pass and this fails instead.
+pub fn cpus_or_skip(test: &str, n: usize) -> bool {
+    let have = std::thread::available_parallelism().map_or(1, |c| c.get());
+    if have >= n {
+        return true;
+    }
+    assert!(
+        std::env::var("XFWD_REQUIRE_ROOT_TESTS").as_deref() != Ok("1"),
+        "{test}: needs {n} CPUs, this machine has {have}, and XFWD_REQUIRE_ROOT_TESTS=1 forbids skipping"
+    );
+    eprintln!("{test}: skipped: needs {n} CPUs, this machine has {have}");
+    false
+}
+
 /// Runs `f` on a fresh thread that has entered network namespace `ns` (setns only affects the
 /// calling thread, so the test's own thread stays where it was).
 pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {

@@ -2,9 +2,10 @@
 //! attached, workers pinned; and the live view the stats printer and control socket read.
 //!
 //! Order matters. Everything that can be refused (ports, queues, cores) is checked before the
-//! kernel is touched; sockets are bound and registered in the XSKMAP before the program is
-//! attached, so the first redirected frame already has a socket; and if any step fails, what was
-//! made so far is dropped, which detaches the program (bpf_link) and closes the sockets.
+//! kernel is touched; sockets are bound, their fill rings filled and registered in the XSKMAP
+//! before the program is attached, so the first redirected frame already has a socket and a
+//! buffer; and if any step fails, what was made so far is dropped, which detaches the program
+//! (bpf_link) and closes the sockets.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,13 +56,19 @@ pub enum StartError {
     /// The XDP program could not be loaded.
     #[error(transparent)]
     Xdp(#[from] XdpError),
+    /// The system refused something that should have worked (a thread, memory).
+    #[error("{0}")]
+    System(String),
 }
 
 impl StartError {
     /// Whether the user can fix this by changing the request or the ports (exit code 2), as
     /// opposed to a failure of the system (exit code 1).
     pub fn is_usage(&self) -> bool {
-        !matches!(self, StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_)))
+        !matches!(
+            self,
+            StartError::System(_) | StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_))
+        )
     }
 }
 
@@ -276,19 +283,27 @@ impl Forwarder {
         }
         let view = Arc::new(LiveView { ports, queues: counters, fdb, clock, xdp: xdp.counter_reader()? });
 
-        let mut threads = Vec::with_capacity(workers.len());
+        let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(workers.len());
         let mut pinned = Vec::with_capacity(workers.len());
         for (q, worker) in workers.into_iter().enumerate() {
             let core = cores[q];
             let (tx, rx) = std::sync::mpsc::channel();
-            let handle = std::thread::Builder::new()
-                .name(format!("xfwd-q{q}"))
-                .spawn(move || {
-                    let ok = core_affinity::set_for_current(core_affinity::CoreId { id: core });
-                    let _ = tx.send(ok);
-                    worker.run();
-                })
-                .map_err(|e| StartError::Usage(format!("cannot start worker {q}: {e}")))?;
+            let spawned = std::thread::Builder::new().name(format!("xfwd-q{q}")).spawn(move || {
+                let ok = core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                let _ = tx.send(ok);
+                worker.run();
+            });
+            let handle = match spawned {
+                Ok(h) => h,
+                Err(e) => {
+                    // Stop the workers already running before the sockets and program go.
+                    stop.store(true, Ordering::Relaxed);
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(StartError::System(format!("cannot start worker {q}: {e}")));
+                }
+            };
             let ok = rx.recv().unwrap_or(false);
             if !ok {
                 warnings.push(format!("queue {q}: could not pin the worker to core {core}; it runs unpinned"));

@@ -13,6 +13,7 @@
 //! waits on an empty one while the worker sleeps.
 
 use std::io;
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +21,8 @@ use std::time::{Duration, Instant};
 use xsk_rs::FrameDesc;
 
 use super::xsk::{PortRings, QueueSockets, RING_SIZE};
-use crate::l2::{self, Action, Fdb, Learn};
+use crate::action::{Action, SCRATCH_LEN};
+use crate::l2::{self, Fdb, Learn};
 use crate::stats::{PortCounters, QueueCounters};
 use crate::time::{Clock, Seconds};
 use crate::PortId;
@@ -57,9 +59,27 @@ impl std::fmt::Display for PollMode {
 
 /// The decision a worker applies to each received frame.
 pub trait Decide: Send {
-    /// What to do with `frame`, received on `ingress` at `now`. May rewrite the frame in place.
-    /// `counters` are the ingress port's, for outcomes that are not drops (e.g. a full FDB).
-    fn decide(&mut self, frame: &mut [u8], ingress: PortId, now: Seconds, counters: &PortCounters) -> Action;
+    /// What to do with `frame`, received on `ingress` at `now_ms` (milliseconds of the
+    /// worker's [`Clock`]). May rewrite the frame in place, or build an answer in `scratch`
+    /// ([`Action::Reply`]). `counters` are the ingress port's, for outcomes that are not drops.
+    fn decide(
+        &mut self,
+        frame: &mut [u8],
+        ingress: PortId,
+        now_ms: u64,
+        counters: &PortCounters,
+        scratch: &mut [u8; SCRATCH_LEN],
+    ) -> Action;
+
+    /// Takes a copy of a frame whose next hop `next_hop` on `port` is unresolved
+    /// ([`Action::Glean`]). Returns false when it could not be queued (the frame is then
+    /// dropped as [`Reason::GleanQueueFull`]).
+    fn glean(&mut self, _frame: &[u8], _port: PortId, _next_hop: Ipv4Addr) -> bool {
+        false
+    }
+
+    /// Called once per round with the queue's counters, for state the decision keeps itself.
+    fn publish(&mut self, _counters: &QueueCounters) {}
 }
 
 /// The learning bridge ([`crate::l2::bridge`]) as a worker decision.
@@ -71,8 +91,15 @@ pub struct BridgeDecide {
 
 impl Decide for BridgeDecide {
     #[inline]
-    fn decide(&mut self, frame: &mut [u8], ingress: PortId, now: Seconds, counters: &PortCounters) -> Action {
-        let v = l2::decide(frame, ingress, &self.fdb, now);
+    fn decide(
+        &mut self,
+        frame: &mut [u8],
+        ingress: PortId,
+        now_ms: u64,
+        counters: &PortCounters,
+        _scratch: &mut [u8; SCRATCH_LEN],
+    ) -> Action {
+        let v = l2::decide(frame, ingress, &self.fdb, Seconds::from_ms(now_ms));
         if v.learn == Some(Learn::Full) {
             counters.fdb_full.inc();
         }
@@ -98,6 +125,8 @@ pub struct Worker<D: Decide> {
     tx_batch: Vec<Vec<FrameDesc>>,
     /// Scratch for RX and completion descriptors.
     scratch: Vec<FrameDesc>,
+    /// Where decisions build answers (ICMP errors).
+    answer: [u8; SCRATCH_LEN],
     fill_target: u32,
     total: u64,
 }
@@ -109,7 +138,9 @@ impl<D: Decide> std::fmt::Debug for Worker<D> {
 }
 
 impl<D: Decide> Worker<D> {
-    /// A worker over `sockets` applying `decide`, counting into `counters`, until `stop`.
+    /// A worker over `sockets` applying `decide`, counting into `counters`, until `stop`. The
+    /// fill rings are filled here, so the sockets can receive as soon as the XDP program is
+    /// attached, before the worker thread runs.
     pub fn new(
         sockets: QueueSockets,
         decide: D,
@@ -124,7 +155,7 @@ impl<D: Decide> Worker<D> {
         let total = free.len() as u64;
         // Keep half the frames for the fill rings, the rest for frames in flight to TX.
         let fill_target = ((free.len() / nports / 2) as u32).min(RING_SIZE);
-        Worker {
+        let mut w = Worker {
             sockets,
             decide,
             counters,
@@ -136,30 +167,40 @@ impl<D: Decide> Worker<D> {
             in_tx: vec![0; nports],
             tx_batch: (0..nports).map(|_| Vec::with_capacity(BATCH)).collect(),
             scratch: vec![FrameDesc::default(); BATCH.max(RING_SIZE as usize)],
+            answer: [0; SCRATCH_LEN],
             fill_target,
             total,
+        };
+        w.counters.frames.total.set(w.total);
+        for p in 0..nports {
+            w.refill(p);
         }
+        w.publish_frames();
+        w
     }
 
     /// Runs until the stop flag is set, then publishes the final counters.
     pub fn run(mut self) {
-        self.counters.frames.total.set(self.total);
-        for p in 0..self.sockets.ports.len() {
-            self.refill(p);
-        }
+        let nports = self.sockets.ports.len();
         let mut idle_rounds = 0u32;
         let mut last_xsk = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
-            let now = self.clock.now();
+            let now_ms = self.clock.now_ms();
             let mut work = 0usize;
-            for p in 0..self.sockets.ports.len() {
-                work += self.receive(p, now);
+            for p in 0..nports {
+                work += self.receive(p, now_ms);
             }
-            for p in 0..self.sockets.ports.len() {
+            for p in 0..nports {
                 work += self.reap(p);
+                // Frames still in a TX ring after reaping were not sent by the last kick
+                // (busy device, budget): kick again, every round, busy or idle.
+                if self.in_tx[p] > 0 {
+                    work += self.kick(p);
+                }
                 self.refill(p);
             }
             self.publish_frames();
+            self.decide.publish(&self.counters);
             if last_xsk.elapsed() >= XSK_STATS_EVERY {
                 self.read_xsk_stats();
                 last_xsk = Instant::now();
@@ -168,17 +209,12 @@ impl<D: Decide> Worker<D> {
                 idle_rounds = 0;
                 continue;
             }
-            // Frames the kernel left in a TX ring (busy link, kick budget): try again.
-            for p in 0..self.sockets.ports.len() {
-                if self.in_tx[p] > 0 {
-                    self.kick(p);
-                }
-            }
             match self.poll {
                 PollMode::Busy => std::hint::spin_loop(),
                 PollMode::Adaptive => {
                     idle_rounds += 1;
                     if idle_rounds >= SPIN_ROUNDS {
+                        // Every fill ring was topped up this round, after the last reap.
                         self.sleep();
                     }
                 }
@@ -189,7 +225,7 @@ impl<D: Decide> Worker<D> {
     }
 
     /// Takes a batch off port `p`'s RX ring, decides and transmits it. Returns frames received.
-    fn receive(&mut self, p: usize, now: Seconds) -> usize {
+    fn receive(&mut self, p: usize, now_ms: u64) -> usize {
         let nports = self.sockets.ports.len();
         let ring = &mut self.sockets.ports[p];
         // SAFETY: descriptors come back from the RX ring of a socket on this UMEM; the frames
@@ -209,23 +245,49 @@ impl<D: Decide> Worker<D> {
                 let frame = data.contents_mut();
                 let pc = &self.counters.ports[p];
                 pc.rx_bytes.add(frame.len() as u64);
-                self.decide.decide(frame, ingress, now, pc)
+                self.decide.decide(frame, ingress, now_ms, pc, &mut self.answer)
             };
             match action {
-                Action::Forward(q) if q.index() < nports && q != ingress => self.tx_batch[q.index()].push(desc),
-                Action::Forward(_) => {
-                    // A decision naming the ingress port or no port is a bug in the decision;
-                    // counted as its nearest honest reason rather than looped back.
-                    self.counters.ports[p].drop(crate::Reason::SameSegment);
-                    self.free.push(desc);
+                Action::Forward(q) if q.index() < nports => self.tx_batch[q.index()].push(desc),
+                Action::Flood => {
+                    self.counters.ports[p].flooded.inc();
+                    self.flood(desc, p);
                 }
                 Action::Drop(reason) => {
                     self.counters.ports[p].drop(reason);
                     self.free.push(desc);
                 }
-                Action::Flood => {
-                    self.counters.ports[p].flooded.inc();
-                    self.flood(desc, p);
+                Action::Reply { port, len, cause } if port.index() < nports => {
+                    // The original is not forwarded (counted under its cause); its frame
+                    // carries the answer instead.
+                    let pc = &self.counters.ports[p];
+                    pc.drop(cause);
+                    pc.icmp_sent.inc();
+                    // SAFETY: the worker still holds this frame; nothing aliases it.
+                    let mut data = unsafe { self.sockets.umem.data_mut(&mut desc) };
+                    let mut cur = data.cursor();
+                    cur.set_pos(0);
+                    // An answer (at most SCRATCH_LEN bytes) always fits a UMEM frame.
+                    let _ = io::Write::write_all(&mut cur, &self.answer[..usize::from(len)]);
+                    self.tx_batch[port.index()].push(desc);
+                }
+                Action::Glean { port, next_hop } => {
+                    let queued = {
+                        // SAFETY: the worker still holds this frame; it is only read.
+                        let data = unsafe { self.sockets.umem.data(&desc) };
+                        self.decide.glean(data.contents(), port, next_hop)
+                    };
+                    if queued {
+                        self.counters.ports[p].gleaned.inc();
+                    } else {
+                        self.counters.ports[p].drop(crate::Reason::GleanQueueFull);
+                    }
+                    self.free.push(desc);
+                }
+                Action::Forward(_) | Action::Reply { .. } => {
+                    // A port index beyond the ports is a decision bug; never seen, but never a panic.
+                    self.counters.ports[p].drop(crate::Reason::NotOurMac);
+                    self.free.push(desc);
                 }
             }
         }
@@ -266,12 +328,17 @@ impl<D: Decide> Worker<D> {
         self.tx_batch[last].push(desc);
     }
 
-    /// Puts port `q`'s queued frames on its TX ring (dropping what does not fit) and kicks.
+    /// Puts port `q`'s queued frames on its TX ring and kicks. When the ring lacks room, it
+    /// first reaps and kicks to make some; what still does not fit is dropped and counted.
     fn transmit(&mut self, q: usize) {
+        let want = self.tx_batch[q].len() as u32;
+        if self.sockets.ports[q].tx.nb_free(want) < want {
+            self.reap(q);
+            self.kick(q);
+        }
         let ring = &mut self.sockets.ports[q];
         let batch = &mut self.tx_batch[q];
-        let room = ring.tx.nb_free(batch.len() as u32) as usize;
-        let k = room.min(batch.len());
+        let k = (ring.tx.nb_free(want) as usize).min(batch.len());
         // SAFETY: the worker holds every frame in `batch`; after this call the first `sent`
         // belong to the TX ring until they come back on the completion ring.
         let sent = unsafe { ring.tx.produce(&batch[..k]) };
@@ -287,36 +354,38 @@ impl<D: Decide> Worker<D> {
         self.kick(q);
     }
 
-    /// Asks the kernel to send what is on port `q`'s TX ring, if it wants asking. In copy mode
-    /// one kick sends a budget of frames and answers EAGAIN while more remain (or while the
-    /// completion ring is full): reap and kick again, up to a bound.
-    fn kick(&mut self, q: usize) {
+    /// Asks the kernel to send what is on port `q`'s TX ring, if it wants asking, reaping the
+    /// completions as it goes. In copy mode one kick sends a budget of frames (32) and answers
+    /// EAGAIN while more remain or the completion ring is full, EBUSY when the device dropped
+    /// one (no carrier): kick again while each kick makes progress; without progress, stop and
+    /// let the next round retry. Returns the frames completed.
+    fn kick(&mut self, q: usize) -> usize {
+        let mut completed = 0;
         for _ in 0..MAX_KICKS {
-            if !self.sockets.ports[q].tx.needs_wakeup() {
-                return;
+            if self.in_tx[q] == 0 || !self.sockets.ports[q].tx.needs_wakeup() {
+                break;
             }
+            self.counters.ports[q].kicks.inc();
+            let r = sendto_kick(self.sockets.ports[q].fd);
+            let reaped = self.reap(q);
+            completed += reaped;
             let pc = &self.counters.ports[q];
-            pc.kicks.inc();
-            match sendto_kick(self.sockets.ports[q].fd) {
-                Ok(()) => return,
+            match r {
+                Ok(()) => {}
                 Err(e) => match e.raw_os_error() {
-                    Some(libc::EAGAIN) => {
-                        pc.kick_again.inc();
-                        if self.reap(q) == 0 && self.in_tx[q] == 0 {
-                            return;
-                        }
-                    }
-                    Some(libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => {
-                        pc.kick_busy.inc();
-                        return;
-                    }
+                    Some(libc::EAGAIN) => pc.kick_again.inc(),
+                    Some(libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => pc.kick_busy.inc(),
                     _ => {
                         pc.kick_error.inc();
-                        return;
+                        break;
                     }
                 },
             }
+            if reaped == 0 {
+                break;
+            }
         }
+        completed
     }
 
     /// Moves port `q`'s completed frames to the free list. Returns how many.

@@ -18,23 +18,13 @@
 //! VLAN tags are not interpreted: tagged frames are bridged on their MAC addresses, transparently.
 
 use super::fdb::{Fdb, Learn};
+use crate::action::Action;
 use crate::reason::Reason;
 use crate::time::Seconds;
 use crate::wire::EthernetFrame;
 use crate::PortId;
 
-/// What to do with a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Send it out of this one port.
-    Forward(PortId),
-    /// Send it out of every port except the one it came in on.
-    Flood,
-    /// Drop it, for this reason.
-    Drop(Reason),
-}
-
-/// The action, and what learning the source did (the worker counts refusals of a full table).
+/// The action (only `Forward`, `Flood` and `Drop`), and what learning the source did (the worker counts refusals of a full table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
     /// What to do with the frame.

@@ -27,10 +27,13 @@
 //! - **Ageing is lazy.** An entry older than the ageing time counts as absent for lookups and
 //!   its slot is reused by the next MAC that hashes there; nothing scans the table.
 //!
-//! Races are benign by construction: two workers learning the same new MAC at once may claim
-//! two slots (both say the same port; lookups and refreshes use the first, the other ages out);
-//! a reader that sees a freshly claimed key before its last-seen store treats it as absent once
-//! and floods that frame.
+//! Races are benign by construction. Every write is a compare-exchange from the key the writer
+//! read, so no worker overwrites a slot another one reclaimed meanwhile; a lookup re-reads the key
+//! after the last-seen second and answers "unknown" (flood) if it changed. Two workers learning the
+//! same new MAC at once may claim two slots, possibly with different ports if the station really
+//! appears on two ports at once; lookups and refreshes use the first found, the other ages out. A
+//! reader that sees a freshly claimed key before its last-seen store treats it as absent once and
+//! floods that frame.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -135,23 +138,25 @@ impl Fdb {
     pub fn lookup(&self, mac: MacAddr, now: Seconds) -> Option<PortId> {
         let m = mac.to_u64();
         for b in self.buckets_of(m) {
-            if let Some(i) = self.find_in(b, m) {
-                let k = self.buckets[b].keys[i].load(Relaxed);
-                if self.live(self.seen[b][i].load(Relaxed), now) {
-                    return Some(PortId(((k >> PORT_SHIFT) & PORT_MASK) as u8));
+            if let Some((i, k)) = self.find_in(b, m) {
+                let seen = self.seen[b][i].load(Relaxed);
+                // The slot may have been reclaimed for another MAC since it was matched: only
+                // an unchanged key vouches for the last-seen second just read.
+                if self.buckets[b].keys[i].load(Relaxed) != k || !self.live(seen, now) {
+                    return None;
                 }
-                return None;
+                return Some(PortId(((k >> PORT_SHIFT) & PORT_MASK) as u8));
             }
         }
         None
     }
 
-    /// The slot of bucket `b` holding `m`, if any.
+    /// The slot of bucket `b` holding `m`, if any, with the key read from it.
     #[inline]
-    fn find_in(&self, b: usize, m: u64) -> Option<usize> {
-        self.buckets[b].keys.iter().position(|key| {
+    fn find_in(&self, b: usize, m: u64) -> Option<(usize, u64)> {
+        self.buckets[b].keys.iter().enumerate().find_map(|(i, key)| {
             let k = key.load(Relaxed);
-            k & VALID != 0 && k & MAC_MASK == m
+            (k & VALID != 0 && k & MAC_MASK == m).then_some((i, k))
         })
     }
 
@@ -179,34 +184,34 @@ impl Fdb {
         let m = mac.to_u64();
         let want = VALID | (u64::from(port.0) << PORT_SHIFT) | m;
         let candidates = self.buckets_of(m);
-        for b in candidates {
-            if let Some(i) = self.find_in(b, m) {
+        // Every write is a compare-exchange from the key this call read, so a slot that another
+        // worker reclaimed meanwhile is never overwritten; a lost race is retried.
+        for _ in 0..4 {
+            if let Some((b, i, k)) = candidates.iter().find_map(|&b| self.find_in(b, m).map(|(i, k)| (b, i, k))) {
+                let key = &self.buckets[b].keys[i];
+                if k != want && key.compare_exchange(k, want, Relaxed, Relaxed).is_err() {
+                    continue;
+                }
                 let seen = &self.seen[b][i];
                 if seen.load(Relaxed) != now.0 {
                     seen.store(now.0, Relaxed);
                 }
-                let key = &self.buckets[b].keys[i];
-                if key.load(Relaxed) == want {
-                    return Learn::Known;
-                }
-                key.store(want, Relaxed);
-                return Learn::Moved;
+                return if k == want { Learn::Known } else { Learn::Moved };
+            }
+            // Into the emptier of the two buckets (ties to the first, which lookups read first).
+            let (slot0, free0) = self.reusable_in(candidates[0], now);
+            let (slot1, free1) = self.reusable_in(candidates[1], now);
+            let (b, slot) = if free1 > free0 { (candidates[1], slot1) } else { (candidates[0], slot0) };
+            let Some((i, old)) = slot else {
+                return Learn::Full;
+            };
+            if self.buckets[b].keys[i].compare_exchange(old, want, Relaxed, Relaxed).is_ok() {
+                self.seen[b][i].store(now.0, Relaxed);
+                return Learn::New;
             }
         }
-        // Into the emptier of the two buckets (ties to the first, which lookups read first).
-        let (slot0, free0) = self.reusable_in(candidates[0], now);
-        let (slot1, free1) = self.reusable_in(candidates[1], now);
-        let (b, slot) = if free1 > free0 { (candidates[1], slot1) } else { (candidates[0], slot0) };
-        let Some((i, old)) = slot else {
-            return Learn::Full;
-        };
-        // Claim the slot only if nobody else did since we looked; if another worker took it
-        // this instant, the next frame from this station learns again.
-        if self.buckets[b].keys[i].compare_exchange(old, want, Relaxed, Relaxed).is_ok() {
-            self.seen[b][i].store(now.0, Relaxed);
-            return Learn::New;
-        }
-        Learn::Full
+        // Four lost races in a row: give up on this frame; the next one from the station learns.
+        Learn::Known
     }
 
     /// Number of live entries (walks the table: for display, not the packet path).
@@ -349,18 +354,68 @@ mod tests {
 
     #[test]
     fn learnt_on_one_thread_is_known_on_another() {
+        // Queue 0 learns while queue 1 looks up, at the same time: once queue 1 has seen an
+        // address, it must keep seeing it, on the right port.
         let fdb = Arc::new(Fdb::new(4096, 300));
         let writer = {
             let fdb = Arc::clone(&fdb);
             std::thread::spawn(move || {
-                for i in 0..1000 {
+                for i in 0..2000 {
                     fdb.learn(mac(i), PortId((i % 4) as u8), Seconds(1));
                 }
             })
         };
+        let mut found = vec![false; 2000];
+        while found.iter().any(|f| !f) {
+            for (i, f) in found.iter_mut().enumerate() {
+                match fdb.lookup(mac(i as u32), Seconds(1)) {
+                    Some(p) => {
+                        assert_eq!(p, PortId((i % 4) as u8), "wrong port for {i}");
+                        *f = true;
+                    }
+                    None => assert!(!*f, "{i} was known, then vanished"),
+                }
+            }
+            if writer.is_finished() && found.iter().any(|f| !f) {
+                // One more pass after the writer is done must find everything.
+                for (i, f) in found.iter_mut().enumerate() {
+                    assert_eq!(fdb.lookup(mac(i as u32), Seconds(1)), Some(PortId((i % 4) as u8)));
+                    *f = true;
+                }
+            }
+        }
         writer.join().unwrap();
-        for i in 0..1000 {
-            assert_eq!(fdb.lookup(mac(i), Seconds(1)), Some(PortId((i % 4) as u8)));
+    }
+
+    #[test]
+    fn racing_moves_and_reclaims_never_give_another_macs_port() {
+        // One bucket: workers learn 16 MACs that keep aging out and reclaiming each other's
+        // slots; a MAC is only ever learnt on port (mac % 4), so any other answer is a wrong port.
+        let fdb = Arc::new(Fdb::new(8, 1));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let (fdb, stop) = (fdb.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut t = 1;
+                    while !stop.load(Relaxed) {
+                        for i in 0..16u32 {
+                            fdb.learn(mac(i), PortId((i % 4) as u8), Seconds(t));
+                        }
+                        t += 1 + w;
+                    }
+                })
+            })
+            .collect();
+        for round in 0..200_000u32 {
+            let i = round % 16;
+            if let Some(p) = fdb.lookup(mac(i), Seconds(round / 1000 + 1)) {
+                assert_eq!(p, PortId((i % 4) as u8), "mac {i} answered with another MAC's port");
+            }
+        }
+        stop.store(true, Relaxed);
+        for w in writers {
+            w.join().unwrap();
         }
     }
 }

@@ -1,0 +1,41 @@
+//! What a decision tells the worker to do with a frame.
+
+use core::net::Ipv4Addr;
+
+use crate::reason::Reason;
+use crate::PortId;
+
+/// The outcome of a decision. It names ports and lengths only: the frame itself stays where it
+/// is (in its UMEM frame), possibly rewritten in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Send the frame, as the decision left it, out of this port.
+    Forward(PortId),
+    /// Send the frame out of every port except the one it came in on.
+    Flood,
+    /// Drop it, for this reason.
+    Drop(Reason),
+    /// The frame is answered instead of forwarded: send the first `len` bytes of the decision's
+    /// scratch buffer (an ICMP error) out of `port`. `cause` is why the original was not
+    /// forwarded (counted like a drop).
+    Reply {
+        /// Egress port of the answer.
+        port: PortId,
+        /// Length of the answer in the scratch buffer.
+        len: u16,
+        /// Why the original frame was not forwarded.
+        cause: Reason,
+    },
+    /// The next hop's MAC is unknown: hand the frame (ready but for its destination MAC) to
+    /// the ARP thread, which queues it, resolves `next_hop` on `port`, and sends it.
+    Glean {
+        /// Egress port.
+        port: PortId,
+        /// The neighbour to resolve.
+        next_hop: Ipv4Addr,
+    },
+}
+
+/// Room for any answer a decision builds in its scratch buffer: Ethernet + IPv4 + ICMP headers
+/// and the quoted header (up to 60 bytes) plus 8 bytes of the offending datagram.
+pub const SCRATCH_LEN: usize = 14 + 20 + 8 + 60 + 8;

@@ -1,0 +1,11 @@
+//! Layer 3: the FIB, the neighbour table, the router's tables and the router decision.
+
+pub mod fib;
+pub mod neighbors;
+pub mod router;
+pub mod tables;
+
+pub use fib::{Fib, NhIndex, Prefix};
+pub use neighbors::{Neighbor, NeighborTable};
+pub use router::{decide, RouterState, TokenBucket};
+pub use tables::{NextHop, NhKind, PortSpec, RouteTarget, RouterTables};

@@ -1,0 +1,297 @@
+//! The neighbour table: IPv4 address → MAC address, shared by all workers, written by one thread.
+//!
+//! # Structure, and the choices not taken
+//!
+//! Workers look neighbours up on every forwarded packet; only the ARP thread
+//! ([`crate::io::arp`]) changes entries, a few times per second at most. That asymmetry decides
+//! the design: buckets of eight slots (two candidate buckets per address, as in the FDB), each
+//! slot a **seqlock** of three words (sequence, IPv4 address, MAC + flags). The single writer bumps
+//! the sequence to odd, writes, bumps it to even; a reader retries if it saw an odd or changed
+//! sequence. Readers never write shared memory; the writer never waits. An address and its MAC
+//! do not fit one 64-bit word, so the FDB's single-word slots cannot serve here: a reader could
+//! pair one entry's address with another's MAC.
+//!
+//! Timers (reachable time, probes, expiry) live in the writer's own bookkeeping, not here.
+//! Capacity is fixed at start (`limits.neighbors`): when both buckets of an address are full the
+//! insertion is refused and the address stays unresolved, which bounds memory under an ARP flood.
+
+use core::net::Ipv4Addr;
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use crate::wire::MacAddr;
+use crate::PortId;
+
+const WAYS: usize = 8;
+const VALID: u64 = 1 << 63;
+const STATIC: u64 = 1 << 62;
+const MAC_MASK: u64 = (1 << 48) - 1;
+const PORT_SHIFT: u32 = 48;
+
+#[derive(Default)]
+struct Slot {
+    seq: AtomicU32,
+    ip: AtomicU32,
+    val: AtomicU64,
+}
+
+/// A resolved neighbour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Neighbor {
+    /// Its IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Its MAC address.
+    pub mac: MacAddr,
+    /// The port it was resolved on.
+    pub port: PortId,
+    /// Configured, never expires.
+    pub is_static: bool,
+}
+
+/// Why an entry could not be stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("neighbour table full")]
+pub struct TableFull;
+
+/// The shared neighbour table (see the module documentation).
+pub struct NeighborTable {
+    slots: Box<[Slot]>,
+    nbuckets: usize,
+}
+
+impl std::fmt::Debug for NeighborTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NeighborTable").field("capacity", &self.capacity()).finish()
+    }
+}
+
+#[inline]
+fn hash(ip: u32) -> u64 {
+    let mut h = u64::from(ip).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^ (h >> 32)
+}
+
+impl NeighborTable {
+    /// A table for at least `capacity` entries (rounded up to whole 8-slot buckets).
+    pub fn new(capacity: usize) -> NeighborTable {
+        let nbuckets = capacity.div_ceil(WAYS).max(1);
+        NeighborTable { slots: (0..nbuckets * WAYS).map(|_| Slot::default()).collect(), nbuckets }
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    fn buckets_of(&self, ip: u32) -> [usize; 2] {
+        let h = hash(ip);
+        let n = self.nbuckets as u64;
+        [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize]
+    }
+
+    /// Reads one slot consistently: `(ip, val)`, retrying while the writer is inside it.
+    #[inline]
+    fn read(&self, i: usize) -> (u32, u64) {
+        let s = &self.slots[i];
+        loop {
+            let s1 = s.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let ip = s.ip.load(Ordering::Relaxed);
+            let val = s.val.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if s.seq.load(Ordering::Relaxed) == s1 {
+                return (ip, val);
+            }
+        }
+    }
+
+    /// Writes one slot. Only the single writer may call this.
+    fn write(&self, i: usize, ip: u32, val: u64) {
+        let s = &self.slots[i];
+        let seq = s.seq.load(Ordering::Relaxed);
+        s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        s.ip.store(ip, Ordering::Relaxed);
+        s.val.store(val, Ordering::Relaxed);
+        s.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    fn decode(ip: u32, val: u64) -> Neighbor {
+        Neighbor {
+            ip: Ipv4Addr::from(ip),
+            mac: MacAddr::from_u64(val & MAC_MASK),
+            port: PortId(((val >> PORT_SHIFT) & 0xff) as u8),
+            is_static: val & STATIC != 0,
+        }
+    }
+
+    fn find(&self, ip: u32) -> Option<(usize, u64)> {
+        for b in self.buckets_of(ip) {
+            for i in b * WAYS..(b + 1) * WAYS {
+                let (sip, val) = self.read(i);
+                if val & VALID != 0 && sip == ip {
+                    return Some((i, val));
+                }
+            }
+        }
+        None
+    }
+
+    /// The neighbour `ip`, if resolved.
+    #[inline]
+    pub fn lookup(&self, ip: Ipv4Addr) -> Option<Neighbor> {
+        let ip = u32::from(ip);
+        self.find(ip).map(|(_, val)| Self::decode(ip, val))
+    }
+
+    /// Stores or updates `ip` → `mac` on `port`. A static entry is only replaced by another
+    /// static one. Only the single writer (the ARP thread, or set-up before workers start) may
+    /// call this.
+    pub fn insert(&self, ip: Ipv4Addr, mac: MacAddr, port: PortId, is_static: bool) -> Result<(), TableFull> {
+        let key = u32::from(ip);
+        let val = VALID | if is_static { STATIC } else { 0 } | (u64::from(port.0) << PORT_SHIFT) | mac.to_u64();
+        if let Some((i, old)) = self.find(key) {
+            if old & STATIC != 0 && !is_static {
+                return Ok(());
+            }
+            if old != val {
+                self.write(i, key, val);
+            }
+            return Ok(());
+        }
+        let [b0, b1] = self.buckets_of(key);
+        let free = |b: usize| (b * WAYS..(b + 1) * WAYS).filter(|&i| self.read(i).1 & VALID == 0).collect::<Vec<_>>();
+        let (f0, f1) = (free(b0), free(b1));
+        let slot = if f1.len() > f0.len() { f1.first() } else { f0.first() };
+        let &i = slot.ok_or(TableFull)?;
+        self.write(i, key, val);
+        Ok(())
+    }
+
+    /// Removes `ip` (static entries included). Only the single writer may call this.
+    pub fn remove(&self, ip: Ipv4Addr) -> bool {
+        match self.find(u32::from(ip)) {
+            Some((i, _)) => {
+                self.write(i, 0, 0);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every entry (walks the table: for display and the writer's housekeeping).
+    pub fn entries(&self) -> Vec<Neighbor> {
+        let mut out: Vec<Neighbor> = (0..self.slots.len())
+            .map(|i| self.read(i))
+            .filter(|(_, val)| val & VALID != 0)
+            .map(|(ip, val)| Self::decode(ip, val))
+            .collect();
+        out.sort_by_key(|n| n.ip);
+        out
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        (0..self.slots.len()).filter(|&i| self.read(i).1 & VALID != 0).count()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn ip(i: u32) -> Ipv4Addr {
+        Ipv4Addr::from(0xc612_0000 | i)
+    }
+    fn mac(i: u32) -> MacAddr {
+        MacAddr::from_u64(0x0200_0000_0000 | u64::from(i))
+    }
+
+    #[test]
+    fn insert_lookup_update_remove() {
+        let t = NeighborTable::new(64);
+        assert_eq!(t.lookup(ip(1)), None);
+        t.insert(ip(1), mac(1), PortId(1), false).unwrap();
+        assert_eq!(t.lookup(ip(1)), Some(Neighbor { ip: ip(1), mac: mac(1), port: PortId(1), is_static: false }));
+        t.insert(ip(1), mac(2), PortId(0), false).unwrap();
+        assert_eq!(t.lookup(ip(1)).unwrap().mac, mac(2));
+        assert_eq!(t.len(), 1);
+        assert!(t.remove(ip(1)));
+        assert_eq!(t.lookup(ip(1)), None);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn static_entries_are_not_overwritten_by_learning() {
+        let t = NeighborTable::new(64);
+        t.insert(ip(1), mac(1), PortId(0), true).unwrap();
+        t.insert(ip(1), mac(9), PortId(0), false).unwrap();
+        assert_eq!(t.lookup(ip(1)).unwrap().mac, mac(1));
+        assert!(t.lookup(ip(1)).unwrap().is_static);
+    }
+
+    #[test]
+    fn bounded_under_a_flood() {
+        let t = NeighborTable::new(256);
+        let mut refused = 0;
+        for i in 0..10_000 {
+            if t.insert(ip(i), mac(i), PortId(0), false).is_err() {
+                refused += 1;
+            }
+        }
+        assert_eq!(t.len(), 256);
+        assert_eq!(refused, 10_000 - 256);
+    }
+
+    #[test]
+    fn readers_never_see_a_torn_entry() {
+        // The writer flips one address between two MACs whose halves would betray mixing;
+        // readers must always see one of the two, whole.
+        let t = Arc::new(NeighborTable::new(8));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, b) = (MacAddr::from_u64(0x0200_0000_0000), MacAddr::from_u64(0x02ff_ffff_ffff));
+        t.insert(ip(1), a, PortId(0), false).unwrap();
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (t, stop) = (t.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let e = t.lookup(ip(1)).expect("entry vanished");
+                        assert!(e.mac == a || e.mac == b, "torn MAC {}", e.mac);
+                        assert_eq!(
+                            e.port,
+                            if e.mac == a { PortId(0) } else { PortId(1) },
+                            "MAC and port from different writes"
+                        );
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        for i in 0..200_000 {
+            if i % 2 == 0 {
+                t.insert(ip(1), b, PortId(1), false).unwrap();
+            } else {
+                t.insert(ip(1), a, PortId(0), false).unwrap();
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! The IPv4 router decision: from one frame, its ingress port, the tables and the time, to an
+//! [`Action`].
+//!
+//! Pure: no I/O, no clock (time in milliseconds is passed in), no allocation; per-worker mutable
+//! state (the ICMP token bucket, the IP identification counter) is passed in too. RFC 1812 where
+//! it speaks; what Linux does on the same packet where it does not. In order:
+//!
+//! 1. The destination MAC must be the ingress port's own ([`Reason::NotOurMac`]); the frame
+//!    must be IPv4 ([`Reason::NotIpv4`]) with a valid header ([`Reason::Ipv4Malformed`],
+//!    [`Reason::Ipv4Checksum`]).
+//! 2. Martian sources are dropped: 0/8, 127/8, 224/4, 240/4 (which holds 255.255.255.255).
+//!    Destinations that are never forwarded are dropped: 0/8, 127/8, 224/4, 240/4 (limited
+//!    broadcast included), link-local 169.254/16, and the broadcast address of a connected
+//!    subnet (directed broadcast).
+//! 3. The destination is looked up (longest prefix). No route: ICMP Destination Unreachable,
+//!    network unreachable. One of the box's addresses: an ICMP echo request is answered here;
+//!    anything else is the kernel's, which the XDP program already gave it.
+//! 4. TTL ≤ 1: ICMP Time Exceeded. Then the egress MTU: too big with DF set, ICMP Fragmentation
+//!    Needed carrying the egress MTU; too big without DF, dropped ([`Reason::TooBigToForward`]):
+//!    xfwd does not fragment (the kernel would; fragmenting would mean several frames from one).
+//! 5. TTL is decremented with an incremental checksum update (RFC 1624), the source MAC becomes
+//!    the egress port's, the destination MAC the next hop's; an unresolved next hop is
+//!    [`Action::Glean`]ed to the ARP thread.
+//!
+//! ICMP errors (RFC 1812 4.3.2.7) are never sent about an ICMP error, a non-first fragment, or
+//! a packet from a martian source; they are rate-limited by a token bucket; they quote the
+//! offending IP header and the first 8 bytes of its payload; their source is the box's address
+//! on the subnet of the route back to the offending source (the address Linux picks); they leave
+//! by that route.
+
+use core::net::Ipv4Addr;
+
+use super::neighbors::NeighborTable;
+use super::tables::{NhKind, RouterTables};
+use crate::action::{Action, SCRATCH_LEN};
+use crate::reason::Reason;
+use crate::wire::{icmp, ipv4, EthernetFrame, IcmpPacket, Ipv4Packet, MacAddr};
+use crate::PortId;
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETH: usize = 14;
+
+/// A token bucket for ICMP errors: `rate` per second, up to `burst` at once.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate_per_s: u32,
+    burst: u32,
+    tokens_milli: u64,
+    last_ms: u64,
+}
+
+impl TokenBucket {
+    /// A full bucket. `rate_per_s == 0` means no limit.
+    pub fn new(rate_per_s: u32, burst: u32) -> TokenBucket {
+        TokenBucket { rate_per_s, burst: burst.max(1), tokens_milli: u64::from(burst.max(1)) * 1000, last_ms: 0 }
+    }
+
+    /// Takes one token at `now_ms` if there is one.
+    #[inline]
+    pub fn take(&mut self, now_ms: u64) -> bool {
+        if self.rate_per_s == 0 {
+            return true;
+        }
+        let elapsed = now_ms.saturating_sub(self.last_ms);
+        self.last_ms = now_ms.max(self.last_ms);
+        let cap = u64::from(self.burst) * 1000;
+        self.tokens_milli = (self.tokens_milli + elapsed * u64::from(self.rate_per_s)).min(cap);
+        if self.tokens_milli >= 1000 {
+            self.tokens_milli -= 1000;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A worker's own router state.
+#[derive(Debug, Clone)]
+pub struct RouterState {
+    /// ICMP error rate limit.
+    pub icmp_limit: TokenBucket,
+    /// Identification field of the next ICMP error.
+    pub ident: u16,
+    /// ICMP errors not sent because of the rate limit.
+    pub icmp_rate_limited: u64,
+}
+
+impl RouterState {
+    /// State with an ICMP limit of `rate` per second and `burst`.
+    pub fn new(rate: u32, burst: u32) -> RouterState {
+        RouterState { icmp_limit: TokenBucket::new(rate, burst), ident: 0, icmp_rate_limited: 0 }
+    }
+}
+
+#[inline]
+fn martian_source(a: Ipv4Addr) -> bool {
+    let o = a.octets()[0];
+    o == 0 || o == 127 || o >= 224
+}
+
+#[inline]
+fn never_forwarded(a: Ipv4Addr) -> bool {
+    let o = a.octets()[0];
+    o == 0 || o == 127 || o >= 224
+}
+
+#[inline]
+fn link_local(a: Ipv4Addr) -> bool {
+    let o = a.octets();
+    o[0] == 169 && o[1] == 254
+}
+
+/// Decides the fate of `frame`, received on `ingress` at `now_ms`. May rewrite the frame in
+/// place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]).
+#[inline]
+pub fn decide(
+    frame: &mut [u8],
+    ingress: PortId,
+    t: &RouterTables,
+    neighbors: &NeighborTable,
+    st: &mut RouterState,
+    now_ms: u64,
+    scratch: &mut [u8; SCRATCH_LEN],
+) -> Action {
+    let Some(port) = t.ports.get(ingress.index()) else {
+        return Action::Drop(Reason::NotOurMac);
+    };
+    let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
+        return Action::Drop(Reason::Runt);
+    };
+    if eth.dst() != port.mac {
+        return Action::Drop(Reason::NotOurMac);
+    }
+    if eth.ethertype() != ETHERTYPE_IPV4 {
+        return Action::Drop(Reason::NotIpv4);
+    }
+    let (src, dst, ttl, total_len, dont_frag) = match Ipv4Packet::new_checked(&frame[ETH..]) {
+        Ok(ip) if !ip.checksum_ok() => return Action::Drop(Reason::Ipv4Checksum),
+        Ok(ip) => (ip.src(), ip.dst(), ip.ttl(), ip.total_len(), ip.dont_frag()),
+        Err(_) => return Action::Drop(Reason::Ipv4Malformed),
+    };
+    if martian_source(src) {
+        return Action::Drop(Reason::MartianSource);
+    }
+    if never_forwarded(dst) {
+        return Action::Drop(Reason::MartianDestination);
+    }
+    if link_local(dst) {
+        return Action::Drop(Reason::LinkLocalDestination);
+    }
+    let Some(nh) = t.route(dst) else {
+        return icmp_error(
+            frame,
+            ingress,
+            t,
+            neighbors,
+            st,
+            now_ms,
+            scratch,
+            Reason::NoRoute,
+            icmp::DEST_UNREACHABLE,
+            icmp::CODE_NET_UNREACHABLE,
+            0,
+        );
+    };
+    let nh = *nh;
+    let next_hop = match nh.kind {
+        NhKind::Broadcast => return Action::Drop(Reason::DirectedBroadcast),
+        NhKind::Local => return local(frame, ingress, t, neighbors),
+        NhKind::Connected => dst,
+        NhKind::Gateway(gw) => gw,
+    };
+    if ttl <= 1 {
+        return icmp_error(
+            frame,
+            ingress,
+            t,
+            neighbors,
+            st,
+            now_ms,
+            scratch,
+            Reason::TtlExceeded,
+            icmp::TIME_EXCEEDED,
+            icmp::CODE_TTL_EXCEEDED,
+            0,
+        );
+    }
+    let egress = &t.ports[nh.port.index()];
+    if total_len > egress.mtu as usize {
+        if dont_frag {
+            let mtu = egress.mtu.min(0xffff);
+            return icmp_error(
+                frame,
+                ingress,
+                t,
+                neighbors,
+                st,
+                now_ms,
+                scratch,
+                Reason::FragmentationNeeded,
+                icmp::DEST_UNREACHABLE,
+                icmp::CODE_FRAG_NEEDED,
+                mtu,
+            );
+        }
+        return Action::Drop(Reason::TooBigToForward);
+    }
+    // Forward: TTL and checksum, then MACs.
+    if let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETH..]) {
+        ip.decrement_ttl();
+    }
+    frame[6..12].copy_from_slice(&egress.mac.0);
+    match neighbors.lookup(next_hop) {
+        Some(n) if n.port == nh.port => {
+            frame[0..6].copy_from_slice(&n.mac.0);
+            Action::Forward(nh.port)
+        }
+        _ => Action::Glean { port: nh.port, next_hop },
+    }
+}
+
+/// A packet for one of the box's addresses that reached a worker: answer an echo request.
+fn local(frame: &mut [u8], ingress: PortId, t: &RouterTables, neighbors: &NeighborTable) -> Action {
+    let (src, hl, is_echo) = match Ipv4Packet::new_checked(&frame[ETH..]) {
+        Ok(ip) => {
+            let unfragmented = !ip.more_frags() && ip.frag_offset() == 0;
+            let echo = ip.protocol() == ipv4::PROTO_ICMP
+                && unfragmented
+                && IcmpPacket::new_checked(ip.payload())
+                    .is_ok_and(|m| m.msg_type() == icmp::ECHO_REQUEST && m.checksum_ok());
+            (ip.src(), ip.header_len(), echo)
+        }
+        Err(_) => return Action::Drop(Reason::Ipv4Malformed),
+    };
+    if !is_echo {
+        return Action::Drop(Reason::LocalDelivery);
+    }
+    // The reply leaves by the route back to the pinger.
+    let Some(back) = t.route(src).copied() else {
+        return Action::Drop(Reason::NoRoute);
+    };
+    let Some(l2_dst) = back_mac(frame, ingress, back.port, back.kind, src, neighbors) else {
+        return Action::Drop(Reason::NoRoute);
+    };
+    let total = {
+        let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETH..]) else {
+            return Action::Drop(Reason::Ipv4Malformed);
+        };
+        ip.swap_addresses();
+        ip.set_ttl(64);
+        ip.total_len()
+    };
+    if let Ok(mut m) = IcmpPacket::new_checked(&mut frame[ETH + hl..ETH + total]) {
+        m.echo_request_to_reply();
+    }
+    frame[0..6].copy_from_slice(&l2_dst.0);
+    frame[6..12].copy_from_slice(&t.ports[back.port.index()].mac.0);
+    Action::Forward(back.port)
+}
+
+/// The MAC to send to for a packet going back to `src` through a next hop of `kind` on `port`:
+/// the neighbour's, or, when it leaves by the port the frame came in on and the neighbour is
+/// not resolved, the frame's own sender (the previous hop).
+fn back_mac(
+    frame: &[u8],
+    ingress: PortId,
+    port: PortId,
+    kind: NhKind,
+    src: Ipv4Addr,
+    neighbors: &NeighborTable,
+) -> Option<MacAddr> {
+    let hop = match kind {
+        NhKind::Gateway(gw) => gw,
+        NhKind::Connected => src,
+        NhKind::Local | NhKind::Broadcast => return None,
+    };
+    match neighbors.lookup(hop) {
+        Some(n) if n.port == port => Some(n.mac),
+        _ if port == ingress => EthernetFrame::new_checked(frame).ok().map(|e| e.src()),
+        _ => None,
+    }
+}
+
+/// Answers the frame with an ICMP error of `msg_type`/`code` (`rest`: the word after the
+/// checksum, e.g. the next-hop MTU), or drops it for `cause` when the rules say no error.
+#[allow(clippy::too_many_arguments, reason = "the decision's inputs, passed through")]
+fn icmp_error(
+    frame: &[u8],
+    ingress: PortId,
+    t: &RouterTables,
+    neighbors: &NeighborTable,
+    st: &mut RouterState,
+    now_ms: u64,
+    scratch: &mut [u8; SCRATCH_LEN],
+    cause: Reason,
+    msg_type: u8,
+    code: u8,
+    rest: u32,
+) -> Action {
+    let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH..]) else {
+        return Action::Drop(cause);
+    };
+    let src = ip.src();
+    if ip.frag_offset() != 0 || src.is_unspecified() {
+        return Action::Drop(cause);
+    }
+    if ip.protocol() == ipv4::PROTO_ICMP && IcmpPacket::new_checked(ip.payload()).map_or(true, |m| m.is_error()) {
+        return Action::Drop(cause);
+    }
+    let Some(back) = t.route(src).copied() else {
+        return Action::Drop(cause);
+    };
+    let Some(l2_dst) = back_mac(frame, ingress, back.port, back.kind, src, neighbors) else {
+        return Action::Drop(cause);
+    };
+    if !st.icmp_limit.take(now_ms) {
+        st.icmp_rate_limited += 1;
+        return Action::Drop(cause);
+    }
+    let hl = ip.header_len();
+    let quote = hl + ip.payload().len().min(8);
+    let ip_len = ipv4::MIN_HEADER_LEN + icmp::HEADER_LEN + quote;
+    let out = &mut scratch[..ETH + ip_len];
+    out[0..6].copy_from_slice(&l2_dst.0);
+    out[6..12].copy_from_slice(&t.ports[back.port.index()].mac.0);
+    out[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+    let icmp_at = ETH + ipv4::MIN_HEADER_LEN;
+    out[icmp_at + icmp::HEADER_LEN..].copy_from_slice(&frame[ETH..ETH + quote]);
+    out[ETH] = 0x45;
+    out[ETH + 2..ETH + 4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    if let Ok(mut m) = IcmpPacket::new_checked(&mut out[icmp_at..]) {
+        m.write_error(msg_type, code, rest);
+    }
+    if let Ok(mut h) = Ipv4Packet::new_checked(&mut out[ETH..]) {
+        st.ident = st.ident.wrapping_add(1);
+        h.write_header(ip_len as u16, st.ident, 64, ipv4::PROTO_ICMP, back.src, src);
+    }
+    // Precedence "internetwork control", as Linux marks its ICMP errors; checksum covers it.
+    out[ETH + 1] = 0xc0;
+    let c = crate::wire::checksum::update(u16::from_be_bytes([out[ETH + 10], out[ETH + 11]]), 0x4500, 0x45c0);
+    out[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
+    Action::Reply { port: back.port, len: (ETH + ip_len) as u16, cause }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tables::{PortSpec, RouteTarget, RouterTables};
+    use super::*;
+    use etherparse::{Icmpv4Header, Icmpv4Type, IpNumber, Ipv4Header, PacketBuilder, SlicedPacket, TransportSlice};
+
+    const H1: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x11]);
+    const GW: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x22]);
+    const ETH5: MacAddr = MacAddr([2, 0, 0, 0, 5, 5]);
+    const ETH4: MacAddr = MacAddr([2, 0, 0, 0, 4, 4]);
+    const P_ETH5: PortId = PortId(0);
+    const P_ETH4: PortId = PortId(1);
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    /// Reference shape on the rig's addresses: eth5 = 198.18.10.2/24 + 198.18.11.2/24 towards
+    /// the sender side, eth4 = 198.18.30.1/24 + 198.18.31.1/24; 198.19.0.0/16 via 198.18.30.2.
+    fn world() -> (RouterTables, NeighborTable, RouterState) {
+        let ports = vec![
+            PortSpec {
+                name: "eth5".into(),
+                mac: ETH5,
+                mtu: 1500,
+                addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
+            },
+            PortSpec {
+                name: "eth4".into(),
+                mac: ETH4,
+                mtu: 1400,
+                addrs: vec![(ip("198.18.30.1"), 24), (ip("198.18.31.1"), 24)],
+            },
+        ];
+        let t = RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2")))])
+            .unwrap();
+        let n = NeighborTable::new(64);
+        n.insert(ip("198.18.30.2"), GW, P_ETH4, false).unwrap();
+        n.insert(ip("198.18.10.1"), H1, P_ETH5, false).unwrap();
+        (t, n, RouterState::new(0, 10))
+    }
+
+    fn udp(src: &str, dst: &str, ttl: u8, payload: usize) -> Vec<u8> {
+        let b = PacketBuilder::ethernet2(H1.0, ETH5.0).ipv4(ip(src).octets(), ip(dst).octets(), ttl).udp(4000, 5000);
+        let mut v = Vec::new();
+        b.write(&mut v, &vec![0x5a; payload]).unwrap();
+        v
+    }
+
+    fn run(
+        frame: &mut [u8],
+        w: &mut (RouterTables, NeighborTable, RouterState),
+        scratch: &mut [u8; SCRATCH_LEN],
+    ) -> Action {
+        decide(frame, P_ETH5, &w.0, &w.1, &mut w.2, 1_000, scratch)
+    }
+
+    /// Parses an ICMP error answer: (ip src, ip dst, type, code, rest word, quoted bytes).
+    fn parse_error(out: &[u8]) -> (Ipv4Addr, Ipv4Addr, u8, u8, u32, Vec<u8>) {
+        let (h, rest) = Ipv4Header::from_slice(&out[ETH..]).unwrap();
+        assert_eq!(h.header_checksum, h.calc_header_checksum(), "ICMP error's IP checksum");
+        assert_eq!(h.protocol, IpNumber::ICMP);
+        assert_eq!(h.time_to_live, 64);
+        let (icmp_h, quoted) = Icmpv4Header::from_slice(rest).unwrap();
+        assert_eq!(icmp_h.checksum, icmp_h.icmp_type.calc_checksum(quoted), "ICMP checksum");
+        let b = icmp_h.to_bytes();
+        (
+            Ipv4Addr::from(h.source),
+            Ipv4Addr::from(h.destination),
+            b[0],
+            b[1],
+            u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+            quoted.to_vec(),
+        )
+    }
+
+    #[test]
+    fn forwards_with_ttl_checksum_and_mac_rewrite() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 18);
+        let before = f.clone();
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        let p = SlicedPacket::from_ethernet(&f).unwrap();
+        assert_eq!(&f[0..6], &GW.0, "destination MAC = next hop");
+        assert_eq!(&f[6..12], &ETH4.0, "source MAC = egress port");
+        let Some(etherparse::NetSlice::Ipv4(ip4)) = p.net else { panic!() };
+        let h = ip4.header().to_header();
+        assert_eq!(h.time_to_live, 63);
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+        assert_eq!(&f[14 + 20..], &before[14 + 20..], "payload untouched");
+        // Connected destination: the destination itself is the neighbour.
+        let mut f = udp("198.19.7.7", "198.18.10.1", 9, 0);
+        f[0..6].copy_from_slice(&ETH4.0);
+        assert_eq!(decide(&mut f, P_ETH4, &w.0, &w.1, &mut w.2, 0, &mut s), Action::Forward(P_ETH5));
+        assert_eq!(&f[0..6], &H1.0);
+    }
+
+    #[test]
+    fn unresolved_next_hop_is_gleaned() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.18.31.77", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Glean { port: P_ETH4, next_hop: ip("198.18.31.77") });
+        assert_eq!(f[14 + 8], 63, "ready to send but for the MAC");
+    }
+
+    #[test]
+    fn ttl_one_gets_time_exceeded_from_the_ingress_subnet_address() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 1, 30);
+        let a = run(&mut f, &mut w, &mut s);
+        let Action::Reply { port, len, cause } = a else { panic!("{a:?}") };
+        assert_eq!((port, cause), (P_ETH5, Reason::TtlExceeded));
+        let out = &s[..len as usize];
+        assert_eq!(&out[0..6], &H1.0);
+        assert_eq!(&out[6..12], &ETH5.0);
+        let (src, dst, ty, code, _, quoted) = parse_error(out);
+        assert_eq!((src, dst, ty, code), (ip("198.18.10.2"), ip("198.18.10.1"), icmp::TIME_EXCEEDED, 0));
+        assert_eq!(quoted, f[14..14 + 28].to_vec(), "quotes the header and 8 bytes");
+        // From the second subnet on the same port, the source follows the subnet.
+        let mut f = udp("198.18.11.9", "198.19.1.1", 1, 30);
+        let Action::Reply { len, .. } = run(&mut f, &mut w, &mut s) else { panic!() };
+        assert_eq!(parse_error(&s[..len as usize]).0, ip("198.18.11.2"));
+    }
+
+    #[test]
+    fn no_route_is_net_unreachable() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "203.0.113.9", 64, 8);
+        let Action::Reply { len, cause, .. } = run(&mut f, &mut w, &mut s) else { panic!() };
+        assert_eq!(cause, Reason::NoRoute);
+        let (src, _, ty, code, _, _) = parse_error(&s[..len as usize]);
+        assert_eq!((src, ty, code), (ip("198.18.10.2"), icmp::DEST_UNREACHABLE, icmp::CODE_NET_UNREACHABLE));
+    }
+
+    #[test]
+    fn df_over_the_egress_mtu_is_frag_needed_with_the_mtu() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 1400);
+        assert_eq!(f[14 + 6] & 0x40, 0x40, "etherparse sets DF");
+        let Action::Reply { len, cause, .. } = run(&mut f, &mut w, &mut s) else { panic!() };
+        assert_eq!(cause, Reason::FragmentationNeeded);
+        let (_, _, ty, code, rest, _) = parse_error(&s[..len as usize]);
+        assert_eq!((ty, code, rest), (icmp::DEST_UNREACHABLE, icmp::CODE_FRAG_NEEDED, 1400));
+        // Without DF: dropped, not fragmented.
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 1400);
+        f[14 + 6] = 0;
+        let c = crate::wire::checksum::checksum(&{
+            let mut h = f[14..34].to_vec();
+            h[10] = 0;
+            h[11] = 0;
+            h
+        });
+        f[14 + 10..14 + 12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::TooBigToForward));
+        // Exactly the MTU fits.
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 1400 - 28);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+    }
+
+    #[test]
+    fn never_forwarded_destinations_and_martian_sources() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        for (src, dst, why) in [
+            ("0.1.2.3", "198.19.1.1", Reason::MartianSource),
+            ("127.0.0.1", "198.19.1.1", Reason::MartianSource),
+            ("224.0.0.5", "198.19.1.1", Reason::MartianSource),
+            ("240.0.0.1", "198.19.1.1", Reason::MartianSource),
+            ("255.255.255.255", "198.19.1.1", Reason::MartianSource),
+            ("198.18.10.1", "255.255.255.255", Reason::MartianDestination),
+            ("198.18.10.1", "239.1.1.1", Reason::MartianDestination),
+            ("198.18.10.1", "127.0.0.1", Reason::MartianDestination),
+            ("198.18.10.1", "169.254.1.1", Reason::LinkLocalDestination),
+            ("198.18.10.1", "198.18.31.255", Reason::DirectedBroadcast),
+        ] {
+            let mut f = udp(src, dst, 64, 0);
+            assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(why), "{src} -> {dst}");
+        }
+    }
+
+    #[test]
+    fn frames_not_for_us_or_broken_are_dropped_with_reasons() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        f[0..6].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::NotOurMac));
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::NotIpv4));
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        f[14 + 8] = 9; // TTL changed, checksum not
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::Ipv4Checksum));
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        f[14] = 0x44;
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::Ipv4Malformed));
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        f.truncate(30);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::Ipv4Malformed));
+        assert_eq!(run(&mut [0u8; 10], &mut w, &mut s), Action::Drop(Reason::Runt));
+    }
+
+    #[test]
+    fn no_icmp_error_about_an_icmp_error_or_a_later_fragment() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        // A Time Exceeded message, itself with TTL 1.
+        let b = PacketBuilder::ethernet2(H1.0, ETH5.0)
+            .ipv4(ip("198.18.10.1").octets(), ip("198.19.1.1").octets(), 1)
+            .icmpv4(Icmpv4Type::TimeExceeded(etherparse::icmpv4::TimeExceededCode::TtlExceededInTransit));
+        let mut f = Vec::new();
+        b.write(&mut f, &[0u8; 28]).unwrap();
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::TtlExceeded));
+        // An echo request with TTL 1 does get one.
+        let b = PacketBuilder::ethernet2(H1.0, ETH5.0)
+            .ipv4(ip("198.18.10.1").octets(), ip("198.19.1.1").octets(), 1)
+            .icmpv4_echo_request(1, 1);
+        let mut f = Vec::new();
+        b.write(&mut f, &[0u8; 8]).unwrap();
+        assert!(matches!(run(&mut f, &mut w, &mut s), Action::Reply { cause: Reason::TtlExceeded, .. }));
+        // A non-first fragment with TTL 1: silently dropped.
+        let mut f = udp("198.18.10.1", "198.19.1.1", 1, 16);
+        let mut h = Ipv4Header::from_slice(&f[14..]).unwrap().0;
+        h.fragment_offset = etherparse::IpFragOffset::try_new(2).unwrap();
+        h.dont_fragment = false;
+        h.header_checksum = h.calc_header_checksum();
+        f[14..34].copy_from_slice(&h.to_bytes());
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::TtlExceeded));
+    }
+
+    #[test]
+    fn icmp_errors_are_rate_limited() {
+        let mut w = world();
+        w.2 = RouterState::new(10, 3);
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut sent = 0;
+        for i in 0..20 {
+            let mut f = udp("198.18.10.1", "203.0.113.9", 64, 0);
+            // 20 packets over 114 ms: the burst of 3, and one more token (10/s × 0.114 s).
+            if matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &mut w.2, 1000 + i * 6, &mut s), Action::Reply { .. }) {
+                sent += 1;
+            }
+        }
+        assert_eq!(sent, 4);
+        assert_eq!(w.2.icmp_rate_limited, 16);
+        let mut f = udp("198.18.10.1", "203.0.113.9", 64, 0);
+        assert!(matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &mut w.2, 5000, &mut s), Action::Reply { .. }), "refilled");
+    }
+
+    #[test]
+    fn echo_to_the_box_is_answered_and_other_local_traffic_is_not_ours() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let b = PacketBuilder::ethernet2(H1.0, ETH5.0)
+            .ipv4(ip("198.18.10.1").octets(), ip("198.18.30.1").octets(), 7)
+            .icmpv4_echo_request(0x1234, 5);
+        let mut f = Vec::new();
+        b.write(&mut f, b"abcdefgh").unwrap();
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH5));
+        assert_eq!(&f[0..6], &H1.0);
+        assert_eq!(&f[6..12], &ETH5.0);
+        let p = SlicedPacket::from_ethernet(&f).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip4)) = &p.net else { panic!() };
+        let h = ip4.header().to_header();
+        assert_eq!((Ipv4Addr::from(h.source), Ipv4Addr::from(h.destination)), (ip("198.18.30.1"), ip("198.18.10.1")));
+        assert_eq!(h.header_checksum, h.calc_header_checksum());
+        let Some(TransportSlice::Icmpv4(m)) = &p.transport else { panic!() };
+        assert!(matches!(m.icmp_type(), Icmpv4Type::EchoReply(e) if e.id == 0x1234 && e.seq == 5));
+        assert_eq!(m.header().checksum, m.icmp_type().calc_checksum(m.payload()));
+        // UDP to the box: the kernel's (the XDP program passes it; a worker counts it).
+        let mut f = udp("198.18.10.1", "198.18.10.2", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::LocalDelivery));
+    }
+}
