@@ -1,7 +1,11 @@
-//! xfwd's configuration values: the option types the command line (and, for the router, the
-//! config file) accept, parsed with errors that say what is expected.
+//! xfwd's configuration: the router's TOML file ([`router`]) and the option values the command
+//! line accepts, parsed with errors that say what is expected.
 
 use std::time::Duration;
+
+pub mod router;
+
+pub use router::{ConfigError, RouterConfig};
 
 /// Why a value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

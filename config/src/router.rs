@@ -1,0 +1,650 @@
+//! The router's configuration file (TOML), validated before anything is touched.
+//!
+//! Every error names the file, line and column of the offending value and says what would be
+//! right: `router.toml:12:10: route prefix 10.0.0.1/8 has host bits set; did you mean
+//! 10.0.0.0/8?`. The schema, with an example of every key, is in `config/README.md`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+use xfwd_dataplane::l3::Prefix;
+use xfwd_dataplane::wire::MacAddr;
+
+/// An error in a configuration (or routes) file, with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// 1-based line (0: the file as a whole).
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// What is wrong, and the fix where there is one.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.path.display(), self.message)
+        } else {
+            write!(f, "{}:{}:{}: {}", self.path.display(), self.line, self.col, self.message)
+        }
+    }
+}
+
+/// A position in a file, kept for checks made after parsing (e.g. that an interface exists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+}
+
+fn pos_of(text: &str, offset: usize) -> Pos {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    Pos { line, col }
+}
+
+/// One interface of the router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// Its name.
+    pub name: String,
+    /// Where the name stands in the file.
+    pub name_pos: Pos,
+    /// The box's addresses on it, with prefix lengths.
+    pub addresses: Vec<(Ipv4Addr, u8)>,
+}
+
+/// Where a route points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A gateway on a connected subnet.
+    Via(Ipv4Addr),
+    /// An interface (by name).
+    Dev(String),
+}
+
+/// A static route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Destination prefix.
+    pub prefix: Prefix,
+    /// Where it points.
+    pub target: Target,
+}
+
+/// How workers wait for frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// Spin.
+    Busy,
+    /// Spin, then sleep in poll(2).
+    Adaptive,
+}
+
+/// How the XDP program attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// In the driver.
+    Native,
+    /// Generic.
+    Generic,
+    /// Native where possible.
+    Auto,
+}
+
+/// Worker settings; `None` leaves the command line's or the built-in default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Workers {
+    /// Queue (worker) count.
+    pub queues: Option<u32>,
+    /// Core of each worker.
+    pub cores: Option<Vec<usize>>,
+    /// Poll mode.
+    pub poll: Option<Poll>,
+    /// XDP attach mode.
+    pub xdp_mode: Option<XdpMode>,
+}
+
+/// Table sizes and rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Neighbour table capacity.
+    pub neighbors: usize,
+    /// Packets held per unresolved neighbour.
+    pub glean_queue: usize,
+    /// ICMP errors per second (0: unlimited), shared by all workers.
+    pub icmp_rate: u32,
+    /// ICMP error burst.
+    pub icmp_burst: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50 }
+    }
+}
+
+/// A validated router configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouterConfig {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Interfaces, in file order (port order).
+    pub interfaces: Vec<Interface>,
+    /// Static routes: the file's, then the routes file's.
+    pub routes: Vec<Route>,
+    /// Static neighbours.
+    pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
+    /// Worker settings.
+    pub workers: Workers,
+    /// Limits.
+    pub limits: Limits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    routes_file: Option<Spanned<String>>,
+    #[serde(default)]
+    interface: Vec<RawInterface>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+    #[serde(default)]
+    neighbor: Vec<RawNeighbor>,
+    #[serde(default)]
+    workers: RawWorkers,
+    #[serde(default)]
+    limits: RawLimits,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInterface {
+    name: Spanned<String>,
+    addresses: Spanned<Vec<Spanned<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    prefix: Spanned<String>,
+    via: Option<Spanned<String>>,
+    dev: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNeighbor {
+    ip: Spanned<String>,
+    mac: Spanned<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawWorkers {
+    queues: Option<Spanned<u32>>,
+    cores: Option<Vec<usize>>,
+    poll: Option<Spanned<String>>,
+    xdp_mode: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    neighbors: Option<Spanned<usize>>,
+    glean_queue: Option<Spanned<usize>>,
+    icmp_rate: Option<u32>,
+    icmp_burst: Option<Spanned<u32>>,
+}
+
+struct Ctx<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
+        let p = pos_of(self.text, span.start);
+        ConfigError { path: self.path.to_owned(), line: p.line, col: p.col, message: message.into() }
+    }
+}
+
+/// Parses "a.b.c.d/len" as an interface address (host bits expected).
+fn parse_addr(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}` is not an address with a prefix length (write it as 192.168.10.2/24)"))?;
+    let addr: Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+    let len: u8 = l.parse().map_err(|_| format!("`{l}` is not a prefix length (0 to 32)"))?;
+    if !(1..=32).contains(&len) {
+        return Err(format!("prefix length {len} is out of range for an interface address (1 to 32)"));
+    }
+    let subnet = Prefix::truncate(addr, len);
+    if len < 31 && (addr == subnet.addr() || addr == subnet.broadcast()) {
+        return Err(format!(
+            "{addr} is the {} address of {subnet}, not a host address",
+            if addr == subnet.addr() { "network" } else { "broadcast" }
+        ));
+    }
+    Ok((addr, len))
+}
+
+fn parse_ip(s: &str) -> Result<Ipv4Addr, String> {
+    s.parse().map_err(|_| format!("`{s}` is not an IPv4 address (write it as 192.168.30.2)"))
+}
+
+impl RouterConfig {
+    /// Reads and validates `path` (and the routes file it names).
+    pub fn load(path: &Path) -> Result<RouterConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.to_owned(),
+            line: 0,
+            col: 0,
+            message: format!("cannot read: {e}"),
+        })?;
+        RouterConfig::parse(path, &text)
+    }
+
+    /// Validates `text` as if read from `path` (relative routes files resolve beside it).
+    pub fn parse(path: &Path, text: &str) -> Result<RouterConfig, ConfigError> {
+        let cx = Ctx { path, text };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().trim().replace('\n', " ");
+            cx.err(span, msg)
+        })?;
+        if raw.interface.is_empty() {
+            return Err(ConfigError {
+                path: path.to_owned(),
+                line: 0,
+                col: 0,
+                message: "no [[interface]]: a router needs at least one (see config/README.md)".into(),
+            });
+        }
+
+        let mut interfaces: Vec<Interface> = Vec::new();
+        let mut subnets: Vec<(Prefix, Ipv4Addr, String)> = Vec::new();
+        for ri in &raw.interface {
+            let name = ri.name.get_ref().trim().to_owned();
+            if name.is_empty() {
+                return Err(cx.err(ri.name.span(), "interface name is empty"));
+            }
+            if interfaces.iter().any(|i| i.name == name) {
+                return Err(cx.err(
+                    ri.name.span(),
+                    format!("interface {name} is configured twice; merge its addresses into one [[interface]]"),
+                ));
+            }
+            if ri.addresses.get_ref().is_empty() {
+                return Err(cx.err(
+                    ri.addresses.span(),
+                    format!("interface {name} has no addresses; give it at least one, e.g. [\"192.168.10.2/24\"]"),
+                ));
+            }
+            let mut addresses = Vec::new();
+            for a in ri.addresses.get_ref() {
+                let (addr, len) = parse_addr(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
+                let subnet = Prefix::truncate(addr, len);
+                if let Some((other, oaddr, oname)) = subnets.iter().find(|(s, _, _)| s.overlaps(&subnet)) {
+                    let what = if *oaddr == addr { "repeats" } else { "overlaps" };
+                    return Err(cx.err(
+                        a.span(),
+                        format!(
+                            "{addr}/{len} {what} {oaddr}/{} on {oname}; each subnet belongs to one interface, once",
+                            other.prefix_len()
+                        ),
+                    ));
+                }
+                subnets.push((subnet, addr, name.clone()));
+                addresses.push((addr, len));
+            }
+            let p = pos_of(text, ri.name.span().start);
+            interfaces.push(Interface { name, name_pos: p, addresses });
+        }
+
+        let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
+        let mut routes = Vec::new();
+        let mut seen_prefix: HashMap<Prefix, ()> = HashMap::new();
+        for rr in &raw.route {
+            let prefix: Prefix =
+                rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
+            let target = match (&rr.via, &rr.dev) {
+                (Some(v), None) => {
+                    let gw = parse_ip(v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
+                    if !connected(gw) {
+                        return Err(cx.err(v.span(), format!("next hop {gw} is not on any connected subnet; use an address inside one of the interfaces' subnets")));
+                    }
+                    Target::Via(gw)
+                }
+                (None, Some(d)) => {
+                    let dev = d.get_ref().trim().to_owned();
+                    if !interfaces.iter().any(|i| i.name == dev) {
+                        return Err(cx.err(d.span(), format!("dev {dev} is not a configured [[interface]]")));
+                    }
+                    Target::Dev(dev)
+                }
+                (Some(_), Some(d)) => return Err(cx.err(d.span(), "a route takes `via` or `dev`, not both")),
+                (None, None) => {
+                    return Err(cx.err(
+                        rr.prefix.span(),
+                        format!("route {prefix} needs `via = \"ADDRESS\"` or `dev = \"INTERFACE\"`"),
+                    ))
+                }
+            };
+            if seen_prefix.insert(prefix, ()).is_some() {
+                return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
+            }
+            routes.push(Route { prefix, target });
+        }
+
+        let mut neighbors: Vec<(Ipv4Addr, MacAddr)> = Vec::new();
+        for rn in &raw.neighbor {
+            let ip = parse_ip(rn.ip.get_ref()).map_err(|m| cx.err(rn.ip.span(), m))?;
+            let mac: MacAddr = rn
+                .mac
+                .get_ref()
+                .parse()
+                .map_err(|e: xfwd_dataplane::wire::ethernet::ParseMacError| cx.err(rn.mac.span(), e.to_string()))?;
+            if mac.is_multicast() || mac.is_zero() {
+                return Err(
+                    cx.err(rn.mac.span(), format!("{mac} is not a station address (group bit set or all zeroes)"))
+                );
+            }
+            if !connected(ip) {
+                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is not on any connected subnet")));
+            }
+            if neighbors.iter().any(|(n, _)| *n == ip) {
+                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is given twice")));
+            }
+            neighbors.push((ip, mac));
+        }
+
+        let w = &raw.workers;
+        if let Some(q) = &w.queues {
+            if *q.get_ref() == 0 {
+                return Err(cx.err(q.span(), "workers.queues must be at least 1"));
+            }
+        }
+        let poll = match &w.poll {
+            None => None,
+            Some(p) => Some(match p.get_ref().as_str() {
+                "busy" => Poll::Busy,
+                "adaptive" => Poll::Adaptive,
+                other => return Err(cx.err(p.span(), format!("poll `{other}` is not one of busy, adaptive"))),
+            }),
+        };
+        let xdp_mode = match &w.xdp_mode {
+            None => None,
+            Some(m) => Some(match m.get_ref().as_str() {
+                "native" => XdpMode::Native,
+                "generic" => XdpMode::Generic,
+                "auto" => XdpMode::Auto,
+                other => {
+                    return Err(cx.err(m.span(), format!("xdp_mode `{other}` is not one of native, generic, auto")))
+                }
+            }),
+        };
+        let workers =
+            Workers { queues: w.queues.as_ref().map(|q| *q.get_ref()), cores: w.cores.clone(), poll, xdp_mode };
+
+        let d = Limits::default();
+        let l = &raw.limits;
+        for (v, name) in [(&l.neighbors, "neighbors"), (&l.glean_queue, "glean_queue")] {
+            if let Some(v) = v {
+                if *v.get_ref() == 0 {
+                    return Err(cx.err(v.span(), format!("limits.{name} must be at least 1")));
+                }
+            }
+        }
+        if let Some(b) = &l.icmp_burst {
+            if *b.get_ref() == 0 {
+                return Err(cx.err(b.span(), "limits.icmp_burst must be at least 1"));
+            }
+        }
+        let limits = Limits {
+            neighbors: l.neighbors.as_ref().map_or(d.neighbors, |v| *v.get_ref()),
+            glean_queue: l.glean_queue.as_ref().map_or(d.glean_queue, |v| *v.get_ref()),
+            icmp_rate: l.icmp_rate.unwrap_or(d.icmp_rate),
+            icmp_burst: l.icmp_burst.as_ref().map_or(d.icmp_burst, |v| *v.get_ref()),
+        };
+
+        if let Some(rf) = &raw.routes_file {
+            let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
+            load_routes(&file, &text, &interfaces, &subnets, &mut routes)?;
+        }
+
+        Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, limits })
+    }
+
+    /// Checks that every interface exists (`exists(name)`), reporting the first that does not
+    /// at its place in the file.
+    pub fn check_interfaces(&self, exists: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
+        for i in &self.interfaces {
+            if !exists(&i.name) {
+                return Err(ConfigError {
+                    path: self.path.clone(),
+                    line: i.name_pos.line,
+                    col: i.name_pos.col,
+                    message: format!(
+                        "interface {} does not exist in this network namespace (see `ip link show`)",
+                        i.name
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `other` differs from `self` in what a reload cannot change (interfaces and their
+    /// addresses, worker settings): such a change needs a restart.
+    pub fn needs_restart(&self, other: &RouterConfig) -> Option<String> {
+        let names =
+            |c: &RouterConfig| c.interfaces.iter().map(|i| (i.name.clone(), i.addresses.clone())).collect::<Vec<_>>();
+        if names(self) != names(other) {
+            return Some("interfaces or their addresses changed".into());
+        }
+        if self.workers != other.workers {
+            return Some("worker settings changed".into());
+        }
+        None
+    }
+}
+
+/// Reads a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line; `#` starts
+/// a comment. Built for a full table: a million lines load in about a second.
+fn load_routes(
+    path: &Path,
+    text: &str,
+    interfaces: &[Interface],
+    subnets: &[(Prefix, Ipv4Addr, String)],
+    routes: &mut Vec<Route>,
+) -> Result<(), ConfigError> {
+    let err = |line: usize, col: usize, message: String| ConfigError { path: path.to_owned(), line, col, message };
+    for (n, raw_line) in text.lines().enumerate() {
+        let line = raw_line.split('#').next().unwrap_or("");
+        let mut words = line.split_whitespace();
+        let Some(prefix_text) = words.next() else { continue };
+        let col_of = |w: &str| w.as_ptr() as usize - raw_line.as_ptr() as usize + 1;
+        let prefix: Prefix = prefix_text.parse().map_err(|e| err(n + 1, col_of(prefix_text), format!("{e}")))?;
+        let (Some(kind), Some(arg), None) = (words.next(), words.next(), words.next()) else {
+            return Err(err(
+                n + 1,
+                1,
+                format!("expected `{prefix_text} via ADDRESS` or `{prefix_text} dev INTERFACE`"),
+            ));
+        };
+        let target = match kind {
+            "via" => {
+                let gw: Ipv4Addr =
+                    arg.parse().map_err(|_| err(n + 1, col_of(arg), format!("`{arg}` is not an IPv4 address")))?;
+                if !subnets.iter().any(|(s, _, _)| s.contains(gw)) {
+                    return Err(err(n + 1, col_of(arg), format!("next hop {gw} is not on any connected subnet")));
+                }
+                Target::Via(gw)
+            }
+            "dev" => {
+                if !interfaces.iter().any(|i| i.name == arg) {
+                    return Err(err(n + 1, col_of(arg), format!("dev {arg} is not a configured [[interface]]")));
+                }
+                Target::Dev(arg.to_owned())
+            }
+            other => return Err(err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`"))),
+        };
+        routes.push(Route { prefix, target });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[[interface]]
+name = "eth5"
+addresses = ["192.168.10.2/24", "192.168.11.2/24"]
+
+[[interface]]
+name = "eth4"
+addresses = ["192.168.30.1/24", "192.168.31.1/24"]
+
+[[route]]
+prefix = "10.0.0.0/8"
+via = "192.168.30.2"
+
+[[route]]
+prefix = "172.16.0.0/12"
+dev = "eth5"
+
+[[neighbor]]
+ip = "192.168.30.2"
+mac = "02:00:00:00:00:01"
+
+[workers]
+queues = 2
+cores = [0, 1]
+poll = "busy"
+xdp_mode = "native"
+
+[limits]
+neighbors = 1024
+glean_queue = 8
+icmp_rate = 100
+icmp_burst = 10
+"#;
+
+    fn parse(text: &str) -> Result<RouterConfig, ConfigError> {
+        RouterConfig::parse(Path::new("router.toml"), text)
+    }
+
+    #[test]
+    fn every_key_is_accepted() {
+        let c = parse(GOOD).unwrap();
+        assert_eq!(c.interfaces.len(), 2);
+        assert_eq!(c.interfaces[0].addresses[1], ("192.168.11.2".parse().unwrap(), 24));
+        assert_eq!(c.interfaces[1].name_pos, Pos { line: 7, col: 8 });
+        assert_eq!(
+            c.routes[0],
+            Route { prefix: "10.0.0.0/8".parse().unwrap(), target: Target::Via("192.168.30.2".parse().unwrap()) }
+        );
+        assert_eq!(c.routes[1].target, Target::Dev("eth5".into()));
+        assert_eq!(c.neighbors, vec![("192.168.30.2".parse().unwrap(), "02:00:00:00:00:01".parse().unwrap())]);
+        assert_eq!(
+            c.workers,
+            Workers {
+                queues: Some(2),
+                cores: Some(vec![0, 1]),
+                poll: Some(Poll::Busy),
+                xdp_mode: Some(XdpMode::Native)
+            }
+        );
+        assert_eq!(c.limits, Limits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10 });
+    }
+
+    fn error_of(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    const IFACES: &str = "[[interface]]\nname = \"eth5\"\naddresses = [\"192.168.10.2/24\"]\n";
+
+    #[test]
+    fn errors_name_line_column_and_fix() {
+        let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.1/8\"\nvia = \"192.168.10.1\"\n"));
+        assert_eq!(e, "router.toml:5:10: route prefix 10.0.0.1/8 has host bits set; did you mean 10.0.0.0/8?");
+        let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.99.1\"\n"));
+        assert!(e.starts_with("router.toml:6:7: next hop 192.168.99.1 is not on any connected subnet"), "{e}");
+        let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.0/8\"\n"));
+        assert!(e.starts_with("router.toml:5:10: route 10.0.0.0/8 needs `via"), "{e}");
+        let e = error_of(&format!("{IFACES}[[interface]]\nname = \"eth4\"\naddresses = [\"192.168.10.9/16\"]\n"));
+        assert!(e.starts_with("router.toml:6:14: 192.168.10.9/16 overlaps 192.168.10.2/24 on eth5"), "{e}");
+        let e = error_of("[[interface]]\nname = \"eth5\"\naddresses = [\"192.168.10.2/24\"]\ncolour = \"blue\"\n");
+        assert!(e.starts_with("router.toml:4:1: unknown field `colour`"), "{e}");
+        let e = error_of("[[interface]]\nname = \"eth5\"\naddresses = \"192.168.10.2/24\"\n");
+        assert!(e.starts_with("router.toml:3:13: "), "{e}");
+        let e = error_of("[[interface]\nname = 1\n");
+        assert!(e.starts_with("router.toml:1:"), "{e}");
+        let e = error_of("[[interface]]\nname = \"eth5\"\naddresses = [\"192.168.10.0/24\"]\n");
+        assert!(e.contains("network address of 192.168.10.0/24"), "{e}");
+        let e = error_of(&format!("{IFACES}[[neighbor]]\nip = \"192.168.10.7\"\nmac = \"01:00:5e:00:00:01\"\n"));
+        assert!(e.starts_with("router.toml:6:7: 01:00:5e:00:00:01 is not a station address"), "{e}");
+        let e = error_of(&format!("{IFACES}[workers]\npoll = \"sometimes\"\n"));
+        assert!(e.starts_with("router.toml:5:8: poll `sometimes` is not one of busy, adaptive"), "{e}");
+        let e = error_of("");
+        assert!(e.starts_with("router.toml: no [[interface]]"), "{e}");
+    }
+
+    #[test]
+    fn interfaces_are_checked_against_the_system_at_their_place() {
+        let c = parse(GOOD).unwrap();
+        let e = c.check_interfaces(|n| n == "eth5").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "router.toml:7:8: interface eth4 does not exist in this network namespace (see `ip link show`)"
+        );
+        assert!(c.check_interfaces(|_| true).is_ok());
+    }
+
+    #[test]
+    fn routes_file_lines_are_validated_with_positions() {
+        let dir = std::env::temp_dir().join(format!("xfwd-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("routes.txt"),
+            "# full table\n10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 dev eth5  # comment\n\n",
+        )
+        .unwrap();
+        let cfg = format!("routes_file = \"routes.txt\"\n{IFACES}");
+        let c = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap();
+        assert_eq!(c.routes.len(), 2);
+        std::fs::write(dir.join("routes.txt"), "10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 via 192.168.77.1\n").unwrap();
+        let e = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err();
+        assert_eq!(e.path, dir.join("routes.txt"));
+        assert_eq!((e.line, e.col), (2, 17), "{e}");
+        std::fs::write(dir.join("routes.txt"), "10.1.0.1/16 via 192.168.10.1\n").unwrap();
+        assert!(RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err().message.contains("host bits"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reload_refuses_interface_changes() {
+        let a = parse(GOOD).unwrap();
+        let mut b = a.clone();
+        b.routes.pop();
+        assert_eq!(a.needs_restart(&b), None);
+        b.interfaces[0].addresses.pop();
+        assert!(a.needs_restart(&b).is_some());
+    }
+}
