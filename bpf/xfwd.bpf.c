@@ -5,9 +5,16 @@
  * forwarding; that is the user-space worker's job.
  *
  * Maps (filled by the loader in dataplane/src/io/xdp.rs before attaching):
+ *   xfwd_config    one u32: the mode (XFWD_MODE_BRIDGE or XFWD_MODE_ROUTER)
  *   xfwd_ports     ifindex -> port index (0..XFWD_MAX_PORTS)
+ *   xfwd_local     router mode: the box's IPv4 addresses (network order) -> XFWD_LOCAL_*
  *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + rx queue
  *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
+ *
+ * Bridge mode redirects every frame but the IEEE 802.1D link-local groups. Router mode
+ * redirects IPv4 unicast to be forwarded and ICMP echo requests to the box's own addresses;
+ * everything else (ARP, IPv6, VLAN-tagged, group MACs, other traffic for the box) is the
+ * kernel's, so the box's own management keeps working.
  *
  * The layout constants below are mirrored in dataplane/src/io/xdp.rs.
  */
@@ -16,6 +23,13 @@
 
 #define XFWD_MAX_PORTS 64
 #define XFWD_MAX_QUEUES 64
+#define XFWD_MAX_LOCAL 1024
+
+#define XFWD_MODE_BRIDGE 0
+#define XFWD_MODE_ROUTER 1
+
+#define XFWD_LOCAL_ADDRESS 1 /* one of the box's addresses */
+#define XFWD_LOCAL_BROADCAST 2 /* a connected subnet's broadcast address */
 
 /* Counter slots, per port. Keep in step with `XdpCounter` in io/xdp.rs. */
 enum xfwd_counter {
@@ -23,8 +37,23 @@ enum xfwd_counter {
 	XFWD_PASS_NO_SOCKET = 1, /* no socket on this (port, queue): kernel */
 	XFWD_PASS_RESERVED = 2,  /* IEEE 802.1D reserved group: kernel */
 	XFWD_PASS_RUNT = 3,      /* shorter than an Ethernet header: kernel */
-	XFWD_NR_COUNTERS = 4,
+	XFWD_PASS_KERNEL = 4,    /* router: not for forwarding (ARP, IPv6, for the box): kernel */
+	XFWD_NR_COUNTERS = 5,
 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} xfwd_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XFWD_MAX_LOCAL);
+	__type(key, __u32);
+	__type(value, __u32);
+} xfwd_local SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -57,6 +86,40 @@ static __always_inline void count(__u32 port, __u32 counter)
 		*value += 1; /* per-CPU slot: no other writer */
 }
 
+/* Router mode: does the worker want this frame? Yes for IPv4 to a unicast MAC that is not for
+ * the box, and for unfragmented ICMP echo requests to the box's addresses (answered by xfwd).
+ * No for everything the kernel should see: ARP (the kernel answers for its addresses; xfwd
+ * reads ARP through packet sockets), IPv6, VLAN tags, group MACs (DHCP, routing protocols),
+ * any other traffic to the box's addresses, and broadcasts to its subnets. */
+static __always_inline int router_wants(const unsigned char *data, const unsigned char *data_end)
+{
+	const unsigned char *ip = data + 14;
+	__u32 daddr, *local;
+	__u32 ihl;
+
+	if (data[12] != 0x08 || data[13] != 0x00)
+		return 0; /* not IPv4 */
+	if (data[0] & 1)
+		return 0; /* broadcast or multicast MAC */
+	if (ip + 20 > data_end)
+		return 0; /* truncated: the kernel counts it */
+	__builtin_memcpy(&daddr, ip + 16, 4);
+	local = bpf_map_lookup_elem(&xfwd_local, &daddr);
+	if (!local)
+		return 1; /* to be routed */
+	if (*local != XFWD_LOCAL_ADDRESS)
+		return 0; /* subnet broadcast */
+	/* For the box: only unfragmented ICMP echo requests are xfwd's. */
+	if (ip[9] != 1 || (ip[6] & 0x3f) || ip[7])
+		return 0;
+	ihl = (ip[0] & 0x0f) * 4;
+	if (ihl < 20 || ihl > 60)
+		return 0;
+	if (ip + ihl + 1 > data_end)
+		return 0;
+	return ip[ihl] == 8;
+}
+
 SEC("xdp")
 int xfwd_xdp(struct xdp_md *ctx)
 {
@@ -82,12 +145,21 @@ int xfwd_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	/* 01:80:C2:00:00:01..0F are link-local (PAUSE, LACP, 802.1X, LLDP, ...):
-	 * a bridge must never forward them; the kernel's own agents may want
-	 * them. 01:80:C2:00:00:00 (STP BPDUs) is forwarded like a Linux bridge
-	 * with STP off does, so switches around the box still see a loop. */
-	if (data[0] == 0x01 && data[1] == 0x80 && data[2] == 0xC2 && data[3] == 0x00 &&
-	    data[4] == 0x00 && data[5] >= 0x01 && data[5] <= 0x0F) {
+	__u32 zero = 0;
+	__u32 *mode = bpf_map_lookup_elem(&xfwd_config, &zero);
+
+	if (mode && *mode == XFWD_MODE_ROUTER) {
+		if (!router_wants(data, data_end)) {
+			count(*port, XFWD_PASS_KERNEL);
+			return XDP_PASS; /* the kernel's: see router_wants() */
+		}
+	} else if (data[0] == 0x01 && data[1] == 0x80 && data[2] == 0xC2 && data[3] == 0x00 &&
+		   data[4] == 0x00 && data[5] >= 0x01 && data[5] <= 0x0F) {
+		/* 01:80:C2:00:00:01..0F are link-local (PAUSE, LACP, 802.1X, LLDP,
+		 * ...): a bridge must never forward them; the kernel's own agents
+		 * may want them. 01:80:C2:00:00:00 (STP BPDUs) is forwarded like a
+		 * Linux bridge with STP off does, so switches around the box still
+		 * see a loop. */
 		count(*port, XFWD_PASS_RESERVED);
 		return XDP_PASS;
 	}

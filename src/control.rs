@@ -63,7 +63,9 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
         "stats" => render::stats_detail(&view.report(), &view.ports),
         "stats-json" => serde_json::to_string_pretty(&view.report()).unwrap_or_default() + "\n",
         "fdb" => render::fdb(&view.fdb_entries(), view.fdb.capacity()),
-        other => format!("error: unknown request `{other}` (stats, stats-json, fdb)\n"),
+        "routes" => render::routes(view),
+        "neighbors" => render::neighbors(view),
+        other => format!("error: unknown request `{other}` (stats, stats-json, fdb, routes, neighbors)\n"),
     };
     (&stream).write_all(answer.as_bytes())
 }

@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use xfwd::{control, demo, render};
-use xfwd_dataplane::io::{Forwarder, ForwarderConfig, PollMode, XdpMode};
+use xfwd_config::router::{self as cfgfile, RouterConfig};
+use xfwd_dataplane::io::forwarder::{Mode, RouterLimits, RouterSetup};
+use xfwd_dataplane::io::{Forwarder, ForwarderConfig, PollMode, StartError, XdpMode};
+use xfwd_dataplane::l3::{Prefix, RouteTarget};
+use xfwd_dataplane::PortId;
 
 #[derive(Parser, Debug)]
 #[command(name = "xfwd", version, about = "User-space packet forwarder on AF_XDP")]
@@ -29,6 +33,8 @@ struct Cli {
 enum Cmd {
     /// Learning bridge between two or more ports.
     Bridge(BridgeArgs),
+    /// IPv4 router configured by a TOML file (schema: config/README.md).
+    Router(RouterArgs),
     /// Ask a running xfwd for its counters or tables.
     Show {
         #[command(subcommand)]
@@ -51,6 +57,10 @@ enum Show {
     },
     /// The learnt MAC addresses.
     Fdb,
+    /// The router's routes (connected, local, broadcast, static).
+    Routes,
+    /// The router's neighbour table.
+    Neighbors,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -66,35 +76,54 @@ enum XdpModeArg {
     Auto,
 }
 
+/// Worker options shared by both modes (the router's file may set them too; flags win).
 #[derive(clap::Args, Debug)]
-struct BridgeArgs {
-    /// Ports to bridge (two or more), e.g. eth4 eth5.
-    #[arg(required = true, num_args = 2..)]
-    ports: Vec<String>,
+struct WorkerArgs {
     /// Workers, one per queue id [default: the smallest RX queue count of the ports, capped by cores].
     #[arg(long)]
     queues: Option<u32>,
     /// Core of each worker, in queue order, e.g. 0,1 or 2-3 [default: queue i on core i].
     #[arg(long, value_parser = xfwd_config::parse_cores)]
     cores: Option<Vec<usize>>,
-    /// How workers wait for frames: busy spins; adaptive sleeps in poll(2) when idle.
-    #[arg(long, value_enum, default_value = "adaptive")]
-    poll: PollArg,
-    /// How the XDP program attaches: native (driver), generic, or auto (native if possible).
-    #[arg(long, value_enum, default_value = "auto")]
-    xdp_mode: XdpModeArg,
-    /// FDB ageing time (e.g. 300s, 5m).
-    #[arg(long, default_value = "300s", value_parser = xfwd_config::parse_duration)]
-    ageing: Duration,
-    /// FDB capacity in entries.
-    #[arg(long, default_value_t = 65536)]
-    fdb_size: usize,
+    /// How workers wait for frames: busy spins; adaptive sleeps in poll(2) when idle [default: adaptive].
+    #[arg(long, value_enum)]
+    poll: Option<PollArg>,
+    /// How the XDP program attaches: native (driver), generic, or auto (native if possible) [default: auto].
+    #[arg(long, value_enum)]
+    xdp_mode: Option<XdpModeArg>,
     /// Print one line per port at this interval (e.g. 1s, 500ms).
     #[arg(long, value_parser = xfwd_config::parse_duration)]
     stats: Option<Duration>,
     /// Control socket for `xfwd show`.
     #[arg(long, default_value = control::DEFAULT_PATH)]
     control: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+struct RouterArgs {
+    /// The configuration file.
+    #[arg(long)]
+    config: PathBuf,
+    /// Validate the file (and that its interfaces exist) and exit: 0 if good, 2 if not.
+    #[arg(long)]
+    check: bool,
+    #[command(flatten)]
+    workers: WorkerArgs,
+}
+
+#[derive(clap::Args, Debug)]
+struct BridgeArgs {
+    /// Ports to bridge (two or more), e.g. eth4 eth5.
+    #[arg(required = true, num_args = 2..)]
+    ports: Vec<String>,
+    /// FDB ageing time (e.g. 300s, 5m).
+    #[arg(long, default_value = "300s", value_parser = xfwd_config::parse_duration)]
+    ageing: Duration,
+    /// FDB capacity in entries.
+    #[arg(long, default_value_t = 65536)]
+    fdb_size: usize,
+    #[command(flatten)]
+    workers: WorkerArgs,
 }
 
 fn error_line(e: &anyhow::Error, verbose: bool) -> String {
@@ -110,11 +139,14 @@ fn main() -> ExitCode {
     let verbose = cli.verbose;
     let result = match cli.cmd {
         Cmd::Bridge(args) => bridge(args),
+        Cmd::Router(args) => router(args),
         Cmd::Show { what, control } => {
             let req = match what {
                 Show::Stats { json: true } => "stats-json",
                 Show::Stats { json: false } => "stats",
                 Show::Fdb => "fdb",
+                Show::Routes => "routes",
+                Show::Neighbors => "neighbors",
             };
             control::query(&control, req).map(|text| {
                 print!("{text}");
@@ -127,46 +159,174 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{}", error_line(&e, verbose));
-            let usage = e.downcast_ref::<xfwd_dataplane::io::StartError>().is_some_and(|s| s.is_usage());
+            let usage = e.downcast_ref::<StartError>().is_some_and(|s| s.is_usage())
+                || e.downcast_ref::<xfwd_config::ConfigError>().is_some();
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }
 }
 
-fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+fn poll_mode(a: Option<PollArg>, file: Option<cfgfile::Poll>) -> PollMode {
+    match (a, file) {
+        (Some(PollArg::Busy), _) | (None, Some(cfgfile::Poll::Busy)) => PollMode::Busy,
+        _ => PollMode::Adaptive,
     }
+}
+
+fn xdp_mode(a: Option<XdpModeArg>, file: Option<cfgfile::XdpMode>) -> XdpMode {
+    match (a, file) {
+        (Some(XdpModeArg::Native), _) | (None, Some(cfgfile::XdpMode::Native)) => XdpMode::Native,
+        (Some(XdpModeArg::Generic), _) | (None, Some(cfgfile::XdpMode::Generic)) => XdpMode::Generic,
+        _ => XdpMode::Auto,
+    }
+}
+
+fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
+    let w = &args.workers;
     let cfg = ForwarderConfig {
         ports: args.ports.clone(),
-        queues: args.queues,
-        cores: args.cores,
-        poll: match args.poll {
-            PollArg::Busy => PollMode::Busy,
-            PollArg::Adaptive => PollMode::Adaptive,
+        queues: w.queues,
+        cores: w.cores.clone(),
+        poll: poll_mode(w.poll, None),
+        xdp_mode: xdp_mode(w.xdp_mode, None),
+        mode: Mode::Bridge {
+            fdb_size: args.fdb_size,
+            ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
         },
-        xdp_mode: match args.xdp_mode {
-            XdpModeArg::Native => XdpMode::Native,
-            XdpModeArg::Generic => XdpMode::Generic,
-            XdpModeArg::Auto => XdpMode::Auto,
-        },
-        fdb_size: args.fdb_size,
-        ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
     };
-    let fwd = Forwarder::start_bridge(&cfg)?;
-    let view = fwd.view();
-    for w in &fwd.warnings {
-        eprintln!("xfwd: warning: {w}");
-    }
+    let stop = signals()?;
+    let fwd = Forwarder::start(&cfg)?;
     println!(
         "xfwd: bridge {} | {} queue(s), poll {}, AF_XDP copy mode, fdb {} entries, ageing {} s",
         args.ports.join(" "),
         fwd.cores.len(),
         cfg.poll,
-        view.fdb.capacity(),
-        cfg.ageing_s
+        fwd.view().fdb.capacity(),
+        args.ageing.as_secs().max(1)
     );
+    run(fwd, &cfg, w, &stop, None)
+}
+
+/// Routes of a config file in the forwarder's terms (ports in file order).
+fn routes_of(c: &RouterConfig) -> Vec<(Prefix, RouteTarget)> {
+    c.routes
+        .iter()
+        .map(|r| {
+            let target = match &r.target {
+                cfgfile::Target::Via(gw) => RouteTarget::Via(*gw),
+                cfgfile::Target::Dev(name) => {
+                    let i = c.interfaces.iter().position(|i| &i.name == name).unwrap_or(0);
+                    RouteTarget::Dev(PortId(i as u8))
+                }
+            };
+            (r.prefix, target)
+        })
+        .collect()
+}
+
+fn limits_of(c: &RouterConfig) -> RouterLimits {
+    RouterLimits {
+        neighbors: c.limits.neighbors,
+        glean_queue: c.limits.glean_queue,
+        icmp_rate: c.limits.icmp_rate,
+        icmp_burst: c.limits.icmp_burst,
+    }
+}
+
+fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
+    let c = RouterConfig::load(&args.config)?;
+    c.check_interfaces(xfwd_dataplane::io::port::exists)?;
+    if args.check {
+        println!(
+            "{}: ok: {} interface(s), {} static route(s), {} static neighbor(s)",
+            args.config.display(),
+            c.interfaces.len(),
+            c.routes.len(),
+            c.neighbors.len()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let w = &args.workers;
+    let cfg = ForwarderConfig {
+        ports: c.interfaces.iter().map(|i| i.name.clone()).collect(),
+        queues: w.queues.or(c.workers.queues),
+        cores: w.cores.clone().or_else(|| c.workers.cores.clone()),
+        poll: poll_mode(w.poll, c.workers.poll),
+        xdp_mode: xdp_mode(w.xdp_mode, c.workers.xdp_mode),
+        mode: Mode::Router(RouterSetup {
+            addresses: c.interfaces.iter().map(|i| i.addresses.clone()).collect(),
+            routes: routes_of(&c),
+            neighbors: c.neighbors.clone(),
+            limits: limits_of(&c),
+        }),
+    };
+    let stop = signals()?;
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
+    let fwd = Forwarder::start(&cfg)?;
+    println!(
+        "xfwd: router {} | {} queue(s), poll {}, AF_XDP copy mode, {} static route(s), {} static neighbor(s)",
+        args.config.display(),
+        fwd.cores.len(),
+        cfg.poll,
+        c.routes.len(),
+        c.neighbors.len()
+    );
+    for i in &c.interfaces {
+        let addrs: Vec<String> = i.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect();
+        println!("  {:<6} {}", i.name, addrs.join(" "));
+    }
+    run(fwd, &cfg, w, &stop, Some((&args.config, c, &hup)))
+}
+
+fn signals() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    Ok(stop)
+}
+
+/// SIGHUP: reads the file again and applies routes, neighbours and limits, or says why not.
+fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
+    let new = match RouterConfig::load(path) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("xfwd: reload refused: {e}; the running tables are unchanged");
+            return;
+        }
+    };
+    if let Some(why) = running.needs_restart(&new) {
+        eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
+        return;
+    }
+    match fwd.reload_router(&routes_of(&new), new.neighbors.clone(), limits_of(&new)) {
+        Ok(()) => {
+            println!(
+                "xfwd: reloaded {}: {} static route(s), {} static neighbor(s)",
+                path.display(),
+                new.routes.len(),
+                new.neighbors.len()
+            );
+            *running = new;
+        }
+        Err(e) => eprintln!("xfwd: reload refused: {e}; the running tables are unchanged"),
+    }
+}
+
+/// Runs a started forwarder until a signal: prints the tables, serves the control socket,
+/// prints stats, reloads on SIGHUP (router), and prints the totals on the way out.
+fn run(
+    fwd: Forwarder,
+    cfg: &ForwarderConfig,
+    w: &WorkerArgs,
+    stop: &AtomicBool,
+    mut router: Option<(&PathBuf, RouterConfig, &Arc<AtomicBool>)>,
+) -> anyhow::Result<ExitCode> {
+    let view = fwd.view();
+    for warning in &fwd.warnings {
+        eprintln!("xfwd: warning: {warning}");
+    }
     println!("  queue  core");
     for (q, c) in fwd.cores.iter().enumerate() {
         println!("  {q:<5}  {}", c.map_or_else(|| "unpinned".into(), |c| c.to_string()));
@@ -178,8 +338,8 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
             println!("xfwd: hint: {}: the driver has no native XDP; generic mode costs an skb per frame", p.name);
         }
     }
-    let _control = control::ControlServer::start(&args.control, Arc::clone(&view))
-        .map_err(|e| xfwd_dataplane::io::StartError::Usage(format!("{e:#}")))?;
+    let _control = control::ControlServer::start(&w.control, Arc::clone(&view))
+        .map_err(|e| StartError::Usage(format!("{e:#}")))?;
     println!("xfwd: ready");
     std::io::stdout().flush()?;
 
@@ -195,11 +355,17 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
             failed = true;
             break;
         }
+        if let Some((path, running, hup)) = router.as_mut() {
+            if hup.swap(false, Ordering::Relaxed) {
+                reload(&fwd, path, running);
+                std::io::stdout().flush()?;
+            }
+        }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
             warn_unbound_queues(&view, &mut warned_no_socket);
         }
-        if let Some(every) = args.stats {
+        if let Some(every) = w.stats {
             if last.elapsed() >= every {
                 let now = view.report();
                 let dt = last.elapsed();

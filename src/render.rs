@@ -3,9 +3,11 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use xfwd_dataplane::io::forwarder::{PortReport, Report};
+use xfwd_dataplane::io::forwarder::{LiveView, PortReport, Report};
 use xfwd_dataplane::io::PortInfo;
 use xfwd_dataplane::l2::FdbEntry;
+use xfwd_dataplane::l3::tables::RouteOrigin;
+use xfwd_dataplane::l3::NhKind;
 
 fn rate(now: u64, before: u64, dt: Duration) -> String {
     let secs = dt.as_secs_f64();
@@ -113,7 +115,16 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
     for line in frame_lines(r) {
         let _ = writeln!(s, "{line}");
     }
-    let _ = writeln!(s, "fdb: {} of {} entries", r.fdb_entries, r.fdb_capacity);
+    if let Some((n, cap)) = r.neighbors {
+        let _ = writeln!(s, "neighbors: {n} of {cap} entries");
+        let _ = writeln!(s, "arp: {}", r.arp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
+        let icmp: u64 = r.ports.iter().map(|p| p.total.icmp_sent).sum();
+        let limited: u64 = r.queues.iter().map(|q| q.icmp_rate_limited).sum();
+        let gleaned: u64 = r.ports.iter().map(|p| p.total.gleaned).sum();
+        let _ = writeln!(s, "icmp errors sent {icmp}, rate-limited {limited}; frames gleaned {gleaned}");
+    } else {
+        let _ = writeln!(s, "fdb: {} of {} entries", r.fdb_entries, r.fdb_capacity);
+    }
     if r.xdp_foreign > 0 {
         let _ = writeln!(s, "xdp: {} frames on interfaces that are not ports", r.xdp_foreign);
     }
@@ -127,5 +138,44 @@ pub fn fdb(entries: &[(FdbEntry, String)], capacity: usize) -> String {
         let _ = writeln!(s, "{:<17}  {:<12}  {:>6}", e.mac.to_string(), port, e.age);
     }
     let _ = writeln!(s, "{} of {} entries", entries.len(), capacity);
+    s
+}
+
+/// `xfwd show routes`: every route, like `ip route` (local and broadcast ones marked).
+pub fn routes(view: &LiveView) -> String {
+    let Some(r) = &view.router else {
+        return "not a router\n".into();
+    };
+    let t = r.tables.load();
+    let mut s = String::new();
+    for (prefix, nh, origin) in &t.routes {
+        let h = &t.nexthops[usize::from(nh.0)];
+        let dev = t.ports.get(h.port.index()).map_or("?", |p| p.name.as_str());
+        let line = match (origin, h.kind) {
+            (RouteOrigin::Local, _) => format!("local {} dev {dev}", prefix.addr()),
+            (RouteOrigin::Broadcast, _) => format!("broadcast {} dev {dev}", prefix.addr()),
+            (_, NhKind::Gateway(gw)) => format!("{prefix} via {gw} dev {dev} src {}", h.src),
+            (RouteOrigin::Connected, _) => format!("{prefix} dev {dev} proto kernel scope link src {}", h.src),
+            _ => format!("{prefix} dev {dev} src {}", h.src),
+        };
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(s, "{} routes, FIB {} MiB", t.routes.len(), t.fib.memory() >> 20);
+    s
+}
+
+/// `xfwd show neighbors`: the neighbour table, like `ip neigh`.
+pub fn neighbors(view: &LiveView) -> String {
+    let Some(r) = &view.router else {
+        return "not a router\n".into();
+    };
+    let mut s = String::new();
+    let entries = r.neighbors.entries();
+    for n in &entries {
+        let dev = view.ports.get(n.port.index()).map_or("?", |p| p.name.as_str());
+        let _ =
+            writeln!(s, "{} dev {dev} lladdr {} {}", n.ip, n.mac, if n.is_static { "PERMANENT" } else { "REACHABLE" });
+    }
+    let _ = writeln!(s, "{} of {} entries", entries.len(), r.neighbors.capacity());
     s
 }

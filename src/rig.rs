@@ -192,6 +192,73 @@ impl Rig {
         Ok(Rig { queues, boxns, h1, h2 })
     }
 
+    /// Builds the router rig, the reference topology: h1 (the servers' side) behind `eth5` with
+    /// 198.18.10.1/24 and 198.18.11.1/24, h2 (the clients' side) behind `eth4` with
+    /// 198.18.30.2/24 and 198.18.31.2/24, each host routing the other side's subnets through
+    /// the box (198.18.10.2/198.18.11.2 and 198.18.30.1/198.18.31.1, see
+    /// config/examples/rig-router.toml). The box's ports get no addresses in the kernel.
+    pub fn router(queues: u32) -> Result<Rig> {
+        let id = format!("xfwd{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let boxns = Netns::new(format!("{id}-box"))?;
+        let h1 = Netns::new(format!("{id}-h1"))?;
+        let h2 = Netns::new(format!("{id}-h2"))?;
+        let q = queues.to_string();
+        let sides = [
+            (
+                &h1,
+                "eth5",
+                ["198.18.10.1/24", "198.18.11.1/24"],
+                [("198.18.30.0/24", "198.18.10.2"), ("198.18.31.0/24", "198.18.11.2")],
+            ),
+            (
+                &h2,
+                "eth4",
+                ["198.18.30.2/24", "198.18.31.2/24"],
+                [("198.18.10.0/24", "198.18.30.1"), ("198.18.11.0/24", "198.18.31.1")],
+            ),
+        ];
+        for (host, port, addrs, routes) in sides {
+            run(
+                "ip",
+                &[
+                    "link",
+                    "add",
+                    "eth0",
+                    "netns",
+                    host.name(),
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    port,
+                    "netns",
+                    boxns.name(),
+                    "numtxqueues",
+                    &q,
+                    "numrxqueues",
+                    &q,
+                ],
+            )?;
+            for a in addrs {
+                host.ip(&["addr", "add", a, "dev", "eth0"])?;
+            }
+            host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
+            host.ip(&["link", "set", "eth0", "up"])?;
+            for (net, via) in routes {
+                host.ip(&["route", "add", net, "via", via])?;
+            }
+            boxns.ip(&["link", "set", port, "up"])?;
+            for k in (0..queues).filter(|_| queues > 1) {
+                host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
+            }
+        }
+        Ok(Rig { queues, boxns, h1, h2 })
+    }
+
     /// Pings from `from` to `addr` until one answer arrives or `timeout` passes.
     pub fn ping_until(from: &Netns, addr: &str, timeout: Duration) -> Result<()> {
         let start = Instant::now();

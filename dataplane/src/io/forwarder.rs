@@ -14,12 +14,19 @@ use std::thread::JoinHandle;
 use serde::{Deserialize, Serialize};
 
 use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
-use super::worker::{BridgeDecide, PollMode, Worker};
-use super::xdp::{XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
+use std::net::Ipv4Addr;
+
+use arc_swap::ArcSwap;
+
+use super::arp::{self, ArpConfig, ArpCounters, ArpPort, Control as ArpControl, GleanMsg};
+use super::worker::{BridgeDecide, PollMode, RouterDecide, Worker};
+use super::xdp::{LocalKind, ProgramMode, XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
 use super::xsk::{self, MAX_MTU, RING_SIZE};
 use crate::l2::{Fdb, FdbEntry};
+use crate::l3::{NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
 use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
 use crate::time::Clock;
+use crate::wire::MacAddr;
 use crate::{MAX_PORTS, MAX_QUEUES};
 
 /// UMEM frames per port per worker: a full fill ring plus a full TX ring.
@@ -38,10 +45,48 @@ pub struct ForwarderConfig {
     pub poll: PollMode,
     /// How the XDP program is attached.
     pub xdp_mode: XdpMode,
-    /// FDB capacity (entries).
-    pub fdb_size: usize,
-    /// FDB ageing time, seconds.
-    pub ageing_s: u32,
+    /// What the ports do.
+    pub mode: Mode,
+}
+
+/// What a forwarder does with its ports.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Learning bridge.
+    Bridge {
+        /// FDB capacity (entries).
+        fdb_size: usize,
+        /// FDB ageing time, seconds.
+        ageing_s: u32,
+    },
+    /// IPv4 router.
+    Router(RouterSetup),
+}
+
+/// The router's configuration, in port order.
+#[derive(Debug, Clone)]
+pub struct RouterSetup {
+    /// Each port's addresses (same order as the ports).
+    pub addresses: Vec<Vec<(Ipv4Addr, u8)>>,
+    /// Static routes.
+    pub routes: Vec<(Prefix, RouteTarget)>,
+    /// Static neighbours.
+    pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
+    /// Limits.
+    pub limits: RouterLimits,
+}
+
+/// The router's table sizes and rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterLimits {
+    /// Neighbour table capacity.
+    pub neighbors: usize,
+    /// Packets held per unresolved neighbour.
+    pub glean_queue: usize,
+    /// ICMP errors per second for the whole router (0: unlimited).
+    pub icmp_rate: u32,
+    /// ICMP error burst.
+    pub icmp_burst: u32,
 }
 
 /// Why a forwarder did not start. Nothing is left attached or bound when this is returned.
@@ -72,6 +117,17 @@ impl StartError {
     }
 }
 
+/// The router's live tables, for `show routes` and `show neighbors`.
+#[derive(Debug)]
+pub struct RouterView {
+    /// The current tables.
+    pub tables: Arc<ArcSwap<RouterTables>>,
+    /// The neighbour table.
+    pub neighbors: Arc<NeighborTable>,
+    /// What the ARP thread counts.
+    pub arp: Arc<ArpCounters>,
+}
+
 /// What the stats printer and the control socket read while workers run.
 #[derive(Debug)]
 pub struct LiveView {
@@ -79,8 +135,10 @@ pub struct LiveView {
     pub ports: Vec<PortInfo>,
     /// Each worker's counters, by queue.
     pub queues: Vec<Arc<QueueCounters>>,
-    /// The shared FDB.
+    /// The shared FDB (bridge; an empty one in router mode).
     pub fdb: Arc<Fdb>,
+    /// Router mode: tables, neighbours, ARP counters.
+    pub router: Option<RouterView>,
     /// The clock the workers use.
     pub clock: Clock,
     /// The XDP program's counters.
@@ -113,6 +171,12 @@ pub struct Report {
     pub fdb_capacity: usize,
     /// Frames the XDP program saw on interfaces that are not ports.
     pub xdp_foreign: u64,
+    /// Router mode: the ARP thread's counters (name, value).
+    #[serde(default)]
+    pub arp: Vec<(String, u64)>,
+    /// Router mode: neighbour table entries and capacity.
+    #[serde(default)]
+    pub neighbors: Option<(usize, usize)>,
 }
 
 impl LiveView {
@@ -145,6 +209,8 @@ impl LiveView {
             fdb_entries: self.fdb.len(now),
             fdb_capacity: self.fdb.capacity(),
             xdp_foreign: self.xdp.foreign_frames(),
+            arp: self.router.as_ref().map(|r| r.arp.snapshot()).unwrap_or_default(),
+            neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
         }
     }
 
@@ -175,6 +241,74 @@ pub struct Forwarder {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     xdp: Option<XdpProgram>,
+    router: Option<RouterControl>,
+}
+
+/// What the control thread keeps to reload the router.
+#[derive(Debug)]
+struct RouterControl {
+    specs: Vec<PortSpec>,
+    limits: RouterLimits,
+    control: crossbeam_channel::Sender<ArpControl>,
+}
+
+/// The router's shared pieces, made before the workers.
+struct RouterParts {
+    specs: Vec<PortSpec>,
+    tables: Arc<ArcSwap<RouterTables>>,
+    neighbors: Arc<NeighborTable>,
+    statics: Vec<(Ipv4Addr, MacAddr)>,
+    limits: RouterLimits,
+    local: Vec<(Ipv4Addr, LocalKind)>,
+    glean_tx: crossbeam_channel::Sender<GleanMsg>,
+    glean_rx: crossbeam_channel::Receiver<GleanMsg>,
+}
+
+impl RouterParts {
+    fn new(ports: &[PortInfo], setup: &RouterSetup, _queues: u32) -> Result<RouterParts, StartError> {
+        if setup.addresses.len() != ports.len() {
+            return Err(StartError::Usage("every port needs its addresses".into()));
+        }
+        let specs: Vec<PortSpec> = ports
+            .iter()
+            .zip(&setup.addresses)
+            .map(|(p, a)| PortSpec { name: p.name.clone(), mac: p.mac, mtu: p.mtu, addrs: a.clone() })
+            .collect();
+        let mut t = RouterTables::build(specs.clone(), &setup.routes).map_err(|e| StartError::Usage(e.to_string()))?;
+        t.icmp_rate = setup.limits.icmp_rate;
+        t.icmp_burst = setup.limits.icmp_burst;
+        let mut local = Vec::new();
+        for (a, len) in setup.addresses.iter().flatten() {
+            local.push((*a, LocalKind::Address));
+            if *len < 31 {
+                local.push((Prefix::truncate(*a, *len).broadcast(), LocalKind::Broadcast));
+            }
+        }
+        // Bounded: a worker that cannot queue a frame for the ARP thread drops it, counted.
+        let (glean_tx, glean_rx) = crossbeam_channel::bounded(1024);
+        Ok(RouterParts {
+            specs,
+            tables: Arc::new(ArcSwap::from_pointee(t)),
+            neighbors: Arc::new(NeighborTable::new(setup.limits.neighbors)),
+            statics: setup.neighbors.clone(),
+            limits: setup.limits,
+            local,
+            glean_tx,
+            glean_rx,
+        })
+    }
+
+    fn decide(&self, queues: u32) -> RouterDecide {
+        let t = self.tables.load();
+        let share = (t.icmp_rate / queues.max(1)).max(u32::from(t.icmp_rate > 0));
+        RouterDecide {
+            tables: arc_swap::Cache::new(Arc::clone(&self.tables)),
+            neighbors: Arc::clone(&self.neighbors),
+            state: RouterState::new(share, t.icmp_burst),
+            glean: self.glean_tx.clone(),
+            icmp_share: queues,
+        }
+    }
 }
 
 fn raise_memlock() {
@@ -186,15 +320,16 @@ fn raise_memlock() {
 }
 
 impl Forwarder {
-    /// Starts a learning bridge over `cfg.ports`.
-    pub fn start_bridge(cfg: &ForwarderConfig) -> Result<Forwarder, StartError> {
-        if cfg.ports.len() < 2 {
+    /// Starts a forwarder over `cfg.ports` in `cfg.mode`.
+    pub fn start(cfg: &ForwarderConfig) -> Result<Forwarder, StartError> {
+        let min_ports = if matches!(cfg.mode, Mode::Bridge { .. }) { 2 } else { 1 };
+        if cfg.ports.len() < min_ports {
             return Err(StartError::Usage("a bridge needs at least two ports".into()));
         }
         if cfg.ports.len() > MAX_PORTS {
             return Err(StartError::Usage(format!("at most {MAX_PORTS} ports, {} given", cfg.ports.len())));
         }
-        if cfg.fdb_size == 0 {
+        if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
             return Err(StartError::Usage("--fdb-size must be at least 1".into()));
         }
         let ports = check_ports(&cfg.ports, MAX_MTU)?;
@@ -251,11 +386,19 @@ impl Forwarder {
         };
 
         raise_memlock();
-        let mut xdp = XdpProgram::load(&ports)?;
-        let fdb = Arc::new(Fdb::new(cfg.fdb_size, cfg.ageing_s));
         let clock = Clock::start();
         let stop = Arc::new(AtomicBool::new(false));
-        let mut workers = Vec::with_capacity(queues as usize);
+        let (fdb, mut router_parts) = match &cfg.mode {
+            Mode::Bridge { fdb_size, ageing_s } => (Arc::new(Fdb::new(*fdb_size, *ageing_s)), None),
+            Mode::Router(setup) => (Arc::new(Fdb::new(8, 1)), Some(RouterParts::new(&ports, setup, queues)?)),
+        };
+        let local: Vec<(Ipv4Addr, LocalKind)> = router_parts.as_ref().map_or_else(Vec::new, |r| r.local.clone());
+        let program_mode = match &cfg.mode {
+            Mode::Bridge { .. } => ProgramMode::Bridge,
+            Mode::Router(_) => ProgramMode::Router { local: &local },
+        };
+        let mut xdp = XdpProgram::load(&ports, program_mode)?;
+        let mut workers: Vec<Box<dyn FnOnce() + Send>> = Vec::with_capacity(queues as usize);
         let mut counters = Vec::with_capacity(queues as usize);
         for q in 0..queues {
             let sockets = xsk::open(&cfg.ports, q, FRAMES_PER_PORT)
@@ -265,14 +408,17 @@ impl Forwarder {
             }
             let qc = Arc::new(QueueCounters::new(q, Some(cores[q as usize]), ports.len()));
             counters.push(Arc::clone(&qc));
-            workers.push(Worker::new(
-                sockets,
-                BridgeDecide { fdb: Arc::clone(&fdb) },
-                qc,
-                Arc::clone(&stop),
-                cfg.poll,
-                clock,
-            ));
+            let (stop, poll) = (Arc::clone(&stop), cfg.poll);
+            workers.push(match &router_parts {
+                None => {
+                    let w = Worker::new(sockets, BridgeDecide { fdb: Arc::clone(&fdb) }, qc, stop, poll, clock);
+                    Box::new(move || w.run())
+                }
+                Some(r) => {
+                    let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock);
+                    Box::new(move || w.run())
+                }
+            });
         }
         let mut xdp_modes = Vec::with_capacity(ports.len());
         for p in &ports {
@@ -281,7 +427,41 @@ impl Forwarder {
                 .map_err(|cause| PortError::new(&p.name, PortErrorKind::Xdp(cause)))?;
             xdp_modes.push(mode);
         }
-        let view = Arc::new(LiveView { ports, queues: counters, fdb, clock, xdp: xdp.counter_reader()? });
+        let mut router_view = None;
+        let mut router_control = None;
+        let mut arp_thread = None;
+        if let Some(r) = router_parts.take() {
+            let (control_tx, control_rx) = crossbeam_channel::unbounded();
+            let arp_counters = Arc::new(ArpCounters::default());
+            let arp_ports = ports.iter().map(|p| ArpPort { ifindex: p.ifindex, mac: p.mac }).collect();
+            let handle = arp::spawn(
+                arp_ports,
+                Arc::clone(&r.tables),
+                Arc::clone(&r.neighbors),
+                r.statics.clone(),
+                ArpConfig {
+                    glean_queue: r.limits.glean_queue,
+                    max_pending: (r.limits.neighbors / 4).clamp(16, 4096),
+                    icmp_rate: r.limits.icmp_rate,
+                    icmp_burst: r.limits.icmp_burst,
+                },
+                Arc::clone(&arp_counters),
+                r.glean_rx.clone(),
+                control_rx,
+                Arc::clone(&stop),
+                clock,
+            )
+            .map_err(|e| StartError::System(format!("cannot open the ARP packet sockets: {e}")))?;
+            arp_thread = Some(handle);
+            router_view = Some(RouterView {
+                tables: Arc::clone(&r.tables),
+                neighbors: Arc::clone(&r.neighbors),
+                arp: arp_counters,
+            });
+            router_control = Some(RouterControl { specs: r.specs.clone(), limits: r.limits, control: control_tx });
+        }
+        let view =
+            Arc::new(LiveView { ports, queues: counters, fdb, router: router_view, clock, xdp: xdp.counter_reader()? });
 
         let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(workers.len());
         let mut pinned = Vec::with_capacity(workers.len());
@@ -291,14 +471,14 @@ impl Forwarder {
             let spawned = std::thread::Builder::new().name(format!("xfwd-q{q}")).spawn(move || {
                 let ok = core_affinity::set_for_current(core_affinity::CoreId { id: core });
                 let _ = tx.send(ok);
-                worker.run();
+                worker();
             });
             let handle = match spawned {
                 Ok(h) => h,
                 Err(e) => {
                     // Stop the workers already running before the sockets and program go.
                     stop.store(true, Ordering::Relaxed);
-                    for t in threads {
+                    for t in threads.into_iter().chain(arp_thread) {
                         let _ = t.join();
                     }
                     return Err(StartError::System(format!("cannot start worker {q}: {e}")));
@@ -316,7 +496,41 @@ impl Forwarder {
                 "busy polling with {queues} worker(s) on {ncores} core(s) leaves no core idle for the kernel or other programs; consider --poll adaptive"
             ));
         }
-        Ok(Forwarder { view, cores: pinned, xdp_modes, warnings, stop, threads, xdp: Some(xdp) })
+        threads.extend(arp_thread);
+        Ok(Forwarder {
+            view,
+            cores: pinned,
+            xdp_modes,
+            warnings,
+            stop,
+            threads,
+            xdp: Some(xdp),
+            router: router_control,
+        })
+    }
+
+    /// Router mode: replaces the static routes, static neighbours and limits while traffic
+    /// flows. The new tables are built aside and swapped in whole; a worker sees them from its
+    /// next frame. On error nothing changes. A new neighbour table size needs a restart.
+    pub fn reload_router(
+        &self,
+        routes: &[(Prefix, RouteTarget)],
+        neighbors: Vec<(Ipv4Addr, MacAddr)>,
+        limits: RouterLimits,
+    ) -> Result<(), String> {
+        let (Some(rc), Some(rv)) = (&self.router, &self.view.router) else {
+            return Err("not a router".into());
+        };
+        if limits.neighbors != rc.limits.neighbors {
+            return Err("limits.neighbors changed: the neighbour table is sized at start; restart xfwd".into());
+        }
+        let mut t = RouterTables::build(rc.specs.clone(), routes).map_err(|e| e.to_string())?;
+        t.icmp_rate = limits.icmp_rate;
+        t.icmp_burst = limits.icmp_burst;
+        rv.tables.store(Arc::new(t));
+        let _ = rc.control.send(ArpControl::GleanQueue(limits.glean_queue));
+        let _ = rc.control.send(ArpControl::StaticNeighbors(neighbors));
+        Ok(())
     }
 
     /// Whether every worker thread is still running (false: one died, the forwarder is broken).

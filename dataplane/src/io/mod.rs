@@ -19,6 +19,7 @@
 //! ([`crate::stats::FrameGauges`]). Every `unsafe` ring or UMEM access in this module relies on
 //! that rule: a descriptor is used only while the worker holds it.
 
+pub mod arp;
 pub mod forwarder;
 pub mod port;
 pub mod worker;

@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 
 use xsk_rs::FrameDesc;
 
+use super::arp::GleanMsg;
 use super::xsk::{PortRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::l2::{self, Fdb, Learn};
+use crate::l3::{self, NeighborTable, RouterState, RouterTables, TokenBucket};
 use crate::stats::{PortCounters, QueueCounters};
 use crate::time::{Clock, Seconds};
 use crate::PortId;
@@ -71,10 +73,10 @@ pub trait Decide: Send {
         scratch: &mut [u8; SCRATCH_LEN],
     ) -> Action;
 
-    /// Takes a copy of a frame whose next hop `next_hop` on `port` is unresolved
-    /// ([`Action::Glean`]). Returns false when it could not be queued (the frame is then
-    /// dropped as [`Reason::GleanQueueFull`]).
-    fn glean(&mut self, _frame: &[u8], _port: PortId, _next_hop: Ipv4Addr) -> bool {
+    /// Takes a copy of a frame, received on `ingress`, whose next hop `next_hop` on `port` is
+    /// unresolved ([`Action::Glean`]). Returns false when it could not be queued (the frame is
+    /// then dropped as [`crate::Reason::GleanQueueFull`]).
+    fn glean(&mut self, _frame: &[u8], _ingress: PortId, _port: PortId, _next_hop: Ipv4Addr) -> bool {
         false
     }
 
@@ -104,6 +106,56 @@ impl Decide for BridgeDecide {
             counters.fdb_full.inc();
         }
         v.action
+    }
+}
+
+/// The IPv4 router ([`crate::l3::router`]) as a worker decision.
+pub struct RouterDecide {
+    /// The current tables; a reload swaps them, and the next frame sees the new ones.
+    pub tables: arc_swap::Cache<Arc<arc_swap::ArcSwap<RouterTables>>, Arc<RouterTables>>,
+    /// The neighbour table (read only: the ARP thread writes it).
+    pub neighbors: Arc<NeighborTable>,
+    /// This worker's ICMP rate limit and IP identification.
+    pub state: RouterState,
+    /// Where frames with unresolved next hops go.
+    pub glean: crossbeam_channel::Sender<GleanMsg>,
+    /// Number of workers the router's ICMP rate is divided among.
+    pub icmp_share: u32,
+}
+
+impl std::fmt::Debug for RouterDecide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouterDecide").finish_non_exhaustive()
+    }
+}
+
+impl Decide for RouterDecide {
+    #[inline]
+    fn decide(
+        &mut self,
+        frame: &mut [u8],
+        ingress: PortId,
+        now_ms: u64,
+        _counters: &PortCounters,
+        scratch: &mut [u8; SCRATCH_LEN],
+    ) -> Action {
+        let t = self.tables.load();
+        l3::decide(frame, ingress, t, &self.neighbors, &mut self.state, now_ms, scratch)
+    }
+
+    fn glean(&mut self, frame: &[u8], ingress: PortId, port: PortId, next_hop: Ipv4Addr) -> bool {
+        self.glean.try_send(GleanMsg { ingress, port, next_hop, frame: frame.to_vec() }).is_ok()
+    }
+
+    fn publish(&mut self, counters: &QueueCounters) {
+        counters.icmp_rate_limited.set(self.state.icmp_rate_limited);
+        // A reload may carry new ICMP limits: they travel with the tables.
+        let t = self.tables.load();
+        let share = (t.icmp_rate / self.icmp_share.max(1)).max(u32::from(t.icmp_rate > 0));
+        let share = if t.icmp_rate == 0 { 0 } else { share };
+        if (share, t.icmp_burst) != self.state.icmp_limit.config() {
+            self.state.icmp_limit = TokenBucket::new(share, t.icmp_burst);
+        }
     }
 }
 
@@ -275,7 +327,7 @@ impl<D: Decide> Worker<D> {
                     let queued = {
                         // SAFETY: the worker still holds this frame; it is only read.
                         let data = unsafe { self.sockets.umem.data(&desc) };
-                        self.decide.glean(data.contents(), port, next_hop)
+                        self.decide.glean(data.contents(), ingress, port, next_hop)
                     };
                     if queued {
                         self.counters.ports[p].gleaned.inc();

@@ -18,6 +18,30 @@ use crate::{MAX_PORTS, MAX_QUEUES};
 
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xfwd.bpf.o"));
 
+/// Most local addresses the router-mode program knows (mirrors `XFWD_MAX_LOCAL`).
+pub const MAX_LOCAL: usize = 1024;
+
+/// What a local address is to the router-mode program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalKind {
+    /// One of the box's addresses: ICMP echo requests to it go to xfwd, the rest to the kernel.
+    Address,
+    /// A connected subnet's broadcast address: to the kernel.
+    Broadcast,
+}
+
+/// What the program does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramMode<'a> {
+    /// Learning bridge: everything but link-local groups to the workers.
+    Bridge,
+    /// Router: IPv4 to be forwarded and echo requests to `local` addresses to the workers.
+    Router {
+        /// The box's addresses and its subnets' broadcast addresses.
+        local: &'a [(std::net::Ipv4Addr, LocalKind)],
+    },
+}
+
 /// How the XDP program is attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XdpMode {
@@ -52,14 +76,21 @@ pub enum XdpCounter {
     PassReserved = 2,
     /// Shorter than an Ethernet header: handed to the kernel.
     PassRunt = 3,
+    /// Router mode: not for forwarding (ARP, IPv6, group MACs, for the box): the kernel's.
+    PassKernel = 4,
 }
 
 impl XdpCounter {
     /// Number of counters per port.
-    pub const COUNT: usize = 4;
+    pub const COUNT: usize = 5;
     /// All counters in slot order.
-    pub const ALL: [XdpCounter; XdpCounter::COUNT] =
-        [XdpCounter::Redirected, XdpCounter::PassNoSocket, XdpCounter::PassReserved, XdpCounter::PassRunt];
+    pub const ALL: [XdpCounter; XdpCounter::COUNT] = [
+        XdpCounter::Redirected,
+        XdpCounter::PassNoSocket,
+        XdpCounter::PassReserved,
+        XdpCounter::PassRunt,
+        XdpCounter::PassKernel,
+    ];
 
     /// Stable short name.
     pub const fn name(self) -> &'static str {
@@ -68,6 +99,7 @@ impl XdpCounter {
             XdpCounter::PassNoSocket => "pass-no-socket",
             XdpCounter::PassReserved => "pass-reserved",
             XdpCounter::PassRunt => "pass-runt",
+            XdpCounter::PassKernel => "pass-kernel",
         }
     }
 }
@@ -120,9 +152,9 @@ pub struct XdpLink {
 }
 
 impl XdpProgram {
-    /// Loads the program and registers `ports` (in order: the first is port 0). Nothing is
-    /// attached yet.
-    pub fn load(ports: &[PortInfo]) -> Result<XdpProgram, XdpError> {
+    /// Loads the program for `mode` and registers `ports` (in order: the first is port 0).
+    /// Nothing is attached yet.
+    pub fn load(ports: &[PortInfo], mode: ProgramMode) -> Result<XdpProgram, XdpError> {
         if ports.len() > MAX_PORTS {
             return Err(XdpError::Limit(format!("at most {MAX_PORTS} ports, {} given", ports.len())));
         }
@@ -135,6 +167,33 @@ impl XdpProgram {
         let port_map = map("xfwd_ports")?;
         let xsks = map("xfwd_xsks")?;
         let counters = map("xfwd_counters")?;
+        let config = map("xfwd_config")?;
+        let local = map("xfwd_local")?;
+        let mode_value: u32 = match mode {
+            ProgramMode::Bridge => 0,
+            ProgramMode::Router { .. } => 1,
+        };
+        config
+            .update(&0u32.to_ne_bytes(), &mode_value.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| XdpError::Map { map: "xfwd_config", cause: format!("{e:#}") })?;
+        if let ProgramMode::Router { local: addrs } = mode {
+            if addrs.len() > MAX_LOCAL {
+                return Err(XdpError::Limit(format!(
+                    "at most {MAX_LOCAL} local addresses, {} configured",
+                    addrs.len()
+                )));
+            }
+            for (a, kind) in addrs {
+                let value: u32 = match kind {
+                    LocalKind::Address => 1,
+                    LocalKind::Broadcast => 2,
+                };
+                // The key is the address as it stands in the packet: network byte order.
+                local
+                    .update(&a.octets(), &value.to_ne_bytes(), MapFlags::ANY)
+                    .map_err(|e| XdpError::Map { map: "xfwd_local", cause: format!("{e:#}") })?;
+            }
+        }
         for (i, p) in ports.iter().enumerate() {
             port_map
                 .update(&p.ifindex.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY)

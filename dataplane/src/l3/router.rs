@@ -19,8 +19,8 @@
 //!    Needed carrying the egress MTU; too big without DF, dropped ([`Reason::TooBigToForward`]):
 //!    xfwd does not fragment (the kernel would; fragmenting would mean several frames from one).
 //! 5. TTL is decremented with an incremental checksum update (RFC 1624), the source MAC becomes
-//!    the egress port's, the destination MAC the next hop's; an unresolved next hop is
-//!    [`Action::Glean`]ed to the ARP thread.
+//!    the egress port's, the destination MAC the next hop's; a frame whose next hop is
+//!    unresolved is [`Action::Glean`]ed to the ARP thread with its MACs untouched.
 //!
 //! ICMP errors (RFC 1812 4.3.2.7) are never sent about an ICMP error, a non-first fragment, or
 //! a packet from a martian source; they are rate-limited by a token bucket; they quote the
@@ -53,6 +53,11 @@ impl TokenBucket {
     /// A full bucket. `rate_per_s == 0` means no limit.
     pub fn new(rate_per_s: u32, burst: u32) -> TokenBucket {
         TokenBucket { rate_per_s, burst: burst.max(1), tokens_milli: u64::from(burst.max(1)) * 1000, last_ms: 0 }
+    }
+
+    /// `(rate per second, burst)` it was made with.
+    pub fn config(&self) -> (u32, u32) {
+        (self.rate_per_s, self.burst)
     }
 
     /// Takes one token at `now_ms` if there is one.
@@ -205,14 +210,15 @@ pub fn decide(
         }
         return Action::Drop(Reason::TooBigToForward);
     }
-    // Forward: TTL and checksum, then MACs.
+    // Forward: TTL and checksum, then MACs. A gleaned frame keeps its MACs: the ARP thread
+    // sets both when the next hop resolves, and needs the sender's if it must answer instead.
     if let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETH..]) {
         ip.decrement_ttl();
     }
-    frame[6..12].copy_from_slice(&egress.mac.0);
     match neighbors.lookup(next_hop) {
         Some(n) if n.port == nh.port => {
             frame[0..6].copy_from_slice(&n.mac.0);
+            frame[6..12].copy_from_slice(&egress.mac.0);
             Action::Forward(nh.port)
         }
         _ => Action::Glean { port: nh.port, next_hop },
@@ -281,10 +287,12 @@ fn back_mac(
     }
 }
 
-/// Answers the frame with an ICMP error of `msg_type`/`code` (`rest`: the word after the
-/// checksum, e.g. the next-hop MTU), or drops it for `cause` when the rules say no error.
+/// Answers the frame (received on `ingress`, its Ethernet source still the sender's) with an
+/// ICMP error of `msg_type`/`code` (`rest`: the word after the checksum, e.g. the next-hop MTU),
+/// built in `scratch`; or drops it for `cause` when the rules say no error. Also used by the ARP
+/// thread for Host Unreachable when a next hop does not resolve.
 #[allow(clippy::too_many_arguments, reason = "the decision's inputs, passed through")]
-fn icmp_error(
+pub fn icmp_error(
     frame: &[u8],
     ingress: PortId,
     t: &RouterTables,
@@ -446,7 +454,8 @@ mod tests {
         let mut s = [0u8; SCRATCH_LEN];
         let mut f = udp("198.18.10.1", "198.18.31.77", 64, 0);
         assert_eq!(run(&mut f, &mut w, &mut s), Action::Glean { port: P_ETH4, next_hop: ip("198.18.31.77") });
-        assert_eq!(f[14 + 8], 63, "ready to send but for the MAC");
+        assert_eq!(f[14 + 8], 63, "TTL already decremented");
+        assert_eq!(&f[6..12], &H1.0, "the sender's MAC is kept for a possible ICMP error");
     }
 
     #[test]

@@ -97,6 +97,11 @@ pub struct RouterTables {
     pub ports: Vec<PortSpec>,
     /// Every route the FIB holds, for display: prefix, next hop index, origin.
     pub routes: Vec<(Prefix, NhIndex, RouteOrigin)>,
+    /// ICMP errors per second for the whole router (0: unlimited); set after building, travels
+    /// with the tables so that a reload can change it.
+    pub icmp_rate: u32,
+    /// ICMP error burst.
+    pub icmp_burst: u32,
 }
 
 impl RouterTables {
@@ -154,7 +159,7 @@ impl RouterTables {
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Broadcast)).map(|r| (r.0, r.1)));
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Local)).map(|r| (r.0, r.1)));
         let fib = Fib::build(&fib_routes)?;
-        Ok(RouterTables { fib, nexthops, ports, routes })
+        Ok(RouterTables { fib, nexthops, ports, routes, icmp_rate: 0, icmp_burst: 1 })
     }
 
     /// The next hop for `dst`, if routed.
