@@ -29,22 +29,28 @@ pub fn run(cmd: &str, args: &[&str]) -> Result<Output> {
     Ok(out)
 }
 
-/// A network namespace, deleted (with everything in it) on drop.
+/// A network namespace, deleted (with everything in it) on drop when this handle made it.
 #[derive(Debug)]
 pub struct Netns {
     name: String,
+    owned: bool,
 }
 
 impl Netns {
     /// Creates a namespace called `name` with its loopback up.
     pub fn new(name: String) -> Result<Netns> {
         run("ip", &["netns", "add", &name])?;
-        let ns = Netns { name };
+        let ns = Netns { name, owned: true };
         ns.ip(&["link", "set", "lo", "up"])?;
         // No IPv6 on the rig: hosts would send router solicitations and MLD reports, noise in
         // every counter a test reads.
         ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])?;
         Ok(ns)
+    }
+
+    /// A handle on an existing namespace, which is left alone on drop.
+    pub fn attach(name: String) -> Netns {
+        Netns { name, owned: false }
     }
 
     /// The namespace's name.
@@ -81,6 +87,9 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // Kill what still runs inside (iperf3 servers, a forwarder) so the namespace can go.
         if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.name]).output() {
             for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {

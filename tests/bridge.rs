@@ -7,44 +7,11 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{capture, cpus_or_skip, raw_frame, root_or_skip, send_raw, serial, XFWD};
-use xfwd::rig::{self, Rig, XfwdProcess};
-use xfwd_dataplane::io::forwarder::Report;
-
-fn control_path(tag: &str) -> String {
-    format!("/run/xfwd/test-{}-{tag}.sock", std::process::id())
-}
-
-fn stats(control: &str) -> Report {
-    let out = Command::new(XFWD).args(["show", "stats", "--json", "--control", control]).output().unwrap();
-    assert!(out.status.success(), "show stats: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("stats JSON")
-}
-
-fn xdp(r: &Report, port: usize, name: &str) -> u64 {
-    r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
-}
-
-fn xdp_attached(r: &Rig) -> bool {
-    let out = r.boxns.ip(&["link", "show"]).unwrap();
-    String::from_utf8_lossy(&out.stdout).contains("xdp")
-}
-
-fn mac_of(ns: &rig::Netns, ifname: &str) -> String {
-    let out = ns.exec(&["cat", &format!("/sys/class/net/{ifname}/address")]).unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// Stops xfwd with SIGTERM and checks the exit: status 0, every queue's frames accounted for.
-fn stop_clean(x: &mut XfwdProcess) {
-    let st = x.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
-    assert!(st.success(), "exit status {st:?}; output: {:#?}", x.seen);
-    let frames: Vec<&String> = x.seen.iter().filter(|l| l.contains(": frames total")).collect();
-    assert!(!frames.is_empty(), "no frame accounting in the exit summary: {:#?}", x.seen);
-    for l in frames {
-        assert!(l.ends_with("unaccounted 0"), "frames lost: {l}");
-    }
-}
+use common::{
+    capture, control_path, cpus_or_skip, mac_of, raw_frame, root_or_skip, send_raw, serial, stats, stop_clean, xdp,
+    xdp_attached, XFWD,
+};
+use xfwd::rig::{self, Rig};
 
 #[test]
 fn ping_arp_and_tcp_cross_through_af_xdp() {

@@ -39,3 +39,42 @@ fn show_without_a_running_xfwd_says_so() {
     assert_eq!(code, Some(1));
     assert!(err.contains("no xfwd answers here"), "{err}");
 }
+
+fn write(name: &str, text: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("xfwd-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn router_check_validates_without_root_or_side_effects() {
+    // `lo` exists in every network namespace: a file naming it passes.
+    let good = write("good.toml", "[[interface]]\nname = \"lo\"\naddresses = [\"198.18.99.1/24\"]\n");
+    let out = Command::new(XFWD).args(["router", "--config", &good, "--check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: 1 interface(s)"));
+
+    // An interface missing here is reported at its place in the file.
+    let missing = write("missing.toml", "[[interface]]\nname = \"xfwd-nope9\"\naddresses = [\"198.18.99.1/24\"]\n");
+    let (code, err) = run(&["router", "--config", &missing, "--check"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(err.trim(), format!("xfwd: error: {missing}:2:8: interface xfwd-nope9 does not exist in this network namespace (see `ip link show`)"));
+
+    // A semantic error: file, line, column, and the fix.
+    let bad = write(
+        "bad.toml",
+        "[[interface]]\nname = \"lo\"\naddresses = [\"198.18.99.1/24\"]\n\n[[route]]\nprefix = \"10.1.0.0/8\"\nvia = \"198.18.99.2\"\n",
+    );
+    let (code, err) = run(&["router", "--config", &bad, "--check"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        err.trim(),
+        format!("xfwd: error: {bad}:6:10: route prefix 10.1.0.0/8 has host bits set; did you mean 10.0.0.0/8?")
+    );
+
+    let (code, err) = run(&["router", "--config", "/nonexistent/router.toml", "--check"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("/nonexistent/router.toml: cannot read"), "{err}");
+}

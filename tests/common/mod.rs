@@ -149,3 +149,57 @@ pub fn raw_frame(dst: [u8; 6], src: [u8; 6], ethertype: u16, marker: u8) -> Vec<
     f.resize(60, marker);
     f
 }
+
+/// The MAC address of `ifname` inside `ns`.
+pub fn mac_of(ns: &xfwd::rig::Netns, ifname: &str) -> String {
+    let out = ns.exec(&["cat", &format!("/sys/class/net/{ifname}/address")]).unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The MAC address of `ifname` inside `ns`, as bytes.
+pub fn mac_bytes(ns: &xfwd::rig::Netns, ifname: &str) -> [u8; 6] {
+    let m: xfwd_dataplane::wire::MacAddr = mac_of(ns, ifname).parse().unwrap();
+    m.0
+}
+
+/// A control socket path unique to this test process.
+pub fn control_path(tag: &str) -> String {
+    format!("/run/xfwd/test-{}-{tag}.sock", std::process::id())
+}
+
+/// `xfwd show stats --json` from the xfwd on `control`.
+pub fn stats(control: &str) -> xfwd_dataplane::io::forwarder::Report {
+    let out =
+        std::process::Command::new(XFWD).args(["show", "stats", "--json", "--control", control]).output().unwrap();
+    assert!(out.status.success(), "show stats: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stats JSON")
+}
+
+/// `xfwd show WHAT` (text) from the xfwd on `control`.
+pub fn show(control: &str, what: &str) -> String {
+    let out = std::process::Command::new(XFWD).args(["show", what, "--control", control]).output().unwrap();
+    assert!(out.status.success(), "show {what}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One of the XDP program's counters for `port`.
+pub fn xdp(r: &xfwd_dataplane::io::forwarder::Report, port: usize, name: &str) -> u64 {
+    r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
+}
+
+/// Whether any XDP program is attached in the box.
+pub fn xdp_attached(r: &xfwd::rig::Rig) -> bool {
+    let out = r.boxns.ip(&["link", "show"]).unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("xdp")
+}
+
+/// Stops xfwd with SIGTERM and checks the exit: status 0, every queue's frames accounted for.
+pub fn stop_clean(x: &mut xfwd::rig::XfwdProcess) {
+    let st = x.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+    assert!(st.success(), "exit status {st:?}; output: {:#?}", x.seen);
+    let frames: Vec<&String> = x.seen.iter().filter(|l| l.contains(": frames total")).collect();
+    assert!(!frames.is_empty(), "no frame accounting in the exit summary: {:#?}", x.seen);
+    for l in frames {
+        assert!(l.ends_with("unaccounted 0"), "frames lost: {l}");
+    }
+}

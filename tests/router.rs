@@ -1,0 +1,333 @@
+//! `xfwd router` end to end on the reference topology (see `Rig::router`): h1 (servers)
+//! behind eth5 on 198.18.10.1 and 198.18.11.1, h2 (clients) behind eth4 on 198.18.30.2 and
+//! 198.18.31.2; the box holds no address in its kernel, so whatever crosses or answers is xfwd.
+//! Needs root; each test builds its own rig and removes it on drop.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{
+    capture, control_path, cpus_or_skip, mac_bytes, mac_of, root_or_skip, send_raw, serial, show, stats, stop_clean,
+    XFWD,
+};
+use etherparse::{IpNumber, Ipv4Header, PacketBuilder};
+use xfwd::rig::{self, Rig, XfwdProcess};
+
+const RIG_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
+
+fn start(r: &Rig, config: &str, control: &str, extra: &[&str]) -> XfwdProcess {
+    let mut args = vec!["router", "--config", config, "--control", control];
+    args.extend_from_slice(extra);
+    r.start_xfwd(XFWD, &args).unwrap()
+}
+
+fn ping(from: &rig::Netns, args: &[&str]) -> String {
+    let mut all = vec!["ping"];
+    all.extend_from_slice(args);
+    let out = from.command(all[0]).args(&all[1..]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn reference_topology_forwards_ping_and_four_tcp_flows_with_its_own_arp() {
+    if !root_or_skip("reference_topology_forwards_ping_and_four_tcp_flows_with_its_own_arp")
+        || !cpus_or_skip("reference_topology_forwards_ping_and_four_tcp_flows_with_its_own_arp", 2)
+    {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(2).unwrap();
+    let control = control_path("rt-ref");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--queues", "2"]);
+    // No static neighbours: the first packets wait for xfwd's own ARP.
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.11.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.31.2", Duration::from_secs(5)).unwrap();
+    let neighbors = show(&control, "neighbors");
+    assert!(neighbors.contains(&format!("198.18.10.1 dev eth5 lladdr {}", mac_of(&r.h1, "eth0"))), "{neighbors}");
+    assert!(neighbors.contains(&format!("198.18.30.2 dev eth4 lladdr {}", mac_of(&r.h2, "eth0"))), "{neighbors}");
+    let s = stats(&control);
+    let arp = |n: &str| s.arp.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
+    assert!(arp("requests-sent") >= 2, "{:?}", s.arp);
+    assert!(arp("glean-sent") >= 1, "the first ping waited for ARP and was then sent: {:?}", s.arp);
+
+    // The reference method: four flows with fixed client ports, summed sender rates.
+    let tcp = rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 4, 2, 2).unwrap();
+    assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
+    let s = stats(&control);
+    let eth4 = &s.ports[1];
+    assert!(eth4.per_queue.iter().all(|q| q.rx_frames > 1000), "both queues carry data: {:?}", eth4.per_queue);
+    for p in &s.ports {
+        assert_eq!(p.total.dropped(), 0, "{}: {:?}", p.name, p.total.drops);
+    }
+    stop_clean(&mut x);
+}
+
+#[test]
+fn ttl_one_gets_time_exceeded_and_unrouted_gets_net_unreachable_from_the_right_address() {
+    if !root_or_skip("ttl_one_gets_time_exceeded_and_unrouted_gets_net_unreachable_from_the_right_address") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let control = control_path("rt-icmp");
+    let mut x = start(&r, RIG_CONFIG, &control, &[]);
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    // traceroute's first probe.
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "-t", "1", "198.18.10.1"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("Time to live exceeded"), "{out}");
+    // From the other subnet of the same port, the router answers from that subnet's address.
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "-t", "1", "-I", "198.18.31.2", "198.18.11.1"]);
+    assert!(out.contains("From 198.18.31.1") && out.contains("Time to live exceeded"), "{out}");
+    // A prefix the router does not know.
+    r.h2.ip(&["route", "add", "203.0.113.0/24", "via", "198.18.30.1"]).unwrap();
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "203.0.113.7"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("Destination Net Unreachable"), "{out}");
+    // A neighbour that never answers ARP: Host Unreachable once resolution gives up.
+    let out = ping(&r.h2, &["-c", "1", "-W", "6", "198.18.10.99"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("Destination Host Unreachable"), "{out}");
+    let s = stats(&control);
+    let drops = &s.ports[1].total.drops;
+    let count = |n: &str| drops.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
+    assert_eq!((count("ttl-exceeded"), count("no-route")), (2, 1), "{drops:?}");
+    stop_clean(&mut x);
+}
+
+#[test]
+fn the_router_answers_arp_and_ping_for_its_addresses_and_leaves_the_rest_to_the_kernel() {
+    if !root_or_skip("the_router_answers_arp_and_ping_for_its_addresses_and_leaves_the_rest_to_the_kernel") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let control = control_path("rt-arp");
+    let mut x = start(&r, RIG_CONFIG, &control, &[]);
+    r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+    Rig::ping_until(&r.h2, "198.18.30.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.31.1", Duration::from_secs(5)).unwrap();
+    let box_mac = mac_of(&r.boxns, "eth4");
+    let neigh = r.h2.ip(&["neigh", "show", "198.18.30.1"]).unwrap();
+    assert!(String::from_utf8_lossy(&neigh.stdout).contains(&box_mac), "h2's ARP entry for the router: {neigh:?}");
+    let s = stats(&control);
+    assert!(s.arp.iter().any(|(k, v)| k == "replies-sent" && *v >= 1), "{:?}", s.arp);
+    // The requester was learnt, as Linux does.
+    assert!(show(&control, "neighbors").contains("198.18.30.2 dev eth4"));
+    // ICMP echo to the box was answered by a worker; ARP went to the kernel's side.
+    assert!(common::xdp(&s, 1, "pass-kernel") >= 1, "ARP is passed to the kernel: {:?}", s.ports[1].xdp);
+    stop_clean(&mut x);
+}
+
+fn write_config(dir: &std::path::Path, extra: &str) -> PathBuf {
+    let text = std::fs::read_to_string(RIG_CONFIG).unwrap() + extra;
+    let path = dir.join("router.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() {
+    if !root_or_skip("sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let dir = std::env::temp_dir().join(format!("xfwd-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = write_config(&dir, "");
+    let control = control_path("rt-hup");
+    let mut x = start(&r, config.to_str().unwrap(), &control, &[]);
+    // h1 also answers on 198.19.1.1; h2 sends that prefix to the router, which has no route yet.
+    r.h1.ip(&["addr", "add", "198.19.1.1/32", "dev", "lo"]).unwrap();
+    r.h2.ip(&["route", "add", "198.19.1.0/24", "via", "198.18.30.1"]).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "198.19.1.1"]);
+    assert!(out.contains("Destination Net Unreachable"), "before the reload: {out}");
+
+    write_config(&dir, "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"198.18.10.1\"\n");
+    let before = stats(&control);
+    // Reload five times while a TCP flow runs: the swap must not cost a frame.
+    let flow = {
+        let (h1, h2) = (r.h1.name().to_owned(), r.h2.name().to_owned());
+        std::thread::spawn(move || {
+            let server = xfwd::rig::Netns::attach(h1);
+            let client = xfwd::rig::Netns::attach(h2);
+            rig::iperf3_tcp(&server, &client, "198.18.10.1", 1, 1, 3)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(800));
+    for _ in 0..5 {
+        x.proc.signal(libc::SIGHUP);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let tcp = flow.join().unwrap().unwrap();
+    assert!(tcp.gbps() > 0.0);
+    x.collect();
+    assert_eq!(x.seen.iter().filter(|l| l.starts_with("xfwd: reloaded")).count(), 5, "{:#?}", x.seen);
+    let s = stats(&control);
+    for (p, b) in s.ports.iter().zip(&before.ports) {
+        assert_eq!(p.total.dropped(), b.total.dropped(), "{}: {:?}", p.name, p.total.drops);
+        assert_eq!(p.total.xsk.rx_dropped, 0, "{}: frames lost at the socket", p.name);
+        assert!(p.total.rx_frames > b.total.rx_frames + 1000, "{}: the flow crossed during the reloads", p.name);
+    }
+    Rig::ping_until(&r.h2, "198.19.1.1", Duration::from_secs(3)).unwrap();
+    assert!(show(&control, "routes").contains("198.19.1.0/24 via 198.18.10.1 dev eth5"));
+
+    // A broken file is refused with its position; the running tables stay.
+    write_config(&dir, "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"192.0.2.1\"\n");
+    x.proc.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    x.collect();
+    let refused = x.seen.iter().find(|l| l.starts_with("xfwd: reload refused")).cloned().unwrap_or_default();
+    assert!(
+        refused.contains("router.toml:") && refused.contains("192.0.2.1 is not on any connected subnet"),
+        "{:#?}",
+        x.seen
+    );
+    Rig::ping_until(&r.h2, "198.19.1.1", Duration::from_secs(3)).unwrap();
+    // A change of addresses needs a restart.
+    let text = std::fs::read_to_string(RIG_CONFIG).unwrap().replace("198.18.31.1/24", "198.18.32.1/24");
+    std::fs::write(&config, text).unwrap();
+    x.proc.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    x.collect();
+    assert!(
+        x.seen.iter().any(|l| l.contains("reload refused: interfaces or their addresses changed; restart")),
+        "{:#?}",
+        x.seen
+    );
+    stop_clean(&mut x);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What one arm did with the crafted packets: the frames that reached h1 (forwarded, sorted),
+/// and the ICMP errors h2 got from the router as (type, code, rest word, source, the quoted IP
+/// header and first 8 bytes). Linux quotes more of the datagram (up to 576 bytes in all);
+/// RFC 792's header plus 8 bytes is what both must agree on.
+type Observed = (Vec<Vec<u8>>, Vec<(u8, u8, u32, Ipv4Addr, Vec<u8>)>);
+
+fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
+    let at_h1 = capture(r.h1.name(), "eth0", Duration::from_millis(2500));
+    let at_h2 = capture(r.h2.name(), "eth0", Duration::from_millis(2500));
+    // Give ARP a moment in either arm: send each frame twice, a second apart; compare the last.
+    send_raw(r.h2.name(), "eth0", frames.to_vec());
+    std::thread::sleep(Duration::from_millis(1000));
+    send_raw(r.h2.name(), "eth0", frames.to_vec());
+    let h1: Vec<Vec<u8>> = at_h1
+        .join()
+        .unwrap()
+        .into_iter()
+        .filter(|f| {
+            f.len() > 42 && f[12..14] == [0x08, 0x00] && f[14 + 9] == 17 && f[14 + 20 + 8..].starts_with(b"xfwd-diff")
+        })
+        .collect();
+    let router = [Ipv4Addr::new(198, 18, 30, 1), Ipv4Addr::new(198, 18, 31, 1)];
+    let h2 = at_h2
+        .join()
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.len() > 42 && f[12..14] == [0x08, 0x00] && f[14 + 9] == 1)
+        .filter_map(|f| {
+            let (h, rest) = Ipv4Header::from_slice(&f[14..]).ok()?;
+            let src = Ipv4Addr::from(h.source);
+            if !router.contains(&src) || rest.len() < 8 + 28 || rest[0] == 0 || rest[0] == 8 {
+                return None;
+            }
+            Some((
+                rest[0],
+                rest[1],
+                u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]),
+                src,
+                rest[8..8 + 28].to_vec(),
+            ))
+        })
+        .collect();
+    let mut h1 = h1;
+    h1.sort();
+    (h1, h2)
+}
+
+#[test]
+fn differential_against_the_kernel_router() {
+    if !root_or_skip("differential_against_the_kernel_router") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    // A smaller MTU towards h1 in both arms, for Fragmentation Needed.
+    r.boxns.ip(&["link", "set", "eth5", "mtu", "1400"]).unwrap();
+    r.h1.ip(&["link", "set", "eth0", "mtu", "1400"]).unwrap();
+    r.h2.ip(&["addr", "add", "198.18.30.3/24", "dev", "eth0"]).unwrap();
+    let (h2_mac, box_mac) = (mac_bytes(&r.h2, "eth0"), mac_bytes(&r.boxns, "eth4"));
+    let udp = |src: [u8; 4], dst: [u8; 4], ttl: u8, len: usize, df: bool| {
+        let mut payload = b"xfwd-diff".to_vec();
+        payload.resize(len, 0x5a);
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2(h2_mac, box_mac).ipv4(src, dst, ttl).udp(40000, 9).write(&mut v, &payload).unwrap();
+        if !df {
+            let (mut h, _) = Ipv4Header::from_slice(&v[14..]).unwrap();
+            h.dont_fragment = false;
+            h.header_checksum = h.calc_header_checksum();
+            v[14..34].copy_from_slice(&h.to_bytes());
+        }
+        assert_eq!(v[14 + 9], u8::from(IpNumber::UDP));
+        v
+    };
+    let h2a = [198, 18, 30, 2];
+    let frames = vec![
+        udp(h2a, [198, 18, 10, 1], 64, 32, true),             // forwarded
+        udp([198, 18, 31, 2], [198, 18, 11, 1], 2, 32, true), // forwarded, TTL 2 → 1
+        udp(h2a, [198, 18, 10, 1], 1, 32, true),              // Time Exceeded
+        udp([198, 18, 31, 2], [198, 18, 11, 1], 1, 40, true), // Time Exceeded from the other subnet
+        // Net Unreachable, from a source that gets no other error: Linux's no-route path has its
+        // own per-source rate limit, which other ICMP to the same source drains.
+        udp([198, 18, 30, 3], [203, 0, 113, 5], 64, 32, true),
+        udp(h2a, [198, 18, 10, 1], 64, 1400, true), // Fragmentation Needed, MTU 1400
+        udp([127, 0, 0, 1], [198, 18, 10, 1], 64, 32, true), // martian source: dropped
+        udp([224, 0, 0, 9], [198, 18, 10, 1], 64, 32, true), // multicast source: dropped
+    ];
+
+    // Kernel arm: the same addresses in the box's kernel, ip_forward on, no ICMP rate limit or
+    // redirects to blur the comparison.
+    for (dev, addrs) in [("eth5", ["198.18.10.2/24", "198.18.11.2/24"]), ("eth4", ["198.18.30.1/24", "198.18.31.1/24"])]
+    {
+        for a in addrs {
+            r.boxns.ip(&["addr", "add", a, "dev", dev]).unwrap();
+        }
+    }
+    for k in [
+        "net.ipv4.ip_forward=1",
+        "net.ipv4.icmp_ratelimit=0",
+        "net.ipv4.conf.all.send_redirects=0",
+        "net.ipv4.conf.default.send_redirects=0",
+        "net.ipv4.conf.eth4.send_redirects=0",
+        "net.ipv4.conf.eth5.send_redirects=0",
+    ] {
+        r.boxns.exec(&["sysctl", "-qw", k]).unwrap();
+    }
+    let kernel = observe(&r, &frames);
+    for dev in ["eth4", "eth5"] {
+        r.boxns.ip(&["addr", "flush", "dev", dev]).unwrap();
+    }
+    r.boxns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]).unwrap();
+    r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+    r.h1.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+
+    let control = control_path("rt-diff");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--queues", "1"]);
+    let ours = observe(&r, &frames);
+    stop_clean(&mut x);
+
+    // Forwarded frames: identical bytes (TTL, checksum, both MACs), each seen twice.
+    assert_eq!(kernel.0.len(), 4, "kernel forwarded: {}", kernel.0.len());
+    assert_eq!(ours.0, kernel.0, "forwarded bytes differ");
+    // ICMP errors: same type, code, source address and quoted datagram.
+    let mut k = kernel.1.clone();
+    let mut o = ours.1.clone();
+    k.sort();
+    o.sort();
+    assert_eq!(k.len(), 8, "kernel ICMP errors: {k:?}");
+    assert_eq!(o, k, "ICMP errors differ");
+}
