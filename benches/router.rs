@@ -1,0 +1,190 @@
+//! The router's hot path with a full-size table: FIB lookups, FIB build, and the router decision
+//! (parse, validate, LPM, neighbour, TTL + checksum, MAC rewrite) on batches of 64 frames.
+//!
+//! The table: 1,000,000 prefixes whose lengths follow a full Internet table (about 60 % /24,
+//! almost nothing longer), 16 gateways on two ports. "hot": 4,000 destinations, which fit in
+//! cache; "cold": 1,000,000 random destinations inside the table, which do not.
+//!
+//! `cargo bench --bench router`; in CI the test harness runs each case once.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
+use xfwd_dataplane::l3::{decide, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::{Action, PortId};
+
+const BATCH: usize = 64;
+const ROUTES: usize = 1_000_000;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Prefix lengths in proportion to a full Internet table (per mille), /8 to /32.
+const LENGTH_MIX: &[(u8, u32)] = &[
+    (8, 1),
+    (12, 2),
+    (14, 5),
+    (16, 15),
+    (17, 10),
+    (18, 20),
+    (19, 40),
+    (20, 60),
+    (21, 70),
+    (22, 120),
+    (23, 85),
+    (24, 567),
+    (25, 1),
+    (26, 1),
+    (27, 1),
+    (28, 1),
+    (32, 1),
+];
+
+fn prefixes(n: usize, rng: &mut Rng) -> Vec<Prefix> {
+    let total: u32 = LENGTH_MIX.iter().map(|(_, w)| w).sum();
+    (0..n)
+        .map(|_| {
+            let mut pick = (rng.next() % u64::from(total)) as u32;
+            let len = LENGTH_MIX
+                .iter()
+                .find(|(_, w)| {
+                    if pick < *w {
+                        true
+                    } else {
+                        pick -= w;
+                        false
+                    }
+                })
+                .map_or(24, |(l, _)| *l);
+            // Unicast space 1.0.0.0 – 223.255.255.255.
+            let a = (rng.next() as u32) % (223 << 24) + (1 << 24);
+            Prefix::truncate(Ipv4Addr::from(a), len)
+        })
+        .collect()
+}
+
+fn destinations(table: &[Prefix], n: usize, rng: &mut Rng) -> Vec<Ipv4Addr> {
+    (0..n)
+        .map(|_| {
+            let p = table[(rng.next() % table.len() as u64) as usize];
+            let host = if p.prefix_len() >= 32 { 0 } else { (rng.next() as u32) & (u32::MAX >> p.prefix_len()) };
+            Ipv4Addr::from(u32::from(p.addr()) | host)
+        })
+        .collect()
+}
+
+fn bench_fib(c: &mut Criterion) {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let table = prefixes(ROUTES, &mut rng);
+    let routes: Vec<(Prefix, NhIndex)> =
+        table.iter().enumerate().map(|(i, p)| (*p, NhIndex((i % 16 + 1) as u16))).collect();
+    let start = std::time::Instant::now();
+    let fib = Fib::build(&routes).unwrap();
+    eprintln!(
+        "fib: {} routes built in {:.0} ms, {} MiB of table",
+        ROUTES,
+        start.elapsed().as_secs_f64() * 1e3,
+        fib.memory() >> 20
+    );
+    let mut g = c.benchmark_group("fib_lookup_1m");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for (name, n) in [("hot_4k_dsts", 4_000usize), ("cold_1m_dsts", 1_000_000)] {
+        let dsts = destinations(&table, n, &mut rng);
+        let mut at = 0usize;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                at = (at + BATCH) % (dsts.len() - BATCH);
+                let batch = &dsts[at..at + BATCH];
+                for d in batch {
+                    fib.prefetch(*d);
+                }
+                for d in batch {
+                    black_box(fib.lookup(black_box(*d)));
+                }
+            })
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("fib_build");
+    g.sample_size(10);
+    g.bench_function("1m_routes", |b| b.iter(|| black_box(Fib::build(black_box(&routes)).unwrap())));
+    g.finish();
+}
+
+fn bench_router(c: &mut Criterion) {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let table = prefixes(ROUTES, &mut rng);
+    let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
+    let eth4 = MacAddr([2, 0, 0, 0, 4, 4]);
+    let ports = vec![
+        PortSpec { name: "eth5".into(), mac: eth5, mtu: 1500, addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)] },
+        PortSpec { name: "eth4".into(), mac: eth4, mtu: 1500, addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)] },
+    ];
+    let gateways: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
+    let statics: Vec<(Prefix, RouteTarget)> =
+        table.iter().enumerate().map(|(i, p)| (*p, RouteTarget::Via(gateways[i % 16]))).collect();
+    let t = RouterTables::build(ports, &statics).unwrap();
+    let neighbors = NeighborTable::new(64);
+    for (i, gw) in gateways.iter().enumerate() {
+        neighbors.insert(*gw, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
+    }
+    let mut state = RouterState::new(0, 1);
+    let mut scratch = [0u8; SCRATCH_LEN];
+    let mut g = c.benchmark_group("router_decide_batch64_1m");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for (name, n) in [("hot_4k_dsts", 4_000usize), ("cold_1m_dsts", 1_000_000)] {
+        let dsts = destinations(&table, n, &mut rng);
+        // 64-byte UDP frames from the eth5 side, TTL 64, valid checksums.
+        let frames: Vec<[u8; 64]> = dsts
+            .iter()
+            .map(|d| {
+                let mut v = Vec::with_capacity(64);
+                etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
+                    .ipv4([198, 18, 10, 1], d.octets(), 64)
+                    .udp(1024, 9)
+                    .write(&mut v, &[0u8; 18])
+                    .unwrap();
+                let mut f = [0u8; 64];
+                f[..v.len()].copy_from_slice(&v);
+                f
+            })
+            .collect();
+        let mut at = 0usize;
+        g.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || {
+                    // A fresh copy: the decision rewrites TTL and MACs in place.
+                    at = (at + BATCH) % (frames.len() - BATCH);
+                    frames[at..at + BATCH].to_vec()
+                },
+                |batch| {
+                    for f in batch.iter() {
+                        t.fib.prefetch(Ipv4Addr::new(f[30], f[31], f[32], f[33]));
+                    }
+                    for f in batch.iter_mut() {
+                        let a = decide(&mut f[..60], PortId(0), &t, &neighbors, &mut state, 1000, &mut scratch);
+                        debug_assert!(matches!(a, Action::Forward(PortId(1))));
+                        black_box(a);
+                    }
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_fib, bench_router);
+criterion_main!(benches);
