@@ -1,5 +1,6 @@
 //! Layer 3: the FIB, the neighbour table, the router's tables and the router decision.
 
+pub mod arp;
 pub mod fib;
 pub mod neighbors;
 pub mod router;
