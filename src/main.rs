@@ -43,8 +43,13 @@ enum Cmd {
         #[arg(long, global = true, default_value = control::DEFAULT_PATH)]
         control: PathBuf,
     },
-    /// Build a namespace rig, compare the Linux bridge with `xfwd bridge` on it, tear it down.
+    /// Build a namespace rig, compare the kernel path with xfwd on it, tear it down.
     Demo(demo::DemoArgs),
+    /// Apply the same configuration to the kernel's forwarding path (for A/B comparisons).
+    Kernel {
+        #[command(subcommand)]
+        cmd: xfwd::kernel::KernelCmd,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -154,6 +159,7 @@ fn main() -> ExitCode {
             })
         }
         Cmd::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
+        Cmd::Kernel { cmd } => xfwd::kernel::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -198,7 +198,28 @@ impl Rig {
                 host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
             }
         }
-        Ok(Rig { queues, boxns, h1, h2 })
+        let r = Rig { queues, boxns, h1, h2 };
+        r.wait_carrier(&["eth4", "eth5"])?;
+        Ok(r)
+    }
+
+    /// Waits until the box's `ports` see carrier (a veth learns its peer is up a moment later).
+    pub fn wait_carrier(&self, ports: &[&str]) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            let mut all = true;
+            for p in ports {
+                let out = self.boxns.exec(&["cat", &format!("/sys/class/net/{p}/carrier")]);
+                all &= out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "1");
+            }
+            if all {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                bail!("the box's ports {ports:?} have no carrier after 5 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Builds the router rig, the reference topology: h1 (the servers' side) behind `eth5` with
@@ -265,7 +286,9 @@ impl Rig {
                 host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
             }
         }
-        Ok(Rig { queues, boxns, h1, h2 })
+        let r = Rig { queues, boxns, h1, h2 };
+        r.wait_carrier(&["eth4", "eth5"])?;
+        Ok(r)
     }
 
     /// Pings from `from` to `addr` until one answer arrives or `timeout` passes.

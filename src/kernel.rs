@@ -1,0 +1,293 @@
+//! `xfwd kernel …`: the same configuration applied to the kernel's own forwarding path, so that
+//! the kernel and xfwd are compared on one file.
+//!
+//! Everything is done with iproute2 commands, printed before they run (they are what a user
+//! would type), fed to one `ip -batch` process so that a full routes file applies quickly. The
+//! command stays in the foreground and undoes what it did on SIGINT/SIGTERM; `--keep` applies,
+//! prints and exits; `xfwd kernel undo …` removes it after a run that was killed. The previous
+//! `ip_forward` value is kept under /run/xfwd for the undo.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use xfwd_config::router::{RouterConfig, Target};
+
+/// Where the previous `ip_forward` is kept for the undo, per configuration file.
+fn state_path(config: &Path) -> PathBuf {
+    let key: String = std::fs::canonicalize(config)
+        .unwrap_or_else(|_| config.to_owned())
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    PathBuf::from(format!("/run/xfwd/kernel-router{key}.state"))
+}
+
+/// Options of `xfwd kernel`.
+#[derive(clap::Subcommand, Debug)]
+pub enum KernelCmd {
+    /// Apply a router file to the kernel: addresses, routes, static neighbours, ip_forward.
+    Router {
+        /// The same file `xfwd router` takes.
+        #[arg(long)]
+        config: PathBuf,
+        /// Apply, print and exit instead of staying in the foreground.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Build the Linux bridge equivalent of `xfwd bridge PORTS…`.
+    Bridge {
+        /// Ports to bridge.
+        #[arg(required = true, num_args = 2..)]
+        ports: Vec<String>,
+        /// The bridge device's name.
+        #[arg(long, default_value = "xfwdbr0")]
+        name: String,
+        /// Apply, print and exit instead of staying in the foreground.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Remove what `xfwd kernel router|bridge --keep` (or a killed run) left.
+    Undo {
+        #[command(subcommand)]
+        what: UndoCmd,
+    },
+}
+
+/// What to undo.
+#[derive(clap::Subcommand, Debug)]
+pub enum UndoCmd {
+    /// Remove a router file's addresses, routes and neighbours; restore ip_forward.
+    Router {
+        /// The file that was applied.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Delete the bridge device (its ports are released).
+    Bridge {
+        /// The bridge device's name.
+        #[arg(long, default_value = "xfwdbr0")]
+        name: String,
+    },
+}
+
+/// The `ip -batch` lines that apply `c`, and those that undo them (in reverse order).
+pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
+    let mut apply = Vec::new();
+    let mut undo = Vec::new();
+    for i in &c.interfaces {
+        for (a, l) in &i.addresses {
+            apply.push(format!("addr add {a}/{l} dev {}", i.name));
+            undo.push(format!("addr del {a}/{l} dev {}", i.name));
+        }
+    }
+    for r in &c.routes {
+        let (add, del) = match &r.target {
+            Target::Via(gw) => {
+                (format!("route replace {} via {gw}", r.prefix), format!("route del {} via {gw}", r.prefix))
+            }
+            Target::Dev(d) => {
+                (format!("route replace {} dev {d}", r.prefix), format!("route del {} dev {d}", r.prefix))
+            }
+        };
+        apply.push(add);
+        undo.push(del);
+    }
+    for (ip, mac) in &c.neighbors {
+        if let Some(dev) = c
+            .interfaces
+            .iter()
+            .find(|i| i.addresses.iter().any(|(a, l)| xfwd_dataplane::l3::Prefix::truncate(*a, *l).contains(*ip)))
+        {
+            apply.push(format!("neigh replace {ip} lladdr {mac} dev {} nud permanent", dev.name));
+            undo.push(format!("neigh del {ip} dev {}", dev.name));
+        }
+    }
+    undo.reverse();
+    (apply, undo)
+}
+
+/// Feeds `lines` to `ip -batch -` (with `-force`: keep going past an error, as an undo must).
+fn ip_batch(lines: &[String], force: bool) -> Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let mut args = vec!["-batch", "-"];
+    if force {
+        args.insert(0, "-force");
+    }
+    let mut child = Command::new("ip")
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(if force { Stdio::null() } else { Stdio::piped() })
+        .spawn()
+        .context("running ip (iproute2)")?;
+    {
+        let mut stdin = child.stdin.take().context("ip stdin")?;
+        for l in lines {
+            writeln!(stdin, "{l}")?;
+        }
+    }
+    let out = child.wait_with_output()?;
+    if !out.status.success() && !force {
+        bail!("ip -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+fn sysctl_get(key: &str) -> Result<String> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    Ok(std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?.trim().to_owned())
+}
+
+fn sysctl_set(key: &str, value: &str) -> Result<()> {
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    std::fs::write(&path, value).with_context(|| format!("writing {path}"))
+}
+
+fn print_commands(lines: &[String], limit: usize) {
+    for l in lines.iter().take(limit) {
+        println!("  ip {l}");
+    }
+    if lines.len() > limit {
+        println!("  … and {} more (the same shape)", lines.len() - limit);
+    }
+}
+
+fn wait_for_signal() -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    println!("xfwd: ready");
+    std::io::stdout().flush()?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+fn load(config: &Path) -> Result<RouterConfig> {
+    let c = RouterConfig::load(config)?;
+    c.check_interfaces(xfwd_dataplane::io::port::exists)?;
+    Ok(c)
+}
+
+/// Runs `xfwd kernel …`.
+pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
+    match cmd {
+        KernelCmd::Router { config, keep } => {
+            let c = load(&config)?;
+            let (apply, undo) = router_commands(&c);
+            let previous = sysctl_get("net.ipv4.ip_forward")?;
+            println!("xfwd: kernel router from {}:", config.display());
+            print_commands(&apply, 40);
+            println!("  sysctl -w net.ipv4.ip_forward=1   (was {previous})");
+            std::fs::create_dir_all("/run/xfwd")?;
+            std::fs::write(state_path(&config), &previous)?;
+            if let Err(e) = ip_batch(&apply, false) {
+                ip_batch(&undo, true)?;
+                return Err(e.context("applying the configuration (undone)"));
+            }
+            sysctl_set("net.ipv4.ip_forward", "1")?;
+            if keep {
+                println!("xfwd: applied; remove with: xfwd kernel undo router --config {}", config.display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            wait_for_signal()?;
+            println!("xfwd: undoing:");
+            print_commands(&undo, 40);
+            ip_batch(&undo, true)?;
+            sysctl_set("net.ipv4.ip_forward", &previous)?;
+            let _ = std::fs::remove_file(state_path(&config));
+            println!("  sysctl -w net.ipv4.ip_forward={previous}");
+            Ok(ExitCode::SUCCESS)
+        }
+        KernelCmd::Bridge { ports, name, keep } => {
+            for (i, p) in ports.iter().enumerate() {
+                let usage = |m: String| anyhow::Error::from(xfwd_dataplane::io::StartError::Usage(m));
+                if !xfwd_dataplane::io::port::exists(p) {
+                    return Err(usage(format!(
+                        "{p}: no such interface in this network namespace (see `ip link show`)"
+                    )));
+                }
+                if ports[..i].contains(p) {
+                    return Err(usage(format!("{p}: given more than once; name each port once")));
+                }
+            }
+            let mut apply = vec![format!("link add {name} type bridge")];
+            apply.extend(ports.iter().map(|p| format!("link set {p} master {name}")));
+            apply.push(format!("link set {name} up"));
+            let undo = vec![format!("link del {name}")];
+            println!("xfwd: kernel bridge {name}:");
+            print_commands(&apply, 40);
+            if let Err(e) = ip_batch(&apply, false) {
+                ip_batch(&undo, true)?;
+                return Err(e.context("building the bridge (undone)"));
+            }
+            if keep {
+                println!("xfwd: applied; remove with: xfwd kernel undo bridge --name {name}");
+                return Ok(ExitCode::SUCCESS);
+            }
+            wait_for_signal()?;
+            println!("xfwd: undoing:");
+            print_commands(&undo, 40);
+            ip_batch(&undo, true)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        KernelCmd::Undo { what: UndoCmd::Router { config } } => {
+            let c = RouterConfig::load(&config)?;
+            let (_, undo) = router_commands(&c);
+            print_commands(&undo, 40);
+            ip_batch(&undo, true)?;
+            let state = state_path(&config);
+            let previous = std::fs::read_to_string(&state).map(|s| s.trim().to_owned()).unwrap_or_else(|_| "0".into());
+            sysctl_set("net.ipv4.ip_forward", &previous)?;
+            let _ = std::fs::remove_file(&state);
+            println!("  sysctl -w net.ipv4.ip_forward={previous}");
+            Ok(ExitCode::SUCCESS)
+        }
+        KernelCmd::Undo { what: UndoCmd::Bridge { name } } => {
+            let undo = vec![format!("link del {name}")];
+            print_commands(&undo, 1);
+            ip_batch(&undo, true)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn router_file_becomes_iproute2_commands_and_their_undo() {
+        let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"192.168.10.2/24\"]\n\n[[interface]]\nname = \"eth4\"\naddresses = [\"192.168.30.1/24\"]\n\n[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.30.2\"\n\n[[neighbor]]\nip = \"192.168.30.2\"\nmac = \"02:00:00:00:00:01\"\n";
+        let c = RouterConfig::parse(Path::new("r.toml"), text).unwrap();
+        let (apply, undo) = router_commands(&c);
+        assert_eq!(
+            apply,
+            vec![
+                "addr add 192.168.10.2/24 dev eth5",
+                "addr add 192.168.30.1/24 dev eth4",
+                "route replace 10.0.0.0/8 via 192.168.30.2",
+                "neigh replace 192.168.30.2 lladdr 02:00:00:00:00:01 dev eth4 nud permanent",
+            ]
+        );
+        assert_eq!(
+            undo,
+            vec![
+                "neigh del 192.168.30.2 dev eth4",
+                "route del 10.0.0.0/8 via 192.168.30.2",
+                "addr del 192.168.30.1/24 dev eth4",
+                "addr del 192.168.10.2/24 dev eth5",
+            ]
+        );
+    }
+}
