@@ -117,6 +117,21 @@ fn the_router_answers_arp_and_ping_for_its_addresses_and_leaves_the_rest_to_the_
     assert!(show(&control, "neighbors").contains("198.18.30.2 dev eth4"));
     // ICMP echo to the box was answered by a worker; ARP went to the kernel's side.
     assert!(common::xdp(&s, 1, "pass-kernel") >= 1, "ARP is passed to the kernel: {:?}", s.ports[1].xdp);
+    // Other traffic for the box (here UDP to its address) is the kernel's too, untouched.
+    let (h2_mac, box_mac) = (mac_bytes(&r.h2, "eth0"), mac_bytes(&r.boxns, "eth4"));
+    let mut udp = Vec::new();
+    PacketBuilder::ethernet2(h2_mac, box_mac)
+        .ipv4([198, 18, 30, 2], [198, 18, 30, 1], 64)
+        .udp(40000, 22)
+        .write(&mut udp, b"for the box")
+        .unwrap();
+    let before = common::xdp(&s, 1, "pass-kernel");
+    send_raw(r.h2.name(), "eth0", vec![udp.clone(), udp.clone(), udp]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = stats(&control);
+    assert!(common::xdp(&s, 1, "pass-kernel") >= before + 3, "{:?}", s.ports[1].xdp);
+    let local = s.ports[1].total.drops.iter().find(|(k, _)| k == "local-delivery").map(|(_, v)| *v);
+    assert_eq!(local, Some(0), "no worker saw traffic for the box other than echo");
     stop_clean(&mut x);
 }
 

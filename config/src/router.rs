@@ -4,7 +4,7 @@
 //! right: `router.toml:12:10: route prefix 10.0.0.1/8 has host bits set; did you mean
 //! 10.0.0.0/8?`. The schema, with an example of every key, is in `config/README.md`.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::ops::Range;
@@ -204,7 +204,7 @@ struct RawWorkers {
 struct RawLimits {
     neighbors: Option<Spanned<usize>>,
     glean_queue: Option<Spanned<usize>>,
-    icmp_rate: Option<u32>,
+    icmp_rate: Option<Spanned<u32>>,
     icmp_burst: Option<Spanned<u32>>,
 }
 
@@ -229,6 +229,10 @@ fn parse_addr(s: &str) -> Result<(Ipv4Addr, u8), String> {
     let len: u8 = l.parse().map_err(|_| format!("`{l}` is not a prefix length (0 to 32)"))?;
     if !(1..=32).contains(&len) {
         return Err(format!("prefix length {len} is out of range for an interface address (1 to 32)"));
+    }
+    let first = addr.octets()[0];
+    if first == 0 || first == 127 || first >= 224 {
+        return Err(format!("{addr} cannot be a router address (0/8, 127/8, multicast and 240/4 are never routed)"));
     }
     let subnet = Prefix::truncate(addr, len);
     if len < 31 && (addr == subnet.addr() || addr == subnet.broadcast()) {
@@ -314,8 +318,9 @@ impl RouterConfig {
         }
 
         let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
+        let not_a_host = |ip: Ipv4Addr| not_a_host(&subnets, ip);
         let mut routes = Vec::new();
-        let mut seen_prefix: HashMap<Prefix, ()> = HashMap::new();
+        let mut seen_prefix: HashSet<Prefix> = HashSet::new();
         for rr in &raw.route {
             let prefix: Prefix =
                 rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
@@ -324,6 +329,9 @@ impl RouterConfig {
                     let gw = parse_ip(v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
                     if !connected(gw) {
                         return Err(cx.err(v.span(), format!("next hop {gw} is not on any connected subnet; use an address inside one of the interfaces' subnets")));
+                    }
+                    if let Some(why) = not_a_host(gw) {
+                        return Err(cx.err(v.span(), format!("next hop {gw} {why}")));
                     }
                     Target::Via(gw)
                 }
@@ -342,7 +350,7 @@ impl RouterConfig {
                     ))
                 }
             };
-            if seen_prefix.insert(prefix, ()).is_some() {
+            if !seen_prefix.insert(prefix) {
                 return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
             }
             routes.push(Route { prefix, target });
@@ -363,6 +371,9 @@ impl RouterConfig {
             }
             if !connected(ip) {
                 return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is not on any connected subnet")));
+            }
+            if let Some(why) = not_a_host(ip) {
+                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} {why}")));
             }
             if neighbors.iter().any(|(n, _)| *n == ip) {
                 return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is given twice")));
@@ -400,6 +411,23 @@ impl RouterConfig {
 
         let d = Limits::default();
         let l = &raw.limits;
+        for (v, name, max) in [(&l.neighbors, "neighbors", 1usize << 22), (&l.glean_queue, "glean_queue", 4096)] {
+            if let Some(v) = v {
+                if *v.get_ref() > max {
+                    return Err(cx.err(v.span(), format!("limits.{name} is at most {max}")));
+                }
+            }
+        }
+        if let Some(r) = &l.icmp_rate {
+            if *r.get_ref() > 1_000_000 {
+                return Err(cx.err(r.span(), "limits.icmp_rate is at most 1000000 per second (0: unlimited)"));
+            }
+        }
+        if let Some(b) = &l.icmp_burst {
+            if *b.get_ref() > 100_000 {
+                return Err(cx.err(b.span(), "limits.icmp_burst is at most 100000"));
+            }
+        }
         for (v, name) in [(&l.neighbors, "neighbors"), (&l.glean_queue, "glean_queue")] {
             if let Some(v) = v {
                 if *v.get_ref() == 0 {
@@ -415,7 +443,7 @@ impl RouterConfig {
         let limits = Limits {
             neighbors: l.neighbors.as_ref().map_or(d.neighbors, |v| *v.get_ref()),
             glean_queue: l.glean_queue.as_ref().map_or(d.glean_queue, |v| *v.get_ref()),
-            icmp_rate: l.icmp_rate.unwrap_or(d.icmp_rate),
+            icmp_rate: l.icmp_rate.as_ref().map_or(d.icmp_rate, |v| *v.get_ref()),
             icmp_burst: l.icmp_burst.as_ref().map_or(d.icmp_burst, |v| *v.get_ref()),
         };
 
@@ -423,7 +451,7 @@ impl RouterConfig {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
-            load_routes(&file, &text, &interfaces, &subnets, &mut routes)?;
+            load_routes(&file, &text, &interfaces, &subnets, &mut seen_prefix, &mut routes)?;
         }
 
         Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, limits })
@@ -463,6 +491,20 @@ impl RouterConfig {
     }
 }
 
+/// Why `ip` cannot be a neighbour: one of the box's addresses, or a subnet's network or
+/// broadcast address.
+fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<String> {
+    for (s, addr, name) in subnets {
+        if *addr == ip {
+            return Some(format!("is the box's own address on {name}"));
+        }
+        if s.prefix_len() < 31 && s.contains(ip) && (ip == s.addr() || ip == s.broadcast()) {
+            return Some(format!("is the {} address of {s}", if ip == s.addr() { "network" } else { "broadcast" }));
+        }
+    }
+    None
+}
+
 /// Reads a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line; `#` starts
 /// a comment. Built for a full table: a million lines load in about a second.
 fn load_routes(
@@ -470,6 +512,7 @@ fn load_routes(
     text: &str,
     interfaces: &[Interface],
     subnets: &[(Prefix, Ipv4Addr, String)],
+    seen: &mut HashSet<Prefix>,
     routes: &mut Vec<Route>,
 ) -> Result<(), ConfigError> {
     let err = |line: usize, col: usize, message: String| ConfigError { path: path.to_owned(), line, col, message };
@@ -493,6 +536,9 @@ fn load_routes(
                 if !subnets.iter().any(|(s, _, _)| s.contains(gw)) {
                     return Err(err(n + 1, col_of(arg), format!("next hop {gw} is not on any connected subnet")));
                 }
+                if let Some(why) = not_a_host(subnets, gw) {
+                    return Err(err(n + 1, col_of(arg), format!("next hop {gw} {why}")));
+                }
                 Target::Via(gw)
             }
             "dev" => {
@@ -503,6 +549,13 @@ fn load_routes(
             }
             other => return Err(err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`"))),
         };
+        if !seen.insert(prefix) {
+            return Err(err(
+                n + 1,
+                col_of(prefix_text),
+                format!("route {prefix} is given twice (here or in the configuration file)"),
+            ));
+        }
         routes.push(Route { prefix, target });
     }
     Ok(())
@@ -604,6 +657,14 @@ icmp_burst = 10
         assert!(e.starts_with("router.toml:5:8: poll `sometimes` is not one of busy, adaptive"), "{e}");
         let e = error_of("");
         assert!(e.starts_with("router.toml: no [[interface]]"), "{e}");
+        let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.10.2\"\n"));
+        assert!(e.starts_with("router.toml:6:7: next hop 192.168.10.2 is the box's own address on eth5"), "{e}");
+        let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.10.255\"\n"));
+        assert!(e.contains("is the broadcast address of 192.168.10.0/24"), "{e}");
+        let e = error_of("[[interface]]\nname = \"eth5\"\naddresses = [\"127.0.0.2/8\"]\n");
+        assert!(e.contains("cannot be a router address"), "{e}");
+        let e = error_of(&format!("{IFACES}[limits]\nglean_queue = 1000000\n"));
+        assert!(e.starts_with("router.toml:5:15: limits.glean_queue is at most 4096"), "{e}");
     }
 
     #[test]
@@ -635,6 +696,10 @@ icmp_burst = 10
         assert_eq!((e.line, e.col), (2, 17), "{e}");
         std::fs::write(dir.join("routes.txt"), "10.1.0.1/16 via 192.168.10.1\n").unwrap();
         assert!(RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err().message.contains("host bits"));
+        std::fs::write(dir.join("routes.txt"), "10.1.0.0/16 via 192.168.10.1\n10.1.0.0/16 via 192.168.10.3\n").unwrap();
+        let e = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err();
+        assert_eq!((e.line, e.col), (2, 1));
+        assert!(e.message.contains("given twice"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

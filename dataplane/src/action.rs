@@ -11,6 +11,14 @@ use crate::PortId;
 pub enum Action {
     /// Send the frame, as the decision left it, out of this port.
     Forward(PortId),
+    /// Send the first `len` bytes of the frame, as the decision left it, out of `port`: bytes
+    /// after the IP packet (beyond Ethernet padding) are not forwarded.
+    ForwardTrimmed {
+        /// Egress port.
+        port: PortId,
+        /// Bytes to send.
+        len: u16,
+    },
     /// Send the frame out of every port except the one it came in on.
     Flood,
     /// Drop it, for this reason.

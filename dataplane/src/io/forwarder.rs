@@ -298,18 +298,30 @@ impl RouterParts {
         })
     }
 
+    /// Each worker, and the ARP thread, gets an equal share of the router-wide ICMP rate and
+    /// burst, so that together they stay within the configured limits.
     fn decide(&self, queues: u32) -> RouterDecide {
         let t = self.tables.load();
-        let share = (t.icmp_rate / queues.max(1)).max(u32::from(t.icmp_rate > 0));
+        let (rate, burst) = icmp_share(t.icmp_rate, t.icmp_burst, queues + 1);
         RouterDecide {
             tables: arc_swap::Cache::new(Arc::clone(&self.tables)),
             neighbors: Arc::clone(&self.neighbors),
-            state: RouterState::new(share, t.icmp_burst),
+            state: RouterState::new(rate, burst),
             glean: self.glean_tx.clone(),
-            icmp_share: queues,
+            icmp_share: queues + 1,
         }
     }
 }
+
+/// One of `parts` equal shares of an ICMP rate and burst (0 stays 0: unlimited; a share of a
+/// positive limit is at least 1).
+pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
+    let parts = parts.max(1);
+    let rate = if rate == 0 { 0 } else { (rate / parts).max(1) };
+    (rate, (burst / parts).max(1))
+}
+
+impl RouterParts {}
 
 fn raise_memlock() {
     // UMEM pages count against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK; lift this
@@ -439,11 +451,14 @@ impl Forwarder {
                 Arc::clone(&r.tables),
                 Arc::clone(&r.neighbors),
                 r.statics.clone(),
-                ArpConfig {
-                    glean_queue: r.limits.glean_queue,
-                    max_pending: (r.limits.neighbors / 4).clamp(16, 4096),
-                    icmp_rate: r.limits.icmp_rate,
-                    icmp_burst: r.limits.icmp_burst,
+                {
+                    let (icmp_rate, icmp_burst) = icmp_share(r.limits.icmp_rate, r.limits.icmp_burst, queues + 1);
+                    ArpConfig {
+                        glean_queue: r.limits.glean_queue,
+                        max_pending: (r.limits.neighbors / 4).clamp(16, 4096),
+                        icmp_rate,
+                        icmp_burst,
+                    }
                 },
                 Arc::clone(&arp_counters),
                 r.glean_rx.clone(),

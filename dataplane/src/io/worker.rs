@@ -119,7 +119,7 @@ pub struct RouterDecide {
     pub state: RouterState,
     /// Where frames with unresolved next hops go.
     pub glean: crossbeam_channel::Sender<GleanMsg>,
-    /// Number of workers the router's ICMP rate is divided among.
+    /// Number of parts (workers and the ARP thread) the router's ICMP rate is divided among.
     pub icmp_share: u32,
 }
 
@@ -151,10 +151,9 @@ impl Decide for RouterDecide {
         counters.icmp_rate_limited.set(self.state.icmp_rate_limited);
         // A reload may carry new ICMP limits: they travel with the tables.
         let t = self.tables.load();
-        let share = (t.icmp_rate / self.icmp_share.max(1)).max(u32::from(t.icmp_rate > 0));
-        let share = if t.icmp_rate == 0 { 0 } else { share };
-        if (share, t.icmp_burst) != self.state.icmp_limit.config() {
-            self.state.icmp_limit = TokenBucket::new(share, t.icmp_burst);
+        let share = super::forwarder::icmp_share(t.icmp_rate, t.icmp_burst, self.icmp_share);
+        if share != self.state.icmp_limit.config() {
+            self.state.icmp_limit = TokenBucket::new(share.0, share.1);
         }
     }
 }
@@ -301,6 +300,15 @@ impl<D: Decide> Worker<D> {
             };
             match action {
                 Action::Forward(q) if q.index() < nports => self.tx_batch[q.index()].push(desc),
+                Action::ForwardTrimmed { port, len } if port.index() < nports => {
+                    // SAFETY: the worker still holds this frame; nothing aliases it.
+                    let mut data = unsafe { self.sockets.umem.data_mut(&mut desc) };
+                    let mut cur = data.cursor();
+                    if usize::from(len) < cur.pos() {
+                        cur.set_pos(usize::from(len));
+                    }
+                    self.tx_batch[port.index()].push(desc);
+                }
                 Action::Flood => {
                     self.counters.ports[p].flooded.inc();
                     self.flood(desc, p);
@@ -336,7 +344,7 @@ impl<D: Decide> Worker<D> {
                     }
                     self.free.push(desc);
                 }
-                Action::Forward(_) | Action::Reply { .. } => {
+                Action::Forward(_) | Action::ForwardTrimmed { .. } | Action::Reply { .. } => {
                     // A port index beyond the ports is a decision bug; never seen, but never a panic.
                     self.counters.ports[p].drop(crate::Reason::NotOurMac);
                     self.free.push(desc);

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use super::router::{icmp_error, RouterState, TokenBucket};
-use super::tables::{connected_to, RouterTables};
+use super::tables::{connected_to, NhKind, RouterTables};
 use super::NeighborTable;
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
@@ -76,6 +76,7 @@ pub struct ArpCounters {
     pub unresolved: Counter,
     pub host_unreachable_sent: Counter,
     pub send_errors: Counter,
+    pub conflicts: Counter,
 }
 
 impl ArpCounters {
@@ -97,6 +98,7 @@ impl ArpCounters {
             ("unresolved", &self.unresolved),
             ("host-unreachable-sent", &self.host_unreachable_sent),
             ("send-errors", &self.send_errors),
+            ("conflicts", &self.conflicts),
         ]
         .iter()
         .map(|(n, c)| ((*n).to_owned(), c.get()))
@@ -128,6 +130,10 @@ struct Meta {
     confirmed_ms: u64,
     probes: u32,
     next_probe_ms: u64,
+    /// Resolved because xfwd needed it (probed when stale); otherwise learnt in passing from a
+    /// request (left to expire, re-resolved on demand if ever needed: probing every host that
+    /// once asked would not scale).
+    resolved: bool,
 }
 
 /// The ARP state machine (see the module documentation). Pure: it reads no clock and does no
@@ -187,12 +193,13 @@ impl ArpEngine {
             return;
         }
         let known = self.neighbors.lookup(ip);
+        let resolved = self.pending.contains_key(&ip) || self.meta.get(&ip).is_some_and(|m| m.resolved);
         match self.neighbors.insert(ip, mac, port, false) {
             Ok(()) => {
                 if known.is_none() {
                     self.counters.learnt.inc();
                 }
-                self.meta.insert(ip, Meta { confirmed_ms: now, probes: 0, next_probe_ms: 0 });
+                self.meta.insert(ip, Meta { confirmed_ms: now, probes: 0, next_probe_ms: 0, resolved });
             }
             Err(_) => self.counters.table_full.inc(),
         }
@@ -221,7 +228,14 @@ impl ArpEngine {
         let tables = self.tables.load();
         let Some(spec) = tables.ports.get(port.index()) else { return };
         let ours = spec.addrs.iter().any(|&(addr, _)| addr == tpa);
-        let on_link = connected_to(&tables.ports, spa).is_some_and(|(p, _)| p == port);
+        // A sender claiming one of the box's own addresses is a conflict, never a neighbour.
+        if tables.is_local(spa) {
+            self.counters.conflicts.inc();
+            return;
+        }
+        // On link: the route to the sender leaves by this port straight to it (a connected
+        // subnet, or a `dev` route).
+        let on_link = tables.route(spa).is_some_and(|nh| nh.kind == NhKind::Connected && nh.port == port);
         match a.op() {
             arp::OP_REQUEST => {
                 self.counters.requests_received.inc();
@@ -265,6 +279,13 @@ impl ArpEngine {
         let cap = self.cfg.glean_queue;
         let full = self.pending.len() >= self.cfg.max_pending;
         match self.pending.get_mut(&m.next_hop) {
+            // A reload moved the neighbour to another port: resolve it there.
+            Some(p) if p.port != m.port => {
+                p.port = m.port;
+                p.queue.clear();
+                p.queue.push_back((m.ingress, m.frame));
+                self.counters.glean_queued.inc();
+            }
             Some(p) if p.queue.len() < cap => {
                 p.queue.push_back((m.ingress, m.frame));
                 self.counters.glean_queued.inc();
@@ -288,9 +309,12 @@ impl ArpEngine {
             return false;
         }
         let tables = self.tables.load();
+        // The address Linux would pick: the box's address on the subnet of the route to the
+        // target (for a `dev` route, the port's first address).
         let spa = connected_to(&tables.ports, target)
             .filter(|(p, _)| *p == port)
             .map(|(_, a)| a)
+            .or_else(|| tables.route(target).filter(|nh| nh.port == port).map(|nh| nh.src))
             .or_else(|| tables.ports.get(port.index()).and_then(|s| s.addrs.first().map(|a| a.0)))
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
         let me = self.macs[port.index()];
@@ -331,7 +355,10 @@ impl ArpEngine {
                 }
             }
         }
-        // Entries to confirm or expire.
+        // Entries to confirm or expire. Resolved ones are probed when stale and removed after
+        // MAX_PROBES unanswered probes (or, should the request bucket keep refusing probes, at
+        // a hard deadline); ones learnt in passing expire at twice the reachable time.
+        let deadline = REACHABLE_MS + u64::from(MAX_PROBES + 2) * RETRANS_MS;
         let stale: Vec<Ipv4Addr> = self
             .meta
             .iter()
@@ -343,11 +370,16 @@ impl ArpEngine {
                 self.meta.remove(&ip);
                 continue;
             };
-            let probes = self.meta.get(&ip).map_or(0, |m| m.probes);
-            if probes >= MAX_PROBES {
+            let Some(m) = self.meta.get(&ip) else { continue };
+            let age = now.saturating_sub(m.confirmed_ms);
+            let expired = if m.resolved { m.probes >= MAX_PROBES || age > deadline } else { age > 2 * REACHABLE_MS };
+            if expired {
                 self.neighbors.remove(ip);
                 self.meta.remove(&ip);
                 self.counters.expired.inc();
+                continue;
+            }
+            if !m.resolved {
                 continue;
             }
             if self.request(n.port, ip, Some(n.mac), now) {
@@ -574,13 +606,19 @@ mod tests {
         assert!(!e.resolving());
     }
 
+    /// Resolves `ip` (on eth4) the way a forwarded packet does: glean, request, reply.
+    fn resolve(e: &mut ArpEngine, ip_s: &str, mac: MacAddr, now: u64) {
+        e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip(ip_s), frame: udp_from_h1(ip_s) }, now);
+        e.on_arp(P4, &arp_frame(arp::OP_REPLY, mac, ip_s, A4, "198.18.30.1"), now);
+        e.take_output();
+    }
+
     #[test]
-    fn entries_are_probed_when_stale_and_removed_unless_they_answer_statics_never() {
+    fn resolved_entries_are_probed_when_stale_and_removed_unless_they_answer_statics_never() {
         let (mut e, n, c) = engine(64, 4);
         e.set_statics(vec![(ip("198.18.30.50"), MacAddr([2, 0, 0, 0, 0, 0x50]))]);
-        e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H2, "198.18.30.2", ZERO, "198.18.30.1"), 0);
-        e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H1, "198.18.30.3", ZERO, "198.18.30.1"), 0);
-        e.take_output();
+        resolve(&mut e, "198.18.30.2", H2, 0);
+        resolve(&mut e, "198.18.30.3", H1, 0);
         // Stale after 30 s: unicast probes to each.
         e.timers(REACHABLE_MS + 1);
         let probes: Vec<_> = e.take_output().iter().map(parse).collect();
@@ -596,6 +634,46 @@ mod tests {
         assert_eq!(c.expired.get(), 1);
         e.timers(1_000_000);
         assert!(n.lookup(ip("198.18.30.50")).is_some_and(|x| x.is_static), "static entries never expire");
+    }
+
+    #[test]
+    fn entries_learnt_in_passing_are_not_probed_and_expire() {
+        let (mut e, n, c) = engine(64, 4);
+        e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H2, "198.18.30.2", ZERO, "198.18.30.1"), 0);
+        e.take_output();
+        e.timers(REACHABLE_MS + 1);
+        assert!(e.take_output().is_empty(), "no probe for a host that only asked");
+        assert!(n.lookup(ip("198.18.30.2")).is_some());
+        e.timers(2 * REACHABLE_MS + 1);
+        assert_eq!(n.lookup(ip("198.18.30.2")), None);
+        assert_eq!(c.probes_sent.get(), 0);
+    }
+
+    #[test]
+    fn a_dev_route_neighbour_off_every_subnet_resolves() {
+        let ports = vec![
+            PortSpec { name: "eth5".into(), mac: A5, mtu: 1500, addrs: vec![(ip("198.18.10.2"), 24)] },
+            PortSpec { name: "eth4".into(), mac: A4, mtu: 1500, addrs: vec![(ip("198.18.30.1"), 24)] },
+        ];
+        let statics = [("172.16.0.0/12".parse().unwrap(), super::super::tables::RouteTarget::Dev(P4))];
+        let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &statics).unwrap()));
+        let n = Arc::new(NeighborTable::new(64));
+        let cfg = ArpConfig { glean_queue: 4, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
+        let mut e = ArpEngine::new(vec![A5, A4], tables, Arc::clone(&n), cfg, Arc::new(ArpCounters::default()));
+        e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip("172.16.1.1"), frame: udp_from_h1("172.16.1.1") }, 0);
+        let out = e.take_output();
+        assert_eq!(parse(&out[0]).4, ip("198.18.30.1"), "asked from the port's address");
+        e.on_arp(P4, &arp_frame(arp::OP_REPLY, H2, "172.16.1.1", A4, "198.18.30.1"), 5);
+        assert_eq!(n.lookup(ip("172.16.1.1")).map(|x| x.mac), Some(H2));
+        assert_eq!(e.take_output().len(), 1, "the waiting frame left");
+    }
+
+    #[test]
+    fn a_sender_claiming_our_address_is_a_conflict_not_a_neighbour() {
+        let (mut e, n, c) = engine(64, 4);
+        e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H2, "198.18.30.1", ZERO, "198.18.30.1"), 0);
+        assert_eq!(n.lookup(ip("198.18.30.1")), None);
+        assert_eq!(c.conflicts.get(), 1);
     }
 
     #[test]

@@ -39,6 +39,8 @@ use crate::PortId;
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETH: usize = 14;
+/// Ethernet's minimum frame without the FCS: shorter packets arrive padded to it.
+const MIN_FRAME: usize = 60;
 
 /// A token bucket for ICMP errors: `rate` per second, up to `burst` at once.
 #[derive(Debug, Clone)]
@@ -69,7 +71,8 @@ impl TokenBucket {
         let elapsed = now_ms.saturating_sub(self.last_ms);
         self.last_ms = now_ms.max(self.last_ms);
         let cap = u64::from(self.burst) * 1000;
-        self.tokens_milli = (self.tokens_milli + elapsed * u64::from(self.rate_per_s)).min(cap);
+        self.tokens_milli =
+            self.tokens_milli.saturating_add(elapsed.saturating_mul(u64::from(self.rate_per_s))).min(cap);
         if self.tokens_milli >= 1000 {
             self.tokens_milli -= 1000;
             true
@@ -219,6 +222,12 @@ pub fn decide(
         Some(n) if n.port == nh.port => {
             frame[0..6].copy_from_slice(&n.mac.0);
             frame[6..12].copy_from_slice(&egress.mac.0);
+            // Bytes after the IP packet, beyond Ethernet's minimum frame, are not forwarded
+            // (Linux trims them too); the MTU check above was on the IP length.
+            let len = (ETH + total_len).max(MIN_FRAME);
+            if frame.len() > len {
+                return Action::ForwardTrimmed { port: nh.port, len: len as u16 };
+            }
             Action::Forward(nh.port)
         }
         _ => Action::Glean { port: nh.port, next_hop },
@@ -248,6 +257,12 @@ fn local(frame: &mut [u8], ingress: PortId, t: &RouterTables, neighbors: &Neighb
     let Some(l2_dst) = back_mac(frame, ingress, back.port, back.kind, src, neighbors) else {
         return Action::Drop(Reason::NoRoute);
     };
+    if let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH..]) {
+        if ip.total_len() > t.ports[back.port.index()].mtu as usize {
+            // The reply would exceed the MTU of the way back; xfwd does not fragment.
+            return Action::Drop(Reason::TooBigToForward);
+        }
+    }
     let total = {
         let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETH..]) else {
             return Action::Drop(Reason::Ipv4Malformed);
@@ -261,6 +276,10 @@ fn local(frame: &mut [u8], ingress: PortId, t: &RouterTables, neighbors: &Neighb
     }
     frame[0..6].copy_from_slice(&l2_dst.0);
     frame[6..12].copy_from_slice(&t.ports[back.port.index()].mac.0);
+    let len = (ETH + total).max(MIN_FRAME);
+    if frame.len() > len {
+        return Action::ForwardTrimmed { port: back.port, len: len as u16 };
+    }
     Action::Forward(back.port)
 }
 
@@ -343,9 +362,15 @@ pub fn icmp_error(
         st.ident = st.ident.wrapping_add(1);
         h.write_header(ip_len as u16, st.ident, 64, ipv4::PROTO_ICMP, back.src, src);
     }
-    // Precedence "internetwork control", as Linux marks its ICMP errors; checksum covers it.
-    out[ETH + 1] = 0xc0;
-    let c = crate::wire::checksum::update(u16::from_be_bytes([out[ETH + 10], out[ETH + 11]]), 0x4500, 0x45c0);
+    // Precedence "internetwork control" with the offending packet's TOS bits, as Linux marks
+    // its ICMP errors; the checksum is updated for it.
+    let tos = (frame[ETH + 1] & 0x1e) | 0xc0;
+    out[ETH + 1] = tos;
+    let c = crate::wire::checksum::update(
+        u16::from_be_bytes([out[ETH + 10], out[ETH + 11]]),
+        0x4500,
+        0x4500 | u16::from(tos),
+    );
     out[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
     Action::Reply { port: back.port, len: (ETH + ip_len) as u16, cause }
 }
@@ -628,5 +653,50 @@ mod tests {
         // UDP to the box: the kernel's (the XDP program passes it; a worker counts it).
         let mut f = udp("198.18.10.1", "198.18.10.2", 64, 0);
         assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::LocalDelivery));
+    }
+
+    #[test]
+    fn bytes_after_the_ip_packet_are_not_forwarded() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        // A 100-byte IP packet followed by 900 bytes of junk in one frame.
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 72);
+        f.resize(14 + 100 + 900, 0xee);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::ForwardTrimmed { port: P_ETH4, len: 114 });
+        // Ethernet padding of a short packet stays as it is.
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        f.resize(60, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+    }
+
+    #[test]
+    fn icmp_errors_keep_the_tos_bits_under_internetwork_control() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 1, 8);
+        f[15] = 0x10 | 0x02; // low delay, plus an ECN bit
+        let c = crate::wire::checksum::checksum(&{
+            let mut h = f[14..34].to_vec();
+            h[10] = 0;
+            h[11] = 0;
+            h
+        });
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let Action::Reply { len, .. } = run(&mut f, &mut w, &mut s) else { panic!() };
+        assert_eq!(s[15], 0xc0 | 0x10 | 0x02 & 0x1e);
+        parse_error(&s[..usize::from(len)]);
+    }
+
+    #[test]
+    fn an_echo_reply_over_the_mtu_of_the_way_back_is_dropped() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        // From behind eth4 (MTU 1400), a 1450-byte echo to the box's eth5 address.
+        let b = PacketBuilder::ethernet2(GW.0, ETH4.0)
+            .ipv4(ip("198.18.30.2").octets(), ip("198.18.10.2").octets(), 64)
+            .icmpv4_echo_request(1, 1);
+        let mut f = Vec::new();
+        b.write(&mut f, &[0u8; 1450 - 28]).unwrap();
+        assert_eq!(decide(&mut f, P_ETH4, &w.0, &w.1, &mut w.2, 0, &mut s), Action::Drop(Reason::TooBigToForward));
     }
 }
