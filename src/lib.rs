@@ -1,9 +1,8 @@
-//! The `xfwd` command: CLI glue over the data plane, plus the namespace rig used by the demo,
-//! the integration tests and (later) the A/B harness.
+//! The `xfwd` command: CLI glue over the data plane, the namespace rig used by the tests and
+//! the A/B harness (`bench`), and the kernel-path twin of each mode (`kernel`).
 
 pub mod bench;
 pub mod control;
-pub mod demo;
 pub mod kernel;
 pub mod render;
 pub mod rig;

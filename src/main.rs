@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use xfwd::{control, demo, render};
+use xfwd::{control, render};
 use xfwd_config::router::{self as cfgfile, RouterConfig};
 use xfwd_dataplane::io::forwarder::{Mode, RouterLimits, RouterSetup};
 use xfwd_dataplane::io::{Forwarder, ForwarderConfig, PollMode, StartError, XdpMode};
@@ -43,8 +43,18 @@ enum Cmd {
         #[arg(long, global = true, default_value = control::DEFAULT_PATH)]
         control: PathBuf,
     },
-    /// Build a namespace rig, compare the kernel path with xfwd on it, tear it down.
-    Demo(demo::DemoArgs),
+    /// The A/B run: the kernel path against xfwd (and variants, and the bare wire) on a rig it
+    /// builds, by the reference method; prints a table, writes report JSON and SVG plots.
+    Bench(xfwd::bench::BenchArgs),
+    /// The table and plots again from saved report JSON files.
+    Report {
+        /// report-<mode>.json files written by `xfwd bench`.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Where to write the plots (default: beside each file).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Apply the same configuration to the kernel's forwarding path (for A/B comparisons).
     Kernel {
         #[command(subcommand)]
@@ -158,8 +168,9 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             })
         }
-        Cmd::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Kernel { cmd } => xfwd::kernel::run(cmd),
+        Cmd::Bench(args) => xfwd::bench::run(&args).map(|()| ExitCode::SUCCESS),
+        Cmd::Report { files, out } => xfwd::bench::report_files(&files, out.as_deref()).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

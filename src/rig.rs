@@ -404,6 +404,19 @@ pub fn iperf3_tcp(
     queues: u32,
     secs: u32,
 ) -> Result<TcpResult> {
+    iperf3_tcp_omit(server, client, server_addr, flows, queues, secs, 0)
+}
+
+/// [`iperf3_tcp`], leaving out the first `omit` seconds of each flow (TCP's slow start).
+pub fn iperf3_tcp_omit(
+    server: &Netns,
+    client: &Netns,
+    server_addr: &str,
+    flows: u32,
+    queues: u32,
+    secs: u32,
+    omit: u32,
+) -> Result<TcpResult> {
     let mut servers = Vec::new();
     for k in 0..flows {
         let port = (5201 + k).to_string();
@@ -416,7 +429,7 @@ pub fn iperf3_tcp(
     while start.elapsed() < Duration::from_secs(3) {
         let out = server.exec(&["ss", "-ltn"])?;
         let text = String::from_utf8_lossy(&out.stdout);
-        if (0..flows).all(|k| text.contains(&format!(":{}", 5201 + k))) {
+        if (0..flows).all(|k| text.contains(&format!(":{} ", 5201 + k))) {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -426,9 +439,9 @@ pub fn iperf3_tcp(
         let cpu = (k % queues.max(1)).to_string();
         let port = (5201 + k).to_string();
         let cport = (55000 + k).to_string();
-        let t = secs.to_string();
+        let (t, o) = (secs.to_string(), omit.to_string());
         let mut c = client.command("taskset");
-        c.args(["-c", &cpu, "iperf3", "-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-J"])
+        c.args(["-c", &cpu, "iperf3", "-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-O", &o, "-J"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         clients.push(c.spawn().context("starting iperf3 -c")?);
@@ -440,6 +453,52 @@ pub fn iperf3_tcp(
     }
     drop(servers);
     Ok(TcpResult { flows_bps })
+}
+
+impl Rig {
+    /// The direct wire: h1 and h2 joined by one veth pair, no box (198.18.0.1 and 198.18.0.2,
+    /// host TX offload off as on the other rigs). What a path costs is what it adds to this.
+    pub fn wire(queues: u32) -> Result<Rig> {
+        let id = format!("xfwd{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        let boxns = Netns::new(format!("{id}-box"))?;
+        let h1 = Netns::new(format!("{id}-h1"))?;
+        let h2 = Netns::new(format!("{id}-h2"))?;
+        let q = queues.to_string();
+        run(
+            "ip",
+            &[
+                "link",
+                "add",
+                "eth0",
+                "netns",
+                h1.name(),
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                h2.name(),
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+            ],
+        )?;
+        for (host, addr) in [(&h1, H1_ADDR), (&h2, H2_ADDR)] {
+            host.ip(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
+            host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
+            host.ip(&["link", "set", "eth0", "up"])?;
+            for k in (0..queues).filter(|_| queues > 1) {
+                host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
+            }
+        }
+        Ok(Rig { queues, boxns, h1, h2 })
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,96 @@
-//! The A/B harness's building blocks: statistics, CPU sampling, traffic and reports.
+//! The A/B harness: the kernel path against xfwd by the reference method, on a rig it builds.
+//!
+//! [`harness`] runs the arms; [`stats`] does ministat's statistics; [`cpu`] samples per-core CPU;
+//! [`report`] is `report.json`'s schema; [`plot`] draws the SVGs; [`table`] prints the table.
 
 pub mod cpu;
+pub mod harness;
+pub mod plot;
+pub mod report;
 pub mod stats;
+pub mod table;
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+pub use harness::BenchArgs;
+use report::Report;
+
+/// Writes the plots of `report` into `out`; returns their file names.
+pub fn plots(report: &Report, out: &Path) -> Result<Vec<String>> {
+    let mode = &report.conditions.mode;
+    let mut files = Vec::new();
+    for arm in &report.arms {
+        let name = format!("cpu-{mode}-{}.svg", arm.name.replace([':', '=', '+'], "_"));
+        let title = format!("{mode} / {}: per-core idle and softirq, 0.5 s samples", arm.name);
+        plot::cpu_over_time(arm, &title, &out.join(&name))?;
+        files.push(name);
+    }
+    let tcp = report.conditions.test == "tcp";
+    let (fig, label, f): (&str, &str, fn(&report::RunResult) -> f64) = if tcp {
+        ("gbps", "Gb/s (sum of senders)", |r| r.gbps)
+    } else {
+        ("delivered_pps", "packets/s delivered", |r| r.delivered_pps)
+    };
+    let name = format!("ab-{mode}-{fig}.svg");
+    plot::comparison(report, fig, label, f, &out.join(&name))?;
+    files.push(name);
+    let name = format!("ab-{mode}-cpu-per-packet.svg");
+    plot::comparison(
+        report,
+        "µs per packet",
+        "busy CPU µs per delivered packet",
+        |r| r.us_per_packet,
+        &out.join(&name),
+    )?;
+    files.push(name);
+    Ok(files)
+}
+
+/// `xfwd bench`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let mut args = args.clone();
+    harness::preset(&mut args);
+    let out = args.out.clone().unwrap_or_else(harness::default_out);
+    harness::preflight(&args, &out)?;
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let mut progress = |msg: &str| {
+        eprint!("\r\x1b[2Kxfwd bench: {msg} …");
+        let _ = std::io::stderr().flush();
+    };
+    let mut reports = Vec::new();
+    for mode in args.mode.clone() {
+        let report = harness::run_mode(&args, &mode, &out, &mut progress)?;
+        eprint!("\r\x1b[2K");
+        let files = plots(&report, &out)?;
+        println!("{}", table::render(&report));
+        println!("  plots: {}", files.join(", "));
+        reports.push(report);
+    }
+    println!("report: {}/report-<mode>.json (schema {}); plots beside it", out.display(), report::SCHEMA);
+    Ok(())
+}
+
+/// `xfwd report FILE…`: the table and plots again from saved reports.
+pub fn report_files(files: &[std::path::PathBuf], out: Option<&Path>) -> Result<()> {
+    for f in files {
+        let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let mut r: Report =
+            serde_json::from_str(&text).with_context(|| format!("{}: not an xfwd report", f.display()))?;
+        anyhow::ensure!(
+            r.schema <= report::SCHEMA,
+            "{}: schema {} is newer than this xfwd reads ({})",
+            f.display(),
+            r.schema,
+            report::SCHEMA
+        );
+        r.compute_stats();
+        println!("{}", table::render(&r));
+        let dir = out.map(Path::to_path_buf).unwrap_or_else(|| f.parent().map(Path::to_path_buf).unwrap_or_default());
+        let files = plots(&r, &dir)?;
+        println!("  plots: {} in {}", files.join(", "), dir.display());
+    }
+    Ok(())
+}

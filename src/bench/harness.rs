@@ -1,0 +1,503 @@
+//! `xfwd bench`: the A/B run on a rig it builds itself.
+//!
+//! Arms run interleaved (A B C A B C …) so that drift on a noisy machine falls on every arm
+//! alike. Each run: the arm is set up (kernel bridge or `ip_forward` with the router file's
+//! addresses; `xfwd bridge|router`; or nothing, on the direct wire), the traffic runs while
+//! /proc/stat is sampled every 0.5 s and pings measure RTT under load, and the arm is torn down.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+
+use super::cpu::{self, Sampler};
+use super::report::{ArmResult, Conditions, Report, RunResult, SCHEMA};
+use super::stats::{jain, percentile};
+use crate::rig::{self, Netns, Rig, XfwdProcess};
+
+const RIG_ROUTER: &str = include_str!("../../config/examples/rig-router.toml");
+
+/// Options of `xfwd bench`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// What the box does: router or bridge (both: router,bridge).
+    #[arg(long, value_delimiter = ',', default_value = "router")]
+    pub mode: Vec<String>,
+    /// Arms, the baseline first: kernel, xfwd, xfwd:poll=busy (a variant), wire.
+    #[arg(long = "arm", value_delimiter = ',', default_value = "kernel,xfwd,wire")]
+    pub arms: Vec<String>,
+    /// Runs per arm.
+    #[arg(long, default_value_t = 5)]
+    pub runs: u32,
+    /// Queues per port (and xfwd workers); flows are spread over them.
+    #[arg(long, default_value_t = 1)]
+    pub queues: u32,
+    /// Flows (TCP: iperf3 clients with fixed ports; packet rate: UDP source ports).
+    #[arg(long, default_value_t = 4)]
+    pub flows: u32,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 10)]
+    pub time: u32,
+    /// Seconds left out at the start of each TCP run.
+    #[arg(long, default_value_t = 2)]
+    pub omit: u32,
+    /// Packet-rate test instead of TCP: frame size in bytes (64).
+    #[arg(long)]
+    pub frame: Option<u32>,
+    /// Packet-rate test: offered rate in packets per second, the same in every arm (0: flat out).
+    #[arg(long, default_value_t = 100_000)]
+    pub rate: u64,
+    /// Short preset: 2 runs of 3 s, no omit (a few minutes for both modes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Output folder (default: a fresh xfwd-bench-<time> in the current folder).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// An arm as parsed from `--arm`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arm {
+    /// The kernel's own path (Linux bridge, or ip_forward).
+    Kernel,
+    /// xfwd, with extra command-line options (from `xfwd:key=value,…`).
+    Xfwd(Vec<String>),
+    /// No box: generator to sink through one veth pair.
+    Wire,
+}
+
+impl Arm {
+    /// Parses `kernel`, `wire`, `xfwd` or `xfwd:poll=busy` (options become `--poll busy`).
+    pub fn parse(s: &str) -> Result<Arm> {
+        match s.split_once(':') {
+            None if s == "kernel" => Ok(Arm::Kernel),
+            None if s == "wire" => Ok(Arm::Wire),
+            None if s == "xfwd" => Ok(Arm::Xfwd(Vec::new())),
+            Some(("xfwd", opts)) => {
+                let mut args = Vec::new();
+                for kv in opts.split('+') {
+                    let (k, v) =
+                        kv.split_once('=').with_context(|| format!("--arm {s}: write options as key=value"))?;
+                    if !matches!(k, "poll" | "xdp-mode" | "cores") {
+                        bail!("--arm {s}: `{k}` is not an xfwd option here (poll, xdp-mode, cores)");
+                    }
+                    args.push(format!("--{k}"));
+                    args.push(v.to_owned());
+                }
+                Ok(Arm::Xfwd(args))
+            }
+            _ => bail!("--arm {s}: expected kernel, xfwd, xfwd:poll=busy or wire"),
+        }
+    }
+}
+
+fn command_version(cmd: &str, arg: &str) -> String {
+    std::process::Command::new(cmd)
+        .arg(arg)
+        .output()
+        .map(|o| {
+            let t = if o.stdout.is_empty() { o.stderr } else { o.stdout };
+            String::from_utf8_lossy(&t).lines().next().unwrap_or("").trim().to_owned()
+        })
+        .unwrap_or_else(|_| "not installed".into())
+}
+
+fn rx_packets(ns: &Netns, dev: &str) -> u64 {
+    ns.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/rx_packets")])
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn tx_packets(ns: &Netns, dev: &str) -> u64 {
+    ns.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/tx_packets")])
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn mac(ns: &Netns, dev: &str) -> Result<String> {
+    Ok(String::from_utf8_lossy(&ns.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?.stdout).trim().to_owned())
+}
+
+/// The traffic's endpoints on a rig: where the servers and clients run, their addresses, and
+/// the MAC the client's frames go to (the box's, or the peer's on a bridge or the wire).
+struct Endpoints<'a> {
+    server: &'a Netns,
+    client: &'a Netns,
+    server_addr: &'static str,
+    client_addr: &'static str,
+    next_mac: String,
+}
+
+fn endpoints<'a>(mode: &str, r: &'a Rig, wire: bool) -> Result<Endpoints<'a>> {
+    Ok(if wire {
+        Endpoints {
+            server: &r.h1,
+            client: &r.h2,
+            server_addr: rig::H1_ADDR,
+            client_addr: rig::H2_ADDR,
+            next_mac: mac(&r.h1, "eth0")?,
+        }
+    } else if mode == "router" {
+        // The reference: clients behind eth4 (h2) reach the servers behind eth5 (h1).
+        Endpoints {
+            server: &r.h1,
+            client: &r.h2,
+            server_addr: "198.18.10.1",
+            client_addr: "198.18.30.2",
+            next_mac: mac(&r.boxns, "eth4")?,
+        }
+    } else {
+        Endpoints {
+            server: &r.h2,
+            client: &r.h1,
+            server_addr: rig::H2_ADDR,
+            client_addr: rig::H1_ADDR,
+            next_mac: mac(&r.h2, "eth0")?,
+        }
+    })
+}
+
+fn kernel_up(mode: &str, r: &Rig, up: bool) -> Result<()> {
+    if mode == "bridge" {
+        if up {
+            r.boxns.ip(&["link", "add", "br0", "type", "bridge"])?;
+            r.boxns.ip(&["link", "set", "eth4", "master", "br0"])?;
+            r.boxns.ip(&["link", "set", "eth5", "master", "br0"])?;
+            r.boxns.ip(&["link", "set", "br0", "up"])?;
+        } else {
+            r.boxns.ip(&["link", "del", "br0"])?;
+        }
+        return Ok(());
+    }
+    for (dev, addrs) in [("eth5", ["198.18.10.2/24", "198.18.11.2/24"]), ("eth4", ["198.18.30.1/24", "198.18.31.1/24"])]
+    {
+        if up {
+            for a in addrs {
+                r.boxns.ip(&["addr", "add", a, "dev", dev])?;
+            }
+        } else {
+            r.boxns.ip(&["addr", "flush", "dev", dev])?;
+        }
+    }
+    r.boxns.exec(&["sysctl", "-qw", &format!("net.ipv4.ip_forward={}", u8::from(up))])?;
+    Ok(())
+}
+
+/// Pings `addr` from `from` every 0.2 s until stopped; returns the RTTs in ms.
+fn start_pings(from: &Netns, addr: &str) -> Result<rig::Spawned> {
+    let mut c = from.command("ping");
+    c.args(["-i", "0.2", "-W", "1", addr]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    Ok(rig::Spawned { child: c.spawn().context("starting ping")? })
+}
+
+fn stop_pings(mut p: rig::Spawned) -> Vec<f64> {
+    p.signal(libc::SIGINT);
+    let _ = p.wait_timeout(Duration::from_secs(3));
+    let mut out = String::new();
+    if let Some(mut so) = p.child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut so, &mut out);
+    }
+    parse_ping_rtts(&out)
+}
+
+/// RTTs (ms) from ping's output lines (`… time=0.123 ms`).
+pub fn parse_ping_rtts(text: &str) -> Vec<f64> {
+    text.lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// The trafgen configuration for `flows` UDP flows of `frame`-byte frames.
+pub fn trafgen_config(dst_mac: &str, src_mac: &str, src: &str, dst: &str, flows: u32, frame: u32) -> String {
+    // Ethernet 14 + IPv4 20 + UDP 8 + payload; the NIC adds the 4-byte FCS to reach `frame`.
+    let payload = frame.saturating_sub(4 + 14 + 20 + 8).max(1);
+    format!(
+        "{{ eth(da={dst_mac}, sa={src_mac}), ipv4(sa={src}, da={dst}, ttl=64, df), udp(sp=dinc(1024, {}), dp=9), fill(0x00, {payload}) }}\n",
+        1024 + flows.max(1) - 1
+    )
+}
+
+struct Measured {
+    run: RunResult,
+}
+
+#[allow(clippy::too_many_arguments, reason = "one run's whole description")]
+fn measure(
+    args: &BenchArgs,
+    r: &Rig,
+    p: &Endpoints,
+    run: u32,
+    xfwd: Option<&XfwdProcess>,
+    control: &str,
+    box_ports: usize,
+    frame: Option<u32>,
+) -> Result<Measured> {
+    let sampler = Sampler::start(Duration::from_millis(500))?;
+    let pings = start_pings(p.client, p.server_addr)?;
+    let (b0, t0) = busy_jiffies()?;
+    let (d0, o0) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
+    let srv_rx0 = rx_packets(p.server, "eth0");
+    let started = Instant::now();
+    let mut flows_bps = Vec::new();
+    match frame {
+        None => {
+            let tcp =
+                rig::iperf3_tcp_omit(p.server, p.client, p.server_addr, args.flows, r.queues, args.time, args.omit)?;
+            flows_bps = tcp.flows_bps;
+        }
+        Some(size) => {
+            let cfg =
+                trafgen_config(&p.next_mac, &mac(p.client, "eth0")?, p.client_addr, p.server_addr, args.flows, size);
+            let file = format!("/run/xfwd/bench-{}.trafgen", std::process::id());
+            std::fs::write(&file, cfg)?;
+            let secs = args.time.to_string();
+            let cpus = r.queues.to_string();
+            let mut cmd: Vec<&str> = vec![
+                "timeout", "-s", "INT", &secs, "trafgen", "--dev", "eth0", "--conf", &file, "--cpus", &cpus, "-Q", "-C",
+            ];
+            let rate = format!("{}pps", args.rate);
+            if args.rate > 0 {
+                cmd.extend(["-b", rate.as_str()]);
+            }
+            let out =
+                p.client.command(cmd[0]).args(&cmd[1..]).output().context("running trafgen (package netsniff-ng)")?;
+            let _ = std::fs::remove_file(&file);
+            if !out.status.success() && out.status.code() != Some(124) {
+                bail!("trafgen: {}", String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or(""));
+            }
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let (b1, t1) = busy_jiffies()?;
+    let (d1, o1) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
+    let srv_rx1 = rx_packets(p.server, "eth0");
+    let rtt_ms = stop_pings(pings);
+    let cpu = sampler.stop();
+    let queue_rx = match xfwd {
+        Some(_) => {
+            let json = crate::control::query(std::path::Path::new(control), "stats-json")?;
+            let rep: xfwd_dataplane::io::forwarder::Report = serde_json::from_str(&json)?;
+            rep.ports.iter().take(box_ports).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect()
+        }
+        None => Vec::new(),
+    };
+    let packets = d1.saturating_sub(d0);
+    let busy_cpu_s = (b1 - b0) as f64 / 100.0;
+    let _ = (t0, t1);
+    let (offered_pps, delivered_pps) = match frame {
+        Some(_) => (o1.saturating_sub(o0) as f64 / secs, srv_rx1.saturating_sub(srv_rx0) as f64 / secs),
+        None => (0.0, packets as f64 / secs),
+    };
+    let loss = if offered_pps > 0.0 { (1.0 - delivered_pps / offered_pps).max(0.0) } else { 0.0 };
+    Ok(Measured {
+        run: RunResult {
+            run,
+            gbps: flows_bps.iter().sum::<f64>() / 1e9,
+            fairness: jain(&flows_bps),
+            flows_bps,
+            offered_pps,
+            delivered_pps,
+            loss,
+            packets,
+            busy_cpu_s,
+            us_per_packet: if packets > 0 { busy_cpu_s * 1e6 / packets as f64 } else { 0.0 },
+            cpu_avg: cpu::averages(&cpu),
+            cpu,
+            queue_rx,
+            rtt_ms,
+        },
+    })
+}
+
+fn busy_jiffies() -> Result<(u64, u64)> {
+    let cpus = cpu::read()?;
+    let busy = cpus.iter().map(|c| c.user + c.nice + c.system + c.irq + c.softirq + c.steal).sum();
+    let total = cpus.iter().map(|c| c.user + c.nice + c.system + c.idle + c.iowait + c.irq + c.softirq + c.steal).sum();
+    Ok((busy, total))
+}
+
+/// Runs one mode's A/B and returns its report.
+pub fn run_mode(args: &BenchArgs, mode: &str, out: &std::path::Path, progress: &mut dyn FnMut(&str)) -> Result<Report> {
+    let exe = std::env::current_exe().context("finding the xfwd binary")?;
+    let exe = exe.to_str().context("xfwd's path is not UTF-8")?.to_owned();
+    let arms: Vec<(String, Arm)> =
+        args.arms.iter().map(|a| Arm::parse(a).map(|p| (a.clone(), p))).collect::<Result<_>>()?;
+    std::fs::create_dir_all("/run/xfwd")?;
+    let config = PathBuf::from(format!("/run/xfwd/bench-{}-rig-router.toml", std::process::id()));
+    std::fs::write(&config, RIG_ROUTER)?;
+    let rig = if mode == "router" { Rig::router(args.queues)? } else { Rig::bridge(args.queues)? };
+    let wire = if arms.iter().any(|(_, a)| *a == Arm::Wire) { Some(Rig::wire(args.queues)?) } else { None };
+    let control = format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id());
+    let mut results: Vec<ArmResult> =
+        arms.iter().map(|(n, _)| ArmResult { name: n.clone(), runs: Vec::new() }).collect();
+    let mut xdp_mode = String::from("-");
+    let mut warnings = Vec::new();
+    let q = args.queues.to_string();
+    for run in 1..=args.runs {
+        for (i, (name, arm)) in arms.iter().enumerate() {
+            progress(&format!("{mode}: run {run}/{}, arm {name}", args.runs));
+            let (r, is_wire) = match arm {
+                Arm::Wire => (wire.as_ref().context("wire rig")?, true),
+                _ => (&rig, false),
+            };
+            let p = endpoints(mode, r, is_wire)?;
+            let mut xfwd = None;
+            match arm {
+                Arm::Kernel => kernel_up(mode, r, true)?,
+                Arm::Xfwd(extra) => {
+                    let mut a: Vec<String> = if mode == "router" {
+                        vec!["router".into(), "--config".into(), config.display().to_string()]
+                    } else {
+                        vec!["bridge".into(), "eth4".into(), "eth5".into()]
+                    };
+                    a.extend(["--queues".into(), q.clone(), "--control".into(), control.clone()]);
+                    a.extend(extra.iter().cloned());
+                    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+                    let x = r.start_xfwd(&exe, &refs)?;
+                    // The "port xdp" table xfwd prints at start: `  eth4   native`.
+                    if let Some(line) = x
+                        .seen
+                        .iter()
+                        .skip_while(|l| !l.trim_start().starts_with("port"))
+                        .find(|l| l.trim_start().starts_with("eth4 "))
+                    {
+                        xdp_mode = line.split_whitespace().nth(1).unwrap_or("-").to_owned();
+                    }
+                    xfwd = Some(x);
+                }
+                Arm::Wire => {}
+            }
+            Rig::ping_until(p.client, p.server_addr, Duration::from_secs(5))?;
+            let m = measure(args, r, &p, run, xfwd.as_ref(), &control, 2, args.frame);
+            if let Some(mut x) = xfwd {
+                x.stop(libc::SIGTERM, Duration::from_secs(10))?;
+            }
+            if *arm == Arm::Kernel {
+                kernel_up(mode, r, false)?;
+            }
+            let m = m?;
+            for (port, queues) in m.run.queue_rx.iter().enumerate() {
+                let max = queues.iter().copied().max().unwrap_or(0);
+                if queues.len() > 1 && queues.iter().any(|&n| n * 10 < max) {
+                    warnings.push(format!("{name} run {run}: port {port} queues did not share the load: {queues:?}"));
+                }
+            }
+            results[i].runs.push(m.run);
+        }
+    }
+    let _ = std::fs::remove_file(&config);
+    let frame = args.frame.unwrap_or(0);
+    let mut report = Report {
+        schema: SCHEMA,
+        started_unix: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        conditions: Conditions {
+            mode: mode.to_owned(),
+            test: if args.frame.is_some() { format!("udp{frame}") } else { "tcp".into() },
+            queues: args.queues,
+            flows: args.flows,
+            frame,
+            time_s: args.time,
+            omit_s: if args.frame.is_some() { 0 } else { args.omit },
+            offered_pps: if args.frame.is_some() { args.rate } else { 0 },
+            kernel: command_version("uname", "-r"),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            driver: "veth (namespace rig)".into(),
+            xdp_mode,
+            xsk_mode: "copy".into(),
+            offloads:
+                "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box"
+                    .into(),
+            versions: vec![
+                ("xfwd".into(), env!("CARGO_PKG_VERSION").into()),
+                ("iperf3".into(), command_version("iperf3", "--version")),
+                ("trafgen".into(), command_version("trafgen", "--version")),
+            ],
+        },
+        arms: results,
+        stats: Vec::new(),
+        warnings,
+    };
+    report.compute_stats();
+    let path = out.join(format!("report-{mode}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(report)
+}
+
+/// RTT percentiles of an arm's runs: (p50, p99) in ms.
+pub fn rtt(arm: &ArmResult) -> Option<(f64, f64)> {
+    let all: Vec<f64> = arm.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
+    Some((percentile(&all, 50.0)?, percentile(&all, 99.0)?))
+}
+
+/// The default output folder: xfwd-bench-<unix time> in the current folder.
+pub fn default_out() -> PathBuf {
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    PathBuf::from(format!("xfwd-bench-{t}"))
+}
+
+/// Applies `--quick`.
+pub fn preset(args: &mut BenchArgs) {
+    if args.quick {
+        args.runs = 2;
+        args.time = 3;
+        args.omit = 0;
+    }
+}
+
+/// Checks what the harness needs before building anything.
+pub fn preflight(args: &BenchArgs, _out: &Path) -> Result<()> {
+    for m in &args.mode {
+        if m != "router" && m != "bridge" {
+            bail!("--mode {m}: expected router or bridge");
+        }
+    }
+    for a in &args.arms {
+        Arm::parse(a)?;
+    }
+    if args.runs == 0 || args.time == 0 || args.flows == 0 || args.queues == 0 {
+        bail!("--runs, --time, --flows and --queues must be at least 1");
+    }
+    if args.omit >= args.time && args.frame.is_none() {
+        bail!("--omit must be shorter than --time");
+    }
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    if args.queues > ncpu {
+        bail!("--queues {}: this machine has {ncpu} CPU(s); each queue's sender is pinned to its own", args.queues);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arms_parse() {
+        assert_eq!(Arm::parse("kernel").unwrap(), Arm::Kernel);
+        assert_eq!(Arm::parse("wire").unwrap(), Arm::Wire);
+        assert_eq!(Arm::parse("xfwd:poll=busy").unwrap(), Arm::Xfwd(vec!["--poll".into(), "busy".into()]));
+        assert_eq!(
+            Arm::parse("xfwd:poll=busy+xdp-mode=generic").unwrap(),
+            Arm::Xfwd(vec!["--poll".into(), "busy".into(), "--xdp-mode".into(), "generic".into()])
+        );
+        assert!(Arm::parse("xfwd:fast=yes").is_err());
+        assert!(Arm::parse("dpdk").is_err());
+    }
+
+    #[test]
+    fn ping_output_gives_rtts() {
+        let text = "PING 198.18.10.1 (198.18.10.1) 56(84) bytes of data.\n64 bytes from 198.18.10.1: icmp_seq=1 ttl=63 time=0.115 ms\n64 bytes from 198.18.10.1: icmp_seq=2 ttl=63 time=1.02 ms\n\n--- 198.18.10.1 ping statistics ---\nrtt min/avg/max/mdev = 0.115/0.567/1.020/0.452 ms\n";
+        assert_eq!(parse_ping_rtts(text), vec![0.115, 1.02]);
+    }
+
+    #[test]
+    fn trafgen_config_has_the_flows_and_the_frame_size() {
+        let c = trafgen_config("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.30.2", "198.18.10.1", 256, 64);
+        assert!(c.contains("udp(sp=dinc(1024, 1279), dp=9)"), "{c}");
+        assert!(c.contains("fill(0x00, 18)"), "64 − FCS − headers = 18 bytes of payload: {c}");
+    }
+}

@@ -1,0 +1,133 @@
+//! SVG plots of a report: each arm's per-core CPU over time with its averages (the reference's
+//! graph: idle and softirq per core, 0.5 s samples), and the A/B comparison of each arm's mean
+//! with its 95 % confidence interval.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use plotters::prelude::*;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use super::report::{ArmResult, Report, RunResult};
+use super::stats::Summary;
+
+const PALETTE: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(23, 190, 207),
+];
+
+fn err(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!("plotting: {e}")
+}
+
+/// Per-core idle and softirq over time for one arm's runs laid end to end, with each series'
+/// average as a dashed line.
+pub fn cpu_over_time(arm: &ArmResult, title: &str, file: &Path) -> Result<()> {
+    let mut points: Vec<(f64, Vec<(f64, f64)>)> = Vec::new(); // (t s, per cpu (idle, softirq))
+    let mut offset = 0.0;
+    for r in &arm.runs {
+        let last = r.cpu.last().map_or(0.0, |s| s.t_ms as f64 / 1000.0);
+        for s in &r.cpu {
+            points.push((offset + s.t_ms as f64 / 1000.0, s.cpus.iter().map(|c| (c.idle, c.softirq)).collect()));
+        }
+        offset += last + 0.5;
+    }
+    let ncpu = points.iter().map(|p| p.1.len()).max().unwrap_or(0);
+    let root = SVGBackend::new(file, (960, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0.0..offset.max(1.0), 0.0..100.0)
+        .map_err(err)?;
+    chart.configure_mesh().x_desc("seconds (runs end to end)").y_desc("% of the core").draw().map_err(err)?;
+    for c in 0..ncpu {
+        for (k, (label, pick)) in [("idle", 0usize), ("softirq", 1usize)].into_iter().enumerate() {
+            let color = PALETTE[(c * 2 + k) % PALETTE.len()];
+            let series: Vec<(f64, f64)> =
+                points.iter().filter_map(|(t, v)| v.get(c).map(|x| (*t, if pick == 0 { x.0 } else { x.1 }))).collect();
+            let avg = series.iter().map(|p| p.1).sum::<f64>() / series.len().max(1) as f64;
+            chart
+                .draw_series(LineSeries::new(series, color.stroke_width(2)))
+                .map_err(err)?
+                .label(format!("cpu{c} {label} (avg {avg:.0} %)"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            // The average, dashed.
+            let dashes: Vec<(f64, f64)> = (0..((offset / 0.5) as usize)).map(|i| (i as f64 * 0.5, avg)).collect();
+            chart
+                .draw_series(dashes.chunks(2).map(|w| PathElement::new(w.to_vec(), color.mix(0.6).stroke_width(1))))
+                .map_err(err)?;
+        }
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// Each arm's mean of `figure` with its 95 % confidence interval (Student's t), side by side.
+pub fn comparison(report: &Report, figure: &str, label: &str, value: fn(&RunResult) -> f64, file: &Path) -> Result<()> {
+    let bars: Vec<(String, f64, f64)> = report
+        .arms
+        .iter()
+        .filter_map(|a| {
+            let v: Vec<f64> = a.runs.iter().map(value).collect();
+            let s = Summary::of(&v)?;
+            let half = if s.n > 1 {
+                StudentsT::new(0.0, 1.0, (s.n - 1) as f64).ok()?.inverse_cdf(0.975) * s.stddev / (s.n as f64).sqrt()
+            } else {
+                0.0
+            };
+            Some((a.name.clone(), s.mean, half))
+        })
+        .collect();
+    let top = bars.iter().map(|b| b.1 + b.2).fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.15;
+    let root = SVGBackend::new(file, (720, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let c = &report.conditions;
+    let title = format!("{figure}: {} {} {} queue(s) {} flow(s), mean ± 95 % CI", c.mode, c.test, c.queues, c.flows);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((0..bars.len()).into_segmented(), 0.0..top)
+        .map_err(err)?;
+    let names: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => names.get(*i).cloned().unwrap_or_default(),
+            SegmentValue::Last => String::new(),
+        })
+        .y_desc(label)
+        .draw()
+        .map_err(err)?;
+    for (i, (_, mean, half)) in bars.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), *mean)],
+                color.mix(0.7).filled(),
+            )))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(ErrorBar::new_vertical(
+                SegmentValue::CenterOf(i),
+                mean - half,
+                *mean,
+                mean + half,
+                BLACK.stroke_width(2),
+                12,
+            )))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
