@@ -4,5 +4,6 @@
 pub mod bench;
 pub mod control;
 pub mod kernel;
+pub mod remote;
 pub mod render;
 pub mod rig;

@@ -46,6 +46,10 @@ enum Cmd {
     /// The A/B run: the kernel path against xfwd (and variants, and the bare wire) on a rig it
     /// builds, by the reference method; prints a table, writes report JSON and SVG plots.
     Bench(xfwd::bench::BenchArgs),
+    /// The client side of the reference test on two machines: flows with fixed ports, JSON report.
+    Load(xfwd::remote::LoadArgs),
+    /// The box side of the reference test on two machines: per-core CPU and per-queue packets.
+    Monitor(xfwd::remote::MonitorArgs),
     /// The table and plots again from saved report JSON files.
     Report {
         /// report-<mode>.json files written by `xfwd bench`.
@@ -169,6 +173,8 @@ fn main() -> ExitCode {
             })
         }
         Cmd::Kernel { cmd } => xfwd::kernel::run(cmd),
+        Cmd::Load(args) => xfwd::remote::load(&args).map(|()| ExitCode::SUCCESS),
+        Cmd::Monitor(args) => xfwd::remote::monitor(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(args) => xfwd::bench::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Report { files, out } => xfwd::bench::report_files(&files, out.as_deref()).map(|()| ExitCode::SUCCESS),
     };
