@@ -158,6 +158,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             cpu_avg: Vec::new(),
             queue_rx: Vec::new(),
             rtt_ms: Vec::new(),
+            rtt_idle_ms: Vec::new(),
         });
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {

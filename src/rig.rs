@@ -45,6 +45,9 @@ impl Netns {
         // No IPv6 on the rig: hosts would send router solicitations and MLD reports, noise in
         // every counter a test reads.
         ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])?;
+        // Ephemeral ports below the fixed client ports (55000…) that the flows bind, so that no
+        // control connection takes one of them first.
+        ns.exec(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=32768 54999"])?;
         Ok(ns)
     }
 
@@ -504,6 +507,16 @@ impl Rig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn real_iperf3_output_is_read() {
+        // Saved from iperf3 3.12 (Debian 12): two streams over loopback, and a refused connection.
+        let ok = include_str!("../tests/fixtures/iperf3-client-3.12.json");
+        assert_eq!(iperf3_sender_bps(ok).unwrap(), 26_693_318_786.629_02);
+        let refused = include_str!("../tests/fixtures/iperf3-client-refused-3.12.json");
+        let e = iperf3_sender_bps(refused).unwrap_err().to_string();
+        assert!(e.contains("Connection refused"), "{e}");
+    }
 
     #[test]
     fn iperf3_json_sender_rate() {

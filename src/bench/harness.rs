@@ -235,6 +235,8 @@ fn measure(
     box_ports: usize,
     frame: Option<u32>,
 ) -> Result<Measured> {
+    let idle = p.client.command("ping").args(["-c", "10", "-i", "0.05", "-W", "1", p.server_addr]).output();
+    let rtt_idle_ms = idle.map(|o| parse_ping_rtts(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default();
     let sampler = Sampler::start(Duration::from_millis(500))?;
     let pings = start_pings(p.client, p.server_addr)?;
     let (b0, t0) = busy_jiffies()?;
@@ -308,6 +310,7 @@ fn measure(
             cpu,
             queue_rx,
             rtt_ms,
+            rtt_idle_ms,
         },
     })
 }
@@ -427,10 +430,16 @@ pub fn run_mode(args: &BenchArgs, mode: &str, out: &std::path::Path, progress: &
     Ok(report)
 }
 
-/// RTT percentiles of an arm's runs: (p50, p99) in ms.
+/// RTT percentiles of an arm's runs under load: (p50, p99) in ms.
 pub fn rtt(arm: &ArmResult) -> Option<(f64, f64)> {
     let all: Vec<f64> = arm.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
     Some((percentile(&all, 50.0)?, percentile(&all, 99.0)?))
+}
+
+/// Median RTT of an arm's runs on the idle path, ms.
+pub fn rtt_idle(arm: &ArmResult) -> Option<f64> {
+    let all: Vec<f64> = arm.runs.iter().flat_map(|r| r.rtt_idle_ms.iter().copied()).collect();
+    percentile(&all, 50.0)
 }
 
 /// The default output folder: xfwd-bench-<unix time> in the current folder.

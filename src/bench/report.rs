@@ -77,6 +77,9 @@ pub struct RunResult {
     pub fairness: Option<f64>,
     /// Round-trip times of pings sent during the run, milliseconds.
     pub rtt_ms: Vec<f64>,
+    /// Round-trip times of pings sent just before the run, on the idle path, milliseconds.
+    #[serde(default)]
+    pub rtt_idle_ms: Vec<f64>,
 }
 
 /// One arm: its name (`kernel`, `xfwd`, `xfwd:poll=busy`, `wire`) and its runs.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::harness::rtt;
+use super::harness::{rtt, rtt_idle};
 use super::report::Report;
 use super::stats::Summary;
 
@@ -34,7 +34,7 @@ pub fn render(report: &Report) -> String {
     let scale = if tcp { 1.0 } else { 1e-3 };
     let _ = writeln!(
         s,
-        "{:<16} {:>3} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>13} {:>8}",
+        "{:<16} {:>3} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>7} {:>17} {:>8}",
         "arm",
         "n",
         format!("{unit} med"),
@@ -43,7 +43,8 @@ pub fn render(report: &Report) -> String {
         "µs/pkt",
         "fwd µs",
         if tcp { "" } else { "loss %" },
-        "RTT p50/p99",
+        "idle",
+        "RTT load p50/p99",
         if tcp { "fairness" } else { "" }
     );
     for arm in &report.arms {
@@ -58,9 +59,10 @@ pub fn render(report: &Report) -> String {
             format!("{:.3}", fair.iter().sum::<f64>() / fair.len() as f64)
         };
         let rtts = rtt(arm).map_or_else(|| "-".into(), |(p50, p99)| format!("{p50:.2}/{p99:.2} ms"));
+        let idle = rtt_idle(arm).map_or_else(|| "-".into(), |p| format!("{p:.2}"));
         let _ = writeln!(
             s,
-            "{:<16} {:>3} {:>9.2} {:>9.2} {:>8.2} {:>9.2} {:>9} {:>9} {:>13} {:>8}",
+            "{:<16} {:>3} {:>9.2} {:>9.2} {:>8.2} {:>9.2} {:>9} {:>9} {:>7} {:>17} {:>8}",
             arm.name,
             arm.runs.len(),
             m.map_or(0.0, |m| m.median * scale),
@@ -69,6 +71,7 @@ pub fn render(report: &Report) -> String {
             cpu.map_or(0.0, |c| c.median),
             fwd.map_or_else(|| "-".into(), |f| format!("{:.2}", f.median)),
             if tcp { String::new() } else { format!("{loss:.2}") },
+            idle,
             rtts,
             fairness
         );
