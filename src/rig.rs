@@ -158,52 +158,90 @@ pub const H1_ADDR: &str = "198.18.0.1";
 /// Host 2's address on the bridge rig.
 pub const H2_ADDR: &str = "198.18.0.2";
 
+/// One host of a rig: the box port it faces (or the other host's `eth0`, for the wire), its
+/// addresses and its routes through the box.
+struct HostSpec<'a> {
+    peer: &'a str,
+    addrs: &'a [&'a str],
+    routes: &'a [(&'a str, &'a str)],
+}
+
+/// Three fresh namespaces named after this process: (box, h1, h2).
+fn namespaces() -> Result<(Netns, Netns, Netns)> {
+    let id = format!("xfwd{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+    Ok((Netns::new(format!("{id}-box"))?, Netns::new(format!("{id}-h1"))?, Netns::new(format!("{id}-h2"))?))
+}
+
+/// A veth pair with `queues` queues each way: `eth0` in `host`, `peer` in `other`.
+fn veth(host: &Netns, other: &Netns, peer: &str, queues: u32) -> Result<()> {
+    let q = queues.to_string();
+    run(
+        "ip",
+        &[
+            "link",
+            "add",
+            "eth0",
+            "netns",
+            host.name(),
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            peer,
+            "netns",
+            other.name(),
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ],
+    )?;
+    Ok(())
+}
+
+/// Addresses, offloads, link, routes and XPS of a host whose `eth0` exists.
+fn configure_host(host: &Netns, spec: &HostSpec, queues: u32) -> Result<()> {
+    for a in spec.addrs {
+        host.ip(&["addr", "add", a, "dev", "eth0"])?;
+    }
+    host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
+    host.ip(&["link", "set", "eth0", "up"])?;
+    for (net, via) in spec.routes {
+        host.ip(&["route", "add", net, "via", via])?;
+    }
+    // XPS needs more than one queue (a single-queue device refuses the write).
+    for k in (0..queues).filter(|_| queues > 1) {
+        host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
+    }
+    Ok(())
+}
+
 impl Rig {
-    /// Builds the bridge rig with `queues` queues per veth.
-    pub fn bridge(queues: u32) -> Result<Rig> {
-        let id = format!("xfwd{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-        let boxns = Netns::new(format!("{id}-box"))?;
-        let h1 = Netns::new(format!("{id}-h1"))?;
-        let h2 = Netns::new(format!("{id}-h2"))?;
-        let q = queues.to_string();
-        for (host, port, addr) in [(&h1, "eth4", H1_ADDR), (&h2, "eth5", H2_ADDR)] {
-            run(
-                "ip",
-                &[
-                    "link",
-                    "add",
-                    "eth0",
-                    "netns",
-                    host.name(),
-                    "numtxqueues",
-                    &q,
-                    "numrxqueues",
-                    &q,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    port,
-                    "netns",
-                    boxns.name(),
-                    "numtxqueues",
-                    &q,
-                    "numrxqueues",
-                    &q,
-                ],
-            )?;
-            host.ip(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
-            host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
-            host.ip(&["link", "set", "eth0", "up"])?;
-            boxns.ip(&["link", "set", port, "up"])?;
-            // XPS needs more than one queue (a single-queue device refuses the write).
-            for k in (0..queues).filter(|_| queues > 1) {
-                host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
-            }
+    /// Builds a host–box–host rig: h1 and h2 each joined to the box by a veth pair.
+    fn with_box(queues: u32, h1_spec: HostSpec, h2_spec: HostSpec) -> Result<Rig> {
+        let (boxns, h1, h2) = namespaces()?;
+        for (host, spec) in [(&h1, &h1_spec), (&h2, &h2_spec)] {
+            veth(host, &boxns, spec.peer, queues)?;
+            configure_host(host, spec, queues)?;
+            boxns.ip(&["link", "set", spec.peer, "up"])?;
         }
         let r = Rig { queues, boxns, h1, h2 };
         r.wait_carrier(&["eth4", "eth5"])?;
         Ok(r)
+    }
+
+    /// Builds the bridge rig with `queues` queues per veth.
+    pub fn bridge(queues: u32) -> Result<Rig> {
+        let (a1, a2) = (format!("{H1_ADDR}/24"), format!("{H2_ADDR}/24"));
+        Rig::with_box(
+            queues,
+            HostSpec { peer: "eth4", addrs: &[&a1], routes: &[] },
+            HostSpec { peer: "eth5", addrs: &[&a2], routes: &[] },
+        )
     }
 
     /// Waits until the box's `ports` see carrier (a veth learns its peer is up a moment later).
@@ -231,67 +269,19 @@ impl Rig {
     /// the box (198.18.10.2/198.18.11.2 and 198.18.30.1/198.18.31.1, see
     /// config/examples/rig-router.toml). The box's ports get no addresses in the kernel.
     pub fn router(queues: u32) -> Result<Rig> {
-        let id = format!("xfwd{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-        let boxns = Netns::new(format!("{id}-box"))?;
-        let h1 = Netns::new(format!("{id}-h1"))?;
-        let h2 = Netns::new(format!("{id}-h2"))?;
-        let q = queues.to_string();
-        let sides = [
-            (
-                &h1,
-                "eth5",
-                ["198.18.10.1/24", "198.18.11.1/24"],
-                [("198.18.30.0/24", "198.18.10.2"), ("198.18.31.0/24", "198.18.11.2")],
-            ),
-            (
-                &h2,
-                "eth4",
-                ["198.18.30.2/24", "198.18.31.2/24"],
-                [("198.18.10.0/24", "198.18.30.1"), ("198.18.11.0/24", "198.18.31.1")],
-            ),
-        ];
-        for (host, port, addrs, routes) in sides {
-            run(
-                "ip",
-                &[
-                    "link",
-                    "add",
-                    "eth0",
-                    "netns",
-                    host.name(),
-                    "numtxqueues",
-                    &q,
-                    "numrxqueues",
-                    &q,
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    port,
-                    "netns",
-                    boxns.name(),
-                    "numtxqueues",
-                    &q,
-                    "numrxqueues",
-                    &q,
-                ],
-            )?;
-            for a in addrs {
-                host.ip(&["addr", "add", a, "dev", "eth0"])?;
-            }
-            host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
-            host.ip(&["link", "set", "eth0", "up"])?;
-            for (net, via) in routes {
-                host.ip(&["route", "add", net, "via", via])?;
-            }
-            boxns.ip(&["link", "set", port, "up"])?;
-            for k in (0..queues).filter(|_| queues > 1) {
-                host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
-            }
-        }
-        let r = Rig { queues, boxns, h1, h2 };
-        r.wait_carrier(&["eth4", "eth5"])?;
-        Ok(r)
+        Rig::with_box(
+            queues,
+            HostSpec {
+                peer: "eth5",
+                addrs: &["198.18.10.1/24", "198.18.11.1/24"],
+                routes: &[("198.18.30.0/24", "198.18.10.2"), ("198.18.31.0/24", "198.18.11.2")],
+            },
+            HostSpec {
+                peer: "eth4",
+                addrs: &["198.18.30.2/24", "198.18.31.2/24"],
+                routes: &[("198.18.10.0/24", "198.18.30.1"), ("198.18.11.0/24", "198.18.31.1")],
+            },
+        )
     }
 
     /// Pings from `from` to `addr` until one answer arrives or `timeout` passes.
@@ -462,44 +452,11 @@ impl Rig {
     /// The direct wire: h1 and h2 joined by one veth pair, no box (198.18.0.1 and 198.18.0.2,
     /// host TX offload off as on the other rigs). What a path costs is what it adds to this.
     pub fn wire(queues: u32) -> Result<Rig> {
-        let id = format!("xfwd{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-        let boxns = Netns::new(format!("{id}-box"))?;
-        let h1 = Netns::new(format!("{id}-h1"))?;
-        let h2 = Netns::new(format!("{id}-h2"))?;
-        let q = queues.to_string();
-        run(
-            "ip",
-            &[
-                "link",
-                "add",
-                "eth0",
-                "netns",
-                h1.name(),
-                "numtxqueues",
-                &q,
-                "numrxqueues",
-                &q,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                h2.name(),
-                "numtxqueues",
-                &q,
-                "numrxqueues",
-                &q,
-            ],
-        )?;
-        for (host, addr) in [(&h1, H1_ADDR), (&h2, H2_ADDR)] {
-            host.ip(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
-            host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
-            host.ip(&["link", "set", "eth0", "up"])?;
-            for k in (0..queues).filter(|_| queues > 1) {
-                host.write_file(&format!("/sys/class/net/eth0/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
-            }
-        }
+        let (boxns, h1, h2) = namespaces()?;
+        veth(&h1, &h2, "eth0", queues)?;
+        let (a1, a2) = (format!("{H1_ADDR}/24"), format!("{H2_ADDR}/24"));
+        configure_host(&h1, &HostSpec { peer: "eth0", addrs: &[&a1], routes: &[] }, queues)?;
+        configure_host(&h2, &HostSpec { peer: "eth0", addrs: &[&a2], routes: &[] }, queues)?;
         Ok(Rig { queues, boxns, h1, h2 })
     }
 }

@@ -21,13 +21,12 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::router::{icmp_error, RouterState, TokenBucket};
+use super::router::{icmp_error, ErrorEnv, IcmpError, RouterState, TokenBucket};
 use super::tables::{connected_to, NhKind, RouterTables};
 use super::NeighborTable;
 use crate::action::{Action, SCRATCH_LEN};
-use crate::reason::Reason;
 use crate::stats::Counter;
-use crate::wire::{arp, icmp, ArpPacket, EthernetFrame, MacAddr};
+use crate::wire::{arp, ArpPacket, EthernetFrame, MacAddr};
 use crate::PortId;
 
 const ETH_P_ARP: u16 = 0x0806;
@@ -397,19 +396,15 @@ impl ArpEngine {
         let tables = self.tables.load_full();
         let mut scratch = [0u8; SCRATCH_LEN];
         for (ingress, frame) in p.queue {
-            let a = icmp_error(
-                &frame,
+            let mut env = ErrorEnv {
                 ingress,
-                &tables,
-                &self.neighbors,
-                &mut self.icmp,
-                now,
-                &mut scratch,
-                Reason::NoRoute,
-                icmp::DEST_UNREACHABLE,
-                icmp::CODE_HOST_UNREACHABLE,
-                0,
-            );
+                tables: &tables,
+                neighbors: &self.neighbors,
+                state: &mut self.icmp,
+                now_ms: now,
+                scratch: &mut scratch,
+            };
+            let a = icmp_error(&frame, &mut env, IcmpError::HOST_UNREACHABLE);
             if let Action::Reply { port, len, .. } = a {
                 self.send(port, &scratch[..usize::from(len)]);
                 self.counters.host_unreachable_sent.inc();
@@ -600,7 +595,7 @@ mod tests {
         assert_eq!(&f[0..6], &H1.0);
         let (h, rest) = etherparse::Ipv4Header::from_slice(&f[14..]).unwrap();
         assert_eq!((Ipv4Addr::from(h.source), Ipv4Addr::from(h.destination)), (ip("198.18.10.2"), ip("198.18.10.1")));
-        assert_eq!((rest[0], rest[1]), (icmp::DEST_UNREACHABLE, icmp::CODE_HOST_UNREACHABLE));
+        assert_eq!((rest[0], rest[1]), (crate::wire::icmp::DEST_UNREACHABLE, crate::wire::icmp::CODE_HOST_UNREACHABLE));
         assert_eq!((c.unresolved.get(), c.host_unreachable_sent.get()), (1, 1));
         assert_eq!(n.lookup(ip("198.18.30.99")), None);
         assert!(!e.resolving());

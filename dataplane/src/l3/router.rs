@@ -42,6 +42,67 @@ const ETH: usize = 14;
 /// Ethernet's minimum frame without the FCS: shorter packets arrive padded to it.
 const MIN_FRAME: usize = 60;
 
+/// An ICMP error to send about a frame: why the frame is not forwarded, and the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IcmpError {
+    /// Why the original is not forwarded (counted like a drop).
+    pub cause: Reason,
+    /// ICMP type.
+    pub msg_type: u8,
+    /// ICMP code.
+    pub code: u8,
+    /// The word after the checksum (the next-hop MTU for Fragmentation Needed, else 0).
+    pub rest: u32,
+}
+
+impl IcmpError {
+    /// Destination Unreachable, network unreachable.
+    pub const NET_UNREACHABLE: IcmpError = IcmpError {
+        cause: Reason::NoRoute,
+        msg_type: icmp::DEST_UNREACHABLE,
+        code: icmp::CODE_NET_UNREACHABLE,
+        rest: 0,
+    };
+    /// Destination Unreachable, host unreachable (the next hop did not resolve).
+    pub const HOST_UNREACHABLE: IcmpError = IcmpError {
+        cause: Reason::NoRoute,
+        msg_type: icmp::DEST_UNREACHABLE,
+        code: icmp::CODE_HOST_UNREACHABLE,
+        rest: 0,
+    };
+    /// Time Exceeded in transit.
+    pub const TTL_EXCEEDED: IcmpError =
+        IcmpError { cause: Reason::TtlExceeded, msg_type: icmp::TIME_EXCEEDED, code: icmp::CODE_TTL_EXCEEDED, rest: 0 };
+
+    /// Fragmentation Needed, with the next-hop MTU.
+    pub const fn frag_needed(mtu: u32) -> IcmpError {
+        IcmpError {
+            cause: Reason::FragmentationNeeded,
+            msg_type: icmp::DEST_UNREACHABLE,
+            code: icmp::CODE_FRAG_NEEDED,
+            rest: mtu,
+        }
+    }
+}
+
+/// What building an ICMP error needs besides the frame: where it came in, the tables, and the
+/// caller's rate limit and scratch buffer.
+#[derive(Debug)]
+pub struct ErrorEnv<'a> {
+    /// Port the frame came in on.
+    pub ingress: PortId,
+    /// The router's tables.
+    pub tables: &'a RouterTables,
+    /// The neighbour table.
+    pub neighbors: &'a NeighborTable,
+    /// Rate limit and IP identification.
+    pub state: &'a mut RouterState,
+    /// Now, ms.
+    pub now_ms: u64,
+    /// Where the answer is built.
+    pub scratch: &'a mut [u8; SCRATCH_LEN],
+}
+
 /// A token bucket for ICMP errors: `rate` per second, up to `burst` at once.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
@@ -133,6 +194,7 @@ pub fn decide(
     let Some(port) = t.ports.get(ingress.index()) else {
         return Action::Drop(Reason::NotOurMac);
     };
+    let mut env = ErrorEnv { ingress, tables: t, neighbors, state: st, now_ms, scratch };
     let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
         return Action::Drop(Reason::Runt);
     };
@@ -157,19 +219,7 @@ pub fn decide(
         return Action::Drop(Reason::LinkLocalDestination);
     }
     let Some(nh) = t.route(dst) else {
-        return icmp_error(
-            frame,
-            ingress,
-            t,
-            neighbors,
-            st,
-            now_ms,
-            scratch,
-            Reason::NoRoute,
-            icmp::DEST_UNREACHABLE,
-            icmp::CODE_NET_UNREACHABLE,
-            0,
-        );
+        return icmp_error(frame, &mut env, IcmpError::NET_UNREACHABLE);
     };
     let nh = *nh;
     let next_hop = match nh.kind {
@@ -179,37 +229,13 @@ pub fn decide(
         NhKind::Gateway(gw) => gw,
     };
     if ttl <= 1 {
-        return icmp_error(
-            frame,
-            ingress,
-            t,
-            neighbors,
-            st,
-            now_ms,
-            scratch,
-            Reason::TtlExceeded,
-            icmp::TIME_EXCEEDED,
-            icmp::CODE_TTL_EXCEEDED,
-            0,
-        );
+        return icmp_error(frame, &mut env, IcmpError::TTL_EXCEEDED);
     }
     let egress = &t.ports[nh.port.index()];
     if total_len > egress.mtu as usize {
         if dont_frag {
             let mtu = egress.mtu.min(0xffff);
-            return icmp_error(
-                frame,
-                ingress,
-                t,
-                neighbors,
-                st,
-                now_ms,
-                scratch,
-                Reason::FragmentationNeeded,
-                icmp::DEST_UNREACHABLE,
-                icmp::CODE_FRAG_NEEDED,
-                mtu,
-            );
+            return icmp_error(frame, &mut env, IcmpError::frag_needed(mtu));
         }
         return Action::Drop(Reason::TooBigToForward);
     }
@@ -310,20 +336,9 @@ fn back_mac(
 /// ICMP error of `msg_type`/`code` (`rest`: the word after the checksum, e.g. the next-hop MTU),
 /// built in `scratch`; or drops it for `cause` when the rules say no error. Also used by the ARP
 /// thread for Host Unreachable when a next hop does not resolve.
-#[allow(clippy::too_many_arguments, reason = "the decision's inputs, passed through")]
-pub fn icmp_error(
-    frame: &[u8],
-    ingress: PortId,
-    t: &RouterTables,
-    neighbors: &NeighborTable,
-    st: &mut RouterState,
-    now_ms: u64,
-    scratch: &mut [u8; SCRATCH_LEN],
-    cause: Reason,
-    msg_type: u8,
-    code: u8,
-    rest: u32,
-) -> Action {
+pub fn icmp_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action {
+    let IcmpError { cause, msg_type, code, rest } = e;
+    let (ingress, t, neighbors) = (env.ingress, env.tables, env.neighbors);
     let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH..]) else {
         return Action::Drop(cause);
     };
@@ -340,14 +355,14 @@ pub fn icmp_error(
     let Some(l2_dst) = back_mac(frame, ingress, back.port, back.kind, src, neighbors) else {
         return Action::Drop(cause);
     };
-    if !st.icmp_limit.take(now_ms) {
-        st.icmp_rate_limited += 1;
+    if !env.state.icmp_limit.take(env.now_ms) {
+        env.state.icmp_rate_limited += 1;
         return Action::Drop(cause);
     }
     let hl = ip.header_len();
     let quote = hl + ip.payload().len().min(8);
     let ip_len = ipv4::MIN_HEADER_LEN + icmp::HEADER_LEN + quote;
-    let out = &mut scratch[..ETH + ip_len];
+    let out = &mut env.scratch[..ETH + ip_len];
     out[0..6].copy_from_slice(&l2_dst.0);
     out[6..12].copy_from_slice(&t.ports[back.port.index()].mac.0);
     out[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
@@ -359,8 +374,8 @@ pub fn icmp_error(
         m.write_error(msg_type, code, rest);
     }
     if let Ok(mut h) = Ipv4Packet::new_checked(&mut out[ETH..]) {
-        st.ident = st.ident.wrapping_add(1);
-        h.write_header(ip_len as u16, st.ident, 64, ipv4::PROTO_ICMP, back.src, src);
+        env.state.ident = env.state.ident.wrapping_add(1);
+        h.write_header(ip_len as u16, env.state.ident, 64, ipv4::PROTO_ICMP, back.src, src);
     }
     // Precedence "internetwork control" with the offending packet's TOS bits, as Linux marks
     // its ICMP errors; the checksum is updated for it.
