@@ -133,6 +133,12 @@ impl NeighborTable {
     fn find(&self, ip: u32) -> Option<(usize, u64)> {
         for b in self.buckets_of(ip) {
             for i in b * WAYS..(b + 1) * WAYS {
+                // A plain look at the address first: only a slot that seems to hold `ip` pays
+                // for the consistent read, which then decides (callgrind: the seqlock read on
+                // every slot was 40 % of the router decision's instructions).
+                if self.slots[i].ip.load(Ordering::Relaxed) != ip {
+                    continue;
+                }
                 let (sip, val) = self.read(i);
                 if val & VALID != 0 && sip == ip {
                     return Some((i, val));

@@ -1,0 +1,136 @@
+//! Instructions per frame in the decision path, for `valgrind --tool=callgrind` (instruction
+//! counts are stable on a noisy machine where times are not).
+//!
+//! ```sh
+//! cargo build --release --example decision_cost
+//! valgrind --tool=callgrind --toggle-collect='decision_cost::router_batch' \
+//!     target/release/examples/decision_cost router 64000     # or: bridge_batch … bridge
+//! ```
+//!
+//! It builds tables like the criterion benches' (a 4,096-MAC FDB; a router with a
+//! 100,000-prefix table and resolved next hops), then decides `N` frames in batches of 64. Only
+//! the batch functions are counted: callgrind's total divided by N is the instructions per frame.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+
+use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::l2::{self, Fdb};
+use xfwd_dataplane::l3::{self, NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::time::Seconds;
+use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::PortId;
+
+fn mac(i: u32) -> MacAddr {
+    let b = i.to_be_bytes();
+    MacAddr([0x02, 0x00, b[0], b[1], b[2], b[3]])
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let what = args.next().unwrap_or_else(|| "router".into());
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    match what.as_str() {
+        "bridge" => {
+            let fdb = Fdb::new(8192, 300);
+            for i in 0..4096 {
+                fdb.learn(mac(i), PortId((i % 2) as u8), Seconds(1));
+            }
+            let frames: Vec<([u8; 64], PortId)> = (0..4096u32)
+                .map(|i| {
+                    let mut f = [0u8; 64];
+                    f[..6].copy_from_slice(&mac(((i * 7 + 1) % 4096) | 1).0);
+                    f[6..12].copy_from_slice(&mac(i & !1).0);
+                    f[12..14].copy_from_slice(&[0x08, 0x00]);
+                    (f, PortId(0))
+                })
+                .collect();
+            let mut done = 0;
+            while done < n {
+                let at = done % frames.len();
+                bridge_batch(&frames[at..(at + 64).min(frames.len())], &fdb);
+                done += 64;
+            }
+            println!("bridge: {done} frames");
+        }
+        _ => {
+            let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
+            let ports = vec![
+                PortSpec {
+                    name: "eth5".into(),
+                    mac: eth5,
+                    mtu: 1500,
+                    addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
+                },
+                PortSpec {
+                    name: "eth4".into(),
+                    mac: MacAddr([2, 0, 0, 0, 4, 4]),
+                    mtu: 1500,
+                    addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)],
+                },
+            ];
+            let gws: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
+            let statics: Vec<(Prefix, RouteTarget)> = (0..100_000u32)
+                .map(|i| {
+                    (
+                        Prefix::truncate(Ipv4Addr::from(0x0b00_0000 + (i << 8)), 24),
+                        RouteTarget::Via(gws[(i % 16) as usize]),
+                    )
+                })
+                .collect();
+            let t = RouterTables::build(ports, &statics).unwrap();
+            let neighbors = NeighborTable::new(64);
+            for (i, g) in gws.iter().enumerate() {
+                neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
+            }
+            let mut st = RouterState::new(0, 1);
+            let mut scratch = [0u8; SCRATCH_LEN];
+            let template: Vec<Vec<u8>> = (0..4096u32)
+                .map(|i| {
+                    let mut v = Vec::new();
+                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
+                        .ipv4([198, 18, 10, 1], Ipv4Addr::from(0x0b00_0000 + ((i * 24 + 7) << 8) + 9).octets(), 64)
+                        .udp(1024, 9)
+                        .write(&mut v, &[0u8; 18])
+                        .unwrap();
+                    v
+                })
+                .collect();
+            let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
+            let mut done = 0;
+            while done < n {
+                for (k, f) in batch.iter_mut().enumerate() {
+                    // Restore TTL and checksum for the next pass (two bytes each).
+                    let src = &template[(done + k) % template.len()];
+                    f.copy_from_slice(src);
+                }
+                router_batch(&mut batch, &t, &neighbors, &mut st, &mut scratch);
+                done += 64;
+            }
+            println!("router: {done} frames");
+        }
+    }
+}
+
+/// One batch of the bridge decision (a separate function so callgrind can count it alone:
+/// `--toggle-collect='decision_cost::bridge_batch'`).
+#[inline(never)]
+fn bridge_batch(frames: &[([u8; 64], PortId)], fdb: &Fdb) {
+    for (f, p) in frames {
+        black_box(l2::decide(&f[..], *p, fdb, Seconds(2)));
+    }
+}
+
+/// One batch of the router decision (`--toggle-collect='decision_cost::router_batch'`).
+#[inline(never)]
+fn router_batch(
+    batch: &mut [Vec<u8>],
+    t: &RouterTables,
+    neighbors: &NeighborTable,
+    st: &mut RouterState,
+    scratch: &mut [u8; SCRATCH_LEN],
+) {
+    for f in batch.iter_mut() {
+        black_box(l3::decide(f, PortId(0), t, neighbors, st, 1000, scratch));
+    }
+}
