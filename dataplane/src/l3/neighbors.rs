@@ -56,6 +56,9 @@ pub struct TableFull;
 pub struct NeighborTable {
     slots: Box<[Slot]>,
     nbuckets: usize,
+    /// Bumped by the writer after every change: a reader's cached answers are valid while it
+    /// stays the same.
+    generation: AtomicU64,
 }
 
 impl std::fmt::Debug for NeighborTable {
@@ -76,7 +79,11 @@ impl NeighborTable {
     /// A table for at least `capacity` entries (rounded up to whole 8-slot buckets).
     pub fn new(capacity: usize) -> NeighborTable {
         let nbuckets = capacity.div_ceil(WAYS).max(1);
-        NeighborTable { slots: (0..nbuckets * WAYS).map(|_| Slot::default()).collect(), nbuckets }
+        NeighborTable {
+            slots: (0..nbuckets * WAYS).map(|_| Slot::default()).collect(),
+            nbuckets,
+            generation: AtomicU64::new(0),
+        }
     }
 
     /// Number of slots.
@@ -119,6 +126,14 @@ impl NeighborTable {
         s.ip.store(ip, Ordering::Relaxed);
         s.val.store(val, Ordering::Relaxed);
         s.seq.store(seq.wrapping_add(2), Ordering::Release);
+        // Single writer: a load and a store, no read-modify-write needed.
+        self.generation.store(self.generation.load(Ordering::Relaxed).wrapping_add(1), Ordering::Release);
+    }
+
+    /// The table's generation: it changes after every write.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     fn decode(ip: u32, val: u64) -> Neighbor {

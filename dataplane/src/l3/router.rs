@@ -152,12 +152,52 @@ pub struct RouterState {
     pub ident: u16,
     /// ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: u64,
+    /// Gateways' MACs by next-hop index, valid for the tables and neighbour-table generation in
+    /// `cache_key`: most forwarded packets go through a handful of gateways, and this saves
+    /// them the neighbour lookup (callgrind: about a fifth of the decision's instructions).
+    nh_cache: Vec<Option<(MacAddr, PortId)>>,
+    cache_key: (u64, u64),
 }
 
 impl RouterState {
+    /// The MAC and port of gateway `ip`, next hop `idx` of tables `tables_id`: from the cache
+    /// while neither the tables nor the neighbour table changed, else looked up and cached.
+    #[inline]
+    fn gateway(
+        &mut self,
+        idx: usize,
+        tables_id: u64,
+        ip: Ipv4Addr,
+        neighbors: &NeighborTable,
+    ) -> Option<(MacAddr, PortId)> {
+        let key = (tables_id, neighbors.generation());
+        if key != self.cache_key {
+            self.nh_cache.iter_mut().for_each(|c| *c = None);
+            self.cache_key = key;
+        }
+        if let Some(Some(hit)) = self.nh_cache.get(idx) {
+            return Some(*hit);
+        }
+        let found = neighbors.lookup(ip).map(|n| (n.mac, n.port));
+        if let Some(f) = found {
+            if self.nh_cache.len() <= idx {
+                // Grows once per new table size, not per packet.
+                self.nh_cache.resize(idx + 1, None);
+            }
+            self.nh_cache[idx] = Some(f);
+        }
+        found
+    }
+
     /// State with an ICMP limit of `rate` per second and `burst`.
     pub fn new(rate: u32, burst: u32) -> RouterState {
-        RouterState { icmp_limit: TokenBucket::new(rate, burst), ident: 0, icmp_rate_limited: 0 }
+        RouterState {
+            icmp_limit: TokenBucket::new(rate, burst),
+            ident: 0,
+            icmp_rate_limited: 0,
+            nh_cache: Vec::new(),
+            cache_key: (0, 0),
+        }
     }
 }
 
@@ -218,10 +258,10 @@ pub fn decide(
     if link_local(dst) {
         return Action::Drop(Reason::LinkLocalDestination);
     }
-    let Some(nh) = t.route(dst) else {
+    let Some(idx) = t.fib.lookup(dst) else {
         return icmp_error(frame, &mut env, IcmpError::NET_UNREACHABLE);
     };
-    let nh = *nh;
+    let nh = t.nexthops[usize::from(idx.0)];
     let next_hop = match nh.kind {
         NhKind::Broadcast => return Action::Drop(Reason::DirectedBroadcast),
         NhKind::Local => return local(frame, ingress, t, neighbors),
@@ -244,9 +284,14 @@ pub fn decide(
     if let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETH..]) {
         ip.decrement_ttl();
     }
-    match neighbors.lookup(next_hop) {
-        Some(n) if n.port == nh.port => {
-            frame[0..6].copy_from_slice(&n.mac.0);
+    let resolved = if matches!(nh.kind, NhKind::Gateway(_)) {
+        env.state.gateway(usize::from(idx.0), t.id, next_hop, neighbors)
+    } else {
+        neighbors.lookup(next_hop).map(|n| (n.mac, n.port))
+    };
+    match resolved {
+        Some((mac, port)) if port == nh.port => {
+            frame[0..6].copy_from_slice(&mac.0);
             frame[6..12].copy_from_slice(&egress.mac.0);
             // Bytes after the IP packet, beyond Ethernet's minimum frame, are not forwarded
             // (Linux trims them too); the MTU check above was on the IP length.
@@ -713,5 +758,38 @@ mod tests {
         let mut f = Vec::new();
         b.write(&mut f, &[0u8; 1450 - 28]).unwrap();
         assert_eq!(decide(&mut f, P_ETH4, &w.0, &w.1, &mut w.2, 0, &mut s), Action::Drop(Reason::TooBigToForward));
+    }
+
+    #[test]
+    fn a_cached_gateway_follows_neighbour_changes_and_new_tables() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!(&f[0..6], &GW.0);
+        // The gateway moves to another MAC: the very next packet uses it.
+        let moved = MacAddr([2, 0, 0, 0, 0, 0x33]);
+        w.1.insert(ip("198.18.30.2"), moved, P_ETH4, false).unwrap();
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        run(&mut f, &mut w, &mut s);
+        assert_eq!(&f[0..6], &moved.0);
+        // It disappears: the packet waits for ARP instead of using the cached MAC.
+        w.1.remove(ip("198.18.30.2"));
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Glean { port: P_ETH4, next_hop: ip("198.18.30.2") });
+        // New tables (a reload) where the same prefix goes through another gateway.
+        w.1.insert(ip("198.18.30.2"), GW, P_ETH4, false).unwrap();
+        w.1.insert(ip("198.18.31.9"), moved, P_ETH4, false).unwrap();
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        run(&mut f, &mut w, &mut s);
+        assert_eq!(&f[0..6], &GW.0);
+        w.0 = RouterTables::build(
+            w.0.ports.clone(),
+            &[("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.31.9")))],
+        )
+        .unwrap();
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        run(&mut f, &mut w, &mut s);
+        assert_eq!(&f[0..6], &moved.0, "the new tables' gateway, not the cached one");
     }
 }

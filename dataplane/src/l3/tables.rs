@@ -102,7 +102,12 @@ pub struct RouterTables {
     pub icmp_rate: u32,
     /// ICMP error burst.
     pub icmp_burst: u32,
+    /// A number no other tables built by this process share: per-worker caches keyed by next
+    /// hop index are valid for these tables only.
+    pub id: u64,
 }
+
+static TABLES_BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl RouterTables {
     /// Builds the tables: connected, local and broadcast routes from the ports' addresses, then
@@ -159,7 +164,8 @@ impl RouterTables {
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Broadcast)).map(|r| (r.0, r.1)));
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Local)).map(|r| (r.0, r.1)));
         let fib = Fib::build(&fib_routes)?;
-        Ok(RouterTables { fib, nexthops, ports, routes, icmp_rate: 0, icmp_burst: 1 })
+        let id = TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(RouterTables { fib, nexthops, ports, routes, icmp_rate: 0, icmp_burst: 1, id })
     }
 
     /// The next hop for `dst`, if routed.
