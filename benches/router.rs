@@ -98,9 +98,15 @@ fn bench_fib(c: &mut Criterion) {
         start.elapsed().as_secs_f64() * 1e3,
         fib.memory() >> 20
     );
+    let small_pages = Fib::build_with(&routes, false).unwrap();
     let mut g = c.benchmark_group("fib_lookup_1m");
     g.throughput(Throughput::Elements(BATCH as u64));
-    for (name, n) in [("hot_4k_dsts", 4_000usize), ("cold_1m_dsts", 1_000_000)] {
+    for (name, n, fib) in [
+        ("hot_4k_dsts", 4_000usize, &fib),
+        ("cold_1m_dsts", 1_000_000, &fib),
+        ("hot_4k_dsts_4k_pages", 4_000, &small_pages),
+        ("cold_1m_dsts_4k_pages", 1_000_000, &small_pages),
+    ] {
         let dsts = destinations(&table, n, &mut rng);
         let mut at = 0usize;
         g.bench_function(name, |b| {
