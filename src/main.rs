@@ -370,6 +370,7 @@ fn run(
     let mut last = Instant::now();
     let mut last_check = Instant::now();
     let mut warned_no_socket = vec![false; view.ports.len()];
+    let mut carrier: Vec<bool> = view.ports.iter().map(|p| p.carrier).collect();
     let mut failed = false;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20));
@@ -387,6 +388,11 @@ fn run(
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
             warn_unbound_queues(&view, &mut warned_no_socket);
+            if let Some(gone) = watch_links(&view, &mut carrier) {
+                eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
+                failed = true;
+                break;
+            }
         }
         if let Some(every) = w.stats {
             if last.elapsed() >= every {
@@ -427,4 +433,24 @@ fn warn_unbound_queues(view: &xfwd_dataplane::io::forwarder::LiveView, warned: &
             );
         }
     }
+}
+
+/// Says when a port loses or regains its link (once per change; the workers keep running and
+/// forward again as soon as frames flow), and returns the name of a port that disappeared.
+fn watch_links(view: &xfwd_dataplane::io::forwarder::LiveView, carrier: &mut [bool]) -> Option<String> {
+    for (p, info) in view.ports.iter().enumerate() {
+        if !xfwd_dataplane::io::port::exists(&info.name) {
+            return Some(info.name.clone());
+        }
+        let now = xfwd_dataplane::io::PortInfo::read(&info.name).map(|i| i.carrier && i.up).unwrap_or(false);
+        if now != carrier[p] {
+            carrier[p] = now;
+            if now {
+                eprintln!("xfwd: {}: link up; forwarding again", info.name);
+            } else {
+                eprintln!("xfwd: warning: {}: link down; frames to it wait in its TX ring, then count as tx-ring-full, until it returns", info.name);
+            }
+        }
+    }
+    None
 }
