@@ -124,3 +124,83 @@ fn a_million_random_source_macs_keep_the_fdb_at_its_bound_and_a_known_flow_forwa
     eprintln!("mac flood: {rx} frames, fdb {} of 4096, {refused} refused, RSS {rss_before} -> {rss_after} KiB, known flow {received}/60", s.fdb_entries);
     common::stop_clean(&mut x);
 }
+
+#[test]
+fn an_arp_flood_keeps_the_neighbour_table_bounded_and_resolved_flows_forwarding() {
+    if !root_or_skip("an_arp_flood_keeps_the_neighbour_table_bounded_and_resolved_flows_forwarding") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let dir = std::env::temp_dir().join(format!("xfwd-arpflood-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("router.toml");
+    let base =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml")).unwrap();
+    std::fs::write(&config, base + "\n[limits]\nneighbors = 256\n").unwrap();
+    let control = control_path("arpflood");
+    let mut x = r.start_xfwd(XFWD, &["router", "--config", config.to_str().unwrap(), "--control", &control]).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    let box_mac = common::mac_of(&r.boxns, "eth4");
+    // A resolved flow during the flood.
+    let mut c = r.h2.command("ping");
+    c.args(["-i", "0.05", "-c", "60", "198.18.10.1"]).stdout(Stdio::piped()).stderr(Stdio::null());
+    let known = c.spawn().unwrap();
+    // 200,000 ARP requests for the router's address from random hosts of 198.18.31.0/24 with
+    // random MACs (not 198.18.30.0/24: a request from the flow's own address with another MAC
+    // would rightly move its entry, Linux does the same), and 200,000 packets to random
+    // unresolvable hosts of 198.18.11.0/24.
+    let arp = "{ fill(0xff, 6), 0x02, drnd(5), c16(0x0806), c16(1), c16(0x0800), 6, 4, c16(1), 0x02, drnd(5), 198, 18, 31, drnd(1), fill(0x00, 6), 198, 18, 31, 1, fill(0x00, 18) }\n";
+    let mac: Vec<String> = box_mac.split(':').map(|b| format!("0x{b}")).collect();
+    let udp = format!(
+        "{{ {}, 0x02, 0x00, 0x00, 0x00, 0x00, 0x09, c16(0x0800), 0x45, 0, c16(46), c16(0), c16(0x4000), 64, 17, csumip(14, 33), 198, 18, 30, 2, 198, 18, 11, drnd(1), c16(1024), c16(9), c16(26), c16(0), fill(0x00, 18) }}\n",
+        mac.join(", ")
+    );
+    for (name, cfg) in [("arp", arp.to_owned()), ("udp", udp)] {
+        let file = dir.join(format!("{name}.trafgen"));
+        std::fs::write(&file, cfg).unwrap();
+        let _ =
+            r.h2.command("trafgen")
+                .args([
+                    "--dev",
+                    "eth0",
+                    "--conf",
+                    file.to_str().unwrap(),
+                    "-n",
+                    "200000",
+                    "--cpus",
+                    "1",
+                    "-b",
+                    "100000pps",
+                    "-Q",
+                    "-C",
+                ])
+                .output()
+                .unwrap();
+    }
+    let known = known.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&known.stdout);
+    let received: u32 =
+        text.split(" received").next().and_then(|l| l.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+    let s = common::stats(&control);
+    let arp_counter = |n: &str| s.arp.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
+    let (entries, capacity) = s.neighbors.unwrap();
+    eprintln!(
+        "arp flood: neighbours {entries} of {capacity}; requests received {}, replies {}, table-full {}; xfwd's requests {} (rate-limited {}); known flow {received}/60",
+        arp_counter("requests-received"),
+        arp_counter("replies-sent"),
+        arp_counter("table-full"),
+        arp_counter("requests-sent"),
+        arp_counter("requests-rate-limited")
+    );
+    assert!(entries <= capacity && capacity == 256, "{entries} of {capacity}");
+    assert!(arp_counter("requests-received") > 100_000, "the flood reached the ARP thread");
+    assert!(arp_counter("table-full") > 0, "the table filled and refused");
+    // xfwd's own requests stay within the bucket: 100 per second plus a burst of 20, over the
+    // run (start-up to now, generously 15 s).
+    assert!(arp_counter("requests-sent") <= 100 * 15 + 20, "{}", arp_counter("requests-sent"));
+    assert!(arp_counter("requests-rate-limited") > 0, "the bucket did refuse some");
+    assert!(received >= 55, "the resolved flow kept forwarding: {received}/60\n{text}");
+    common::stop_clean(&mut x);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
