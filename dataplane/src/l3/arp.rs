@@ -266,6 +266,13 @@ impl ArpEngine {
 
     /// A frame a worker could not send for want of its next hop's MAC, at `now` (ms).
     pub fn on_glean(&mut self, m: GleanMsg, now: u64) {
+        // Workers glean whole IPv4 frames; anything shorter than the headers is refused here,
+        // so that every later rewrite of its MACs and every ICMP error about it is in bounds
+        // (found by the `arp` fuzz target).
+        if m.frame.len() < 14 + 20 {
+            self.counters.glean_dropped.inc();
+            return;
+        }
         if let Some(n) = self.neighbors.lookup(m.next_hop).filter(|n| n.port == m.port) {
             // Resolved since the worker looked.
             let mut frame = m.frame;
@@ -696,5 +703,20 @@ mod tests {
         // A second later the bucket has refilled and the rest go out.
         e.timers(1000);
         assert!(c.requests_sent.get() > u64::from(REQUEST_BURST));
+    }
+
+    #[test]
+    fn frames_too_short_to_be_ipv4_are_not_gleaned() {
+        // Found by the `arp` fuzz target: a short frame used to reach the MAC rewrite and the
+        // ICMP error's slicing.
+        let (mut e, _, c) = engine(64, 4);
+        for len in [0, 5, 13, 33] {
+            e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip("198.18.30.7"), frame: vec![0; len] }, 0);
+        }
+        assert_eq!(c.glean_dropped.get(), 4);
+        for t in [1000, 2000, 3000, 4000] {
+            e.timers(t);
+        }
+        assert!(e.take_output().is_empty());
     }
 }

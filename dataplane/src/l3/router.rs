@@ -384,7 +384,8 @@ fn back_mac(
 pub fn icmp_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action {
     let IcmpError { cause, msg_type, code, rest } = e;
     let (ingress, t, neighbors) = (env.ingress, env.tables, env.neighbors);
-    let Ok(ip) = Ipv4Packet::new_checked(&frame[ETH..]) else {
+    // Callers other than the decision (the ARP thread) may hand any bytes: check, don't slice.
+    let Some(Ok(ip)) = frame.get(ETH..).map(Ipv4Packet::new_checked) else {
         return Action::Drop(cause);
     };
     let src = ip.src();

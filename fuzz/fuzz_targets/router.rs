@@ -1,0 +1,60 @@
+//! The router decision on arbitrary frames (the destination MAC set to the port's, most of the
+//! time, so the fuzzer gets past the first check), with real tables.
+#![no_main]
+
+use std::net::Ipv4Addr;
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::l3::{decide, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::{Action, PortId};
+
+const MACS: [MacAddr; 2] = [MacAddr([2, 0, 0, 0, 5, 5]), MacAddr([2, 0, 0, 0, 4, 4])];
+
+fn world() -> &'static (RouterTables, NeighborTable) {
+    static W: OnceLock<(RouterTables, NeighborTable)> = OnceLock::new();
+    W.get_or_init(|| {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let ports = vec![
+            PortSpec {
+                name: "eth5".into(),
+                mac: MACS[0],
+                mtu: 1500,
+                addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
+            },
+            PortSpec { name: "eth4".into(), mac: MACS[1], mtu: 1400, addrs: vec![(ip("198.18.30.1"), 24)] },
+        ];
+        let routes = [
+            ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
+            ("10.0.0.0/8".parse().unwrap(), RouteTarget::Dev(PortId(0))),
+        ];
+        let t = RouterTables::build(ports, &routes).unwrap();
+        let n = NeighborTable::new(64);
+        n.insert(ip("198.18.30.2"), MacAddr([2, 0, 0, 0, 0, 2]), PortId(1), true).unwrap();
+        n.insert(ip("198.18.10.1"), MacAddr([2, 0, 0, 0, 0, 1]), PortId(0), true).unwrap();
+        (t, n)
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let (t, n) = world();
+    let Some((&ctl, rest)) = data.split_first() else { return };
+    let ingress = PortId(ctl & 1);
+    let mut frame = rest.to_vec();
+    if ctl & 2 == 0 && frame.len() >= 6 {
+        frame[..6].copy_from_slice(&MACS[usize::from(ingress.0)].0);
+    }
+    let mut st = RouterState::new(u32::from(ctl >> 4), 3);
+    let mut scratch = [0u8; SCRATCH_LEN];
+    let len = frame.len();
+    match decide(&mut frame, ingress, t, n, &mut st, u64::from(ctl) * 100, &mut scratch) {
+        Action::Reply { len: l, .. } => assert!(usize::from(l) <= SCRATCH_LEN),
+        Action::ForwardTrimmed { len: l, .. } => assert!(usize::from(l) <= len),
+        Action::Forward(p) | Action::Glean { port: p, .. } => assert!(p.index() < 2),
+        Action::Flood => panic!("a router never floods"),
+        Action::Drop(_) => {}
+    }
+    assert_eq!(frame.len(), len, "decisions never resize the frame in place");
+});
