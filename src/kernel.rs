@@ -88,12 +88,8 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
     }
     for r in &c.routes {
         let (add, del) = match &r.target {
-            Target::Via(gw) => {
-                (format!("route replace {} via {gw}", r.prefix), format!("route del {} via {gw}", r.prefix))
-            }
-            Target::Dev(d) => {
-                (format!("route replace {} dev {d}", r.prefix), format!("route del {} dev {d}", r.prefix))
-            }
+            Target::Via(gw) => (format!("route add {} via {gw}", r.prefix), format!("route del {} via {gw}", r.prefix)),
+            Target::Dev(d) => (format!("route add {} dev {d}", r.prefix), format!("route del {} dev {d}", r.prefix)),
         };
         apply.push(add);
         undo.push(del);
@@ -160,15 +156,56 @@ fn print_commands(lines: &[String], limit: usize) {
     }
 }
 
-fn wait_for_signal() -> Result<()> {
+fn signal_flag() -> Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
+    Ok(stop)
+}
+
+fn wait(stop: &AtomicBool) -> Result<()> {
     println!("xfwd: ready");
     std::io::stdout().flush()?;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Refuses a file whose addresses or routes the kernel has already: applying it would change
+/// them, and undoing it would remove what xfwd did not make.
+fn refuse_conflicts(c: &RouterConfig) -> Result<()> {
+    let usage = |m: String| anyhow::Error::from(xfwd_dataplane::io::StartError::Usage(m));
+    let addrs =
+        String::from_utf8_lossy(&Command::new("ip").args(["-o", "-4", "addr", "show"]).output()?.stdout).into_owned();
+    for i in &c.interfaces {
+        for (a, l) in &i.addresses {
+            if addrs.lines().any(|line| line.contains(&format!(" inet {a}/"))) {
+                return Err(usage(format!("{a} is already configured in the kernel ({}/{l} in the file); remove it first, xfwd kernel only removes what it made", a)));
+            }
+        }
+    }
+    if !c.routes.is_empty() {
+        let routes = String::from_utf8_lossy(
+            &Command::new("ip").args(["-4", "route", "show", "table", "main"]).output()?.stdout,
+        )
+        .into_owned();
+        let present: std::collections::HashSet<&str> =
+            routes.lines().filter_map(|l| l.split_whitespace().next()).collect();
+        for r in &c.routes {
+            let p = r.prefix.to_string();
+            let key = if r.prefix.prefix_len() == 32 {
+                p.trim_end_matches("/32").to_owned()
+            } else if r.prefix.is_default() {
+                "default".to_owned()
+            } else {
+                p
+            };
+            if present.contains(key.as_str()) {
+                return Err(usage(format!("a route for {} exists already in the kernel; remove it first", r.prefix)));
+            }
+        }
     }
     Ok(())
 }
@@ -184,15 +221,24 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
     match cmd {
         KernelCmd::Router { config, keep } => {
             let c = load(&config)?;
+            refuse_conflicts(&c)?;
             let (apply, undo) = router_commands(&c);
             let previous = sysctl_get("net.ipv4.ip_forward")?;
             println!("xfwd: kernel router from {}:", config.display());
             print_commands(&apply, 40);
             println!("  sysctl -w net.ipv4.ip_forward=1   (was {previous})");
+            // Signals first: a Ctrl-C during a long apply must still lead to the undo.
+            let stop = signal_flag()?;
             std::fs::create_dir_all("/run/xfwd")?;
-            std::fs::write(state_path(&config), &previous)?;
+            let state = state_path(&config);
+            // A second --keep must not overwrite the value saved by the first.
+            if !state.exists() {
+                std::fs::write(&state, &previous)?;
+            }
             if let Err(e) = ip_batch(&apply, false) {
-                ip_batch(&undo, true)?;
+                // Everything in the file was checked absent before: removing it all is safe.
+                let _ = ip_batch(&undo, true);
+                let _ = std::fs::remove_file(&state);
                 return Err(e.context("applying the configuration (undone)"));
             }
             sysctl_set("net.ipv4.ip_forward", "1")?;
@@ -200,13 +246,14 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
                 println!("xfwd: applied; remove with: xfwd kernel undo router --config {}", config.display());
                 return Ok(ExitCode::SUCCESS);
             }
-            wait_for_signal()?;
+            wait(&stop)?;
             println!("xfwd: undoing:");
             print_commands(&undo, 40);
-            ip_batch(&undo, true)?;
+            let undone = ip_batch(&undo, true);
             sysctl_set("net.ipv4.ip_forward", &previous)?;
-            let _ = std::fs::remove_file(state_path(&config));
+            let _ = std::fs::remove_file(&state);
             println!("  sysctl -w net.ipv4.ip_forward={previous}");
+            undone?;
             Ok(ExitCode::SUCCESS)
         }
         KernelCmd::Bridge { ports, name, keep } => {
@@ -221,6 +268,12 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
                     return Err(usage(format!("{p}: given more than once; name each port once")));
                 }
             }
+            if xfwd_dataplane::io::port::exists(&name) {
+                return Err(anyhow::Error::from(xfwd_dataplane::io::StartError::Usage(format!(
+                    "{name} exists already; pick another --name (xfwd kernel only removes what it made)"
+                ))));
+            }
+            let stop = signal_flag()?;
             let mut apply = vec![format!("link add {name} type bridge")];
             apply.extend(ports.iter().map(|p| format!("link set {p} master {name}")));
             apply.push(format!("link set {name} up"));
@@ -235,7 +288,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
                 println!("xfwd: applied; remove with: xfwd kernel undo bridge --name {name}");
                 return Ok(ExitCode::SUCCESS);
             }
-            wait_for_signal()?;
+            wait(&stop)?;
             println!("xfwd: undoing:");
             print_commands(&undo, 40);
             ip_batch(&undo, true)?;
@@ -276,7 +329,7 @@ mod tests {
             vec![
                 "addr add 192.168.10.2/24 dev eth5",
                 "addr add 192.168.30.1/24 dev eth4",
-                "route replace 10.0.0.0/8 via 192.168.30.2",
+                "route add 10.0.0.0/8 via 192.168.30.2",
                 "neigh replace 192.168.30.2 lladdr 02:00:00:00:00:01 dev eth4 nud permanent",
             ]
         );

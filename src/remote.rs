@@ -208,20 +208,32 @@ pub fn parse_ethtool_queues(text: &str) -> Vec<u64> {
     let mut out: Vec<u64> = Vec::new();
     for line in text.lines() {
         let Some((name, value)) = line.split_once(':') else { continue };
-        let name = name.trim().to_ascii_lowercase();
-        if !name.contains("rx") || !name.contains("packets") || name.contains("xdp") || name.contains("drop") {
-            continue;
-        }
         let Ok(value) = value.trim().parse::<u64>() else { continue };
-        let digits: String =
-            name.split(|c: char| !c.is_ascii_digit()).find(|d| !d.is_empty()).unwrap_or_default().to_owned();
-        let Ok(q) = digits.parse::<usize>() else { continue };
+        let Some(q) = queue_of(&name.trim().to_ascii_lowercase()) else { continue };
         if out.len() <= q {
             out.resize(q + 1, 0);
         }
         out[q] += value;
     }
     out
+}
+
+/// The queue index of a per-queue RX packet counter's name, in the shapes drivers use:
+/// `rx_queue_N_packets` (ixgbe, i40e, virtio), `rx-N.packets` (bnxt, ice), `rxN_packets` (mlx5),
+/// `queue_N_rx_packets`. Anything else (`rx_prio0_packets`, `rx0_lro_packets`,
+/// `rx_65_to_127_octet_packets`, XDP counters) is not one.
+fn queue_of(name: &str) -> Option<usize> {
+    let num = |s: &str| if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) { s.parse().ok() } else { None };
+    if let Some(n) = name.strip_prefix("rx_queue_").and_then(|r| r.strip_suffix("_packets")) {
+        return num(n);
+    }
+    if let Some(n) = name.strip_prefix("rx-").and_then(|r| r.strip_suffix(".packets")) {
+        return num(n);
+    }
+    if let Some(n) = name.strip_prefix("queue_").and_then(|r| r.strip_suffix("_rx_packets")) {
+        return num(n);
+    }
+    name.strip_prefix("rx").and_then(|r| r.strip_suffix("_packets")).and_then(num)
 }
 
 fn queue_counters(port: &str) -> Vec<u64> {
@@ -308,8 +320,10 @@ mod tests {
         // ixgbe/i40e style, mlx5 style, and veth's own.
         let ixgbe = "NIC statistics:\n     rx_packets: 100\n     rx_queue_0_packets: 60\n     rx_queue_0_bytes: 9000\n     rx_queue_1_packets: 40\n";
         assert_eq!(parse_ethtool_queues(ixgbe), vec![60, 40]);
-        let mlx = "     rx0_packets: 5\n     rx1_packets: 7\n     rx1_xdp_drop: 3\n";
+        let mlx = "     rx0_packets: 5\n     rx1_packets: 7\n     rx1_xdp_drop: 3\n     rx_prio0_packets: 99\n     rx0_lro_packets: 4\n";
         assert_eq!(parse_ethtool_queues(mlx), vec![5, 7]);
+        let tg3 = "     rx_65_to_127_octet_packets: 1000\n     rx-0.packets: 3\n";
+        assert_eq!(parse_ethtool_queues(tg3), vec![3]);
         let veth =
             "NIC statistics:\n     peer_ifindex: 4\n     rx_queue_0_xdp_packets: 12\n     rx_queue_1_xdp_packets: 9\n";
         assert_eq!(parse_ethtool_queues(veth), Vec::<u64>::new(), "XDP-only counters are not RX packets");

@@ -91,5 +91,16 @@ fn kernel_refuses_what_xfwd_refuses() {
     let out = r.boxns.command(XFWD).args(["kernel", "bridge", "eth4", "eth9"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(snapshot(&r), before);
+    // What the kernel has already is neither changed nor, on undo, removed: refused up front.
+    r.boxns.ip(&["addr", "add", "198.18.30.1/24", "dev", "eth4"]).unwrap();
+    let had = snapshot(&r);
+    let out = r.boxns.command(XFWD).args(["kernel", "router", "--config", RIG_CONFIG]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("198.18.30.1 is already configured in the kernel"));
+    assert_eq!(snapshot(&r), had, "the existing address is still there, nothing else added");
+    r.boxns.ip(&["link", "add", "xfwdbr0", "type", "bridge"]).unwrap();
+    let out = r.boxns.command(XFWD).args(["kernel", "bridge", "eth4", "eth5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(r.boxns.ip(&["link", "show", "xfwdbr0"]).is_ok(), "the user's bridge survives");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -17,6 +17,15 @@ use crate::rig::{self, Netns, Rig, XfwdProcess};
 
 const RIG_ROUTER: &str = include_str!("../../config/examples/rig-router.toml");
 
+/// A file under /run/xfwd removed on drop, whatever path the run takes out.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Options of `xfwd bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
@@ -253,8 +262,9 @@ fn measure(
         Some(size) => {
             let cfg =
                 trafgen_config(&p.next_mac, &mac(p.client, "eth0")?, p.client_addr, p.server_addr, args.flows, size);
-            let file = format!("/run/xfwd/bench-{}.trafgen", std::process::id());
-            std::fs::write(&file, cfg)?;
+            let file = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}.trafgen", std::process::id())));
+            std::fs::write(&file.0, cfg)?;
+            let file = file.0.display().to_string();
             let secs = args.time.to_string();
             let cpus = r.queues.to_string();
             let mut cmd: Vec<&str> = vec![
@@ -323,14 +333,21 @@ fn busy_jiffies() -> Result<(u64, u64)> {
 }
 
 /// Runs one mode's A/B and returns its report.
-pub fn run_mode(args: &BenchArgs, mode: &str, out: &std::path::Path, progress: &mut dyn FnMut(&str)) -> Result<Report> {
+pub fn run_mode(
+    args: &BenchArgs,
+    mode: &str,
+    out: &std::path::Path,
+    stop: &std::sync::atomic::AtomicBool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report> {
     let exe = std::env::current_exe().context("finding the xfwd binary")?;
     let exe = exe.to_str().context("xfwd's path is not UTF-8")?.to_owned();
     let arms: Vec<(String, Arm)> =
         args.arms.iter().map(|a| Arm::parse(a).map(|p| (a.clone(), p))).collect::<Result<_>>()?;
     std::fs::create_dir_all("/run/xfwd")?;
-    let config = PathBuf::from(format!("/run/xfwd/bench-{}-rig-router.toml", std::process::id()));
-    std::fs::write(&config, RIG_ROUTER)?;
+    let config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-router.toml", std::process::id())));
+    std::fs::write(&config.0, RIG_ROUTER)?;
+    let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let rig = if mode == "router" { Rig::router(args.queues)? } else { Rig::bridge(args.queues)? };
     let wire = if arms.iter().any(|(_, a)| *a == Arm::Wire) { Some(Rig::wire(args.queues)?) } else { None };
     let control = format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id());
@@ -338,9 +355,19 @@ pub fn run_mode(args: &BenchArgs, mode: &str, out: &std::path::Path, progress: &
         arms.iter().map(|(n, _)| ArmResult { name: n.clone(), runs: Vec::new() }).collect();
     let mut xdp_mode = String::from("-");
     let mut warnings = Vec::new();
+    if args.frame.is_some() && args.rate > 0 && args.queues > 1 {
+        warnings.push(format!(
+            "trafgen sends from one CPU when a rate is set: the {} queues do not all carry packet-rate traffic (use --rate 0 to spread it)",
+            args.queues
+        ));
+    }
     let q = args.queues.to_string();
     for run in 1..=args.runs {
         for (i, (name, arm)) in arms.iter().enumerate() {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Returning drops the rigs: namespaces, xfwd and the temporary files go.
+                bail!("interrupted; the rig is removed");
+            }
             progress(&format!("{mode}: run {run}/{}, arm {name}", args.runs));
             let (r, is_wire) = match arm {
                 Arm::Wire => (wire.as_ref().context("wire rig")?, true),
@@ -352,7 +379,7 @@ pub fn run_mode(args: &BenchArgs, mode: &str, out: &std::path::Path, progress: &
                 Arm::Kernel => kernel_up(mode, r, true)?,
                 Arm::Xfwd(extra) => {
                     let mut a: Vec<String> = if mode == "router" {
-                        vec!["router".into(), "--config".into(), config.display().to_string()]
+                        vec!["router".into(), "--config".into(), config.0.display().to_string()]
                     } else {
                         vec!["bridge".into(), "eth4".into(), "eth5".into()]
                     };
@@ -376,7 +403,10 @@ pub fn run_mode(args: &BenchArgs, mode: &str, out: &std::path::Path, progress: &
             Rig::ping_until(p.client, p.server_addr, Duration::from_secs(5))?;
             let m = measure(args, r, &p, run, xfwd.as_ref(), &control, 2, args.frame);
             if let Some(mut x) = xfwd {
-                x.stop(libc::SIGTERM, Duration::from_secs(10))?;
+                let st = x.stop(libc::SIGTERM, Duration::from_secs(10))?;
+                if !st.success() {
+                    bail!("{name} run {run}: xfwd exited with {st}; its output: {}", x.seen.join(" | "));
+                }
             }
             if *arm == Arm::Kernel {
                 kernel_up(mode, r, false)?;
@@ -391,11 +421,11 @@ pub fn run_mode(args: &BenchArgs, mode: &str, out: &std::path::Path, progress: &
             results[i].runs.push(m.run);
         }
     }
-    let _ = std::fs::remove_file(&config);
+    drop(config);
     let frame = args.frame.unwrap_or(0);
     let mut report = Report {
         schema: SCHEMA,
-        started_unix: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        started_unix,
         conditions: Conditions {
             mode: mode.to_owned(),
             test: if args.frame.is_some() { format!("udp{frame}") } else { "tcp".into() },
@@ -457,8 +487,12 @@ pub fn preset(args: &mut BenchArgs) {
     }
 }
 
-/// Checks what the harness needs before building anything.
-pub fn preflight(args: &BenchArgs, _out: &Path) -> Result<()> {
+/// Checks what the harness needs before building anything (a refusal is a usage error).
+pub fn preflight(args: &BenchArgs, out: &Path) -> Result<()> {
+    preflight_inner(args, out).map_err(|e| xfwd_dataplane::io::StartError::Usage(format!("{e:#}")).into())
+}
+
+fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     for m in &args.mode {
         if m != "router" && m != "bridge" {
             bail!("--mode {m}: expected router or bridge");

@@ -60,9 +60,14 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         eprint!("\r\x1b[2Kxfwd bench: {msg} …");
         let _ = std::io::stderr().flush();
     };
+    // Ctrl-C stops between runs (and the traffic of the current one), then the rigs are removed.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))?;
+    }
     let mut reports = Vec::new();
     for mode in args.mode.clone() {
-        let report = harness::run_mode(&args, &mode, &out, &mut progress)?;
+        let report = harness::run_mode(&args, &mode, &out, &stop, &mut progress)?;
         eprint!("\r\x1b[2K");
         let files = plots(&report, &out)?;
         println!("{}", table::render(&report));

@@ -144,9 +144,15 @@ impl Report {
             .map(|(name, f)| {
                 let arms: Vec<&ArmResult> =
                     self.arms.iter().filter(|a| !(*name == "forwarding_us_per_packet" && a.name == "wire")).collect();
+                // Runs that counted no packets (e.g. `xfwd load`, which sees no CPU or
+                // counters of the box) did not measure the per-packet figures.
+                let measured = |r: &&RunResult| *name == "gbps" || r.packets > 0;
                 let summaries: Vec<(String, Summary)> = arms
                     .iter()
-                    .filter_map(|a| Summary::of(&a.runs.iter().map(f).collect::<Vec<_>>()).map(|s| (a.name.clone(), s)))
+                    .filter_map(|a| {
+                        let v: Vec<f64> = a.runs.iter().filter(measured).map(f).collect();
+                        Summary::of(&v).map(|s| (a.name.clone(), s))
+                    })
                     .collect();
                 let comparisons = summaries
                     .iter()
