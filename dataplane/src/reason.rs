@@ -19,6 +19,9 @@ pub enum Reason {
     TxRingFull,
     /// A flood needed a copy and no free UMEM frame was left.
     NoFreeFrame,
+    /// The decision named no usable egress port (a port index out of range, or a flood with no
+    /// other port): a decision bug, never expected, counted rather than hidden.
+    NoEgress,
     /// Router: the destination MAC is neither the port's own (the port may be promiscuous).
     NotOurMac,
     /// Router: not IPv4 (the XDP program hands ARP, IPv6 and the rest to the kernel).
@@ -52,7 +55,7 @@ pub enum Reason {
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 20;
+    pub const COUNT: usize = 21;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -62,6 +65,7 @@ impl Reason {
         Reason::SameSegment,
         Reason::TxRingFull,
         Reason::NoFreeFrame,
+        Reason::NoEgress,
         Reason::NotOurMac,
         Reason::NotIpv4,
         Reason::Ipv4Malformed,
@@ -87,6 +91,7 @@ impl Reason {
             Reason::SameSegment => "same-segment",
             Reason::TxRingFull => "tx-ring-full",
             Reason::NoFreeFrame => "no-free-frame",
+            Reason::NoEgress => "no-egress",
             Reason::NotOurMac => "not-our-mac",
             Reason::NotIpv4 => "not-ipv4",
             Reason::Ipv4Malformed => "ipv4-malformed",

@@ -229,10 +229,6 @@ pub fn trafgen_config(dst_mac: &str, src_mac: &str, src: &str, dst: &str, flows:
     )
 }
 
-struct Measured {
-    run: RunResult,
-}
-
 #[allow(clippy::too_many_arguments, reason = "one run's whole description")]
 fn measure(
     args: &BenchArgs,
@@ -241,14 +237,13 @@ fn measure(
     run: u32,
     xfwd: Option<&XfwdProcess>,
     control: &str,
-    box_ports: usize,
     frame: Option<u32>,
-) -> Result<Measured> {
+) -> Result<RunResult> {
     let idle = p.client.command("ping").args(["-c", "10", "-i", "0.05", "-W", "1", p.server_addr]).output();
     let rtt_idle_ms = idle.map(|o| parse_ping_rtts(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default();
     let sampler = Sampler::start(Duration::from_millis(500))?;
     let pings = start_pings(p.client, p.server_addr)?;
-    let (b0, t0) = busy_jiffies()?;
+    let b0 = busy_jiffies()?;
     let (d0, o0) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
     let srv_rx0 = rx_packets(p.server, "eth0");
     let started = Instant::now();
@@ -283,7 +278,7 @@ fn measure(
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    let (b1, t1) = busy_jiffies()?;
+    let b1 = busy_jiffies()?;
     let (d1, o1) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
     let srv_rx1 = rx_packets(p.server, "eth0");
     let rtt_ms = stop_pings(pings);
@@ -292,44 +287,39 @@ fn measure(
         Some(_) => {
             let json = crate::control::query(std::path::Path::new(control), "stats-json")?;
             let rep: xfwd_dataplane::io::forwarder::Report = serde_json::from_str(&json)?;
-            rep.ports.iter().take(box_ports).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect()
+            rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect()
         }
         None => Vec::new(),
     };
     let packets = d1.saturating_sub(d0);
     let busy_cpu_s = (b1 - b0) as f64 / 100.0;
-    let _ = (t0, t1);
     let (offered_pps, delivered_pps) = match frame {
         Some(_) => (o1.saturating_sub(o0) as f64 / secs, srv_rx1.saturating_sub(srv_rx0) as f64 / secs),
         None => (0.0, packets as f64 / secs),
     };
     let loss = if offered_pps > 0.0 { (1.0 - delivered_pps / offered_pps).max(0.0) } else { 0.0 };
-    Ok(Measured {
-        run: RunResult {
-            run,
-            gbps: flows_bps.iter().sum::<f64>() / 1e9,
-            fairness: jain(&flows_bps),
-            flows_bps,
-            offered_pps,
-            delivered_pps,
-            loss,
-            packets,
-            busy_cpu_s,
-            us_per_packet: if packets > 0 { busy_cpu_s * 1e6 / packets as f64 } else { 0.0 },
-            cpu_avg: cpu::averages(&cpu),
-            cpu,
-            queue_rx,
-            rtt_ms,
-            rtt_idle_ms,
-        },
+    Ok(RunResult {
+        run,
+        gbps: flows_bps.iter().sum::<f64>() / 1e9,
+        fairness: jain(&flows_bps),
+        flows_bps,
+        offered_pps,
+        delivered_pps,
+        loss,
+        packets,
+        busy_cpu_s,
+        us_per_packet: if packets > 0 { busy_cpu_s * 1e6 / packets as f64 } else { 0.0 },
+        cpu_avg: cpu::averages(&cpu),
+        cpu,
+        queue_rx,
+        rtt_ms,
+        rtt_idle_ms,
     })
 }
 
-fn busy_jiffies() -> Result<(u64, u64)> {
-    let cpus = cpu::read()?;
-    let busy = cpus.iter().map(|c| c.user + c.nice + c.system + c.irq + c.softirq + c.steal).sum();
-    let total = cpus.iter().map(|c| c.user + c.nice + c.system + c.idle + c.iowait + c.irq + c.softirq + c.steal).sum();
-    Ok((busy, total))
+/// Busy ticks of the whole machine (everything but idle and iowait).
+fn busy_jiffies() -> Result<u64> {
+    Ok(cpu::read()?.iter().map(|c| c.user + c.nice + c.system + c.irq + c.softirq + c.steal).sum())
 }
 
 /// Runs one mode's A/B and returns its report.
@@ -401,7 +391,7 @@ pub fn run_mode(
                 Arm::Wire => {}
             }
             Rig::ping_until(p.client, p.server_addr, Duration::from_secs(5))?;
-            let m = measure(args, r, &p, run, xfwd.as_ref(), &control, 2, args.frame);
+            let m = measure(args, r, &p, run, xfwd.as_ref(), &control, args.frame);
             if let Some(mut x) = xfwd {
                 let st = x.stop(libc::SIGTERM, Duration::from_secs(10))?;
                 if !st.success() {
@@ -412,13 +402,13 @@ pub fn run_mode(
                 kernel_up(mode, r, false)?;
             }
             let m = m?;
-            for (port, queues) in m.run.queue_rx.iter().enumerate() {
+            for (port, queues) in m.queue_rx.iter().enumerate() {
                 let max = queues.iter().copied().max().unwrap_or(0);
                 if queues.len() > 1 && queues.iter().any(|&n| n * 10 < max) {
                     warnings.push(format!("{name} run {run}: port {port} queues did not share the load: {queues:?}"));
                 }
             }
-            results[i].runs.push(m.run);
+            results[i].runs.push(m);
         }
     }
     drop(config);

@@ -265,7 +265,7 @@ struct RouterParts {
 }
 
 impl RouterParts {
-    fn new(ports: &[PortInfo], setup: &RouterSetup, _queues: u32) -> Result<RouterParts, StartError> {
+    fn new(ports: &[PortInfo], setup: &RouterSetup) -> Result<RouterParts, StartError> {
         if setup.addresses.len() != ports.len() {
             return Err(StartError::Usage("every port needs its addresses".into()));
         }
@@ -402,7 +402,7 @@ impl Forwarder {
         let stop = Arc::new(AtomicBool::new(false));
         let (fdb, mut router_parts) = match &cfg.mode {
             Mode::Bridge { fdb_size, ageing_s } => (Arc::new(Fdb::new(*fdb_size, *ageing_s)), None),
-            Mode::Router(setup) => (Arc::new(Fdb::new(8, 1)), Some(RouterParts::new(&ports, setup, queues)?)),
+            Mode::Router(setup) => (Arc::new(Fdb::new(8, 1)), Some(RouterParts::new(&ports, setup)?)),
         };
         let local: Vec<(Ipv4Addr, LocalKind)> = router_parts.as_ref().map_or_else(Vec::new, |r| r.local.clone());
         let program_mode = match &cfg.mode {

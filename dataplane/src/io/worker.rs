@@ -16,7 +16,7 @@ use std::io;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use xsk_rs::FrameDesc;
 
@@ -234,7 +234,7 @@ impl<D: Decide> Worker<D> {
     pub fn run(mut self) {
         let nports = self.sockets.ports.len();
         let mut idle_rounds = 0u32;
-        let mut last_xsk = Instant::now();
+        let mut last_xsk_ms = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             let now_ms = self.clock.now_ms();
             let mut work = 0usize;
@@ -252,9 +252,10 @@ impl<D: Decide> Worker<D> {
             }
             self.publish_frames();
             self.decide.publish(&self.counters);
-            if last_xsk.elapsed() >= XSK_STATS_EVERY {
+            // The round's one clock read serves the statistics timer too.
+            if now_ms.saturating_sub(last_xsk_ms) >= XSK_STATS_EVERY.as_millis() as u64 {
                 self.read_xsk_stats();
-                last_xsk = Instant::now();
+                last_xsk_ms = now_ms;
             }
             if work > 0 {
                 idle_rounds = 0;
@@ -346,7 +347,7 @@ impl<D: Decide> Worker<D> {
                 }
                 Action::Forward(_) | Action::ForwardTrimmed { .. } | Action::Reply { .. } => {
                     // A port index beyond the ports is a decision bug; never seen, but never a panic.
-                    self.counters.ports[p].drop(crate::Reason::NotOurMac);
+                    self.counters.ports[p].drop(crate::Reason::NoEgress);
                     self.free.push(desc);
                 }
             }
@@ -364,6 +365,7 @@ impl<D: Decide> Worker<D> {
     fn flood(&mut self, desc: FrameDesc, ingress: usize) {
         let nports = self.sockets.ports.len();
         let Some(last) = (0..nports).rev().find(|&q| q != ingress) else {
+            self.counters.ports[ingress].drop(crate::Reason::NoEgress);
             self.free.push(desc);
             return;
         };

@@ -202,13 +202,9 @@ impl RouterState {
 }
 
 #[inline]
-fn martian_source(a: Ipv4Addr) -> bool {
-    let o = a.octets()[0];
-    o == 0 || o == 127 || o >= 224
-}
-
-#[inline]
-fn never_forwarded(a: Ipv4Addr) -> bool {
+/// 0/8, 127/8, 224/4 (multicast) and 240/4 (limited broadcast included): never a source of
+/// forwarded traffic, never forwarded to.
+fn never_routed(a: Ipv4Addr) -> bool {
     let o = a.octets()[0];
     o == 0 || o == 127 || o >= 224
 }
@@ -249,10 +245,10 @@ pub fn decide(
         Ok(ip) => (ip.src(), ip.dst(), ip.ttl(), ip.total_len(), ip.dont_frag()),
         Err(_) => return Action::Drop(Reason::Ipv4Malformed),
     };
-    if martian_source(src) {
+    if never_routed(src) {
         return Action::Drop(Reason::MartianSource);
     }
-    if never_forwarded(dst) {
+    if never_routed(dst) {
         return Action::Drop(Reason::MartianDestination);
     }
     if link_local(dst) {
