@@ -21,11 +21,12 @@ pub const DEFAULT_PATH: &str = "/run/xfwd/xfwd.sock";
 #[derive(Debug)]
 pub struct ControlServer {
     path: PathBuf,
+    listener: Option<UnixListener>,
 }
 
 impl ControlServer {
-    /// Binds `path` and serves `view` from a background thread.
-    pub fn start(path: &Path, view: Arc<LiveView>) -> Result<ControlServer> {
+    /// Binds `path` (creating its directory); nothing answers until [`ControlServer::serve`].
+    pub fn bind(path: &Path) -> Result<ControlServer> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -40,16 +41,25 @@ impl ControlServer {
             std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
         }
         let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+        Ok(ControlServer { path: path.to_owned(), listener: Some(listener) })
+    }
+
+    /// Answers requests about `view` from a background thread.
+    pub fn serve(&mut self, view: Arc<LiveView>) -> Result<()> {
+        let listener = self.listener.take().context("the control socket is already served")?;
         std::thread::Builder::new().name("xfwd-control".into()).spawn(move || {
             for stream in listener.incoming().flatten() {
                 let _ = serve(stream, &view);
             }
         })?;
-        Ok(ControlServer { path: path.to_owned() })
+        Ok(())
     }
 }
 
 impl Drop for ControlServer {
+    /// Removes the socket file. A process that switched to another user (`--user`) may no
+    /// longer be allowed to (the directory is root's): the file then stays behind and the next
+    /// start, finding nobody answering on it, replaces it.
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod control;
 pub mod kernel;
+pub mod privs;
 pub mod remote;
 pub mod render;
 pub mod rig;

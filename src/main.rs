@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use xfwd::{control, render};
+use xfwd::{control, privs, render};
 use xfwd_config::router::{self as cfgfile, RouterConfig};
 use xfwd_dataplane::io::forwarder::{Mode, RouterLimits, RouterSetup};
 use xfwd_dataplane::io::{Forwarder, ForwarderConfig, PollMode, StartError, XdpMode};
@@ -116,6 +116,9 @@ struct WorkerArgs {
     /// Control socket for `xfwd show`.
     #[arg(long, default_value = control::DEFAULT_PATH)]
     control: PathBuf,
+    /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
+    #[arg(long)]
+    user: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -218,7 +221,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let stop = signals()?;
-    let fwd = Forwarder::start(&cfg)?;
+    let (fwd, control) = start(&cfg, w)?;
     println!(
         "xfwd: bridge {} | {} queue(s), poll {}, AF_XDP copy mode, fdb {} entries, ageing {} s",
         args.ports.join(" "),
@@ -227,7 +230,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         fwd.view().fdb.capacity(),
         args.ageing.as_secs().max(1)
     );
-    run(fwd, &cfg, w, &stop, None)
+    run(fwd, control, &cfg, w, &stop, None)
 }
 
 /// Routes of a config file in the forwarder's terms (ports in file order).
@@ -286,7 +289,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let stop = signals()?;
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
-    let fwd = Forwarder::start(&cfg)?;
+    let (fwd, control) = start(&cfg, w)?;
     println!(
         "xfwd: router {} | {} queue(s), poll {}, AF_XDP copy mode, {} static route(s), {} static neighbor(s)",
         args.config.display(),
@@ -299,7 +302,32 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         let addrs: Vec<String> = i.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect();
         println!("  {:<6} {}", i.name, addrs.join(" "));
     }
-    run(fwd, &cfg, w, &stop, Some((&args.config, c, &hup)))
+    run(fwd, control, &cfg, w, &stop, Some((&args.config, c, &hup)))
+}
+
+/// Starts the forwarder with the control socket bound and, before any thread runs, every
+/// capability dropped (and the user switched with `--user`); then serves the control socket.
+fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, control::ControlServer)> {
+    let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| StartError::Usage(e.to_string()))?;
+    // Bound as root, the socket file stays root's: only root may query a running xfwd.
+    let mut control = control::ControlServer::bind(&w.control).map_err(|e| StartError::Usage(format!("{e:#}")))?;
+    let keep: Vec<caps::Capability> = privs::keep_for_map_reads_here().into_iter().collect();
+    let mut dropped = None;
+    let fwd = Forwarder::start_with(cfg, || {
+        dropped = Some(privs::drop_all(user.as_ref(), &keep).map_err(|e| e.to_string())?);
+        Ok(())
+    })?;
+    control.serve(fwd.view())?;
+    if let Some(d) = dropped {
+        let kept = if keep.is_empty() {
+            "no capabilities left".to_owned()
+        } else {
+            format!("kept only {} (this kernel needs it to read the counters map)", keep[0])
+        };
+        let user = user.map_or_else(|| format!("uid {}", d.uid), |u| format!("user {} (uid {})", u.name, d.uid));
+        println!("xfwd: privileges dropped: {kept}, running as {user}");
+    }
+    Ok((fwd, control))
 }
 
 fn signals() -> anyhow::Result<Arc<AtomicBool>> {
@@ -341,6 +369,7 @@ fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
 /// prints stats, reloads on SIGHUP (router), and prints the totals on the way out.
 fn run(
     fwd: Forwarder,
+    _control: control::ControlServer,
     cfg: &ForwarderConfig,
     w: &WorkerArgs,
     stop: &AtomicBool,
@@ -361,8 +390,6 @@ fn run(
             println!("xfwd: hint: {}: the driver has no native XDP; generic mode costs an skb per frame", p.name);
         }
     }
-    let _control = control::ControlServer::start(&w.control, Arc::clone(&view))
-        .map_err(|e| StartError::Usage(format!("{e:#}")))?;
     println!("xfwd: ready");
     std::io::stdout().flush()?;
 

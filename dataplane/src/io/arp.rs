@@ -125,9 +125,10 @@ impl PacketSocket {
     }
 }
 
-/// Opens the packet sockets and starts the ARP thread.
+/// Opens the packet sockets: everything the ARP thread needs from the kernel, so that the
+/// process can drop its privileges before [`ArpReady::spawn`] starts the thread.
 #[allow(clippy::too_many_arguments, reason = "the thread's whole world, handed over once")]
-pub fn spawn(
+pub fn open(
     ports: Vec<ArpPort>,
     tables: Arc<ArcSwap<RouterTables>>,
     neighbors: Arc<NeighborTable>,
@@ -138,14 +139,35 @@ pub fn spawn(
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
     clock: Clock,
-) -> io::Result<JoinHandle<()>> {
+) -> io::Result<ArpReady> {
     let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex)).collect::<io::Result<Vec<_>>>()?;
     let macs = ports.iter().map(|p| p.mac).collect();
     let mut engine = ArpEngine::new(macs, tables, neighbors, cfg, Arc::clone(&counters));
     engine.set_statics(statics);
-    let mut t = ArpThread { sockets, engine, counters, clock };
-    t.flush();
-    std::thread::Builder::new().name("xfwd-arp".into()).spawn(move || t.run(&glean, &control, &stop))
+    Ok(ArpReady { thread: ArpThread { sockets, engine, counters, clock }, glean, control, stop })
+}
+
+/// The ARP thread with its sockets open, not yet running.
+pub struct ArpReady {
+    thread: ArpThread,
+    glean: Receiver<GleanMsg>,
+    control: Receiver<Control>,
+    stop: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for ArpReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArpReady").field("ports", &self.thread.sockets.len()).finish_non_exhaustive()
+    }
+}
+
+impl ArpReady {
+    /// Sends anything the engine already queued and starts the thread.
+    pub fn spawn(self) -> io::Result<JoinHandle<()>> {
+        let ArpReady { mut thread, glean, control, stop } = self;
+        thread.flush();
+        std::thread::Builder::new().name("xfwd-arp".into()).spawn(move || thread.run(&glean, &control, &stop))
+    }
 }
 
 struct ArpThread {

@@ -104,6 +104,9 @@ pub enum StartError {
     /// The system refused something that should have worked (a thread, memory).
     #[error("{0}")]
     System(String),
+    /// Dropping privileges before the threads start failed.
+    #[error("dropping privileges: {0}")]
+    Privileges(String),
 }
 
 impl StartError {
@@ -112,7 +115,9 @@ impl StartError {
     pub fn is_usage(&self) -> bool {
         !matches!(
             self,
-            StartError::System(_) | StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_))
+            StartError::System(_)
+                | StartError::Privileges(_)
+                | StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_))
         )
     }
 }
@@ -334,6 +339,17 @@ fn raise_memlock() {
 impl Forwarder {
     /// Starts a forwarder over `cfg.ports` in `cfg.mode`.
     pub fn start(cfg: &ForwarderConfig) -> Result<Forwarder, StartError> {
+        Forwarder::start_with(cfg, || Ok(()))
+    }
+
+    /// Starts a forwarder, calling `before_threads` once every kernel object is made (program
+    /// loaded and attached, sockets bound and registered, packet sockets open) and before any
+    /// thread starts: the place to drop privileges, which Linux holds per thread. An error
+    /// from it stops the start and undoes everything.
+    pub fn start_with(
+        cfg: &ForwarderConfig,
+        before_threads: impl FnOnce() -> Result<(), String>,
+    ) -> Result<Forwarder, StartError> {
         let min_ports = if matches!(cfg.mode, Mode::Bridge { .. }) { 2 } else { 1 };
         if cfg.ports.len() < min_ports {
             return Err(StartError::Usage("a bridge needs at least two ports".into()));
@@ -441,12 +457,12 @@ impl Forwarder {
         }
         let mut router_view = None;
         let mut router_control = None;
-        let mut arp_thread = None;
+        let mut arp_ready = None;
         if let Some(r) = router_parts.take() {
             let (control_tx, control_rx) = crossbeam_channel::unbounded();
             let arp_counters = Arc::new(ArpCounters::default());
             let arp_ports = ports.iter().map(|p| ArpPort { ifindex: p.ifindex, mac: p.mac }).collect();
-            let handle = arp::spawn(
+            let ready = arp::open(
                 arp_ports,
                 Arc::clone(&r.tables),
                 Arc::clone(&r.neighbors),
@@ -467,7 +483,7 @@ impl Forwarder {
                 clock,
             )
             .map_err(|e| StartError::System(format!("cannot open the ARP packet sockets: {e}")))?;
-            arp_thread = Some(handle);
+            arp_ready = Some(ready);
             router_view = Some(RouterView {
                 tables: Arc::clone(&r.tables),
                 neighbors: Arc::clone(&r.neighbors),
@@ -477,6 +493,11 @@ impl Forwarder {
         }
         let view =
             Arc::new(LiveView { ports, queues: counters, fdb, router: router_view, clock, xdp: xdp.counter_reader()? });
+        before_threads().map_err(StartError::Privileges)?;
+        let arp_thread = match arp_ready.map(arp::ArpReady::spawn).transpose() {
+            Ok(t) => t,
+            Err(e) => return Err(StartError::System(format!("cannot start the ARP thread: {e}"))),
+        };
 
         let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(workers.len());
         let mut pinned = Vec::with_capacity(workers.len());

@@ -59,7 +59,17 @@ pub fn open(ports: &[String], queue: u32, frames_per_port: u32) -> Result<QueueS
         .build()
         .map_err(|e| (0, e.to_string()))?;
     let count = NonZeroU32::new(frames_per_port * ports.len() as u32).ok_or((0, "no ports".to_owned()))?;
-    let (umem, frames) = Umem::new(umem_cfg, count, false).map_err(|e| (0, format!("UMEM: {e}")))?;
+    let (umem, frames) = Umem::new(umem_cfg, count, false).map_err(|e| {
+        let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
+        let kib = u64::from(count.get()) * u64::from(FRAME_SIZE) / 1024;
+        (
+            0,
+            format!(
+                "creating the UMEM ({kib} KiB): {cause}; it needs CAP_NET_RAW, and CAP_IPC_LOCK or a locked-memory \
+                 limit (ulimit -l) above {kib} KiB"
+            ),
+        )
+    })?;
     let sock_cfg = SocketConfig::builder()
         .rx_queue_size(QueueSize::new(RING_SIZE).map_err(|e| (0, e.to_string()))?)
         .tx_queue_size(QueueSize::new(RING_SIZE).map_err(|e| (0, e.to_string()))?)

@@ -1,0 +1,168 @@
+//! Privileges: once the program is attached and the sockets are bound, xfwd drops every
+//! capability (and with `--user` its uid) before any thread starts, and keeps forwarding,
+//! answering `xfwd show` and reloading on SIGHUP. Needs root; each test builds its own rig.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{control_path, root_or_skip, serial, show, stats, stop_clean, xdp, xdp_attached, XFWD};
+use xfwd::rig::{self, Rig};
+
+const RIG_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
+
+/// The `Name:\tvalue` lines of every thread's /proc status.
+fn thread_status(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        out.push(std::fs::read_to_string(task.path().join("status")).unwrap());
+    }
+    out
+}
+
+fn field<'a>(status: &'a str, name: &str) -> &'a str {
+    status.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':'))).unwrap().trim()
+}
+
+/// Every thread of `pid`: no capability in any set, no_new_privs, and the given uid.
+fn assert_unprivileged(pid: u32, uid: u32) {
+    let threads = thread_status(pid);
+    assert!(threads.len() >= 3, "the workers, ARP or control threads run: {}", threads.len());
+    for st in &threads {
+        let name = field(st, "Name");
+        for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            assert_eq!(field(st, set), "0000000000000000", "thread {name}: {set}");
+        }
+        assert_eq!(field(st, "NoNewPrivs"), "1", "thread {name}");
+        let uids: Vec<&str> = field(st, "Uid").split_whitespace().collect();
+        assert_eq!(uids, vec![uid.to_string().as_str(); 4], "thread {name}: real, effective, saved, fs uid");
+    }
+}
+
+#[test]
+fn the_bridge_runs_without_capabilities_after_start() {
+    if !root_or_skip("the_bridge_runs_without_capabilities_after_start") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("priv-br");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    assert!(
+        x.seen.iter().any(|l| l == "xfwd: privileges dropped: no capabilities left, running as uid 0"),
+        "{:#?}",
+        x.seen
+    );
+    assert_unprivileged(x.proc.child.id(), 0);
+    Rig::ping_until(&r.h1, "198.18.0.2", Duration::from_secs(5)).unwrap();
+    // The counters map is still read through the fd held since start.
+    let s = stats(&control);
+    assert!(xdp(&s, 0, "redirected") > 0, "{:?}", s.ports[0].xdp);
+    stop_clean(&mut x);
+    assert!(!xdp_attached(&r), "closing the bpf_link needs no capability");
+}
+
+#[test]
+fn the_router_switched_to_nobody_forwards_answers_and_reloads() {
+    if !root_or_skip("the_router_switched_to_nobody_forwards_answers_and_reloads") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    // The file must stay readable by the user xfwd switches to, for SIGHUP.
+    let dir = std::env::temp_dir().join(format!("xfwd-priv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.join("router.toml");
+    std::fs::write(&config, std::fs::read_to_string(RIG_CONFIG).unwrap()).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let control = control_path("priv-rt");
+    let mut x = r
+        .start_xfwd(XFWD, &["router", "--config", config.to_str().unwrap(), "--control", &control, "--user", "nobody"])
+        .unwrap();
+    assert!(
+        x.seen
+            .iter()
+            .any(|l| l == "xfwd: privileges dropped: no capabilities left, running as user nobody (uid 65534)"),
+        "{:#?}",
+        x.seen
+    );
+    assert_unprivileged(x.proc.child.id(), 65534);
+    // ARP from the packet sockets, forwarding, ping of the router itself, TCP.
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.30.1", Duration::from_secs(5)).unwrap();
+    let tcp = rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 1, 1, 1).unwrap();
+    assert!(tcp.gbps() > 0.0);
+    assert!(show(&control, "neighbors").contains("198.18.10.1 dev eth5"));
+
+    // SIGHUP: the file is read again as nobody and the new route applies.
+    r.h1.ip(&["addr", "add", "198.19.1.1/32", "dev", "lo"]).unwrap();
+    r.h2.ip(&["route", "add", "198.19.1.0/24", "via", "198.18.30.1"]).unwrap();
+    let text = std::fs::read_to_string(RIG_CONFIG).unwrap()
+        + "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"198.18.10.1\"\n";
+    std::fs::write(&config, text).unwrap();
+    x.proc.signal(libc::SIGHUP);
+    Rig::ping_until(&r.h2, "198.19.1.1", Duration::from_secs(5)).unwrap();
+    x.collect();
+    assert!(x.seen.iter().any(|l| l.starts_with("xfwd: reloaded")), "{:#?}", x.seen);
+
+    stop_clean(&mut x);
+    assert!(!xdp_attached(&r));
+    // nobody could not remove its socket from root's directory; the next start replaces it.
+    let mut again =
+        r.start_xfwd(XFWD, &["router", "--config", config.to_str().unwrap(), "--control", &control]).unwrap();
+    assert!(show(&control, "routes").contains("198.19.1.0/24"));
+    stop_clean(&mut again);
+    assert!(!std::path::Path::new(&control).exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_unknown_user_is_refused_before_anything_is_attached() {
+    if !root_or_skip("an_unknown_user_is_refused_before_anything_is_attached") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let out = r
+        .boxns
+        .command(XFWD)
+        .args(["bridge", "eth4", "eth5", "--control", &control_path("priv-bad"), "--user", "xfwd-no-such-user"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no user `xfwd-no-such-user`"), "{err}");
+    assert!(!xdp_attached(&r));
+}
+
+/// The capabilities the README lists are enough to start: xfwd run with a bounding set of only
+/// those forwards.
+#[test]
+fn the_documented_capabilities_are_enough() {
+    if !root_or_skip("the_documented_capabilities_are_enough") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("priv-min");
+    let mut x = r
+        .start_xfwd(
+            "setpriv",
+            &[
+                "--bounding-set=-all,+net_admin,+net_raw,+bpf,+perfmon,+ipc_lock,+setpcap",
+                "--inh-caps=-all",
+                XFWD,
+                "bridge",
+                "eth4",
+                "eth5",
+                "--control",
+                &control,
+            ],
+        )
+        .unwrap();
+    Rig::ping_until(&r.h1, "198.18.0.2", Duration::from_secs(5)).unwrap();
+    assert_unprivileged(x.proc.child.id(), 0);
+    stop_clean(&mut x);
+}
