@@ -58,12 +58,18 @@ pub fn frame_lines(r: &Report) -> Vec<String> {
         .map(|q| {
             let f = q.frames;
             format!(
-                "queue {}: frames total {} free {} fill {} tx {} unaccounted {}",
+                "queue {}: frames total {} free {} fill {} (ring {} rx {} kernel {}) tx {} (ring {} completion {} kernel {}) unaccounted {}",
                 q.queue,
                 f.total,
                 f.free,
                 f.fill,
+                f.fill_ring,
+                f.rx_ring,
+                f.rx_kernel,
                 f.tx,
+                f.tx_ring,
+                f.completion,
+                f.tx_kernel,
                 f.unaccounted()
             )
         })

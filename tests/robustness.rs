@@ -5,7 +5,7 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{control_path, root_or_skip, serial, xdp_attached, XFWD};
+use common::{control_path, root_or_skip, serial, stop_clean, xdp_attached, XFWD};
 use xfwd::rig::{self, Rig, Spawned};
 
 #[test]
@@ -203,4 +203,147 @@ fn an_arp_flood_keeps_the_neighbour_table_bounded_and_resolved_flows_forwarding(
     assert!(received >= 55, "the resolved flow kept forwarding: {received}/60\n{text}");
     common::stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Kills (SIGKILL) every process named `comm` that runs in `ns`.
+fn stop_in(ns: &rig::Netns, comm: &str) {
+    let out = std::process::Command::new("ip").args(["netns", "pids", ns.name()]).output().unwrap();
+    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if name.trim() == comm {
+            let _ = std::process::Command::new("kill").args(["-9", pid]).status();
+        }
+    }
+}
+
+/// A counter of an interface inside a namespace, from sysfs.
+fn link_stat(ns: &rig::Netns, ifname: &str, stat: &str) -> u64 {
+    let out = ns.exec(&["cat", &format!("/sys/class/net/{ifname}/statistics/{stat}")]).unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// The counters on each hop of the h1 → box → h2 path, at one instant.
+#[derive(Debug, Clone, Copy)]
+struct Hops {
+    h1_tx: u64,
+    eth4_rx: u64,
+    eth5_tx: u64,
+    eth5_tx_dropped: u64,
+    h2_rx: u64,
+}
+
+impl Hops {
+    fn read(r: &Rig) -> Hops {
+        Hops {
+            h1_tx: link_stat(&r.h1, "eth0", "tx_packets"),
+            eth4_rx: link_stat(&r.boxns, "eth4", "rx_packets"),
+            eth5_tx: link_stat(&r.boxns, "eth5", "tx_packets"),
+            eth5_tx_dropped: link_stat(&r.boxns, "eth5", "tx_dropped"),
+            h2_rx: link_stat(&r.h2, "eth0", "rx_packets"),
+        }
+    }
+}
+
+#[test]
+fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recovers() {
+    if !root_or_skip("overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recovers") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("overload");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    let (hops0, s0) = (Hops::read(&r), common::stats(&control));
+    // 64-byte frames from h1 to h2's MAC as fast as one trafgen CPU goes: more than a copy-mode
+    // forwarder on this machine carries.
+    let bytes = |m: [u8; 6]| m.iter().map(|b| format!("{b:#04x}")).collect::<Vec<_>>().join(", ");
+    let cfg = format!(
+        "{{ {}, {}, c16(0x0800), fill(0x00, 46) }}\n",
+        bytes(common::mac_bytes(&r.h2, "eth0")),
+        bytes(common::mac_bytes(&r.h1, "eth0"))
+    );
+    let file = format!("/run/xfwd/overload-{}.trafgen", std::process::id());
+    std::fs::write(&file, cfg).unwrap();
+    let mut c = r.h1.command("trafgen");
+    c.args(["--dev", "eth0", "--conf", &file, "-n", "50000000", "--cpus", "1", "-Q", "-C"]);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut load = Spawned { child: c.spawn().unwrap() };
+    std::thread::sleep(Duration::from_secs(1));
+    // The egress port goes down under load: its TX ring fills and stays full, for seconds.
+    r.boxns.ip(&["link", "set", "eth5", "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let early = common::stats(&control);
+    std::thread::sleep(Duration::from_secs(2));
+    let late = common::stats(&control);
+    r.boxns.ip(&["link", "set", "eth5", "up"]).unwrap();
+    r.wait_carrier(&["eth5"]).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    // trafgen sends from a child process per CPU: stop every trafgen in h1.
+    stop_in(&r.h1, "trafgen");
+    load.wait_timeout(Duration::from_secs(5)).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let full = |s: &xfwd_dataplane::io::forwarder::Report| {
+        s.ports[1].total.drops.iter().find(|(n, _)| n == "tx-ring-full").map_or(0, |(_, v)| *v)
+    };
+    let ring = u64::from(xfwd_dataplane::io::xsk::RING_SIZE);
+    for s in [&early, &late] {
+        assert!(s.queues[0].frames.tx_ring >= ring - 64, "the TX ring was full: {:?}", s.queues[0].frames);
+    }
+    assert!(
+        full(&late) > full(&early) + 10_000,
+        "frames kept meeting a full TX ring: {} then {}",
+        full(&early),
+        full(&late)
+    );
+
+    // Forwarding recovers once the load stops.
+    let stopped = Instant::now();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(1)).unwrap();
+    let recovered = stopped.elapsed();
+    std::thread::sleep(Duration::from_millis(600));
+
+    // Every frame is followed hop by hop, exactly, from the generator to the sink.
+    let (hops, s) = (Hops::read(&r), common::stats(&control));
+    let d = |f: fn(&Hops) -> u64| f(&hops) - f(&hops0);
+    let xdp_all = |s: &xfwd_dataplane::io::forwarder::Report| s.ports[0].xdp.iter().map(|(_, v)| v).sum::<u64>();
+    let (e4, e4_0) = (&s.ports[0].total, &s0.ports[0].total);
+    let (e5, e5_0) = (&s.ports[1].total, &s0.ports[1].total);
+    let sent = d(|h| h.h1_tx);
+    let redirected = common::xdp(&s, 0, "redirected") - common::xdp(&s0, 0, "redirected");
+    let socket_lost = (e4.xsk.rx_dropped + e4.xsk.rx_ring_full) - (e4_0.xsk.rx_dropped + e4_0.xsk.rx_ring_full);
+    let received = e4.rx_frames - e4_0.rx_frames;
+    let forwarded = e5.tx_frames - e5_0.tx_frames;
+    let ring_full = full(&s) - full(&s0);
+    let other_drops = (e4.dropped() - e4_0.dropped()) + (e5.dropped() - e5_0.dropped()) - ring_full;
+    eprintln!(
+        "overload: generator sent {sent}; box eth4 received {}; XDP redirected {redirected}; the socket refused {socket_lost} (no fill buffer); \
+         xfwd received {received}, sent {forwarded} to eth5, dropped {ring_full} as tx-ring-full ({} in the 2 s sample) and {other_drops} otherwise; \
+         eth5 sent {} and dropped {}; the sink received {}; frames at the end {:?}; ping through {recovered:?} after the load stopped",
+        d(|h| h.eth4_rx),
+        full(&late) - full(&early),
+        d(|h| h.eth5_tx),
+        d(|h| h.eth5_tx_dropped),
+        d(|h| h.h2_rx),
+        s.queues[0].frames
+    );
+    // The wire, then the XDP program (every frame has one verdict), then the socket.
+    assert_eq!(sent, d(|h| h.eth4_rx), "h1 -> eth4");
+    assert_eq!(xdp_all(&s) - xdp_all(&s0), d(|h| h.eth4_rx), "one XDP verdict per frame: {:?}", s.ports[0].xdp);
+    assert_eq!(redirected, received + socket_lost, "redirected = received by xfwd + refused by the socket");
+    assert!(socket_lost > 0, "the load was above capacity: the socket refused some");
+    // xfwd: what it received left or has a drop reason (both directions, ping replies included).
+    let rx: u64 = s.ports.iter().zip(&s0.ports).map(|(p, p0)| p.total.rx_frames - p0.total.rx_frames).sum();
+    let tx: u64 = s.ports.iter().zip(&s0.ports).map(|(p, p0)| p.total.tx_frames - p0.total.tx_frames).sum();
+    let dropped: u64 = s.ports.iter().zip(&s0.ports).map(|(p, p0)| p.total.dropped() - p0.total.dropped()).sum();
+    assert_eq!(rx, tx + dropped, "received = sent + dropped: {:#?}", s.ports);
+    // The egress device, then the sink.
+    assert_eq!(forwarded, d(|h| h.eth5_tx) + d(|h| h.eth5_tx_dropped), "xfwd's TX -> eth5");
+    assert_eq!(d(|h| h.eth5_tx), d(|h| h.h2_rx), "eth5 -> h2");
+    // Every UMEM frame is in one known place, and the kernel holds none once all is quiet.
+    let f = s.queues[0].frames;
+    assert_eq!(f.unaccounted(), 0, "{f:?}");
+    assert_eq!((f.rx_kernel, f.tx_ring, f.completion, f.tx_kernel), (0, 0, 0, 0), "{f:?}");
+    assert_eq!(f.fill_ring + f.rx_ring, f.fill, "{f:?}");
+    stop_clean(&mut x);
 }

@@ -116,6 +116,19 @@ pub struct FrameGauges {
     pub fill: Counter,
     /// Handed to the kernel through a TX ring, not yet completed.
     pub tx: Counter,
+    /// `fill` split by where the frames are, read from the rings every statistics period and
+    /// at exit: still in the fill ring, ...
+    pub fill_ring: Counter,
+    /// ... received and waiting in the RX ring, ...
+    pub rx_ring: Counter,
+    /// ... or taken off the fill ring by the kernel and not yet on the RX ring.
+    pub rx_kernel: Counter,
+    /// `tx` split likewise: still in the TX ring, ...
+    pub tx_ring: Counter,
+    /// ... sent and waiting in the completion ring, ...
+    pub completion: Counter,
+    /// ... or taken off the TX ring by the kernel and not yet completed.
+    pub tx_kernel: Counter,
 }
 
 /// Everything one worker (one queue) counts.
@@ -159,6 +172,12 @@ impl QueueCounters {
                 free: self.frames.free.get(),
                 fill: self.frames.fill.get(),
                 tx: self.frames.tx.get(),
+                fill_ring: self.frames.fill_ring.get(),
+                rx_ring: self.frames.rx_ring.get(),
+                rx_kernel: self.frames.rx_kernel.get(),
+                tx_ring: self.frames.tx_ring.get(),
+                completion: self.frames.completion.get(),
+                tx_kernel: self.frames.tx_kernel.get(),
             },
             sleeps: self.sleeps.get(),
             icmp_rate_limited: self.icmp_rate_limited.get(),
@@ -271,6 +290,18 @@ pub struct FrameSnapshot {
     pub free: u64,
     pub fill: u64,
     pub tx: u64,
+    #[serde(default)]
+    pub fill_ring: u64,
+    #[serde(default)]
+    pub rx_ring: u64,
+    #[serde(default)]
+    pub rx_kernel: u64,
+    #[serde(default)]
+    pub tx_ring: u64,
+    #[serde(default)]
+    pub completion: u64,
+    #[serde(default)]
+    pub tx_kernel: u64,
 }
 
 impl FrameSnapshot {

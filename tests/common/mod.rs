@@ -201,5 +201,6 @@ pub fn stop_clean(x: &mut xfwd::rig::XfwdProcess) {
     assert!(!frames.is_empty(), "no frame accounting in the exit summary: {:#?}", x.seen);
     for l in frames {
         assert!(l.ends_with("unaccounted 0"), "frames lost: {l}");
+        assert_eq!(l.matches(" kernel 0)").count(), 2, "frames still held by the kernel after the exit: {l}");
     }
 }

@@ -507,7 +507,26 @@ impl<D: Decide> Worker<D> {
         g.tx.set(self.in_tx.iter().map(|&n| u64::from(n)).sum());
     }
 
-    fn read_xsk_stats(&self) {
+    /// Reads the socket statistics, and where the frames handed to the kernel are: counted off
+    /// the rings themselves (the worker owns the producer side of fill and TX and the consumer
+    /// side of RX and completion, so these reads are its own).
+    fn read_xsk_stats(&mut self) {
+        let (mut fill_ring, mut rx_ring, mut tx_ring, mut completion) = (0u64, 0u64, 0u64, 0u64);
+        for ring in &mut self.sockets.ports {
+            fill_ring += u64::from(RING_SIZE - ring.fill.nb_free_exact());
+            rx_ring += u64::from(ring.rx.nb_avail_exact());
+            tx_ring += u64::from(RING_SIZE - ring.tx.nb_free_exact());
+            completion += u64::from(ring.comp.nb_avail_exact());
+        }
+        let in_fill: u64 = self.in_fill.iter().map(|&n| u64::from(n)).sum();
+        let in_tx: u64 = self.in_tx.iter().map(|&n| u64::from(n)).sum();
+        let g = &self.counters.frames;
+        g.fill_ring.set(fill_ring);
+        g.rx_ring.set(rx_ring);
+        g.rx_kernel.set(in_fill.saturating_sub(fill_ring + rx_ring));
+        g.tx_ring.set(tx_ring);
+        g.completion.set(completion);
+        g.tx_kernel.set(in_tx.saturating_sub(tx_ring + completion));
         for (p, ring) in self.sockets.ports.iter().enumerate() {
             if let Ok(s) = ring.rx.fd().xdp_statistics() {
                 let x = &self.counters.ports[p].xsk;
