@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use xfwd::{control, privs, render};
 use xfwd_config::router::{self as cfgfile, RouterConfig};
 use xfwd_dataplane::io::forwarder::{Mode, RouterLimits, RouterSetup};
-use xfwd_dataplane::io::{Forwarder, ForwarderConfig, PollMode, StartError, XdpMode};
+use xfwd_dataplane::io::{Forwarder, ForwarderConfig, PollMode, StartError, XdpMode, ZeroCopy};
 use xfwd_dataplane::l3::{Prefix, RouteTarget};
 use xfwd_dataplane::PortId;
 
@@ -89,6 +89,13 @@ enum PollArg {
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
+enum ZeroCopyArg {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
 enum XdpModeArg {
     Native,
     Generic,
@@ -116,6 +123,18 @@ struct WorkerArgs {
     /// Control socket for `xfwd show`.
     #[arg(long, default_value = control::DEFAULT_PATH)]
     control: PathBuf,
+    /// AF_XDP zero-copy: auto uses it where every port's driver supports it [default: auto].
+    #[arg(long, value_enum)]
+    zero_copy: Option<ZeroCopyArg>,
+    /// Back each worker's UMEM with 2 MiB huge pages (reserve them first: vm.nr_hugepages).
+    #[arg(long)]
+    huge_pages: bool,
+    /// With --poll busy: frames per preferred busy poll of the driver; 0 turns it off.
+    #[arg(long, default_value_t = 64)]
+    busy_poll_budget: u16,
+    /// Copy mode: frames one TX kick may send, 32 to 2048 (Linux 6.17+) [default: the kernel's 32].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(32..=2048))]
+    tx_budget: Option<u32>,
     /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
     #[arg(long)]
     user: Option<String>,
@@ -199,6 +218,22 @@ fn poll_mode(a: Option<PollArg>, file: Option<cfgfile::Poll>) -> PollMode {
     }
 }
 
+fn zero_copy(a: Option<ZeroCopyArg>) -> ZeroCopy {
+    match a {
+        Some(ZeroCopyArg::On) => ZeroCopy::On,
+        Some(ZeroCopyArg::Off) => ZeroCopy::Off,
+        Some(ZeroCopyArg::Auto) | None => ZeroCopy::Auto,
+    }
+}
+
+fn xsk_mode(fwd: &Forwarder) -> &'static str {
+    if fwd.zero_copy {
+        "AF_XDP zero-copy mode"
+    } else {
+        "AF_XDP copy mode"
+    }
+}
+
 fn xdp_mode(a: Option<XdpModeArg>, file: Option<cfgfile::XdpMode>) -> XdpMode {
     match (a, file) {
         (Some(XdpModeArg::Native), _) | (None, Some(cfgfile::XdpMode::Native)) => XdpMode::Native,
@@ -215,6 +250,10 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         cores: w.cores.clone(),
         poll: poll_mode(w.poll, None),
         xdp_mode: xdp_mode(w.xdp_mode, None),
+        zero_copy: zero_copy(w.zero_copy),
+        huge_pages: w.huge_pages,
+        busy_poll_budget: w.busy_poll_budget,
+        tx_budget: w.tx_budget,
         mode: Mode::Bridge {
             fdb_size: args.fdb_size,
             ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
@@ -223,10 +262,11 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     let stop = signals()?;
     let (fwd, control) = start(&cfg, w)?;
     println!(
-        "xfwd: bridge {} | {} queue(s), poll {}, AF_XDP copy mode, fdb {} entries, ageing {} s",
+        "xfwd: bridge {} | {} queue(s), poll {}, {}, fdb {} entries, ageing {} s",
         args.ports.join(" "),
         fwd.cores.len(),
         cfg.poll,
+        xsk_mode(&fwd),
         fwd.view().fdb.capacity(),
         args.ageing.as_secs().max(1)
     );
@@ -279,6 +319,10 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         cores: w.cores.clone().or_else(|| c.workers.cores.clone()),
         poll: poll_mode(w.poll, c.workers.poll),
         xdp_mode: xdp_mode(w.xdp_mode, c.workers.xdp_mode),
+        zero_copy: zero_copy(w.zero_copy),
+        huge_pages: w.huge_pages,
+        busy_poll_budget: w.busy_poll_budget,
+        tx_budget: w.tx_budget,
         mode: Mode::Router(RouterSetup {
             addresses: c.interfaces.iter().map(|i| i.addresses.clone()).collect(),
             routes: routes_of(&c),
@@ -291,10 +335,11 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
     let (fwd, control) = start(&cfg, w)?;
     println!(
-        "xfwd: router {} | {} queue(s), poll {}, AF_XDP copy mode, {} static route(s), {} static neighbor(s)",
+        "xfwd: router {} | {} queue(s), poll {}, {}, {} static route(s), {} static neighbor(s)",
         args.config.display(),
         fwd.cores.len(),
         cfg.poll,
+        xsk_mode(&fwd),
         c.routes.len(),
         c.neighbors.len()
     );

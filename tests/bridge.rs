@@ -222,3 +222,65 @@ fn frames_on_a_queue_without_a_socket_are_counted_and_warned_about() {
         x.seen
     );
 }
+
+/// Restores `vm.nr_hugepages` on drop.
+struct HugePages(String);
+
+impl HugePages {
+    fn reserve(n: u32) -> HugePages {
+        let before = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap().trim().to_owned();
+        std::fs::write("/proc/sys/vm/nr_hugepages", n.to_string()).unwrap();
+        HugePages(before)
+    }
+}
+
+impl Drop for HugePages {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/vm/nr_hugepages", &self.0);
+    }
+}
+
+fn huge_pages_free() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    meminfo.lines().find_map(|l| l.strip_prefix("HugePages_Free:")).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_umem() {
+    if !root_or_skip("zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_umem") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let c = control_path("zc");
+    // veth has no AF_XDP zero-copy: forced, it is refused with the fix; auto binds in copy mode.
+    expect_refusal(
+        &r,
+        &["bridge", "eth4", "eth5", "--zero-copy", "on", "--control", &c],
+        "the driver has no AF_XDP zero-copy: use --zero-copy auto or off",
+    );
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &c]).unwrap();
+    x.collect();
+    assert!(x.seen.iter().any(|l| l.contains("AF_XDP copy mode")), "{:#?}", x.seen);
+    assert!(x.seen.iter().any(|l| l.contains("eth4: no AF_XDP zero-copy in its driver")), "{:#?}", x.seen);
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    stop_clean(&mut x);
+
+    // Huge pages: none reserved, refused with what to do; reserved, the UMEM takes them.
+    let _reserved = HugePages::reserve(0);
+    expect_refusal(
+        &r,
+        &["bridge", "eth4", "eth5", "--huge-pages", "--control", &c],
+        "reserve them with sysctl vm.nr_hugepages",
+    );
+    drop(_reserved);
+    let _reserved = HugePages::reserve(16);
+    let free = huge_pages_free();
+    assert!(free >= 8, "the kernel reserved {free} huge pages");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--huge-pages", "--control", &c]).unwrap();
+    // One worker, two ports, 8,192 frames of 2 KiB: 16 MiB, eight 2 MiB pages.
+    assert_eq!(free - huge_pages_free(), 8, "the UMEM is on huge pages");
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    r.h2.exec(&["ping", "-c", "20", "-i", "0.01", "-W", "1", rig::H1_ADDR]).unwrap();
+    stop_clean(&mut x);
+}

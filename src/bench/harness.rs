@@ -87,8 +87,17 @@ impl Arm {
                 for kv in opts.split('+') {
                     let (k, v) =
                         kv.split_once('=').with_context(|| format!("--arm {s}: write options as key=value"))?;
-                    if !matches!(k, "poll" | "xdp-mode" | "cores") {
-                        bail!("--arm {s}: `{k}` is not an xfwd option here (poll, xdp-mode, cores)");
+                    const KEYS: &[&str] =
+                        &["poll", "xdp-mode", "cores", "zero-copy", "busy-poll-budget", "tx-budget", "huge-pages"];
+                    if !KEYS.contains(&k) {
+                        bail!("--arm {s}: `{k}` is not an xfwd option here ({})", KEYS.join(", "));
+                    }
+                    if k == "huge-pages" {
+                        // A switch: huge-pages=on.
+                        if v == "on" {
+                            args.push("--huge-pages".to_owned());
+                        }
+                        continue;
                     }
                     args.push(format!("--{k}"));
                     args.push(v.to_owned());
@@ -344,6 +353,7 @@ pub fn run_mode(
     let mut results: Vec<ArmResult> =
         arms.iter().map(|(n, _)| ArmResult { name: n.clone(), runs: Vec::new() }).collect();
     let mut xdp_mode = String::from("-");
+    let mut xsk_mode = "copy";
     let mut warnings = Vec::new();
     if args.frame.is_some() && args.rate > 0 && args.queues > 1 {
         warnings.push(format!(
@@ -385,6 +395,9 @@ pub fn run_mode(
                         .find(|l| l.trim_start().starts_with("eth4 "))
                     {
                         xdp_mode = line.split_whitespace().nth(1).unwrap_or("-").to_owned();
+                    }
+                    if x.seen.iter().any(|l| l.contains("AF_XDP zero-copy mode")) {
+                        xsk_mode = "zero-copy";
                     }
                     xfwd = Some(x);
                 }
@@ -429,7 +442,7 @@ pub fn run_mode(
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             driver: "veth (namespace rig)".into(),
             xdp_mode,
-            xsk_mode: "copy".into(),
+            xsk_mode: xsk_mode.into(),
             offloads:
                 "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box"
                     .into(),

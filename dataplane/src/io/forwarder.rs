@@ -21,7 +21,7 @@ use arc_swap::ArcSwap;
 use super::arp::{self, ArpConfig, ArpCounters, ArpPort, Control as ArpControl, GleanMsg};
 use super::worker::{BridgeDecide, PollMode, RouterDecide, Worker};
 use super::xdp::{LocalKind, ProgramMode, XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
-use super::xsk::{self, MAX_MTU, RING_SIZE};
+use super::xsk::{self, BindOptions, MAX_MTU, RING_SIZE};
 use crate::l2::{Fdb, FdbEntry};
 use crate::l3::{NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
 use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
@@ -45,8 +45,30 @@ pub struct ForwarderConfig {
     pub poll: PollMode,
     /// How the XDP program is attached.
     pub xdp_mode: XdpMode,
+    /// Whether the sockets bind in zero-copy mode.
+    pub zero_copy: ZeroCopy,
+    /// Back each worker's UMEM with huge pages.
+    pub huge_pages: bool,
+    /// Busy mode: frames per preferred busy poll of the driver (`SO_BUSY_POLL_BUDGET`); 0 turns
+    /// preferred busy polling off (the workers then only poll the rings).
+    pub busy_poll_budget: u16,
+    /// Copy mode: frames one TX kick may send (`None`: the kernel's 32).
+    pub tx_budget: Option<u32>,
     /// What the ports do.
     pub mode: Mode,
+}
+
+/// Whether AF_XDP sockets bind in zero-copy mode. One worker's sockets share a UMEM, which has
+/// one mode for all of them, so zero-copy needs every port's driver to support it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// Zero-copy where every port supports it, copy mode otherwise (said at start).
+    #[default]
+    Auto,
+    /// Zero-copy or refuse to start.
+    On,
+    /// Copy mode.
+    Off,
 }
 
 /// What a forwarder does with its ports.
@@ -241,6 +263,8 @@ pub struct Forwarder {
     pub cores: Vec<Option<usize>>,
     /// The XDP mode each port got, in port order.
     pub xdp_modes: Vec<XdpMode>,
+    /// Whether the sockets are bound in zero-copy mode (else copy mode).
+    pub zero_copy: bool,
     /// Things the operator should know (no carrier, unused queues, tuning advice).
     pub warnings: Vec<String>,
     stop: Arc<AtomicBool>,
@@ -427,23 +451,54 @@ impl Forwarder {
         };
         let mut xdp = XdpProgram::load(&ports, program_mode)?;
         let mut workers: Vec<Box<dyn FnOnce() + Send>> = Vec::with_capacity(queues as usize);
+        let mut zero_copy = cfg.zero_copy != ZeroCopy::Off;
         let mut counters = Vec::with_capacity(queues as usize);
         for q in 0..queues {
-            let sockets = xsk::open(&cfg.ports, q, FRAMES_PER_PORT)
-                .map_err(|(i, cause)| PortError::new(&cfg.ports[i], PortErrorKind::Socket { queue: q, cause }))?;
+            let opts = |zero_copy| BindOptions {
+                zero_copy,
+                huge_pages: cfg.huge_pages,
+                busy_poll_budget: (cfg.poll == PollMode::Busy && cfg.busy_poll_budget > 0)
+                    .then_some(cfg.busy_poll_budget),
+                tx_budget: cfg.tx_budget,
+            };
+            let opened = match xsk::open(&cfg.ports, q, FRAMES_PER_PORT, opts(zero_copy)) {
+                Err(e) if zero_copy && cfg.zero_copy == ZeroCopy::Auto && e.no_zero_copy() => {
+                    warnings.push(format!(
+                        "{}: no AF_XDP zero-copy in its driver; every socket binds in copy mode",
+                        cfg.ports[e.port]
+                    ));
+                    zero_copy = false;
+                    xsk::open(&cfg.ports, q, FRAMES_PER_PORT, opts(false))
+                }
+                r => r,
+            };
+            let (sockets, notes) = opened.map_err(|e| {
+                let mut cause = e.cause.clone();
+                if zero_copy && e.no_zero_copy() {
+                    cause.push_str("; the driver has no AF_XDP zero-copy: use --zero-copy auto or off");
+                }
+                PortError::new(&cfg.ports[e.port], PortErrorKind::Socket { queue: q, cause })
+            })?;
+            for n in notes {
+                if !warnings.contains(&n) {
+                    warnings.push(n);
+                }
+            }
             for (p, ring) in sockets.ports.iter().enumerate() {
                 xdp.register_socket(p, q, ring.fd)?;
             }
             let qc = Arc::new(QueueCounters::new(q, Some(cores[q as usize]), ports.len()));
             counters.push(Arc::clone(&qc));
             let (stop, poll) = (Arc::clone(&stop), cfg.poll);
+            let busy_poll = opts(zero_copy).busy_poll_budget.is_some();
             workers.push(match &router_parts {
                 None => {
-                    let w = Worker::new(sockets, BridgeDecide { fdb: Arc::clone(&fdb) }, qc, stop, poll, clock);
+                    let w = Worker::new(sockets, BridgeDecide { fdb: Arc::clone(&fdb) }, qc, stop, poll, clock)
+                        .drive_busy_poll(busy_poll);
                     Box::new(move || w.run())
                 }
                 Some(r) => {
-                    let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock);
+                    let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock).drive_busy_poll(busy_poll);
                     Box::new(move || w.run())
                 }
             });
@@ -527,6 +582,23 @@ impl Forwarder {
             pinned.push(ok.then_some(core));
             threads.push(handle);
         }
+        if cfg.poll == PollMode::Busy && cfg.busy_poll_budget > 0 {
+            for p in &view.ports {
+                let read = |attr: &str| {
+                    std::fs::read_to_string(format!("/sys/class/net/{}/{attr}", p.name))
+                        .map(|v| v.trim().to_owned())
+                        .unwrap_or_default()
+                };
+                if read("napi_defer_hard_irqs") == "0" || read("gro_flush_timeout") == "0" {
+                    warnings.push(format!(
+                        "{0}: preferred busy polling keeps the driver's interrupts off only with deferral set: \
+                         echo 2 > /sys/class/net/{0}/napi_defer_hard_irqs; echo 200000 > /sys/class/net/{0}/gro_flush_timeout \
+                         (xfwd changes no system setting)",
+                        p.name
+                    ));
+                }
+            }
+        }
         if cfg.poll == PollMode::Busy && queues as usize >= ncores {
             warnings.push(format!(
                 "busy polling with {queues} worker(s) on {ncores} core(s) leaves no core idle for the kernel or other programs; consider --poll adaptive"
@@ -537,6 +609,7 @@ impl Forwarder {
             view,
             cores: pinned,
             xdp_modes,
+            zero_copy,
             warnings,
             stop,
             threads,

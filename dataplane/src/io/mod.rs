@@ -26,7 +26,7 @@ pub mod worker;
 pub mod xdp;
 pub mod xsk;
 
-pub use forwarder::{Forwarder, ForwarderConfig, StartError};
+pub use forwarder::{Forwarder, ForwarderConfig, StartError, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};
 pub use worker::PollMode;
 pub use xdp::{XdpCounter, XdpMode};

@@ -180,6 +180,8 @@ pub struct Worker<D: Decide> {
     answer: [u8; SCRATCH_LEN],
     fill_target: u32,
     total: u64,
+    /// Busy mode with preferred busy polling: drive the driver from idle rounds.
+    busy_poll: bool,
 }
 
 impl<D: Decide> std::fmt::Debug for Worker<D> {
@@ -221,6 +223,7 @@ impl<D: Decide> Worker<D> {
             answer: [0; SCRATCH_LEN],
             fill_target,
             total,
+            busy_poll: false,
         };
         w.counters.frames.total.set(w.total);
         for p in 0..nports {
@@ -228,6 +231,14 @@ impl<D: Decide> Worker<D> {
         }
         w.publish_frames();
         w
+    }
+
+    /// Busy mode on sockets set for preferred busy polling: an idle round asks each socket's
+    /// driver to poll (a zero-length `recvfrom`), since with preferred busy polling the driver
+    /// waits for the application rather than for an interrupt.
+    pub fn drive_busy_poll(mut self, on: bool) -> Self {
+        self.busy_poll = on && self.poll == PollMode::Busy;
+        self
     }
 
     /// Runs until the stop flag is set, then publishes the final counters.
@@ -262,6 +273,11 @@ impl<D: Decide> Worker<D> {
                 continue;
             }
             match self.poll {
+                PollMode::Busy if self.busy_poll => {
+                    for p in 0..nports {
+                        busy_poll(self.sockets.ports[p].fd);
+                    }
+                }
                 PollMode::Busy => std::hint::spin_loop(),
                 PollMode::Adaptive => {
                     idle_rounds += 1;
@@ -539,6 +555,16 @@ impl<D: Decide> Worker<D> {
             }
         }
     }
+}
+
+/// A zero-length non-blocking recvfrom: on a socket set for preferred busy polling, the kernel
+/// runs the device's NAPI poll in this call.
+fn busy_poll(fd: i32) {
+    // SAFETY: `fd` is an open AF_XDP socket of the caller; a null buffer of length zero is
+    // never written.
+    let _ = unsafe {
+        libc::recvfrom(fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())
+    };
 }
 
 /// A zero-length non-blocking sendto: the AF_XDP TX kick.
