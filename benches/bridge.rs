@@ -1,12 +1,14 @@
 //! The bridge decision (parse, learn source, look up destination) on batches of 64 frames with a
-//! populated FDB. Throughput is frames per second on one core.
+//! populated FDB, with the worker's pipelined prefetch (the FDB lines of the frame a few places
+//! ahead) and without. Throughput is frames per second on one core.
 //!
 //! `cargo bench --bench bridge`; in CI `cargo bench --bench bridge -- --test` runs each case once.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use xfwd_dataplane::l2::{decide, Fdb};
+use xfwd_dataplane::io::worker::{BridgeDecide, Decide};
+use xfwd_dataplane::l2::{decide, prefetch, Fdb};
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::PortId;
@@ -57,21 +59,34 @@ fn bench(c: &mut Criterion) {
     for (name, stations) in [("4k_macs", 4096u32), ("64k_macs", 65536u32)] {
         let (fdb, frames) = setup(stations, 1 << 16);
         let batches: Vec<&[([u8; 64], PortId)]> = frames.chunks(BATCH).collect();
-        let mut i = 0usize;
-        g.bench_function(name, |b| {
-            b.iter_batched_ref(
-                || {
-                    i = (i + 1) % batches.len();
-                    batches[i]
-                },
-                |batch| {
-                    for (f, port) in batch.iter() {
-                        black_box(decide(black_box(&f[..]), *port, &fdb, Seconds(2)));
-                    }
-                },
-                BatchSize::SmallInput,
-            )
-        });
+        // As the worker does it: a prefetch stage over the batch, then the decisions; and
+        // without the stage, to see what it buys.
+        // As the worker does it (BridgeDecide::PREFETCH_DISTANCE), and without prefetching.
+        for dist in [BridgeDecide::PREFETCH_DISTANCE, 0] {
+            let mut i = 0usize;
+            let id = format!("{name}{}", if dist == 0 { "_no_prefetch" } else { "" });
+            g.bench_function(id, |b| {
+                b.iter_batched_ref(
+                    || {
+                        i = (i + 1) % batches.len();
+                        batches[i]
+                    },
+                    |batch| {
+                        for (f, _) in batch.iter().take(dist) {
+                            prefetch(black_box(&f[..]), &fdb);
+                        }
+                        for k in 0..batch.len() {
+                            if dist > 0 && k + dist < batch.len() {
+                                prefetch(black_box(&batch[k + dist].0[..]), &fdb);
+                            }
+                            let (f, port) = &batch[k];
+                            black_box(decide(black_box(&f[..]), *port, &fdb, Seconds(2)));
+                        }
+                    },
+                    BatchSize::SmallInput,
+                )
+            });
+        }
     }
     g.finish();
 }

@@ -12,8 +12,9 @@ use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::io::worker::{Decide, RouterDecide};
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
-use xfwd_dataplane::l3::{decide, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::l3::{decide, prefetch, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
@@ -167,27 +168,40 @@ fn bench_router(c: &mut Criterion) {
                 f
             })
             .collect();
-        let mut at = 0usize;
-        g.bench_function(name, |b| {
-            b.iter_batched_ref(
-                || {
-                    // A fresh copy: the decision rewrites TTL and MACs in place.
-                    at = (at + BATCH) % (frames.len() - BATCH);
-                    frames[at..at + BATCH].to_vec()
-                },
-                |batch| {
-                    for f in batch.iter() {
-                        t.fib.prefetch(Ipv4Addr::new(f[30], f[31], f[32], f[33]));
-                    }
-                    for f in batch.iter_mut() {
-                        let a = decide(&mut f[..60], PortId(0), &t, &neighbors, &mut state, 1000, &mut scratch);
-                        debug_assert!(matches!(a, Action::Forward(PortId(1))));
-                        black_box(a);
-                    }
-                },
-                BatchSize::SmallInput,
-            )
-        });
+        // As the worker does it: a prefetch stage over the batch, then the decisions; and
+        // without the stage, to see what it buys.
+        // As the worker does it (RouterDecide::PREFETCH_DISTANCE), and without prefetching.
+        for dist in [RouterDecide::PREFETCH_DISTANCE, 0] {
+            let staged = dist > 0;
+            let mut at = 0usize;
+            let id = format!("{name}{}", if staged { "" } else { "_no_prefetch" });
+            g.bench_function(id, |b| {
+                b.iter_batched_ref(
+                    || {
+                        // A fresh copy: the decision rewrites TTL and MACs in place.
+                        at = (at + BATCH) % (frames.len() - BATCH);
+                        frames[at..at + BATCH].to_vec()
+                    },
+                    |batch| {
+                        if staged {
+                            for f in batch.iter().take(dist) {
+                                prefetch(&f[..], &t);
+                            }
+                        }
+                        for i in 0..batch.len() {
+                            if staged && i + dist < batch.len() {
+                                prefetch(&batch[i + dist][..], &t);
+                            }
+                            let f = &mut batch[i];
+                            let a = decide(&mut f[..60], PortId(0), &t, &neighbors, &mut state, 1000, &mut scratch);
+                            debug_assert!(matches!(a, Action::Forward(PortId(1))));
+                            black_box(a);
+                        }
+                    },
+                    BatchSize::SmallInput,
+                )
+            });
+        }
     }
     g.finish();
 }

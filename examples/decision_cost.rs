@@ -5,6 +5,8 @@
 //! cargo build --release --example decision_cost
 //! valgrind --tool=callgrind --toggle-collect='decision_cost::router_batch' \
 //!     target/release/examples/decision_cost router 64000     # or: bridge_batch … bridge
+//! # as the worker runs them, prefetch stage included (toggle router_pipeline / bridge_pipeline):
+//! #   target/release/examples/decision_cost router 64000 pipeline
 //! ```
 //!
 //! It builds tables like the criterion benches' (a 4,096-MAC FDB; a router with a
@@ -15,6 +17,7 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::io::worker::{BridgeDecide, Decide, RouterDecide};
 use xfwd_dataplane::l2::{self, Fdb};
 use xfwd_dataplane::l3::{self, NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::time::Seconds;
@@ -30,6 +33,8 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let what = args.next().unwrap_or_else(|| "router".into());
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    // A third argument `pipeline` runs the batches as the worker does, with its prefetch stage.
+    let prefetch = args.next().as_deref() == Some("pipeline");
     match what.as_str() {
         "bridge" => {
             let fdb = Fdb::new(8192, 300);
@@ -48,7 +53,12 @@ fn main() {
             let mut done = 0;
             while done < n {
                 let at = done % frames.len();
-                bridge_batch(&frames[at..(at + 64).min(frames.len())], &fdb);
+                let batch = &frames[at..(at + 64).min(frames.len())];
+                if prefetch {
+                    bridge_pipeline(batch, &fdb);
+                } else {
+                    bridge_batch(batch, &fdb);
+                }
                 done += 64;
             }
             println!("bridge: {done} frames");
@@ -104,7 +114,11 @@ fn main() {
                     let src = &template[(done + k) % template.len()];
                     f.copy_from_slice(src);
                 }
-                router_batch(&mut batch, &t, &neighbors, &mut st, &mut scratch);
+                if prefetch {
+                    router_pipeline(&mut batch, &t, &neighbors, &mut st, &mut scratch);
+                } else {
+                    router_batch(&mut batch, &t, &neighbors, &mut st, &mut scratch);
+                }
                 done += 64;
             }
             println!("router: {done} frames");
@@ -121,6 +135,22 @@ fn bridge_batch(frames: &[([u8; 64], PortId)], fdb: &Fdb) {
     }
 }
 
+/// The same batch as the worker runs it, each frame's FDB lines prefetched a few frames ahead
+/// (`--toggle-collect='decision_cost::bridge_pipeline'`).
+#[inline(never)]
+fn bridge_pipeline(frames: &[([u8; 64], PortId)], fdb: &Fdb) {
+    let d = BridgeDecide::PREFETCH_DISTANCE;
+    for (f, _) in frames.iter().take(d) {
+        l2::prefetch(&f[..], fdb);
+    }
+    for (k, (f, p)) in frames.iter().enumerate() {
+        if let Some((ahead, _)) = frames.get(k + d) {
+            l2::prefetch(&ahead[..], fdb);
+        }
+        black_box(l2::decide(&f[..], *p, fdb, Seconds(2)));
+    }
+}
+
 /// One batch of the router decision (`--toggle-collect='decision_cost::router_batch'`).
 #[inline(never)]
 fn router_batch(
@@ -132,5 +162,27 @@ fn router_batch(
 ) {
     for f in batch.iter_mut() {
         black_box(l3::decide(f, PortId(0), t, neighbors, st, 1000, scratch));
+    }
+}
+
+/// The same batch as the worker runs it, each frame's FIB entry prefetched a few frames ahead
+/// (`--toggle-collect='decision_cost::router_pipeline'`).
+#[inline(never)]
+fn router_pipeline(
+    batch: &mut [Vec<u8>],
+    t: &RouterTables,
+    neighbors: &NeighborTable,
+    st: &mut RouterState,
+    scratch: &mut [u8; SCRATCH_LEN],
+) {
+    let d = RouterDecide::PREFETCH_DISTANCE;
+    for f in batch.iter().take(d) {
+        l3::prefetch(f, t);
+    }
+    for k in 0..batch.len() {
+        if let Some(ahead) = batch.get(k + d) {
+            l3::prefetch(ahead, t);
+        }
+        black_box(l3::decide(&mut batch[k], PortId(0), t, neighbors, st, 1000, scratch));
     }
 }

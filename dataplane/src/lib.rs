@@ -17,6 +17,7 @@ pub mod action;
 pub mod io;
 pub mod l2;
 pub mod l3;
+pub mod prefetch;
 pub mod reason;
 pub mod stats;
 pub mod time;

@@ -82,6 +82,15 @@ pub trait Decide: Send {
 
     /// Called once per round with the queue's counters, for state the decision keeps itself.
     fn publish(&mut self, _counters: &QueueCounters) {}
+
+    /// How many frames ahead of the decision [`Decide::prefetch`] runs (0: never). Far enough
+    /// for a table line to arrive from memory while the frames before it are decided, near
+    /// enough not to overrun the CPU's outstanding-miss slots (64 at once measured worst).
+    const PREFETCH_DISTANCE: usize = 0;
+
+    /// Starts the table reads `decide` will make for `frame`, [`Decide::PREFETCH_DISTANCE`]
+    /// frames before its decision (a hint: no effect on results).
+    fn prefetch(&mut self, _frame: &[u8]) {}
 }
 
 /// The learning bridge ([`crate::l2::bridge`]) as a worker decision.
@@ -92,6 +101,10 @@ pub struct BridgeDecide {
 }
 
 impl Decide for BridgeDecide {
+    // Measured (benches/bridge.rs): 4 ahead gains a fifth over 64k stations and costs an
+    // eighth over 4k, where the table is in cache and the prefetch's hashing is pure overhead.
+    const PREFETCH_DISTANCE: usize = 4;
+
     #[inline]
     fn decide(
         &mut self,
@@ -106,6 +119,11 @@ impl Decide for BridgeDecide {
             counters.fdb_full.inc();
         }
         v.action
+    }
+
+    #[inline]
+    fn prefetch(&mut self, frame: &[u8]) {
+        l2::prefetch(frame, &self.fdb);
     }
 }
 
@@ -130,6 +148,10 @@ impl std::fmt::Debug for RouterDecide {
 }
 
 impl Decide for RouterDecide {
+    // Measured (benches/router.rs, 1M prefixes): 16 ahead, 42 Mpps over 1M random
+    // destinations against 24 with the whole batch prefetched first and 11 without.
+    const PREFETCH_DISTANCE: usize = 16;
+
     #[inline]
     fn decide(
         &mut self,
@@ -141,6 +163,11 @@ impl Decide for RouterDecide {
     ) -> Action {
         let t = self.tables.load();
         l3::decide(frame, ingress, t, &self.neighbors, &mut self.state, now_ms, scratch)
+    }
+
+    #[inline]
+    fn prefetch(&mut self, frame: &[u8]) {
+        l3::prefetch(frame, self.tables.load());
     }
 
     fn glean(&mut self, frame: &[u8], ingress: PortId, port: PortId, next_hop: Ipv4Addr) -> bool {
@@ -305,7 +332,32 @@ impl<D: Decide> Worker<D> {
         self.in_fill[p] -= n as u32;
         self.counters.ports[p].rx_frames.add(n as u64);
         let ingress = PortId(p as u8);
+        // A pipeline over the batch: each frame's table lines are asked for D frames before
+        // its decision, and its header 2D before, so that cache misses overlap the work.
+        let d = D::PREFETCH_DISTANCE;
+        if d > 0 {
+            for desc in self.scratch[..n].iter().take(2 * d) {
+                // SAFETY: the worker holds these frames (just received); they are only read.
+                crate::prefetch::read(unsafe { self.sockets.umem.data(desc) }.contents().as_ptr());
+            }
+            for desc in self.scratch[..n].iter().take(d) {
+                // SAFETY: as above.
+                let data = unsafe { self.sockets.umem.data(desc) };
+                self.decide.prefetch(data.contents());
+            }
+        }
         for i in 0..n {
+            if d > 0 {
+                if let Some(desc) = self.scratch[..n].get(i + 2 * d) {
+                    // SAFETY: as above.
+                    crate::prefetch::read(unsafe { self.sockets.umem.data(desc) }.contents().as_ptr());
+                }
+                if let Some(desc) = self.scratch[..n].get(i + d) {
+                    // SAFETY: as above.
+                    let data = unsafe { self.sockets.umem.data(desc) };
+                    self.decide.prefetch(data.contents());
+                }
+            }
             let mut desc = self.scratch[i];
             let action = {
                 // SAFETY: the worker holds this frame (just received) and nothing aliases it.

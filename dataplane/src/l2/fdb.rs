@@ -5,7 +5,12 @@
 //! One table shared by every worker (a MAC learnt on queue 0 is known on queue 1 from the next
 //! frame that queue processes: there is no copy to refresh, only cache coherence between cores).
 //! It is a fixed array of buckets, each one cache line of eight 64-bit keys
-//! (`valid | port << 48 | mac`), with the last-seen second of each slot in a parallel array.
+//! (`valid | port << 48 | mac`) and a second line with a one-byte tag per slot (eight bits of
+//! the MAC's hash) and each slot's last-seen second. A lookup loads the tag word, finds the
+//! slots whose tag matches with a few word operations (no branch per slot: where a MAC sits in
+//! its bucket is unpredictable, and a mispredicted scan cost more than the whole compare), and
+//! compares those keys only — usually one. Scanning all eight keys with an early exit ran at
+//! 23 M decisions/s over 4,096 stations; branch-free over the keys 29; with the tags 33.
 //! A MAC hashes to two candidate buckets (two-choice hashing) and is stored in the emptier one,
 //! so a lookup reads one or two cache lines. With one bucket per MAC, sequential MACs into a
 //! 65,536-entry table met their first full bucket at about 20 % of capacity (Poisson tails);
@@ -79,8 +84,36 @@ pub struct FdbEntry {
 /// The shared forwarding database. See the module documentation.
 pub struct Fdb {
     buckets: Box<[Bucket]>,
-    seen: Box<[[AtomicU32; WAYS]]>,
+    meta: Box<[Meta]>,
     ageing: u32,
+}
+
+/// A bucket's other line: a one-byte tag per slot (from the MAC's hash; 0 for never used), so
+/// that a lookup finds its candidate slot with one load and a few word operations, and the
+/// last-seen second of each slot.
+#[repr(C, align(64))]
+#[derive(Default)]
+struct Meta {
+    tags: AtomicU64,
+    seen: [AtomicU32; WAYS],
+}
+
+const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// Bit 8*i+7 set for each byte *i* of `tags` equal to `tag` (and possibly a few more just
+/// above a match, which the key comparison that follows rules out).
+#[inline(always)]
+fn tag_matches(tags: u64, tag: u8) -> u64 {
+    let x = tags ^ (LOW_BITS * u64::from(tag));
+    x.wrapping_sub(LOW_BITS) & !x & HIGH_BITS
+}
+
+/// Where a MAC may sit: its two candidate buckets and its tag.
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    buckets: [usize; 2],
+    tag: u8,
 }
 
 impl std::fmt::Debug for Fdb {
@@ -106,8 +139,8 @@ impl Fdb {
     pub fn new(capacity: usize, ageing_s: u32) -> Fdb {
         let nbuckets = capacity.div_ceil(WAYS).max(1);
         let buckets = (0..nbuckets).map(|_| Bucket { keys: Default::default() }).collect();
-        let seen = (0..nbuckets).map(|_| Default::default()).collect();
-        Fdb { buckets, seen, ageing: ageing_s }
+        let meta = (0..nbuckets).map(|_| Meta::default()).collect();
+        Fdb { buckets, meta, ageing: ageing_s }
     }
 
     /// Number of slots.
@@ -120,12 +153,22 @@ impl Fdb {
         self.ageing
     }
 
-    /// The two candidate buckets of `mac`. Multiply-shift reduction: any bucket count, no modulo.
-    #[inline]
-    fn buckets_of(&self, mac: u64) -> [usize; 2] {
+    /// The two candidate buckets of `mac` (multiply-shift reduction: any bucket count, no
+    /// modulo) and its tag (never 0), all from one hash.
+    #[inline(always)]
+    fn place(&self, mac: u64) -> Place {
         let h = hash(mac);
         let n = self.buckets.len() as u64;
-        [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize]
+        let buckets = [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize];
+        Place { buckets, tag: ((h >> 24) as u8).max(1) }
+    }
+
+    /// Sets slot `i`'s tag in bucket `b` (after its key was claimed: a reader that sees the
+    /// key before the tag misses the entry once and floods that frame).
+    fn set_tag(&self, b: usize, i: usize, tag: u8) {
+        let shift = 8 * i;
+        let tags = &self.meta[b].tags;
+        let _ = tags.fetch_update(Relaxed, Relaxed, |t| Some((t & !(0xff << shift)) | (u64::from(tag) << shift)));
     }
 
     #[inline]
@@ -133,30 +176,55 @@ impl Fdb {
         seen != 0 && now.since(Seconds(seen)) <= self.ageing
     }
 
-    /// The port `mac` was last seen on, if it is known and has not aged out.
+    /// Brings the table lines `mac` may sit in towards the cache, for a decision to come.
     #[inline]
-    pub fn lookup(&self, mac: MacAddr, now: Seconds) -> Option<PortId> {
-        let m = mac.to_u64();
-        for b in self.buckets_of(m) {
-            if let Some((i, k)) = self.find_in(b, m) {
-                let seen = self.seen[b][i].load(Relaxed);
-                // The slot may have been reclaimed for another MAC since it was matched: only
-                // an unchanged key vouches for the last-seen second just read.
-                if self.buckets[b].keys[i].load(Relaxed) != k || !self.live(seen, now) {
-                    return None;
+    pub fn prefetch(&self, mac: MacAddr) {
+        let p = self.place(mac.to_u64());
+        for b in p.buckets {
+            crate::prefetch::read(&self.meta[b]);
+        }
+        crate::prefetch::read(&self.buckets[p.buckets[0]]);
+    }
+
+    /// The slot holding `m`, as (bucket, slot, key read), first bucket first: the tag word
+    /// names the candidate slots (usually one), whose keys are then compared.
+    #[inline(always)]
+    fn find(&self, m: u64) -> Option<(usize, usize, u64)> {
+        let p = self.place(m);
+        let want = VALID | m;
+        for b in p.buckets {
+            let mut cand = tag_matches(self.meta[b].tags.load(Relaxed), p.tag);
+            while cand != 0 {
+                let i = (cand.trailing_zeros() / 8) as usize;
+                let k = self.buckets[b].keys[i].load(Relaxed);
+                if k & !(PORT_MASK << PORT_SHIFT) == want {
+                    return Some((b, i, k));
                 }
-                return Some(PortId(((k >> PORT_SHIFT) & PORT_MASK) as u8));
+                cand &= cand - 1;
             }
         }
         None
     }
 
-    /// The slot of bucket `b` holding `m`, if any, with the key read from it.
+    /// The port `mac` was last seen on, if it is known and has not aged out.
     #[inline]
+    pub fn lookup(&self, mac: MacAddr, now: Seconds) -> Option<PortId> {
+        let (b, i, k) = self.find(mac.to_u64())?;
+        let seen = self.meta[b].seen[i].load(Relaxed);
+        // The slot may have been reclaimed for another MAC since it was matched: only an
+        // unchanged key vouches for the last-seen second just read.
+        if self.buckets[b].keys[i].load(Relaxed) != k || !self.live(seen, now) {
+            return None;
+        }
+        Some(PortId(((k >> PORT_SHIFT) & PORT_MASK) as u8))
+    }
+
+    /// The slot of bucket `b` holding `m`, if any, with the key read from it: every key
+    /// compared, tags not trusted (for the learning path, which must not miss a claimed slot).
     fn find_in(&self, b: usize, m: u64) -> Option<(usize, u64)> {
         self.buckets[b].keys.iter().enumerate().find_map(|(i, key)| {
             let k = key.load(Relaxed);
-            (k & VALID != 0 && k & MAC_MASK == m).then_some((i, k))
+            (k & !(PORT_MASK << PORT_SHIFT) == VALID | m).then_some((i, k))
         })
     }
 
@@ -169,7 +237,7 @@ impl Fdb {
         let mut count = 0;
         for (i, key) in keys.iter().enumerate() {
             let k = key.load(Relaxed);
-            if k & VALID == 0 || !self.live(self.seen[b][i].load(Relaxed), now) {
+            if k & VALID == 0 || !self.live(self.meta[b].seen[i].load(Relaxed), now) {
                 first = first.or(Some((i, k)));
                 count += 1;
             }
@@ -183,7 +251,25 @@ impl Fdb {
     pub fn learn(&self, mac: MacAddr, port: PortId, now: Seconds) -> Learn {
         let m = mac.to_u64();
         let want = VALID | (u64::from(port.0) << PORT_SHIFT) | m;
-        let candidates = self.buckets_of(m);
+        // The common case, a known station on its port: read-only unless the second changed.
+        if let Some((b, i, k)) = self.find(m) {
+            if k == want {
+                let seen = &self.meta[b].seen[i];
+                if seen.load(Relaxed) != now.0 {
+                    seen.store(now.0, Relaxed);
+                }
+                return Learn::Known;
+            }
+        }
+        self.learn_change(m, want, now)
+    }
+
+    /// [`Fdb::learn`] for a station that is new or moved.
+    #[cold]
+    #[inline(never)]
+    fn learn_change(&self, m: u64, want: u64, now: Seconds) -> Learn {
+        let place = self.place(m);
+        let candidates = place.buckets;
         // Every write is a compare-exchange from the key this call read, so a slot that another
         // worker reclaimed meanwhile is never overwritten; a lost race is retried.
         for _ in 0..4 {
@@ -192,10 +278,13 @@ impl Fdb {
                 if k != want && key.compare_exchange(k, want, Relaxed, Relaxed).is_err() {
                     continue;
                 }
-                let seen = &self.seen[b][i];
+                let seen = &self.meta[b].seen[i];
                 if seen.load(Relaxed) != now.0 {
                     seen.store(now.0, Relaxed);
                 }
+                // Found by its key: make sure its tag says so too (a racing claim may not
+                // have set it yet).
+                self.set_tag(b, i, place.tag);
                 return if k == want { Learn::Known } else { Learn::Moved };
             }
             // Into the emptier of the two buckets (ties to the first, which lookups read first).
@@ -206,7 +295,8 @@ impl Fdb {
                 return Learn::Full;
             };
             if self.buckets[b].keys[i].compare_exchange(old, want, Relaxed, Relaxed).is_ok() {
-                self.seen[b][i].store(now.0, Relaxed);
+                self.meta[b].seen[i].store(now.0, Relaxed);
+                self.set_tag(b, i, place.tag);
                 return Learn::New;
             }
         }
@@ -230,7 +320,7 @@ impl Fdb {
         for (b, bucket) in self.buckets.iter().enumerate() {
             for (i, key) in bucket.keys.iter().enumerate() {
                 let k = key.load(Relaxed);
-                let s = self.seen[b][i].load(Relaxed);
+                let s = self.meta[b].seen[i].load(Relaxed);
                 if k & VALID != 0 && self.live(s, now) {
                     out.push(FdbEntry {
                         mac: MacAddr::from_u64(k & MAC_MASK),

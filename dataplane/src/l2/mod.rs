@@ -3,5 +3,5 @@
 pub mod bridge;
 pub mod fdb;
 
-pub use bridge::{decide, Verdict};
+pub use bridge::{decide, prefetch, Verdict};
 pub use fdb::{Fdb, FdbEntry, Learn};

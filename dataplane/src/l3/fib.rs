@@ -221,15 +221,7 @@ impl Fib {
     /// Prefetches the entry for `addr` (a hint for batch lookups; no effect on results).
     #[inline]
     pub fn prefetch(&self, addr: Ipv4Addr) {
-        let i = (u32::from(addr) >> 8) as usize;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `i < 2^24 = tbl24.len()`, so the pointer is inside the table; prefetch never
-        // faults and has no effect on memory contents.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch(self.tbl24.as_ptr().add(i).cast::<i8>(), core::arch::x86_64::_MM_HINT_T0);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = i;
+        crate::prefetch::read(&self.tbl24[(u32::from(addr) >> 8) as usize]);
     }
 
     /// Number of routes it was built from.
