@@ -347,3 +347,65 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     assert_eq!(f.fill_ring + f.rx_ring, f.fill, "{f:?}");
     stop_clean(&mut x);
 }
+
+/// The manual soak (not in CI): `XFWD_SOAK_SECS=600 cargo test --release --test robustness soak
+/// -- --ignored --nocapture`. The router carries four TCP flows (TCP finds the highest rate the
+/// rig sustains) for the whole time; every 10 s the resident memory, the rate and the drops are
+/// printed; at the end resident memory must not have grown after the first minute, and the exit
+/// accounts for every frame.
+#[test]
+#[ignore = "a manual bench: ten minutes by default"]
+fn soak() {
+    if !root_or_skip("soak") {
+        return;
+    }
+    let secs: u64 = std::env::var("XFWD_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
+    let control = control_path("soak");
+    let mut x = r.start_xfwd(XFWD, &["router", "--config", config, "--control", &control]).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    let pid = x.proc.child.id();
+    let flow = {
+        let (h1, h2) = (r.h1.name().to_owned(), r.h2.name().to_owned());
+        std::thread::spawn(move || {
+            let server = rig::Netns::attach(h1);
+            let client = rig::Netns::attach(h2);
+            rig::iperf3_tcp(&server, &client, "198.18.10.1", 4, 1, secs as u32)
+        })
+    };
+    let started = Instant::now();
+    let mut prev = common::stats(&control);
+    let mut rss = Vec::new();
+    eprintln!("{:>6} {:>9} {:>10} {:>9} {:>8}", "t s", "RSS KiB", "kpps in", "dropped", "sleeps");
+    while started.elapsed() < Duration::from_secs(secs) {
+        std::thread::sleep(Duration::from_secs(10));
+        let s = common::stats(&control);
+        let rx = |s: &xfwd_dataplane::io::forwarder::Report| s.ports.iter().map(|p| p.total.rx_frames).sum::<u64>();
+        let dropped =
+            |s: &xfwd_dataplane::io::forwarder::Report| s.ports.iter().map(|p| p.total.dropped()).sum::<u64>();
+        let kib = rss_kib(pid);
+        rss.push((started.elapsed().as_secs(), kib));
+        eprintln!(
+            "{:>6} {:>9} {:>10.1} {:>9} {:>8}",
+            started.elapsed().as_secs(),
+            kib,
+            (rx(&s) - rx(&prev)) as f64 / 10.0 / 1000.0,
+            dropped(&s) - dropped(&prev),
+            s.queues[0].sleeps - prev.queues[0].sleeps
+        );
+        prev = s;
+    }
+    let tcp = flow.join().unwrap().unwrap();
+    eprintln!("soak: {secs} s, TCP {:.2} Gb/s summed over 4 flows", tcp.gbps());
+    let settled: Vec<u64> = rss.iter().filter(|(t, _)| *t >= 60).map(|(_, k)| *k).collect();
+    if let (Some(lo), Some(hi)) = (settled.iter().min(), settled.iter().max()) {
+        eprintln!("soak: resident memory after the first minute {lo}..{hi} KiB");
+        assert!(hi - lo <= 1024, "resident memory grew by {} KiB", hi - lo);
+    }
+    stop_clean(&mut x);
+    for l in x.seen.iter().filter(|l| l.contains("frames total")) {
+        eprintln!("soak: {l}");
+    }
+}
