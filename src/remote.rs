@@ -159,6 +159,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             queue_rx: Vec::new(),
             rtt_ms: Vec::new(),
             rtt_idle_ms: Vec::new(),
+            idle_busy_cores: None,
         });
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {

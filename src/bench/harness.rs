@@ -248,6 +248,9 @@ fn measure(
     control: &str,
     frame: Option<u32>,
 ) -> Result<RunResult> {
+    let (i0, t0) = (busy_jiffies()?, Instant::now());
+    std::thread::sleep(Duration::from_secs(1));
+    let idle_busy_cores = Some((busy_jiffies()? - i0) as f64 / 100.0 / t0.elapsed().as_secs_f64());
     let idle = p.client.command("ping").args(["-c", "10", "-i", "0.05", "-W", "1", p.server_addr]).output();
     let rtt_idle_ms = idle.map(|o| parse_ping_rtts(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default();
     let sampler = Sampler::start(Duration::from_millis(500))?;
@@ -323,6 +326,7 @@ fn measure(
         queue_rx,
         rtt_ms,
         rtt_idle_ms,
+        idle_busy_cores,
     })
 }
 
@@ -467,6 +471,16 @@ pub fn run_mode(
 pub fn rtt(arm: &ArmResult) -> Option<(f64, f64)> {
     let all: Vec<f64> = arm.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
     Some((percentile(&all, 50.0)?, percentile(&all, 99.0)?))
+}
+
+/// Median over the runs of the busy cores with no traffic.
+pub fn idle_cores(arm: &ArmResult) -> Option<f64> {
+    let mut v: Vec<f64> = arm.runs.iter().filter_map(|r| r.idle_busy_cores).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
 }
 
 /// Median RTT of an arm's runs on the idle path, ms.

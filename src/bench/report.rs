@@ -80,6 +80,10 @@ pub struct RunResult {
     /// Round-trip times of pings sent just before the run, on the idle path, milliseconds.
     #[serde(default)]
     pub rtt_idle_ms: Vec<f64>,
+    /// The whole machine's busy cores over one second with no traffic, just before the run
+    /// (what a busy-polling forwarder costs when there is nothing to do).
+    #[serde(default)]
+    pub idle_busy_cores: Option<f64>,
 }
 
 /// One arm: its name (`kernel`, `xfwd`, `xfwd:poll=busy`, `wire`) and its runs.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::harness::{rtt, rtt_idle};
+use super::harness::{idle_cores, rtt, rtt_idle};
 use super::report::Report;
 use super::stats::Summary;
 
@@ -32,9 +32,10 @@ pub fn render(report: &Report) -> String {
     let tcp = c.test == "tcp";
     let (main, unit) = if tcp { ("gbps", "Gb/s") } else { ("delivered_pps", "kpps") };
     let scale = if tcp { 1.0 } else { 1e-3 };
+    let w = report.arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(6);
     let _ = writeln!(
         s,
-        "{:<16} {:>3} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>7} {:>17} {:>8}",
+        "{:<w$} {:>3} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
         "arm",
         "n",
         format!("{unit} med"),
@@ -43,7 +44,8 @@ pub fn render(report: &Report) -> String {
         "µs/pkt",
         "fwd µs",
         if tcp { "" } else { "loss %" },
-        "idle",
+        "idle cores",
+        "RTT idle",
         "RTT load p50/p99",
         if tcp { "fairness" } else { "" }
     );
@@ -60,9 +62,10 @@ pub fn render(report: &Report) -> String {
         };
         let rtts = rtt(arm).map_or_else(|| "-".into(), |(p50, p99)| format!("{p50:.2}/{p99:.2} ms"));
         let idle = rtt_idle(arm).map_or_else(|| "-".into(), |p| format!("{p:.2}"));
+        let idle_cores = idle_cores(arm).map_or_else(|| "-".into(), |c| format!("{c:.2}"));
         let _ = writeln!(
             s,
-            "{:<16} {:>3} {:>9.2} {:>9.2} {:>8.2} {:>9.2} {:>9} {:>9} {:>7} {:>17} {:>8}",
+            "{:<w$} {:>3} {:>9.2} {:>9.2} {:>8.2} {:>9.2} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
             arm.name,
             arm.runs.len(),
             m.map_or(0.0, |m| m.median * scale),
@@ -71,6 +74,7 @@ pub fn render(report: &Report) -> String {
             cpu.map_or(0.0, |c| c.median),
             fwd.map_or_else(|| "-".into(), |f| format!("{:.2}", f.median)),
             if tcp { String::new() } else { format!("{loss:.2}") },
+            idle_cores,
             idle,
             rtts,
             fairness
