@@ -52,7 +52,7 @@ pub fn prefetch(frame: &[u8], fdb: &Fdb) {
 }
 
 /// Decides the fate of `frame`, which arrived on `ingress` at `now`, learning its source.
-#[inline]
+#[inline(always)]
 pub fn decide(frame: &[u8], ingress: PortId, fdb: &Fdb, now: Seconds) -> Verdict {
     let Ok(eth) = EthernetFrame::new_checked(frame) else {
         return Verdict::drop(Reason::Runt);

@@ -207,7 +207,7 @@ impl Fdb {
     }
 
     /// The port `mac` was last seen on, if it is known and has not aged out.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&self, mac: MacAddr, now: Seconds) -> Option<PortId> {
         let (b, i, k) = self.find(mac.to_u64())?;
         let seen = self.meta[b].seen[i].load(Relaxed);
@@ -247,7 +247,7 @@ impl Fdb {
 
     /// Records that `mac` was seen on `port` at `now`. The caller passes unicast addresses
     /// only (the bridge decision checks).
-    #[inline]
+    #[inline(always)]
     pub fn learn(&self, mac: MacAddr, port: PortId, now: Seconds) -> Learn {
         let m = mac.to_u64();
         let want = VALID | (u64::from(port.0) << PORT_SHIFT) | m;

@@ -162,7 +162,7 @@ pub struct RouterState {
 impl RouterState {
     /// The MAC and port of gateway `ip`, next hop `idx` of tables `tables_id`: from the cache
     /// while neither the tables nor the neighbour table changed, else looked up and cached.
-    #[inline]
+    #[inline(always)]
     fn gateway(
         &mut self,
         idx: usize,
@@ -226,7 +226,7 @@ pub fn prefetch(frame: &[u8], t: &RouterTables) {
 
 /// Decides the fate of `frame`, received on `ingress` at `now_ms`. May rewrite the frame in
 /// place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]).
-#[inline]
+#[inline(always)]
 pub fn decide(
     frame: &mut [u8],
     ingress: PortId,

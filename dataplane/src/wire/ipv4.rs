@@ -168,7 +168,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
 
     /// Decrements the TTL by one and updates the checksum incrementally (RFC 1624). The caller
     /// has checked that the TTL is above 1.
-    #[inline]
+    #[inline(always)]
     pub fn decrement_ttl(&mut self) {
         let b = self.bm();
         let old = u16::from_be_bytes([b[field::TTL], b[field::PROTOCOL]]);
