@@ -136,6 +136,10 @@ struct WorkerArgs {
     /// Copy mode: frames one TX kick may send, 32 to 2048 (Linux 6.17+) [default: the kernel's 32].
     #[arg(long, value_parser = clap::value_parser!(u32).range(32..=2048))]
     tx_budget: Option<u32>,
+    /// Run the workers under SCHED_FIFO at this priority (1-99), ahead of ordinary processes,
+    /// as the kernel's own packet processing is; with --poll adaptive only.
+    #[arg(long)]
+    rt_priority: Option<u8>,
     /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
     #[arg(long)]
     user: Option<String>,
@@ -255,6 +259,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
+        rt_priority: w.rt_priority,
         mode: Mode::Bridge {
             fdb_size: args.fdb_size,
             ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
@@ -324,6 +329,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
+        rt_priority: w.rt_priority,
         mode: Mode::Router(RouterSetup {
             addresses: c.interfaces.iter().map(|i| i.addresses.clone()).collect(),
             routes: routes_of(&c),

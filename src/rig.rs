@@ -48,6 +48,10 @@ impl Netns {
         // Ephemeral ports below the fixed client ports (55000…) that the flows bind, so that no
         // control connection takes one of them first.
         ns.exec(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=32768 54999"])?;
+        // The next run binds the same fixed client ports to the same servers while the last
+        // run's connections sit in TIME_WAIT (hundreds of them with --flows 450): let it reuse
+        // them, as the reference's fixed-port method needs. Namespaced; gone with the rig.
+        ns.exec(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
         Ok(ns)
     }
 

@@ -284,3 +284,44 @@ fn zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_u
     r.h2.exec(&["ping", "-c", "20", "-i", "0.01", "-W", "1", rig::H1_ADDR]).unwrap();
     stop_clean(&mut x);
 }
+
+/// (thread name, scheduling policy, real-time priority) of every thread of `pid`, from
+/// /proc/PID/task/TID/stat (fields 40 and 41 after the command name).
+fn thread_policies(pid: u32) -> Vec<(String, u32, u32)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap();
+        let (name, rest) = stat.split_once(" (").unwrap().1.rsplit_once(") ").unwrap();
+        // `rest` starts at field 3 (state); rt_priority is field 40, policy field 41.
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        out.push((name.to_owned(), f[41 - 3].parse().unwrap(), f[40 - 3].parse().unwrap()));
+    }
+    out
+}
+
+#[test]
+fn rt_priority_puts_the_workers_alone_under_sched_fifo() {
+    if !root_or_skip("rt_priority_puts_the_workers_alone_under_sched_fifo") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let c = control_path("rt");
+    expect_refusal(
+        &r,
+        &["bridge", "eth4", "eth5", "--rt-priority", "10", "--poll", "busy", "--control", &c],
+        "--rt-priority with --poll busy",
+    );
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--rt-priority", "10", "--control", &c]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    let threads = thread_policies(x.proc.child.id());
+    assert!(threads.len() >= 3, "{threads:?}");
+    for (name, policy, prio) in &threads {
+        if name.starts_with("xfwd-q") {
+            assert_eq!((*policy, *prio), (libc::SCHED_FIFO as u32, 10), "{name}: {threads:?}");
+        } else {
+            assert_eq!((*policy, *prio), (libc::SCHED_OTHER as u32, 0), "{name}: {threads:?}");
+        }
+    }
+    stop_clean(&mut x);
+}

@@ -87,8 +87,16 @@ impl Arm {
                 for kv in opts.split('+') {
                     let (k, v) =
                         kv.split_once('=').with_context(|| format!("--arm {s}: write options as key=value"))?;
-                    const KEYS: &[&str] =
-                        &["poll", "xdp-mode", "cores", "zero-copy", "busy-poll-budget", "tx-budget", "huge-pages"];
+                    const KEYS: &[&str] = &[
+                        "poll",
+                        "xdp-mode",
+                        "cores",
+                        "zero-copy",
+                        "busy-poll-budget",
+                        "tx-budget",
+                        "huge-pages",
+                        "rt-priority",
+                    ];
                     if !KEYS.contains(&k) {
                         bail!("--arm {s}: `{k}` is not an xfwd option here ({})", KEYS.join(", "));
                     }

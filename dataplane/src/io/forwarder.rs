@@ -54,6 +54,9 @@ pub struct ForwarderConfig {
     pub busy_poll_budget: u16,
     /// Copy mode: frames one TX kick may send (`None`: the kernel's 32).
     pub tx_budget: Option<u32>,
+    /// Run the workers under SCHED_FIFO at this priority (1–99), so that they, like the
+    /// kernel's own packet processing, run before ordinary processes; `None`: normal threads.
+    pub rt_priority: Option<u8>,
     /// What the ports do.
     pub mode: Mode,
 }
@@ -352,6 +355,17 @@ pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
 
 impl RouterParts {}
 
+/// Puts the calling thread under scheduling `policy` at `priority` (0 for SCHED_OTHER).
+fn set_policy(policy: libc::c_int, priority: u8) -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: i32::from(priority) };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid, initialised sched_param.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 fn raise_memlock() {
     // UMEM pages count against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK; lift this
     // process's own limit where allowed (no system setting changes).
@@ -380,6 +394,16 @@ impl Forwarder {
         }
         if cfg.ports.len() > MAX_PORTS {
             return Err(StartError::Usage(format!("at most {MAX_PORTS} ports, {} given", cfg.ports.len())));
+        }
+        if let Some(p) = cfg.rt_priority {
+            if !(1..=99).contains(&p) {
+                return Err(StartError::Usage(format!("--rt-priority {p}: give 1 to 99")));
+            }
+            if cfg.poll == PollMode::Busy {
+                return Err(StartError::Usage(
+                    "--rt-priority with --poll busy: a real-time worker that never sleeps takes its core from everything else, the kernel's own threads included; use --poll adaptive".into(),
+                ));
+            }
         }
         if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
             return Err(StartError::Usage("--fdb-size must be at least 1".into()));
@@ -548,11 +572,23 @@ impl Forwarder {
         }
         let view =
             Arc::new(LiveView { ports, queues: counters, fdb, router: router_view, clock, xdp: xdp.counter_reader()? });
-        before_threads().map_err(StartError::Privileges)?;
-        let arp_thread = match arp_ready.map(arp::ArpReady::spawn).transpose() {
-            Ok(t) => t,
-            Err(e) => return Err(StartError::System(format!("cannot start the ARP thread: {e}"))),
-        };
+        if let Some(p) = cfg.rt_priority {
+            // Threads inherit their creator's policy, and setting a real-time one needs
+            // CAP_SYS_NICE, which goes with the privileges: the main thread takes SCHED_FIFO
+            // now, the workers inherit it, and the main thread goes back to normal (allowed
+            // without privilege) before it starts any other thread.
+            set_policy(libc::SCHED_FIFO, p).map_err(|e| {
+                StartError::System(format!(
+                    "--rt-priority {p}: cannot take SCHED_FIFO ({e}); it needs CAP_SYS_NICE at start"
+                ))
+            })?;
+        }
+        let dropped = before_threads().map_err(StartError::Privileges);
+        if let Err(e) = dropped {
+            let _ = set_policy(libc::SCHED_OTHER, 0);
+            return Err(e);
+        }
+        let arp_thread;
 
         let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(workers.len());
         let mut pinned = Vec::with_capacity(workers.len());
@@ -569,8 +605,11 @@ impl Forwarder {
                 Err(e) => {
                     // Stop the workers already running before the sockets and program go.
                     stop.store(true, Ordering::Relaxed);
-                    for t in threads.into_iter().chain(arp_thread) {
+                    for t in threads {
                         let _ = t.join();
+                    }
+                    if cfg.rt_priority.is_some() {
+                        let _ = set_policy(libc::SCHED_OTHER, 0);
                     }
                     return Err(StartError::System(format!("cannot start worker {q}: {e}")));
                 }
@@ -582,6 +621,22 @@ impl Forwarder {
             pinned.push(ok.then_some(core));
             threads.push(handle);
         }
+        if cfg.rt_priority.is_some() {
+            // Back to normal for this thread and the ones it starts from now on.
+            if let Err(e) = set_policy(libc::SCHED_OTHER, 0) {
+                warnings.push(format!("the control thread stays under SCHED_FIFO ({e})"));
+            }
+        }
+        arp_thread = match arp_ready.map(arp::ArpReady::spawn).transpose() {
+            Ok(t) => t,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                for t in threads {
+                    let _ = t.join();
+                }
+                return Err(StartError::System(format!("cannot start the ARP thread: {e}")));
+            }
+        };
         if cfg.poll == PollMode::Busy && cfg.busy_poll_budget > 0 {
             for p in &view.ports {
                 let read = |attr: &str| {
