@@ -48,10 +48,6 @@ impl Netns {
         // Ephemeral ports below the fixed client ports (55000…) that the flows bind, so that no
         // control connection takes one of them first.
         ns.exec(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=32768 54999"])?;
-        // The next run binds the same fixed client ports to the same servers while the last
-        // run's connections sit in TIME_WAIT (hundreds of them with --flows 450): let it reuse
-        // them, as the reference's fixed-port method needs. Namespaced; gone with the rig.
-        ns.exec(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
         Ok(ns)
     }
 
@@ -431,6 +427,7 @@ pub fn iperf3_tcp_omit(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    wait_client_ports_free(client, flows)?;
     let mut clients = Vec::new();
     for k in 0..flows {
         let cpu = (k % queues.max(1)).to_string();
@@ -450,6 +447,30 @@ pub fn iperf3_tcp_omit(
     }
     drop(servers);
     Ok(TcpResult { flows_bps })
+}
+
+/// Waits (up to TIME_WAIT's 60 s) until no connection of an earlier run holds one of the
+/// fixed client ports 55000… in `client`: a client that closed first keeps its end in
+/// TIME_WAIT, and binding the same port again would fail with "Address already in use".
+fn wait_client_ports_free(client: &Netns, flows: u32) -> Result<()> {
+    let fixed = 55000..55000 + flows;
+    let start = Instant::now();
+    loop {
+        let out = client.exec(&["ss", "-Htan", "state", "time-wait"])?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let busy = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(2))
+            .filter_map(|a| a.rsplit(':').next()?.parse::<u32>().ok())
+            .any(|p| fixed.contains(&p));
+        if !busy {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(65) {
+            bail!("fixed client ports still in TIME_WAIT after 65 s");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 impl Rig {
