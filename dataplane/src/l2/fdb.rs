@@ -160,11 +160,16 @@ impl Fdb {
         let h = hash(mac);
         let n = self.buckets.len() as u64;
         let buckets = [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize];
-        Place { buckets, tag: ((h >> 24) as u8).max(1) }
+        // The tag from the hash's lowest byte: the bucket indices come from the top bits of
+        // each half, so a tag from bits 24..31 would be the same for every MAC of a second
+        // bucket and tell them apart no better than the bucket does.
+        Place { buckets, tag: (h as u8).max(1) }
     }
 
-    /// Sets slot `i`'s tag in bucket `b` (after its key was claimed: a reader that sees the
-    /// key before the tag misses the entry once and floods that frame).
+    /// Sets slot `i`'s tag in bucket `b`, after its key was claimed. A reader that sees the key
+    /// before the tag misses the entry and floods; a tag write that lands after another worker
+    /// reclaimed the slot for a second MAC leaves that MAC unfound (flooded to) until it sends
+    /// again and learning, which compares keys, sets its tag back. Neither gives a wrong port.
     fn set_tag(&self, b: usize, i: usize, tag: u8) {
         let shift = 8 * i;
         let tags = &self.meta[b].tags;
@@ -343,6 +348,32 @@ mod tests {
     fn mac(i: u32) -> MacAddr {
         let b = i.to_be_bytes();
         MacAddr([0x02, 0x00, b[0], b[1], b[2], b[3]])
+    }
+
+    #[test]
+    fn tags_tell_apart_the_macs_of_one_bucket() {
+        // Tags must not be a function of either bucket index, or a lookup compares every key
+        // of a bucket whose MACs share it.
+        let fdb = Fdb::new(65536, 300);
+        for which in 0..2 {
+            let mut by_bucket: std::collections::HashMap<usize, Vec<u8>> = Default::default();
+            for i in 0..100_000 {
+                let p = fdb.place(mac(i).to_u64());
+                by_bucket.entry(p.buckets[which]).or_default().push(p.tag);
+            }
+            let (mut groups, mut shared) = (0, 0);
+            for tags in by_bucket.values().filter(|t| t.len() >= 8) {
+                groups += 1;
+                let mut t = tags.clone();
+                t.sort_unstable();
+                t.dedup();
+                if t.len() < tags.len() / 2 {
+                    shared += 1;
+                }
+            }
+            assert!(groups > 100, "bucket {which}: {groups} buckets with 8 or more MACs");
+            assert!(shared * 100 < groups, "bucket {which}: {shared} of {groups} buckets mostly share tags");
+        }
     }
 
     #[test]
