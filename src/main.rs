@@ -371,10 +371,9 @@ fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, co
     })?;
     control.serve(fwd.view())?;
     if let Some(d) = dropped {
-        let kept = if keep.is_empty() {
-            "no capabilities left".to_owned()
-        } else {
-            format!("kept only {} (this kernel needs it to read the counters map)", keep[0])
+        let kept = match d.kept.first() {
+            None => "no capabilities left".to_owned(),
+            Some(c) => format!("kept only {c} (this kernel needs it to read the counters map)"),
         };
         let user = user.map_or_else(|| format!("uid {}", d.uid), |u| format!("user {} (uid {})", u.name, d.uid));
         println!("xfwd: privileges dropped: {kept}, running as {user}");

@@ -77,6 +77,8 @@ pub struct Dropped {
     /// Whether the bounding set was emptied too (it needs `CAP_SETPCAP`, which a process given
     /// only file capabilities lacks; `no_new_privs` still keeps an exec from gaining any).
     pub bounding_cleared: bool,
+    /// The capabilities kept (those asked for that the process held).
+    pub kept: Vec<caps::Capability>,
 }
 
 fn sys(what: &'static str, rc: libc::c_int) -> Result<(), PrivError> {
@@ -91,9 +93,9 @@ fn caps_err(what: &'static str) -> impl FnOnce(caps::errors::CapsError) -> PrivE
     move |e| PrivError::Sys { what, cause: e.to_string() }
 }
 
-/// The number of threads in this process.
-pub fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").map_or(1, |d| d.count())
+/// The number of threads in this process, from /proc (`None` when it cannot be read).
+pub fn thread_count() -> Option<usize> {
+    std::fs::read_dir("/proc/self/task").ok().map(|d| d.count())
 }
 
 /// Whether reading a map through an fd already held needs a capability on this kernel: before
@@ -129,11 +131,17 @@ pub fn keep_for_map_reads_here() -> Option<caps::Capability> {
 /// Drops every capability of this (single-threaded) process but `keep` and, with `user`,
 /// switches to that user.
 pub fn drop_all(user: Option<&User>, keep: &[caps::Capability]) -> Result<Dropped, PrivError> {
-    let threads = thread_count();
+    // Fail closed: without /proc there is no telling whether other threads would keep theirs.
+    let threads = thread_count().ok_or(PrivError::Sys {
+        what: "reading /proc/self/task",
+        cause: "cannot count this process's threads".into(),
+    })?;
     if threads != 1 {
         return Err(PrivError::Threads(threads));
     }
-    let keep: caps::CapsHashSet = keep.iter().copied().collect();
+    // Only what is held can be kept (a process given file capabilities may lack some).
+    let held = caps::read(None, CapSet::Permitted).map_err(caps_err("reading the permitted set"))?;
+    let keep: caps::CapsHashSet = keep.iter().copied().filter(|c| held.contains(c)).collect();
     // SAFETY: prctl with integer arguments only.
     sys("prctl(PR_SET_NO_NEW_PRIVS)", unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
     let bounding_cleared = caps::has_cap(None, CapSet::Effective, caps::Capability::CAP_SETPCAP).unwrap_or(false);
@@ -174,8 +182,10 @@ pub fn drop_all(user: Option<&User>, keep: &[caps::Capability]) -> Result<Droppe
         names.sort();
         return Err(PrivError::Remain(names.join(",")));
     }
+    let mut kept: Vec<caps::Capability> = keep.into_iter().collect();
+    kept.sort_by_key(|c| c.index());
     // SAFETY: getuid cannot fail.
-    Ok(Dropped { uid: unsafe { libc::getuid() }, bounding_cleared })
+    Ok(Dropped { uid: unsafe { libc::getuid() }, bounding_cleared, kept })
 }
 
 #[cfg(test)]

@@ -355,6 +355,33 @@ pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
 
 impl RouterParts {}
 
+/// A thread's scheduling policy and priority, to put back.
+#[derive(Debug, Clone, Copy)]
+struct Policy {
+    policy: libc::c_int,
+    priority: libc::c_int,
+}
+
+impl Policy {
+    /// The calling thread's (SCHED_OTHER if it cannot be read).
+    fn current() -> Policy {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; `param` is valid and writable.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        // SAFETY: as above.
+        let ok = unsafe { libc::sched_getparam(0, &mut param) } == 0;
+        if policy < 0 || !ok {
+            return Policy { policy: libc::SCHED_OTHER, priority: 0 };
+        }
+        Policy { policy, priority: param.sched_priority }
+    }
+
+    /// Puts it back on the calling thread.
+    fn restore(self) -> std::io::Result<()> {
+        set_policy(self.policy, u8::try_from(self.priority).unwrap_or(0))
+    }
+}
+
 /// Puts the calling thread under scheduling `policy` at `priority` (0 for SCHED_OTHER).
 fn set_policy(policy: libc::c_int, priority: u8) -> std::io::Result<()> {
     let param = libc::sched_param { sched_priority: i32::from(priority) };
@@ -475,7 +502,13 @@ impl Forwarder {
         };
         let mut xdp = XdpProgram::load(&ports, program_mode)?;
         let mut workers: Vec<Box<dyn FnOnce() + Send>> = Vec::with_capacity(queues as usize);
-        let mut zero_copy = cfg.zero_copy != ZeroCopy::Off;
+        // Zero-copy needs the driver's own XDP: a generic attachment cannot feed it.
+        if cfg.zero_copy == ZeroCopy::On && cfg.xdp_mode == XdpMode::Generic {
+            return Err(StartError::Usage(
+                "--zero-copy on with --xdp-mode generic: zero-copy needs the driver's native XDP".into(),
+            ));
+        }
+        let mut zero_copy = cfg.zero_copy != ZeroCopy::Off && cfg.xdp_mode != XdpMode::Generic;
         let mut counters = Vec::with_capacity(queues as usize);
         for q in 0..queues {
             let opts = |zero_copy| BindOptions {
@@ -486,7 +519,8 @@ impl Forwarder {
                 tx_budget: cfg.tx_budget,
             };
             let opened = match xsk::open(&cfg.ports, q, FRAMES_PER_PORT, opts(zero_copy)) {
-                Err(e) if zero_copy && cfg.zero_copy == ZeroCopy::Auto && e.no_zero_copy() => {
+                // Decided on the first queue, for all: one mode for the whole forwarder.
+                Err(e) if q == 0 && zero_copy && cfg.zero_copy == ZeroCopy::Auto && e.no_zero_copy() => {
                     warnings.push(format!(
                         "{}: no AF_XDP zero-copy in its driver; every socket binds in copy mode",
                         cfg.ports[e.port]
@@ -514,7 +548,7 @@ impl Forwarder {
             let qc = Arc::new(QueueCounters::new(q, Some(cores[q as usize]), ports.len()));
             counters.push(Arc::clone(&qc));
             let (stop, poll) = (Arc::clone(&stop), cfg.poll);
-            let busy_poll = opts(zero_copy).busy_poll_budget.is_some();
+            let busy_poll = sockets.busy_poll;
             workers.push(match &router_parts {
                 None => {
                     let w = Worker::new(sockets, BridgeDecide { fdb: Arc::clone(&fdb) }, qc, stop, poll, clock)
@@ -532,6 +566,15 @@ impl Forwarder {
             let mode = xdp
                 .attach(p.ifindex, cfg.xdp_mode)
                 .map_err(|cause| PortError::new(&p.name, PortErrorKind::Xdp(cause)))?;
+            if zero_copy && mode == XdpMode::Generic {
+                return Err(PortError::new(
+                    &p.name,
+                    PortErrorKind::Xdp(
+                        "took XDP only in generic mode, which cannot feed zero-copy sockets: use --zero-copy off, or --xdp-mode native to see why native failed".into(),
+                    ),
+                )
+                .into());
+            }
             xdp_modes.push(mode);
         }
         let mut router_view = None;
@@ -572,11 +615,12 @@ impl Forwarder {
         }
         let view =
             Arc::new(LiveView { ports, queues: counters, fdb, router: router_view, clock, xdp: xdp.counter_reader()? });
+        let saved_policy = Policy::current();
         if let Some(p) = cfg.rt_priority {
             // Threads inherit their creator's policy, and setting a real-time one needs
             // CAP_SYS_NICE, which goes with the privileges: the main thread takes SCHED_FIFO
-            // now, the workers inherit it, and the main thread goes back to normal (allowed
-            // without privilege) before it starts any other thread.
+            // now, the workers inherit it, and the main thread goes back to what it had
+            // (allowed without privilege) before it starts any other thread.
             set_policy(libc::SCHED_FIFO, p).map_err(|e| {
                 StartError::System(format!(
                     "--rt-priority {p}: cannot take SCHED_FIFO ({e}); it needs CAP_SYS_NICE at start"
@@ -585,7 +629,9 @@ impl Forwarder {
         }
         let dropped = before_threads().map_err(StartError::Privileges);
         if let Err(e) = dropped {
-            let _ = set_policy(libc::SCHED_OTHER, 0);
+            if cfg.rt_priority.is_some() {
+                let _ = saved_policy.restore();
+            }
             return Err(e);
         }
         let arp_thread;
@@ -609,7 +655,7 @@ impl Forwarder {
                         let _ = t.join();
                     }
                     if cfg.rt_priority.is_some() {
-                        let _ = set_policy(libc::SCHED_OTHER, 0);
+                        let _ = saved_policy.restore();
                     }
                     return Err(StartError::System(format!("cannot start worker {q}: {e}")));
                 }
@@ -622,8 +668,8 @@ impl Forwarder {
             threads.push(handle);
         }
         if cfg.rt_priority.is_some() {
-            // Back to normal for this thread and the ones it starts from now on.
-            if let Err(e) = set_policy(libc::SCHED_OTHER, 0) {
+            // Back to what it had, for this thread and the ones it starts from now on.
+            if let Err(e) = saved_policy.restore() {
                 warnings.push(format!("the control thread stays under SCHED_FIFO ({e})"));
             }
         }

@@ -260,9 +260,10 @@ impl<D: Decide> Worker<D> {
         w
     }
 
-    /// Busy mode on sockets set for preferred busy polling: an idle round asks each socket's
-    /// driver to poll (a zero-length `recvfrom`), since with preferred busy polling the driver
-    /// waits for the application rather than for an interrupt.
+    /// Busy mode on sockets set for preferred busy polling: whenever a port's RX ring gave
+    /// less than a full batch, the worker asks its driver to poll (a zero-length `recvfrom`),
+    /// since with preferred busy polling the driver waits for the application rather than for
+    /// an interrupt.
     pub fn drive_busy_poll(mut self, on: bool) -> Self {
         self.busy_poll = on && self.poll == PollMode::Busy;
         self
@@ -277,7 +278,11 @@ impl<D: Decide> Worker<D> {
             let now_ms = self.clock.now_ms();
             let mut work = 0usize;
             for p in 0..nports {
-                work += self.receive(p, now_ms);
+                let got = self.receive(p, now_ms);
+                if self.busy_poll && got < BATCH {
+                    busy_poll(self.sockets.ports[p].fd);
+                }
+                work += got;
             }
             for p in 0..nports {
                 work += self.reap(p);
@@ -300,11 +305,6 @@ impl<D: Decide> Worker<D> {
                 continue;
             }
             match self.poll {
-                PollMode::Busy if self.busy_poll => {
-                    for p in 0..nports {
-                        busy_poll(self.sockets.ports[p].fd);
-                    }
-                }
                 PollMode::Busy => std::hint::spin_loop(),
                 PollMode::Adaptive => {
                     idle_rounds += 1;
@@ -315,8 +315,37 @@ impl<D: Decide> Worker<D> {
                 }
             }
         }
+        self.settle();
         self.read_xsk_stats();
         self.publish_frames();
+    }
+
+    /// On the way out (the program is already detached, so nothing new arrives): lets the
+    /// kernel finish what it holds — TX frames sent and completed, RX frames it took from a
+    /// fill ring posted — for up to 100 ms, so that the final accounting finds every frame in
+    /// a ring or the free list.
+    fn settle(&mut self) {
+        let nports = self.sockets.ports.len();
+        let deadline = std::time::Instant::now() + Duration::from_millis(100);
+        while std::time::Instant::now() < deadline {
+            for p in 0..nports {
+                self.reap(p);
+                if self.in_tx[p] > 0 {
+                    self.kick(p);
+                }
+            }
+            // Completions were just reaped: what is not in a ring is still the kernel's.
+            let mut held = 0u32;
+            for (p, r) in self.sockets.ports.iter_mut().enumerate() {
+                let rx_side = r.rx.nb_avail_exact() + (RING_SIZE - r.fill.nb_free_exact());
+                let tx_side = (RING_SIZE - r.tx.nb_free_exact()) + r.comp.nb_avail_exact();
+                held += self.in_fill[p].saturating_sub(rx_side) + self.in_tx[p].saturating_sub(tx_side);
+            }
+            if held == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Takes a batch off port `p`'s RX ring, decides and transmits it. Returns frames received.

@@ -43,6 +43,8 @@ pub struct QueueSockets {
     pub frames: Vec<FrameDesc>,
     /// Per port, in port order.
     pub ports: Vec<PortRings>,
+    /// Whether every socket took the preferred-busy-polling options.
+    pub busy_poll: bool,
 }
 
 /// How long to retry a bind that finds the queue busy: the kernel releases a dead process's
@@ -82,7 +84,9 @@ impl OpenError {
 
     /// Whether the driver lacks zero-copy support (the bind would work in copy mode).
     pub fn no_zero_copy(&self) -> bool {
-        matches!(self.errno, Some(libc::EOPNOTSUPP | libc::EPROTONOSUPPORT))
+        // EINVAL too: some drivers answer that from ndo_bpf; a real configuration error fails
+        // the copy-mode retry the same way and is reported then.
+        matches!(self.errno, Some(libc::EOPNOTSUPP | libc::EPROTONOSUPPORT | libc::EINVAL))
     }
 }
 
@@ -146,6 +150,7 @@ pub fn open(
         .bind_flags(BindFlags::XDP_USE_NEED_WAKEUP | mode)
         .build();
     let mut notes = Vec::new();
+    let mut busy_poll = opts.busy_poll_budget.is_some();
     let mut rings = Vec::with_capacity(ports.len());
     for (i, name) in ports.iter().enumerate() {
         let ifname = Interface::new(CString::new(name.as_str()).map_err(|e| OpenError::new(i, e.to_string()))?);
@@ -177,6 +182,7 @@ pub fn open(
                 .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20 as libc::c_int))
                 .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, libc::c_int::from(budget)));
             if let Err(e) = set {
+                busy_poll = false;
                 notes.push(format!("{name}: preferred busy polling refused ({e}); busy mode polls the rings only"));
             }
         }
@@ -187,5 +193,5 @@ pub fn open(
         }
         rings.push(PortRings { rx, tx, fill, comp, fd });
     }
-    Ok((QueueSockets { umem, frames, ports: rings }, notes))
+    Ok((QueueSockets { umem, frames, ports: rings, busy_poll }, notes))
 }
