@@ -31,12 +31,6 @@ pub struct CpuTimes {
     pub steal: u64,
 }
 
-impl CpuTimes {
-    fn total(&self) -> u64 {
-        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq + self.steal
-    }
-}
-
 /// Parses /proc/stat: the per-CPU lines (`cpu0`, `cpu1`, …) in CPU order, without the total.
 pub fn parse(text: &str) -> Result<Vec<CpuTimes>> {
     let mut out = Vec::new();
@@ -89,19 +83,19 @@ pub struct Shares {
 impl Shares {
     /// The shares between two readings of the same CPU (all zero if no time passed).
     pub fn between(a: &CpuTimes, b: &CpuTimes) -> Shares {
+        // Each field's own advance: the kernel's idle and iowait counts may step back a tick
+        // between two reads, so the total is the sum of the advances (not the difference of
+        // the totals), which keeps the shares summing to 100.
         let d = |x: u64, y: u64| y.saturating_sub(x) as f64;
-        let total = d(a.total(), b.total());
+        let (usr, sys, softirq, idle) =
+            (d(a.user, b.user), d(a.system, b.system), d(a.softirq, b.softirq), d(a.idle, b.idle));
+        let other = d(a.nice, b.nice) + d(a.iowait, b.iowait) + d(a.irq, b.irq) + d(a.steal, b.steal);
+        let total = usr + sys + softirq + idle + other;
         if total <= 0.0 {
             return Shares::default();
         }
         let pct = |x: f64| x * 100.0 / total;
-        Shares {
-            usr: pct(d(a.user, b.user)),
-            sys: pct(d(a.system, b.system)),
-            softirq: pct(d(a.softirq, b.softirq)),
-            idle: pct(d(a.idle, b.idle)),
-            other: pct(d(a.nice, b.nice) + d(a.iowait, b.iowait) + d(a.irq, b.irq) + d(a.steal, b.steal)),
-        }
+        Shares { usr: pct(usr), sys: pct(sys), softirq: pct(softirq), idle: pct(idle), other: pct(other) }
     }
 
     /// Busy percent (everything but idle).
@@ -182,6 +176,17 @@ pub fn averages(samples: &[Sample]) -> Vec<Shares> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_sum_to_100_when_a_counter_steps_back() {
+        // The kernel's iowait (and idle, with NO_HZ) may read a tick lower than before.
+        let a = CpuTimes { user: 100, system: 50, idle: 1000, iowait: 20, ..Default::default() };
+        let b = CpuTimes { user: 130, system: 60, idle: 1009, iowait: 19, ..Default::default() };
+        let s = Shares::between(&a, &b);
+        let sum = s.usr + s.sys + s.softirq + s.idle + s.other;
+        assert!((sum - 100.0).abs() < 1e-9, "{s:?} sums to {sum}");
+        assert!((s.usr - 3000.0 / 49.0).abs() < 1e-9, "{s:?}");
+    }
 
     // A real /proc/stat from a two-CPU machine, then the same 0.5 s later.
     const BEFORE: &str = "cpu  1000 10 2000 50000 30 0 400 5 0 0\n\
