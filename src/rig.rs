@@ -82,6 +82,13 @@ impl Netns {
         c
     }
 
+    /// One of `dev`'s counters in /sys/class/net/DEV/statistics (`rx_packets`, `tx_dropped`, …)
+    /// as seen from inside the namespace.
+    pub fn link_stat(&self, dev: &str, stat: &str) -> Result<u64> {
+        let out = self.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/{stat}")])?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().with_context(|| format!("{dev} {stat}"))
+    }
+
     /// Writes `value` to a sysfs or procfs file as seen from inside the namespace.
     pub fn write_file(&self, path: &str, value: &str) -> Result<()> {
         self.exec(&["sh", "-c", &format!("echo {value} > {path}")]).map(|_| ())

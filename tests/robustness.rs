@@ -223,8 +223,7 @@ fn stop_in(ns: &rig::Netns, comm: &str) {
 
 /// A counter of an interface inside a namespace, from sysfs.
 fn link_stat(ns: &rig::Netns, ifname: &str, stat: &str) -> u64 {
-    let out = ns.exec(&["cat", &format!("/sys/class/net/{ifname}/statistics/{stat}")]).unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    ns.link_stat(ifname, stat).unwrap()
 }
 
 /// The counters on each hop of the h1 → box → h2 path, at one instant.

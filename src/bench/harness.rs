@@ -129,17 +129,11 @@ fn command_version(cmd: &str, arg: &str) -> String {
 }
 
 fn rx_packets(ns: &Netns, dev: &str) -> u64 {
-    ns.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/rx_packets")])
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(0)
+    ns.link_stat(dev, "rx_packets").unwrap_or(0)
 }
 
 fn tx_packets(ns: &Netns, dev: &str) -> u64 {
-    ns.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/tx_packets")])
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(0)
+    ns.link_stat(dev, "tx_packets").unwrap_or(0)
 }
 
 fn mac(ns: &Netns, dev: &str) -> Result<String> {

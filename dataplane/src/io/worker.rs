@@ -335,13 +335,8 @@ impl<D: Decide> Worker<D> {
                 }
             }
             // Completions were just reaped: what is not in a ring is still the kernel's.
-            let mut held = 0u32;
-            for (p, r) in self.sockets.ports.iter_mut().enumerate() {
-                let rx_side = r.rx.nb_avail_exact() + (RING_SIZE - r.fill.nb_free_exact());
-                let tx_side = (RING_SIZE - r.tx.nb_free_exact()) + r.comp.nb_avail_exact();
-                held += self.in_fill[p].saturating_sub(rx_side) + self.in_tx[p].saturating_sub(tx_side);
-            }
-            if held == 0 {
+            let c = self.ring_census();
+            if c.rx_kernel + c.tx_kernel == 0 {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -365,27 +360,17 @@ impl<D: Decide> Worker<D> {
         // its decision, and its header 2D before, so that cache misses overlap the work.
         let d = D::PREFETCH_DISTANCE;
         if d > 0 {
-            for desc in self.scratch[..n].iter().take(2 * d) {
-                // SAFETY: the worker holds these frames (just received); they are only read.
-                crate::prefetch::read(unsafe { self.sockets.umem.data(desc) }.contents().as_ptr());
+            for j in 0..2 * d {
+                self.prefetch_frame(j, n, Stage::Header);
             }
-            for desc in self.scratch[..n].iter().take(d) {
-                // SAFETY: as above.
-                let data = unsafe { self.sockets.umem.data(desc) };
-                self.decide.prefetch(data.contents());
+            for j in 0..d {
+                self.prefetch_frame(j, n, Stage::Tables);
             }
         }
         for i in 0..n {
             if d > 0 {
-                if let Some(desc) = self.scratch[..n].get(i + 2 * d) {
-                    // SAFETY: as above.
-                    crate::prefetch::read(unsafe { self.sockets.umem.data(desc) }.contents().as_ptr());
-                }
-                if let Some(desc) = self.scratch[..n].get(i + d) {
-                    // SAFETY: as above.
-                    let data = unsafe { self.sockets.umem.data(desc) };
-                    self.decide.prefetch(data.contents());
-                }
+                self.prefetch_frame(i + 2 * d, n, Stage::Header);
+                self.prefetch_frame(i + d, n, Stage::Tables);
             }
             let mut desc = self.scratch[i];
             let action = {
@@ -455,6 +440,21 @@ impl<D: Decide> Worker<D> {
             }
         }
         n
+    }
+
+    /// One prefetch of the receive pipeline for frame `j` of the `n` in `scratch` (none past
+    /// the end): its header, or the table lines its decision will read.
+    #[inline(always)]
+    fn prefetch_frame(&mut self, j: usize, n: usize, stage: Stage) {
+        let Some(desc) = self.scratch[..n].get(j) else {
+            return;
+        };
+        // SAFETY: the worker holds this frame (just received); it is only read.
+        let data = unsafe { self.sockets.umem.data(desc) };
+        match stage {
+            Stage::Header => crate::prefetch::read(data.contents().as_ptr()),
+            Stage::Tables => self.decide.prefetch(data.contents()),
+        }
     }
 
     /// Queues `desc` (received on `ingress`) for every other port: copies for all but the last,
@@ -604,26 +604,34 @@ impl<D: Decide> Worker<D> {
         g.tx.set(self.in_tx.iter().map(|&n| u64::from(n)).sum());
     }
 
-    /// Reads the socket statistics, and where the frames handed to the kernel are: counted off
-    /// the rings themselves (the worker owns the producer side of fill and TX and the consumer
-    /// side of RX and completion, so these reads are its own).
-    fn read_xsk_stats(&mut self) {
-        let (mut fill_ring, mut rx_ring, mut tx_ring, mut completion) = (0u64, 0u64, 0u64, 0u64);
-        for ring in &mut self.sockets.ports {
-            fill_ring += u64::from(RING_SIZE - ring.fill.nb_free_exact());
-            rx_ring += u64::from(ring.rx.nb_avail_exact());
-            tx_ring += u64::from(RING_SIZE - ring.tx.nb_free_exact());
-            completion += u64::from(ring.comp.nb_avail_exact());
+    /// Where the frames handed to the kernel are, counted off the rings themselves (the worker
+    /// owns the producer side of fill and TX and the consumer side of RX and completion, so
+    /// these reads are its own), summed over the ports; what no ring holds, the kernel does.
+    fn ring_census(&mut self) -> RingCensus {
+        let mut c = RingCensus::default();
+        for (p, r) in self.sockets.ports.iter_mut().enumerate() {
+            let (fill, rx) = (RING_SIZE - r.fill.nb_free_exact(), r.rx.nb_avail_exact());
+            let (tx, comp) = (RING_SIZE - r.tx.nb_free_exact(), r.comp.nb_avail_exact());
+            c.fill_ring += u64::from(fill);
+            c.rx_ring += u64::from(rx);
+            c.rx_kernel += u64::from(self.in_fill[p].saturating_sub(fill + rx));
+            c.tx_ring += u64::from(tx);
+            c.completion += u64::from(comp);
+            c.tx_kernel += u64::from(self.in_tx[p].saturating_sub(tx + comp));
         }
-        let in_fill: u64 = self.in_fill.iter().map(|&n| u64::from(n)).sum();
-        let in_tx: u64 = self.in_tx.iter().map(|&n| u64::from(n)).sum();
+        c
+    }
+
+    /// Reads the socket statistics and the ring census into the counters.
+    fn read_xsk_stats(&mut self) {
+        let c = self.ring_census();
         let g = &self.counters.frames;
-        g.fill_ring.set(fill_ring);
-        g.rx_ring.set(rx_ring);
-        g.rx_kernel.set(in_fill.saturating_sub(fill_ring + rx_ring));
-        g.tx_ring.set(tx_ring);
-        g.completion.set(completion);
-        g.tx_kernel.set(in_tx.saturating_sub(tx_ring + completion));
+        g.fill_ring.set(c.fill_ring);
+        g.rx_ring.set(c.rx_ring);
+        g.rx_kernel.set(c.rx_kernel);
+        g.tx_ring.set(c.tx_ring);
+        g.completion.set(c.completion);
+        g.tx_kernel.set(c.tx_kernel);
         for (p, ring) in self.sockets.ports.iter().enumerate() {
             if let Ok(s) = ring.rx.fd().xdp_statistics() {
                 let x = &self.counters.ports[p].xsk;
@@ -636,6 +644,26 @@ impl<D: Decide> Worker<D> {
             }
         }
     }
+}
+
+/// What a pipeline prefetch brings in for a frame.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// The frame's first line.
+    Header,
+    /// The table lines its decision reads.
+    Tables,
+}
+
+/// Frames handed to the kernel, by where they are (see [`crate::stats::FrameGauges`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct RingCensus {
+    fill_ring: u64,
+    rx_ring: u64,
+    rx_kernel: u64,
+    tx_ring: u64,
+    completion: u64,
+    tx_kernel: u64,
 }
 
 /// A zero-length non-blocking recvfrom: on a socket set for preferred busy polling, the kernel
