@@ -8,7 +8,9 @@
 //!
 //! veth has no RSS: a frame arrives on the receiving end's queue *k* when the sender transmitted
 //! it on its queue *k*. With `queues > 1` each host maps its TX queue *k* to CPU *k* (XPS), so a
-//! sender pinned to CPU *k* lands on the box's queue *k*.
+//! sender pinned to CPU *k* starts on the box's queue *k*. (TCP may later send a flow's
+//! segments from the softirq of another CPU, which XPS maps to that CPU's queue: the placement
+//! holds for most of a flow, not for every frame.)
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
@@ -370,11 +372,15 @@ impl XfwdProcess {
     }
 }
 
-/// Result of one iperf3 run: the sender-side rate of each flow, bits per second.
+/// Result of one iperf3 run: the sender-side rate of each flow, bits per second, and the bytes
+/// each flow's server received.
 #[derive(Debug, Clone)]
 pub struct TcpResult {
     /// Per flow, sender bits/s, in flow order.
     pub flows_bps: Vec<f64>,
+    /// Per flow, bytes the server received, in flow order: a lower bound on the data that
+    /// crossed the path, whatever the rate.
+    pub flows_received_bytes: Vec<u64>,
 }
 
 impl TcpResult {
@@ -384,13 +390,29 @@ impl TcpResult {
     }
 }
 
-/// Reads the sender rate from iperf3's `--json` output.
-pub fn iperf3_sender_bps(json: &str) -> Result<f64> {
+/// iperf3's `--json` output, or the error it reports.
+fn iperf3_json(json: &str) -> Result<serde_json::Value> {
     let v: serde_json::Value = serde_json::from_str(json).context("iperf3 JSON")?;
     if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
         bail!("iperf3: {err}");
     }
-    v.pointer("/end/sum_sent/bits_per_second").and_then(|b| b.as_f64()).context("iperf3 JSON has no end.sum_sent")
+    Ok(v)
+}
+
+/// Reads the sender rate from iperf3's `--json` output.
+pub fn iperf3_sender_bps(json: &str) -> Result<f64> {
+    iperf3_json(json)?
+        .pointer("/end/sum_sent/bits_per_second")
+        .and_then(|b| b.as_f64())
+        .context("iperf3 JSON has no end.sum_sent")
+}
+
+/// Reads the bytes the server received from iperf3's client `--json` output.
+pub fn iperf3_received_bytes(json: &str) -> Result<u64> {
+    iperf3_json(json)?
+        .pointer("/end/sum_received/bytes")
+        .and_then(|b| b.as_u64())
+        .context("iperf3 JSON has no end.sum_received")
 }
 
 /// Runs `flows` TCP flows from `client` to `server_addr` in `server` for `secs` seconds. Flow
@@ -447,13 +469,15 @@ pub fn iperf3_tcp_omit(
             .stderr(Stdio::piped());
         clients.push(c.spawn().context("starting iperf3 -c")?);
     }
-    let mut flows_bps = Vec::new();
+    let (mut flows_bps, mut flows_received_bytes) = (Vec::new(), Vec::new());
     for c in clients {
         let out = c.wait_with_output()?;
-        flows_bps.push(iperf3_sender_bps(&String::from_utf8_lossy(&out.stdout))?);
+        let json = String::from_utf8_lossy(&out.stdout);
+        flows_bps.push(iperf3_sender_bps(&json)?);
+        flows_received_bytes.push(iperf3_received_bytes(&json)?);
     }
     drop(servers);
-    Ok(TcpResult { flows_bps })
+    Ok(TcpResult { flows_bps, flows_received_bytes })
 }
 
 /// Waits (up to TIME_WAIT's 60 s) until no connection of an earlier run holds one of the
@@ -502,6 +526,7 @@ mod tests {
         // Saved from iperf3 3.12 (Debian 12): two streams over loopback, and a refused connection.
         let ok = include_str!("../tests/fixtures/iperf3-client-3.12.json");
         assert_eq!(iperf3_sender_bps(ok).unwrap(), 26_693_318_786.629_02);
+        assert_eq!(iperf3_received_bytes(ok).unwrap(), 3_339_714_560);
         let refused = include_str!("../tests/fixtures/iperf3-client-refused-3.12.json");
         let e = iperf3_sender_bps(refused).unwrap_err().to_string();
         assert!(e.contains("Connection refused"), "{e}");

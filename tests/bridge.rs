@@ -8,8 +8,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{
-    capture, control_path, cpus_or_skip, mac_of, raw_frame, root_or_skip, send_raw, serial, stats, stop_clean, xdp,
-    xdp_attached, XFWD,
+    capture, control_path, cpus_or_skip, mac_of, min_segments, raw_frame, root_or_skip, send_raw, serial, stats,
+    stop_clean, xdp, xdp_attached, XFWD,
 };
 use xfwd::rig::{self, Rig};
 
@@ -40,10 +40,12 @@ fn ping_arp_and_tcp_cross_through_af_xdp() {
     assert!(tcp.gbps() > 0.0, "TCP transfer moved nothing");
     let after = stats(&control);
 
-    // The data segments crossed eth4 → eth5 as AF_XDP frames, redirected by the XDP program.
+    // Every data segment crossed eth4 → eth5 as an AF_XDP frame, redirected by the XDP program:
+    // at least as many frames as it takes to carry what h2 received.
     let rx = after.ports[0].total.rx_frames - before.ports[0].total.rx_frames;
     let tx = after.ports[1].total.tx_frames - before.ports[1].total.tx_frames;
-    assert!(rx > 10_000, "only {rx} frames received on eth4 during a 2 s TCP run");
+    let need = min_segments(tcp.flows_received_bytes[0]);
+    assert!(rx >= need, "{rx} frames received on eth4, yet h2 received {need} segments' worth");
     assert!(tx >= rx - rx / 100, "eth5 sent {tx} of {rx}");
     assert!(xdp(&after, 0, "redirected") >= after.ports[0].total.rx_frames);
     assert_eq!(xdp(&after, 0, "pass-no-socket"), 0);
@@ -78,11 +80,15 @@ fn two_queues_two_workers_forward_on_both_queues() {
     assert_eq!(eth4.per_queue.len(), 2);
     for q in 0..2 {
         // Flow q's data segments: in on eth4 queue q, out on eth5 by the same worker, none lost.
+        // (Flow q starts on queue q; TCP may move later segments to another queue, see
+        // tests/router.rs, so per queue only "carries traffic" is certain.)
         let (rx, tx) = (eth4.per_queue[q].rx_frames, eth5.per_queue[q].tx_frames);
-        assert!(rx > 1000, "queue {q} of eth4 received only {rx} frames: {:?}", eth4.per_queue);
+        assert!(rx > 0, "queue {q} of eth4 received nothing: {:?}", eth4.per_queue);
         assert!(tx >= rx, "queue {q}: {rx} in on eth4, only {tx} out on eth5");
         assert_eq!(eth4.per_queue[q].dropped(), 0, "queue {q} drops: {:?}", eth4.per_queue[q].drops);
     }
+    let need = min_segments(tcp.flows_received_bytes.iter().sum());
+    assert!(eth4.total.rx_frames >= need, "eth4 received {} frames, the data takes {need}", eth4.total.rx_frames);
     assert_eq!(xdp(&s, 0, "pass-no-socket"), 0);
     stop_clean(&mut x);
 }

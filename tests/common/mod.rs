@@ -150,6 +150,12 @@ pub fn raw_frame(dst: [u8; 6], src: [u8; 6], ethertype: u16, marker: u8) -> Vec<
     f
 }
 
+/// The fewest Ethernet frames that carry `bytes` of TCP payload at a 1500-byte MTU (1460 bytes
+/// a segment, no options): a lower bound on a flow's data segments, whatever its rate.
+pub fn min_segments(bytes: u64) -> u64 {
+    bytes.div_ceil(1460)
+}
+
 /// The MAC address of `ifname` inside `ns`.
 pub fn mac_of(ns: &xfwd::rig::Netns, ifname: &str) -> String {
     let out = ns.exec(&["cat", &format!("/sys/class/net/{ifname}/address")]).unwrap();
