@@ -1,10 +1,18 @@
 //! The `xfwd` command: CLI glue over the data plane, the namespace rig used by the tests and
-//! the A/B harness (`bench`), and the kernel-path twin of each mode (`kernel`).
+//! the A/B harness (`bench`), the kernel-path twin of each mode (`kernel`), and `doctor`, which
+//! tells what will work on a box's ports.
 
 pub mod bench;
 pub mod control;
+pub mod doctor;
 pub mod kernel;
 pub mod privs;
 pub mod remote;
 pub mod render;
 pub mod rig;
+
+/// Bad usage of the command line, found by the CLI itself (exit code 2): the message names what
+/// to change.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);

@@ -59,6 +59,9 @@ enum Cmd {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// What will work on these ports and why: driver, queues, XDP and AF_XDP support,
+    /// interrupts, with the command that fixes each finding. Changes nothing.
+    Doctor(xfwd::doctor::DoctorArgs),
     /// Apply the same configuration to the kernel's forwarding path (for A/B comparisons).
     Kernel {
         #[command(subcommand)]
@@ -200,6 +203,7 @@ fn main() -> ExitCode {
             })
         }
         Cmd::Kernel { cmd } => xfwd::kernel::run(cmd),
+        Cmd::Doctor(args) => xfwd::doctor::run(&args),
         Cmd::Load(args) => xfwd::remote::load(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Monitor(args) => xfwd::remote::monitor(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(args) => xfwd::bench::run(&args).map(|()| ExitCode::SUCCESS),
@@ -210,7 +214,8 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("{}", error_line(&e, verbose));
             let usage = e.downcast_ref::<StartError>().is_some_and(|s| s.is_usage())
-                || e.downcast_ref::<xfwd_config::ConfigError>().is_some();
+                || e.downcast_ref::<xfwd_config::ConfigError>().is_some()
+                || e.downcast_ref::<xfwd::UsageError>().is_some();
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }

@@ -1,0 +1,350 @@
+//! `xfwd doctor PORT...`: what will work on these ports and why, before anything else runs.
+//!
+//! It changes nothing: it reads sysfs and /proc, runs `ethtool -i/-l/-k` and `ip -d -j link`
+//! (all read-only), and asks the kernel's `netdev` netlink family what each driver advertises.
+//! [`facts`] parses what is read, [`quirks`] knows what drivers do that they do not advertise,
+//! [`assess`] turns facts into findings; this module reads and prints.
+//!
+//! Exit codes: 0 when xfwd can run on these ports, 1 when it cannot (an `error` finding), 2 for
+//! bad usage (a port that does not exist).
+
+pub mod assess;
+pub mod facts;
+pub mod netdev;
+pub mod quirks;
+
+use std::fmt::Write as _;
+use std::process::{Command, ExitCode};
+
+use anyhow::Result;
+
+use crate::UsageError;
+use assess::{assess, Diagnosis};
+use facts::{Irq, PortFacts, SystemFacts};
+
+/// Options of `xfwd doctor`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DoctorArgs {
+    /// The ports xfwd is to drive, e.g. eth4 eth5.
+    #[arg(required = true)]
+    pub ports: Vec<String>,
+    /// Print JSON (ports, system, findings) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned())
+}
+
+fn read_num<T: std::str::FromStr>(path: &str) -> Option<T> {
+    read(path)?.parse().ok()
+}
+
+/// A command's standard output when it succeeds.
+fn output(cmd: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn count_queues(name: &str, prefix: &str) -> u32 {
+    std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+        .map(|d| d.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with(prefix)).count())
+        .unwrap_or(0) as u32
+}
+
+fn cpu_list(path: &str) -> Option<Vec<usize>> {
+    let text = read(path)?;
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    xfwd_config::parse_cores(&text).ok()
+}
+
+/// The port's interrupts, with their handlers' names: those its NAPI instances name, those of
+/// its PCI device (`msi_irqs`), and those whose handler's name holds the interface's name.
+pub fn port_irqs(name: &str, napi_irqs: &[u32], msi_irqs: &[u32], interrupts: &[facts::IrqLine]) -> Vec<(u32, String)> {
+    let mut wanted: Vec<u32> = napi_irqs.iter().chain(msi_irqs).copied().collect();
+    wanted.extend(interrupts.iter().filter(|l| facts::irq_belongs_to(&l.name, name)).map(|l| l.irq));
+    wanted.sort_unstable();
+    wanted.dedup();
+    wanted
+        .into_iter()
+        .map(|irq| (irq, interrupts.iter().find(|l| l.irq == irq).map_or_else(String::new, |l| l.name.clone())))
+        .collect()
+}
+
+/// [`port_irqs`] with the CPUs each may run on.
+fn irqs_of(name: &str, napi_irqs: &[u32], interrupts: &[facts::IrqLine]) -> Vec<Irq> {
+    let msi: Vec<u32> = std::fs::read_dir(format!("/sys/class/net/{name}/device/msi_irqs"))
+        .map(|d| d.filter_map(Result::ok).filter_map(|e| e.file_name().to_string_lossy().parse().ok()).collect())
+        .unwrap_or_default();
+    port_irqs(name, napi_irqs, &msi, interrupts)
+        .into_iter()
+        .map(|(irq, name)| Irq {
+            irq,
+            name,
+            cpus: cpu_list(&format!("/proc/irq/{irq}/smp_affinity_list")).unwrap_or_default(),
+            effective: cpu_list(&format!("/proc/irq/{irq}/effective_affinity_list")),
+        })
+        .collect()
+}
+
+/// Reads everything about one port that exists.
+fn gather_port(name: &str, nl: Option<&mut netdev::Netdev>, interrupts: &[facts::IrqLine]) -> PortFacts {
+    let sys = |a: &str| format!("/sys/class/net/{name}/{a}");
+    let ifindex = read_num(&sys("ifindex")).unwrap_or(0);
+    let flags = read(&sys("flags")).and_then(|f| u32::from_str_radix(f.trim_start_matches("0x"), 16).ok()).unwrap_or(0);
+    let (features, queues, napis) = match nl {
+        Some(nl) => (nl.dev(ifindex).ok(), nl.queues(ifindex).ok(), nl.napis(ifindex).ok()),
+        None => (None, None, None),
+    };
+    let napi_irqs: Vec<u32> = napis.iter().flatten().filter_map(|n| n.irq).collect();
+    let k = output("ethtool", &["-k", name]);
+    PortFacts {
+        name: name.to_owned(),
+        ifindex,
+        driver: output("ethtool", &["-i", name]).as_deref().and_then(facts::parse_ethtool_i),
+        rx_queues: count_queues(name, "rx-"),
+        tx_queues: count_queues(name, "tx-"),
+        channels: output("ethtool", &["-l", name]).as_deref().and_then(facts::parse_ethtool_l),
+        mtu: read_num(&sys("mtu")).unwrap_or(0),
+        link: output("ip", &["-d", "-j", "link", "show", "dev", name]).as_deref().and_then(facts::parse_ip_link_json),
+        up: flags & libc::IFF_UP as u32 != 0,
+        carrier: read(&sys("carrier")).as_deref() == Some("1"),
+        features,
+        queues,
+        napis,
+        rx_vlan_offload: k.as_deref().and_then(|k| facts::parse_ethtool_k(k, "rx-vlan-offload")),
+        irqs: irqs_of(name, &napi_irqs, interrupts),
+        napi_defer_hard_irqs: read_num(&sys("napi_defer_hard_irqs")),
+        gro_flush_timeout: read_num(&sys("gro_flush_timeout")),
+    }
+}
+
+fn gather_system() -> SystemFacts {
+    let irqbalance = std::fs::read_dir("/proc").is_ok_and(|d| {
+        d.filter_map(Result::ok).any(|e| read(&format!("{}/comm", e.path().display())).as_deref() == Some("irqbalance"))
+    });
+    SystemFacts {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        isolated: cpu_list("/sys/devices/system/cpu/isolated").unwrap_or_default(),
+        irqbalance,
+        busy_poll: read_num("/proc/sys/net/core/busy_poll"),
+        busy_read: read_num("/proc/sys/net/core/busy_read"),
+        huge_pages: facts::parse_meminfo(&read("/proc/meminfo").unwrap_or_default()),
+        kernel: read("/proc/sys/kernel/osrelease").unwrap_or_default(),
+    }
+}
+
+/// Reads the facts of `ports` and the system and diagnoses them.
+pub fn diagnose(ports: &[String]) -> Result<Diagnosis> {
+    for (i, p) in ports.iter().enumerate() {
+        if !xfwd_dataplane::io::port::exists(p) {
+            return Err(
+                UsageError(format!("{p}: no such interface in this network namespace (see `ip link show`)")).into()
+            );
+        }
+        if ports[..i].contains(p) {
+            return Err(UsageError(format!("{p}: given more than once; name each port once")).into());
+        }
+    }
+    let mut nl = netdev::Netdev::open().ok().flatten();
+    let interrupts = facts::parse_interrupts(&read("/proc/interrupts").unwrap_or_default());
+    let facts: Vec<PortFacts> = ports.iter().map(|p| gather_port(p, nl.as_mut(), &interrupts)).collect();
+    Ok(assess(facts, gather_system(), xfwd_dataplane::io::xsk::MAX_MTU))
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+fn yes_no(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    }
+}
+
+/// The text a person reads.
+pub fn render(d: &Diagnosis) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<10} {:<12} {:>4} {:>4} {:>6} {:>7} {:>9} {:>9} {:<18} {:>8}",
+        "port", "driver", "rxq", "txq", "mtu", "max mtu", "native", "zero-copy", "queue index", "rx-vlan"
+    );
+    for p in &d.ports {
+        let _ = writeln!(
+            s,
+            "{:<10} {:<12} {:>4} {:>4} {:>6} {:>7} {:>9} {:>9} {:<18} {:>8}",
+            p.name,
+            p.driver.as_deref().unwrap_or("-"),
+            p.rx_queues,
+            p.tx_queues,
+            p.mtu,
+            opt(p.max_mtu),
+            yes_no(p.xdp_native.map(|n| n && p.xdp_redirect == Some(true))),
+            yes_no(p.zero_copy),
+            format!(
+                "{}{}",
+                serde_json::to_value(p.queue_index)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                if p.queue_index_known { "" } else { " (assumed)" }
+            ),
+            yes_no(p.rx_vlan_offload)
+        );
+    }
+    let irqs: Vec<(&str, &Irq)> =
+        d.ports.iter().flat_map(|p| p.facts.irqs.iter().map(move |i| (p.name.as_str(), i))).collect();
+    if irqs.is_empty() {
+        let _ = writeln!(s, "interrupts: none of the ports has its own (a virtual device, or the kernel does not say)");
+    } else {
+        let _ = writeln!(s, "{:<10} {:>5} {:<28} {:<10} {:<10}", "port", "irq", "name", "cpus", "effective");
+        for (port, i) in irqs {
+            let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+            let _ = writeln!(
+                s,
+                "{port:<10} {:>5} {:<28} {:<10} {:<10}",
+                i.irq,
+                i.name,
+                list(&i.cpus),
+                i.effective.as_deref().map_or_else(|| "-".into(), list)
+            );
+        }
+    }
+    let sys = &d.system;
+    let _ = writeln!(
+        s,
+        "system: {} CPUs, kernel {}, irqbalance {}, huge pages {} reserved ({} free), busy_poll {} µs",
+        sys.cpus,
+        sys.kernel,
+        if sys.irqbalance { "running" } else { "not running" },
+        sys.huge_pages.total,
+        sys.huge_pages.free,
+        opt(sys.busy_poll)
+    );
+    for f in &d.findings {
+        let port = f.port.as_deref().map_or_else(String::new, |p| format!("{p}: "));
+        let _ = writeln!(s, "{:<5} {:<28} {port}{}", f.severity, f.code, f.text);
+        if !f.fix.is_empty() {
+            let _ = writeln!(s, "      {:<28} fix: {}", "", f.fix);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "{}",
+        if d.can_run() {
+            "xfwd can run on these ports."
+        } else {
+            "xfwd cannot run on these ports: see the errors above."
+        }
+    );
+    s
+}
+
+/// `xfwd doctor`.
+pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
+    let d = diagnose(&args.ports)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        print!("{}", render(&d));
+    }
+    Ok(if d.can_run() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assess::Severity;
+    use super::netdev::DevFeatures;
+    use super::quirks::QueueIndex;
+    use super::*;
+
+    /// A port as the fixture folder `driver` describes it (see tests/fixtures/doctor/README.md).
+    fn fixture(driver: &str, ifname: &str) -> PortFacts {
+        let dir = format!("{}/tests/fixtures/doctor/{driver}", env!("CARGO_MANIFEST_DIR"));
+        let file = |f: &str| std::fs::read_to_string(format!("{dir}/{f}")).unwrap_or_default();
+        let interrupts = facts::parse_interrupts(&file("interrupts.txt"));
+        let msi: Vec<u32> = file("msi_irqs.txt").split_whitespace().map(|n| n.parse().unwrap()).collect();
+        let xdp = file("netdev.txt").trim().strip_prefix("xdp-features: ").unwrap().parse().unwrap();
+        let channels = facts::parse_ethtool_l(&file("ethtool-l.txt"));
+        let rx = channels.and_then(|c| c.current.rx_queues()).unwrap_or(8);
+        PortFacts {
+            name: ifname.into(),
+            ifindex: 5,
+            driver: facts::parse_ethtool_i(&file("ethtool-i.txt")),
+            rx_queues: rx,
+            tx_queues: rx,
+            channels,
+            mtu: 1500,
+            up: true,
+            carrier: true,
+            features: Some(DevFeatures { xdp_features: xdp, ..Default::default() }),
+            rx_vlan_offload: facts::parse_ethtool_k(&file("ethtool-k.txt"), "rx-vlan-offload"),
+            irqs: port_irqs(ifname, &[], &msi, &interrupts)
+                .into_iter()
+                .map(|(irq, name)| Irq { irq, name, cpus: vec![0], effective: None })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn diagnose_fixture(driver: &str, ifname: &str) -> Diagnosis {
+        let sys = SystemFacts { cpus: 4, irqbalance: true, ..Default::default() };
+        assess(vec![fixture(driver, ifname)], sys, 1774)
+    }
+
+    fn finding<'a>(d: &'a Diagnosis, code: &str) -> Option<&'a assess::Finding> {
+        d.findings.iter().find(|f| f.code == code)
+    }
+
+    #[test]
+    fn the_boards_dpaa_eth() {
+        let d = diagnose_fixture("dpaa_eth", "eth4");
+        let p = &d.ports[0];
+        assert_eq!(p.driver.as_deref(), Some("fsl_dpa"));
+        assert_eq!((p.queue_index, p.queue_index_known), (QueueIndex::HardwareQueueId, true));
+        assert_eq!((p.xdp_native, p.zero_copy, p.rx_vlan_offload), (Some(true), Some(false), Some(false)));
+        assert!(p.facts.channels.is_none(), "dpaa_eth answers no ethtool -l");
+        // Its interrupts are the CPUs' QMan portals, not the port's: none is attributed to it.
+        assert!(p.facts.irqs.is_empty());
+        let q = finding(&d, "queue-index-not-zero-based").unwrap();
+        assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --queues 1"));
+        assert!(finding(&d, "attach-restarts-link").is_some() && finding(&d, "copy-mode").is_some());
+        assert!(finding(&d, "irqbalance").is_none() && finding(&d, "rx-vlan-stripped").is_none());
+        assert!(d.can_run());
+        assert!(render(&d).contains("hardware-queue-id"), "{}", render(&d));
+    }
+
+    #[test]
+    fn zero_copy_nics_with_their_interrupts_and_vlan_stripping() {
+        for (driver, ifname, irqs, strips) in [
+            ("mlx5_core", "enp59s0f0np0", 3, true),
+            ("ice", "ens785f0", 4, true),
+            ("ixgbe", "enp1s0f0", 5, true),
+            ("i40e", "ens2f0", 4, false),
+        ] {
+            let d = diagnose_fixture(driver, ifname);
+            let p = &d.ports[0];
+            assert_eq!(p.driver.as_deref(), Some(driver));
+            assert_eq!((p.xdp_native, p.zero_copy), (Some(true), Some(true)), "{driver}");
+            assert_eq!((p.queue_index, p.queue_index_known), (QueueIndex::ZeroBased, true), "{driver}");
+            assert_eq!(p.facts.irqs.len(), irqs, "{driver}: {:?}", p.facts.irqs);
+            assert!(finding(&d, "copy-mode").is_none(), "{driver}");
+            assert_eq!(finding(&d, "rx-vlan-stripped").is_some(), strips, "{driver}");
+            assert_eq!(finding(&d, "irqbalance").map(|f| f.severity), Some(Severity::Warn), "{driver}");
+            assert!(d.can_run(), "{driver}: {:?}", d.findings);
+        }
+        // mlx5 runs 2 of 16 channels on a 4-CPU machine: raising them is offered.
+        let d = diagnose_fixture("mlx5_core", "enp59s0f0np0");
+        assert_eq!(finding(&d, "more-queues-available").unwrap().fix, "ethtool -L enp59s0f0np0 combined 4");
+        assert_eq!(
+            d.ports[0].facts.driver.as_ref().and_then(|i| i.firmware.as_deref()),
+            Some("16.35.2000 (MT_0000000080)")
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! What is known about drivers that the kernel's advertised features do not say: which queue
+//! index the driver gives XDP, and what else breaks AF_XDP's usual assumptions. One entry per
+//! driver, each with the reason; a driver not listed is assumed to follow the rules (0-based
+//! queue indices, the advertised features are the truth).
+
+use serde::Serialize;
+
+/// The queue index a driver's frames carry to the XDP program (`ctx->rx_queue_index`), which
+/// picks the AF_XDP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueIndex {
+    /// 0 … n−1, one per RX queue: one socket per queue works.
+    ZeroBased,
+    /// veth: the sender's TX queue (no RSS of its own); native mode only — in generic mode
+    /// every frame shows as queue 0.
+    SenderTxQueue,
+    /// A hardware frame-queue id, large and different per frame queue: no socket can be bound
+    /// to it in native mode; in generic mode every frame shows as queue 0, from every CPU.
+    HardwareQueueId,
+}
+
+/// One driver's known behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Quirk {
+    /// The driver's usual name.
+    pub driver: &'static str,
+    /// Every name `ethtool -i` may give it (the module's name, which the source tree's file
+    /// names do not always match: mainline builds dpaa_eth as the module `fsl_dpa`).
+    pub names: &'static [&'static str],
+    /// The queue index in native mode.
+    pub queue_index: QueueIndex,
+    /// Attaching or detaching a program restarts the interface (a link flap).
+    pub attach_restarts_link: bool,
+    /// VLAN tags are removed before XDP when `rx-vlan-offload` is on.
+    pub strips_vlan_before_xdp: bool,
+    /// Why: what the driver's source or its maintainers say.
+    pub reason: &'static str,
+}
+
+/// The table. Sources are the drivers' mainline code as read for this project (see shared
+/// notes); check a new kernel before relying on an entry.
+pub const QUIRKS: &[Quirk] = &[
+    Quirk {
+        driver: "dpaa_eth",
+        names: &["fsl_dpa", "dpaa_eth", "fsl_dpaa_eth"],
+        queue_index: QueueIndex::HardwareQueueId,
+        attach_restarts_link: true,
+        strips_vlan_before_xdp: false,
+        reason: "dpaa_fq_init registers each RX frame queue's XDP rxq with its hardware frame-queue id \
+                 as the queue index; the receive path records no RX queue in the skb, so generic XDP \
+                 sees queue 0 from every CPU's portal; no AF_XDP zero-copy; setting a program \
+                 restarts the port",
+    },
+    Quirk {
+        driver: "veth",
+        names: &["veth"],
+        queue_index: QueueIndex::SenderTxQueue,
+        attach_restarts_link: false,
+        strips_vlan_before_xdp: false,
+        reason: "a frame arrives on the queue its sender transmitted it on; no zero-copy; in generic \
+                 mode the program sees queue 0",
+    },
+    Quirk {
+        driver: "dpaa2-eth",
+        names: &["fsl_dpaa2_eth", "fsl-dpaa2-eth", "dpaa2-eth", "dpaa2_eth"],
+        queue_index: QueueIndex::ZeroBased,
+        attach_restarts_link: true,
+        strips_vlan_before_xdp: false,
+        reason: "0-based queues; AF_XDP zero-copy on DPNIs with at most 8 queues (Linux 6.2+); \
+                 setting a program reconfigures the DPNI",
+    },
+    Quirk {
+        driver: "mlx5_core",
+        names: &["mlx5_core"],
+        queue_index: QueueIndex::ZeroBased,
+        attach_restarts_link: false,
+        strips_vlan_before_xdp: true,
+        reason: "0-based channels, zero-copy; with rx-vlan-offload on the hardware strips the tag \
+                 into the descriptor before XDP",
+    },
+    Quirk {
+        driver: "ice",
+        names: &["ice"],
+        queue_index: QueueIndex::ZeroBased,
+        attach_restarts_link: false,
+        strips_vlan_before_xdp: true,
+        reason: "0-based queues, zero-copy; rx-vlan-offload strips the tag before XDP",
+    },
+    Quirk {
+        driver: "i40e",
+        names: &["i40e"],
+        queue_index: QueueIndex::ZeroBased,
+        attach_restarts_link: false,
+        strips_vlan_before_xdp: true,
+        reason: "0-based queues, zero-copy; rx-vlan-offload strips the tag before XDP",
+    },
+    Quirk {
+        driver: "ixgbe",
+        names: &["ixgbe"],
+        queue_index: QueueIndex::ZeroBased,
+        attach_restarts_link: true,
+        strips_vlan_before_xdp: true,
+        reason: "0-based queues, zero-copy; rx-vlan-offload strips the tag before XDP; setting a \
+                 program resets the adapter",
+    },
+];
+
+/// The entry for `driver` (a name as `ethtool -i` gives it), if it has one.
+pub fn lookup(driver: &str) -> Option<&'static Quirk> {
+    QUIRKS.iter().find(|q| q.names.contains(&driver))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_driver_once_and_the_board_first() {
+        assert_eq!(QUIRKS[0].driver, "dpaa_eth");
+        for (i, q) in QUIRKS.iter().enumerate() {
+            assert!(q.names.contains(&q.driver), "{}: its own name is one of its names", q.driver);
+            for n in q.names {
+                assert!(QUIRKS[..i].iter().all(|o| !o.names.contains(n)), "{n} twice");
+            }
+            assert!(!q.reason.is_empty());
+        }
+        assert_eq!(lookup("fsl_dpa").map(|q| q.queue_index), Some(QueueIndex::HardwareQueueId));
+        assert_eq!(lookup("e1000"), None);
+    }
+}
