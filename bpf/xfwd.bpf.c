@@ -10,6 +10,7 @@
  *   xfwd_local     router mode: the box's IPv4 addresses (network order) -> XFWD_LOCAL_*
  *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + rx queue
  *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
+ *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
  *
  * Bridge mode redirects every frame but the IEEE 802.1D link-local groups. Router mode
  * redirects IPv4 unicast to be forwarded and ICMP echo requests to the box's own addresses;
@@ -76,6 +77,24 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } xfwd_counters SEC(".maps");
+
+/* Per port, 1 + the highest queue index a frame arrived on with no socket there (0: none yet),
+ * so that a driver numbering its queues from something other than 0 (dpaa_eth: hardware
+ * frame-queue ids) is named with the index it uses. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, XFWD_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xfwd_missed_queue SEC(".maps");
+
+static __always_inline void missed(__u32 port, __u32 queue)
+{
+	__u32 *highest = bpf_map_lookup_elem(&xfwd_missed_queue, &port);
+
+	if (highest && queue + 1 > *highest)
+		*highest = queue + 1; /* per-CPU slot: no other writer */
+}
 
 static __always_inline void count(__u32 port, __u32 counter)
 {
@@ -168,6 +187,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 		/* Queue ids beyond the map (some drivers number queues by
 		 * hardware id): counted so the loss is visible, kernel keeps it. */
 		count(*port, XFWD_PASS_NO_SOCKET);
+		missed(*port, ctx->rx_queue_index);
 		return XDP_PASS;
 	}
 
@@ -185,6 +205,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 	 * or the driver numbers queues unexpectedly; xfwd warns when this
 	 * counter moves. */
 	count(*port, XFWD_PASS_NO_SOCKET);
+	missed(*port, ctx->rx_queue_index);
 	return XDP_PASS;
 }
 

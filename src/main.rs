@@ -470,7 +470,7 @@ fn run(
         }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
-            warn_unbound_queues(&view, &mut warned_no_socket);
+            warn_unbound_queues(&view, fwd.cores.len(), &mut warned_no_socket);
             if let Some(gone) = watch_links(&view, &mut carrier) {
                 eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
                 failed = true;
@@ -503,18 +503,29 @@ fn run(
 
 /// Says once per port when frames arrive on a queue that has no socket: they went to the kernel
 /// and the forwarder never saw them (a queue count mismatch, or a driver numbering queues from
-/// something other than 0).
-fn warn_unbound_queues(view: &xfwd_dataplane::io::forwarder::LiveView, warned: &mut [bool]) {
+/// something other than 0). Names the highest queue index seen, the driver, and the way out.
+fn warn_unbound_queues(view: &xfwd_dataplane::io::forwarder::LiveView, workers: usize, warned: &mut [bool]) {
+    use xfwd_dataplane::io::drivers::{self, QueueIndex};
     for (p, info) in view.ports.iter().enumerate() {
         let missed = view.xdp.port(p)[xfwd_dataplane::io::XdpCounter::PassNoSocket as usize];
-        if missed > 0 && !warned[p] {
-            warned[p] = true;
-            eprintln!(
-                "xfwd: warning: {}: {missed} frame(s) arrived on a queue without an AF_XDP socket and went to the kernel; \
-                 check the port's queues (ethtool -l {}) against --queues (see `xfwd show stats`, xdp pass-no-socket)",
-                info.name, info.name
-            );
+        if missed == 0 || warned[p] {
+            continue;
         }
+        warned[p] = true;
+        let name = &info.name;
+        let index = view.xdp.missed_queue(p).map_or_else(|| "-".into(), |q| q.to_string());
+        let driver = info.driver.as_deref().unwrap_or("an unknown driver");
+        let way_out = match info.driver.as_deref().and_then(drivers::lookup).map(|q| q.queue_index) {
+            Some(QueueIndex::HardwareQueueId) => format!(
+                "{driver} gives XDP hardware frame-queue ids, which no socket can match: run with --xdp-mode generic --queues 1 (xfwd doctor {name})"
+            ),
+            _ => format!("check the port's queues (ethtool -l {name}) against --queues (xfwd doctor {name})"),
+        };
+        eprintln!(
+            "xfwd: warning: {name}: {missed} frame(s) arrived on a queue without an AF_XDP socket (highest queue index {index}, \
+             sockets on 0..{}, driver {driver}) and went to the kernel; {way_out} (see `xfwd show stats`, xdp pass-no-socket)",
+            workers.saturating_sub(1)
+        );
     }
 }
 

@@ -45,6 +45,9 @@ pub fn port_line(p: &PortReport, prev: Option<&PortReport>, dt: Duration) -> Str
         let _ = write!(s, " {reason}={n}");
     }
     let _ = write!(s, " | xdp redirected {} no-socket {}", xdp(p, "redirected"), xdp(p, "pass-no-socket"));
+    if let Some(q) = p.missed_queue {
+        let _ = write!(s, " (highest queue {q})");
+    }
     if t.xsk.rx_dropped > 0 {
         let _ = write!(s, " xsk-rx-dropped {}", t.xsk.rx_dropped);
     }

@@ -218,15 +218,24 @@ fn frames_on_a_queue_without_a_socket_are_counted_and_warned_about() {
     let before = xdp(&stats(&control), 0, "pass-no-socket");
     let lost = r.h1.exec(&["taskset", "-c", "1", "ping", "-c", "3", "-i", "0.2", "-W", "1", rig::H2_ADDR]);
     assert!(lost.is_err(), "ping must fail: its requests go to the box's kernel, not across");
-    std::thread::sleep(Duration::from_millis(1500));
     let s = stats(&control);
     assert!(xdp(&s, 0, "pass-no-socket") >= before + 3, "xdp counters: {:?}", s.ports[0].xdp);
+    // The program recorded the queue index the frames came with, and the port's driver.
+    assert_eq!((s.ports[0].missed_queue, s.ports[0].driver.as_deref()), (Some(1), Some("veth")));
+    // xfwd says so while it runs (it looks every second), naming the index and the driver.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let warned = |seen: &[String]| {
+        seen.iter().any(|l| {
+            l.contains("eth4:")
+                && l.contains("arrived on a queue without an AF_XDP socket")
+                && l.contains("highest queue index 1, sockets on 0..0, driver veth")
+        })
+    };
+    while !warned(&x.seen) && std::time::Instant::now() < deadline {
+        x.collect();
+    }
+    assert!(warned(&x.seen), "no run-time warning: {:#?}", x.seen);
     x.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
-    assert!(
-        x.seen.iter().any(|l| l.contains("eth4:") && l.contains("arrived on a queue without an AF_XDP socket")),
-        "no run-time warning: {:#?}",
-        x.seen
-    );
 }
 
 /// Restores `vm.nr_hugepages` on drop.

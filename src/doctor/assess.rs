@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use super::facts::{PortFacts, SystemFacts};
-use super::quirks::{self, QueueIndex};
+use xfwd_dataplane::io::drivers::{self as quirks, QueueIndex};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

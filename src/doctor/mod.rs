@@ -11,7 +11,8 @@
 pub mod assess;
 pub mod facts;
 pub mod netdev;
-pub mod quirks;
+
+pub use xfwd_dataplane::io::drivers as quirks;
 
 use std::fmt::Write as _;
 use std::process::{Command, ExitCode};
@@ -261,8 +262,8 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
 mod tests {
     use super::assess::Severity;
     use super::netdev::DevFeatures;
-    use super::quirks::QueueIndex;
     use super::*;
+    use xfwd_dataplane::io::drivers::QueueIndex;
 
     /// A port as the fixture folder `driver` describes it (see tests/fixtures/doctor/README.md).
     fn fixture(driver: &str, ifname: &str) -> PortFacts {

@@ -186,6 +186,13 @@ pub struct PortReport {
     pub per_queue: Vec<PortSnapshot>,
     /// The XDP program's counters for this port: (name, count).
     pub xdp: Vec<(String, u64)>,
+    /// The highest queue index a frame arrived on with no socket there (counted in
+    /// `pass-no-socket`); `None` while every frame found its socket.
+    #[serde(default)]
+    pub missed_queue: Option<u32>,
+    /// The port's driver, as `ethtool -i` names it.
+    #[serde(default)]
+    pub driver: Option<String>,
 }
 
 /// Everything counted, at one instant.
@@ -229,6 +236,8 @@ impl LiveView {
                     total,
                     per_queue,
                     xdp: XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect(),
+                    missed_queue: self.xdp.missed_queue(p),
+                    driver: info.driver.clone(),
                 }
             })
             .collect();

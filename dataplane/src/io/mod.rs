@@ -20,6 +20,7 @@
 //! that rule: a descriptor is used only while the worker holds it.
 
 pub mod arp;
+pub mod drivers;
 pub mod forwarder;
 pub mod port;
 pub mod worker;

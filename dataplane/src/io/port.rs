@@ -25,6 +25,8 @@ pub struct PortInfo {
     pub carrier: bool,
     /// The interface's MAC address.
     pub mac: MacAddr,
+    /// Its driver as `ethtool -i` names it (`None` where it does not answer).
+    pub driver: Option<String>,
 }
 
 /// Why a port cannot be used.
@@ -144,7 +146,8 @@ impl PortInfo {
             .filter_map(Result::ok)
             .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
             .count() as u32;
-        Ok(PortInfo { name: name.to_owned(), ifindex, mtu, rx_queues, up, carrier, mac })
+        let driver = super::drivers::driver_name(name);
+        Ok(PortInfo { name: name.to_owned(), ifindex, mtu, rx_queues, up, carrier, mac, driver })
     }
 }
 

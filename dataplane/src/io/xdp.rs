@@ -132,6 +132,7 @@ pub struct XdpProgram {
     object: Object,
     xsks: MapHandle,
     counters: MapHandle,
+    missed_queue: MapHandle,
     links: Vec<XdpLink>,
 }
 
@@ -167,6 +168,7 @@ impl XdpProgram {
         let port_map = map("xfwd_ports")?;
         let xsks = map("xfwd_xsks")?;
         let counters = map("xfwd_counters")?;
+        let missed_queue = map("xfwd_missed_queue")?;
         let config = map("xfwd_config")?;
         let local = map("xfwd_local")?;
         let mode_value: u32 = match mode {
@@ -199,7 +201,7 @@ impl XdpProgram {
                 .update(&p.ifindex.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| XdpError::Map { map: "xfwd_ports", cause: format!("{e:#}") })?;
         }
-        Ok(XdpProgram { object, xsks, counters, links: Vec::new() })
+        Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new() })
     }
 
     /// Makes frames from (`port`, `queue`) go to the AF_XDP socket `fd`.
@@ -252,22 +254,35 @@ impl XdpProgram {
 
     /// A reader of the program's counters that other threads can own.
     pub fn counter_reader(&self) -> Result<XdpCounters, XdpError> {
-        MapHandle::try_from(&self.counters)
-            .map(|map| XdpCounters { map })
-            .map_err(|e| XdpError::Map { map: "xfwd_counters", cause: format!("{e:#}") })
+        let map = MapHandle::try_from(&self.counters)
+            .map_err(|e| XdpError::Map { map: "xfwd_counters", cause: format!("{e:#}") })?;
+        let missed_queue = MapHandle::try_from(&self.missed_queue)
+            .map_err(|e| XdpError::Map { map: "xfwd_missed_queue", cause: format!("{e:#}") })?;
+        Ok(XdpCounters { map, missed_queue })
     }
 }
 
-/// Reads the XDP program's per-CPU counters (an owned handle on the map).
+/// Reads the XDP program's per-CPU counters (owned handles on the maps).
 #[derive(Debug)]
 pub struct XdpCounters {
     map: MapHandle,
+    missed_queue: MapHandle,
 }
 
 impl XdpCounters {
     /// The program's counters for `port`, summed over CPUs, in [`XdpCounter::ALL`] order.
     pub fn port(&self, port: usize) -> [u64; XdpCounter::COUNT] {
         self.row(port)
+    }
+
+    /// The highest queue index a frame arrived on at `port` with no socket bound there, over
+    /// all CPUs; `None` while every frame found its socket.
+    pub fn missed_queue(&self, port: usize) -> Option<u32> {
+        let key = port as u32;
+        let per_cpu = self.missed_queue.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY).ok()??;
+        let highest =
+            per_cpu.iter().filter_map(|v| v.get(..4).and_then(|b| b.try_into().ok())).map(u32::from_ne_bytes).max()?;
+        highest.checked_sub(1)
     }
 
     /// Frames seen on interfaces that are not registered ports (should stay 0).

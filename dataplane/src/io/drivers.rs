@@ -1,7 +1,10 @@
 //! What is known about drivers that the kernel's advertised features do not say: which queue
 //! index the driver gives XDP, and what else breaks AF_XDP's usual assumptions. One entry per
 //! driver, each with the reason; a driver not listed is assumed to follow the rules (0-based
-//! queue indices, the advertised features are the truth).
+//! queue indices, the advertised features are the truth). `xfwd doctor` reports from this
+//! table; the forwarder's warnings name the way out from it.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use serde::Serialize;
 
@@ -111,6 +114,42 @@ pub fn lookup(driver: &str) -> Option<&'static Quirk> {
     QUIRKS.iter().find(|q| q.names.contains(&driver))
 }
 
+/// The name of `ifname`'s driver as `ethtool -i` gives it (the `ETHTOOL_GDRVINFO` ioctl), or
+/// `None` where the interface does not exist or the call fails.
+pub fn driver_name(ifname: &str) -> Option<String> {
+    const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+    // struct ethtool_drvinfo: cmd, then driver[32], version[32], fw_version[32], bus_info[32],
+    // erom_version[32], reserved2[12], and five u32 counts: 196 bytes.
+    let mut info = [0u8; 196];
+    info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let name = ifname.as_bytes();
+    if name.is_empty() || name.len() >= req.ifr_name.len() {
+        return None;
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = info.as_mut_ptr().cast();
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is a socket we just opened and own alone.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `req` names the interface and points at `info`, which is large enough for the
+    // kernel's ethtool_drvinfo and outlives the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
+    if r != 0 {
+        return None;
+    }
+    let driver = &info[4..36];
+    let end = driver.iter().position(|&b| b == 0).unwrap_or(driver.len());
+    Some(String::from_utf8_lossy(&driver[..end]).into_owned()).filter(|d| !d.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +166,13 @@ mod tests {
         }
         assert_eq!(lookup("fsl_dpa").map(|q| q.queue_index), Some(QueueIndex::HardwareQueueId));
         assert_eq!(lookup("e1000"), None);
+    }
+
+    #[test]
+    fn loopback_has_no_driver_and_a_missing_interface_none() {
+        // No privilege needed; `lo` exists in every namespace and answers no driver name.
+        assert_eq!(driver_name("xfwd-no-such0"), None);
+        assert_eq!(driver_name(""), None);
+        assert_eq!(driver_name("a-name-longer-than-ifnamsiz"), None);
     }
 }
