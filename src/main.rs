@@ -111,9 +111,10 @@ struct WorkerArgs {
     /// Workers, one per queue id [default: the smallest RX queue count of the ports, capped by cores].
     #[arg(long)]
     queues: Option<u32>,
-    /// Core of each worker, in queue order, e.g. 0,1 or 2-3 [default: queue i on core i].
-    #[arg(long, value_parser = xfwd_config::parse_cores)]
-    cores: Option<Vec<usize>>,
+    /// Core of each worker, in queue order, e.g. 0,1 or 2-3; or `irq`: each worker on the CPU
+    /// of its queue's interrupt on the first port [default: queue i on core i].
+    #[arg(long, value_parser = parse_cores_arg)]
+    cores: Option<CoresArg>,
     /// How workers wait for frames: busy spins; adaptive sleeps in poll(2) when idle [default: adaptive].
     #[arg(long, value_enum)]
     poll: Option<PollArg>,
@@ -173,6 +174,65 @@ struct BridgeArgs {
     fdb_size: usize,
     #[command(flatten)]
     workers: WorkerArgs,
+}
+
+/// `--cores`: a list, or `irq`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CoresArg {
+    List(Vec<usize>),
+    Irq,
+}
+
+fn parse_cores_arg(text: &str) -> Result<CoresArg, xfwd_config::ValueError> {
+    if text == "irq" {
+        return Ok(CoresArg::Irq);
+    }
+    xfwd_config::parse_cores(text).map(CoresArg::List)
+}
+
+/// The cores of `--cores`: the list as given, or for `irq` the CPU of each RX queue's interrupt
+/// on the first port, in queue order.
+fn resolve_cores(arg: Option<&CoresArg>, ports: &[String]) -> anyhow::Result<Option<Vec<usize>>> {
+    match arg {
+        None => Ok(None),
+        Some(CoresArg::List(l)) => Ok(Some(l.clone())),
+        Some(CoresArg::Irq) => {
+            let first = ports.first().map(String::as_str).unwrap_or("");
+            let cpus: Vec<usize> = xfwd::doctor::queue_irqs(first).iter().map_while(|q| q.cpu()).collect();
+            if cpus.is_empty() {
+                return Err(xfwd::UsageError(format!(
+                    "--cores irq: {first} has no interrupt per RX queue that the kernel names (a virtual device has none): give --cores LIST (xfwd doctor {first})"
+                ))
+                .into());
+            }
+            Ok(Some(cpus))
+        }
+    }
+}
+
+/// Prints each port's RX queue → interrupt → CPU table, where the ports have them, and warns
+/// when irqbalance may move those interrupts.
+fn print_queue_irqs(ports: &[String]) {
+    let rows: Vec<(&String, xfwd::doctor::QueueIrq)> =
+        ports.iter().flat_map(|p| xfwd::doctor::queue_irqs(p).into_iter().map(move |q| (p, q))).collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!("  port   queue  irq    cpus");
+    for (p, q) in &rows {
+        let cpus = q.irq.effective.as_ref().unwrap_or(&q.irq.cpus);
+        println!(
+            "  {p:<5}  {:<5}  {:<5}  {}",
+            q.queue,
+            q.irq.irq,
+            cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+        );
+    }
+    if xfwd::doctor::irqbalance_running() {
+        eprintln!(
+            "xfwd: warning: irqbalance runs and may move the ports' interrupts away from the workers' cores (systemctl stop irqbalance; see xfwd doctor)"
+        );
+    }
 }
 
 fn error_line(e: &anyhow::Error, verbose: bool) -> String {
@@ -257,7 +317,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     let cfg = ForwarderConfig {
         ports: args.ports.clone(),
         queues: w.queues,
-        cores: w.cores.clone(),
+        cores: resolve_cores(w.cores.as_ref(), &args.ports)?,
         poll: poll_mode(w.poll, None),
         xdp_mode: xdp_mode(w.xdp_mode, None),
         zero_copy: zero_copy(w.zero_copy),
@@ -327,7 +387,10 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let cfg = ForwarderConfig {
         ports: c.interfaces.iter().map(|i| i.name.clone()).collect(),
         queues: w.queues.or(c.workers.queues),
-        cores: w.cores.clone().or_else(|| c.workers.cores.clone()),
+        cores: match w.cores.as_ref() {
+            Some(a) => resolve_cores(Some(a), &c.interfaces.iter().map(|i| i.name.clone()).collect::<Vec<_>>())?,
+            None => c.workers.cores.clone(),
+        },
         poll: poll_mode(w.poll, c.workers.poll),
         xdp_mode: xdp_mode(w.xdp_mode, c.workers.xdp_mode),
         zero_copy: zero_copy(w.zero_copy),
@@ -439,6 +502,7 @@ fn run(
     for (q, c) in fwd.cores.iter().enumerate() {
         println!("  {q:<5}  {}", c.map_or_else(|| "unpinned".into(), |c| c.to_string()));
     }
+    print_queue_irqs(&view.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>());
     println!("  port   xdp");
     for (p, m) in view.ports.iter().zip(&fwd.xdp_modes) {
         println!("  {:<5}  {m}", p.name);

@@ -169,6 +169,12 @@ fn unusable_ports_are_refused_with_one_line_and_nothing_attached() {
         &["bridge", "eth4", "eth5", "--queues", "2", "--control", &c],
         "eth4: has 1 RX queue(s), 2 asked",
     );
+    // veth has no interrupts: no queue's IRQ CPU to pin a worker to.
+    expect_refusal(
+        &r,
+        &["bridge", "eth4", "eth5", "--cores", "irq", "--control", &c],
+        "--cores irq: eth4 has no interrupt per RX queue that the kernel names",
+    );
     r.boxns.ip(&["link", "set", "eth5", "down"]).unwrap();
     expect_refusal(&r, &["bridge", "eth4", "eth5", "--control", &c], "eth5: is administratively down");
     r.boxns.ip(&["link", "set", "eth5", "up"]).unwrap();

@@ -91,6 +91,76 @@ fn irqs_of(name: &str, napi_irqs: &[u32], interrupts: &[facts::IrqLine]) -> Vec<
         .collect()
 }
 
+/// The RX queue an interrupt serves, from its handler's name, where the driver names it so:
+/// `eth4-rx-0`, `eth4-TxRx-3`, `ice-eth4-TxRx-3`, `i40e-eth4-TxRx-1` (the number after the
+/// interface's name and a `rx`/`TxRx` word). `None` for any other name.
+pub fn queue_of_irq_name(name: &str, ifname: &str) -> Option<u32> {
+    let words: Vec<&str> = name.split('-').collect();
+    let at = words.iter().position(|w| *w == ifname)?;
+    match &words[at + 1..] {
+        [kind, n] if kind.eq_ignore_ascii_case("rx") || kind.eq_ignore_ascii_case("txrx") => n.parse().ok(),
+        _ => None,
+    }
+}
+
+/// One RX queue's interrupt and the CPUs it may run on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueIrq {
+    /// The queue.
+    pub queue: u32,
+    /// Its interrupt.
+    pub irq: Irq,
+}
+
+impl QueueIrq {
+    /// The CPU the interrupt runs on: the first of its effective affinity, else of the CPUs it
+    /// may run on.
+    pub fn cpu(&self) -> Option<usize> {
+        self.irq.effective.as_ref().and_then(|e| e.first()).or(self.irq.cpus.first()).copied()
+    }
+}
+
+/// Each RX queue's interrupt on `ifname`, in queue order: from the kernel's queue → NAPI → IRQ
+/// links where it has them (Linux 6.8+), else from the handlers' names. Empty for a device
+/// without interrupts of its own (veth) or a driver that names them otherwise.
+pub fn queue_irqs(ifname: &str) -> Vec<QueueIrq> {
+    let interrupts = facts::parse_interrupts(&read("/proc/interrupts").unwrap_or_default());
+    let ifindex: u32 = read_num(&format!("/sys/class/net/{ifname}/ifindex")).unwrap_or(0);
+    let mut by_queue: Vec<(u32, u32)> = Vec::new();
+    if let Some(mut nl) = netdev::Netdev::open().ok().flatten() {
+        if let (Ok(queues), Ok(napis)) = (nl.queues(ifindex), nl.napis(ifindex)) {
+            for q in queues.iter().filter(|q| q.rx) {
+                if let Some(irq) = q.napi_id.and_then(|id| napis.iter().find(|n| n.id == id)).and_then(|n| n.irq) {
+                    by_queue.push((q.id, irq));
+                }
+            }
+        }
+    }
+    if by_queue.is_empty() {
+        by_queue = interrupts.iter().filter_map(|l| queue_of_irq_name(&l.name, ifname).map(|q| (q, l.irq))).collect();
+    }
+    by_queue.sort_unstable();
+    by_queue
+        .into_iter()
+        .map(|(queue, irq)| QueueIrq {
+            queue,
+            irq: Irq {
+                irq,
+                name: interrupts.iter().find(|l| l.irq == irq).map_or_else(String::new, |l| l.name.clone()),
+                cpus: cpu_list(&format!("/proc/irq/{irq}/smp_affinity_list")).unwrap_or_default(),
+                effective: cpu_list(&format!("/proc/irq/{irq}/effective_affinity_list")),
+            },
+        })
+        .collect()
+}
+
+/// Whether irqbalance runs (it may move interrupts under the workers).
+pub fn irqbalance_running() -> bool {
+    std::fs::read_dir("/proc").is_ok_and(|d| {
+        d.filter_map(Result::ok).any(|e| read(&format!("{}/comm", e.path().display())).as_deref() == Some("irqbalance"))
+    })
+}
+
 /// Reads everything about one port that exists.
 fn gather_port(name: &str, nl: Option<&mut netdev::Netdev>, interrupts: &[facts::IrqLine]) -> PortFacts {
     let sys = |a: &str| format!("/sys/class/net/{name}/{a}");
@@ -124,9 +194,7 @@ fn gather_port(name: &str, nl: Option<&mut netdev::Netdev>, interrupts: &[facts:
 }
 
 fn gather_system() -> SystemFacts {
-    let irqbalance = std::fs::read_dir("/proc").is_ok_and(|d| {
-        d.filter_map(Result::ok).any(|e| read(&format!("{}/comm", e.path().display())).as_deref() == Some("irqbalance"))
-    });
+    let irqbalance = irqbalance_running();
     SystemFacts {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         isolated: cpu_list("/sys/devices/system/cpu/isolated").unwrap_or_default(),
@@ -301,6 +369,41 @@ mod tests {
 
     fn finding<'a>(d: &'a Diagnosis, code: &str) -> Option<&'a assess::Finding> {
         d.findings.iter().find(|f| f.code == code)
+    }
+
+    #[test]
+    fn queues_are_read_from_the_names_drivers_give_their_interrupts() {
+        let mut found = Vec::new();
+        for (driver, ifname) in
+            [("ice", "ens785f0"), ("ixgbe", "enp1s0f0"), ("i40e", "ens2f0"), ("mlx5_core", "x"), ("dpaa_eth", "eth4")]
+        {
+            let text = std::fs::read_to_string(format!(
+                "{}/tests/fixtures/doctor/{driver}/interrupts.txt",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            let queues: Vec<u32> =
+                facts::parse_interrupts(&text).iter().filter_map(|l| queue_of_irq_name(&l.name, ifname)).collect();
+            found.push((driver, queues));
+        }
+        assert_eq!(
+            found,
+            [
+                ("ice", vec![0, 1, 2, 3]),
+                ("ixgbe", vec![0, 1, 2, 3]),
+                ("i40e", vec![0, 1, 2, 3]),
+                // mlx5 names channels, not interfaces (the kernel's NAPI links give its queues),
+                // and dpaa's portals belong to CPUs: neither is read from names.
+                ("mlx5_core", vec![]),
+                ("dpaa_eth", vec![]),
+            ]
+        );
+        assert_eq!(queue_of_irq_name("eth4-rx-7", "eth4"), Some(7));
+        assert_eq!(queue_of_irq_name("eth4-tx-7", "eth4"), None);
+        assert_eq!(queue_of_irq_name("eth40-rx-1", "eth4"), None);
+        let q =
+            QueueIrq { queue: 0, irq: Irq { irq: 9, name: String::new(), cpus: vec![2, 3], effective: Some(vec![3]) } };
+        assert_eq!(q.cpu(), Some(3));
     }
 
     #[test]
