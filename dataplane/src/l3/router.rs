@@ -419,25 +419,17 @@ pub fn icmp_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action 
     out[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
     let icmp_at = ETH + ipv4::MIN_HEADER_LEN;
     out[icmp_at + icmp::HEADER_LEN..].copy_from_slice(&frame[ETH..ETH + quote]);
-    out[ETH] = 0x45;
-    out[ETH + 2..ETH + 4].copy_from_slice(&(ip_len as u16).to_be_bytes());
     if let Ok(mut m) = IcmpPacket::new_checked(&mut out[icmp_at..]) {
         m.write_error(msg_type, code, rest);
     }
-    if let Ok(mut h) = Ipv4Packet::new_checked(&mut out[ETH..]) {
-        env.state.ident = env.state.ident.wrapping_add(1);
-        h.write_header(ip_len as u16, env.state.ident, 64, ipv4::PROTO_ICMP, back.src, src);
+    env.state.ident = env.state.ident.wrapping_add(1);
+    if let Ok(mut h) =
+        Ipv4Packet::emit(&mut out[ETH..], ip_len as u16, env.state.ident, 64, ipv4::PROTO_ICMP, back.src, src)
+    {
+        // Precedence "internetwork control" with the offending packet's TOS bits, as Linux
+        // marks its ICMP errors; the checksum is updated for it.
+        h.set_tos((ip.tos() & ipv4::TOS_BITS) | ipv4::PRECEDENCE_INTERNETWORK_CONTROL);
     }
-    // Precedence "internetwork control" with the offending packet's TOS bits, as Linux marks
-    // its ICMP errors; the checksum is updated for it.
-    let tos = (frame[ETH + 1] & 0x1e) | 0xc0;
-    out[ETH + 1] = tos;
-    let c = crate::wire::checksum::update(
-        u16::from_be_bytes([out[ETH + 10], out[ETH + 11]]),
-        0x4500,
-        0x4500 | u16::from(tos),
-    );
-    out[ETH + 10..ETH + 12].copy_from_slice(&c.to_be_bytes());
     Action::Reply { port: back.port, len: (ETH + ip_len) as u16, cause }
 }
 
