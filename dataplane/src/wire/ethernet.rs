@@ -130,8 +130,9 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Destination address.
     #[inline]
     pub fn dst(&self) -> MacAddr {
-        let b = &self.buffer.as_ref()[field::DST];
-        MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]])
+        let b = self.buffer.as_ref();
+        let d = field::DST.start;
+        MacAddr([b[d], b[d + 1], b[d + 2], b[d + 3], b[d + 4], b[d + 5]])
     }
 
     /// Source address.

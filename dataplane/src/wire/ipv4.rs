@@ -76,8 +76,8 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         if hl < MIN_HEADER_LEN {
             return Err(Error::Malformed("IHL below 5"));
         }
-        let t = &b[field::TOTAL_LEN];
-        let total = usize::from(u16::from_be_bytes([t[0], t[1]]));
+        let t = field::TOTAL_LEN.start;
+        let total = usize::from(u16::from_be_bytes([b[t], b[t + 1]]));
         if total < hl {
             return Err(Error::Malformed("total length shorter than the header"));
         }
@@ -101,8 +101,8 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Total length field: header plus payload.
     #[inline]
     pub fn total_len(&self) -> usize {
-        let b = &self.b()[field::TOTAL_LEN];
-        usize::from(u16::from_be_bytes([b[0], b[1]]))
+        let (b, t) = (self.b(), field::TOTAL_LEN.start);
+        usize::from(u16::from_be_bytes([b[t], b[t + 1]]))
     }
 
     /// Type-of-service byte (DSCP and ECN in today's terms).
@@ -206,8 +206,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let old = u16::from_be_bytes([b[field::TTL], b[field::PROTOCOL]]);
         b[field::TTL] -= 1;
         let new = u16::from_be_bytes([b[field::TTL], b[field::PROTOCOL]]);
-        let c = &b[field::CHECKSUM];
-        let hc = u16::from_be_bytes([c[0], c[1]]);
+        let c = field::CHECKSUM.start;
+        let hc = u16::from_be_bytes([b[c], b[c + 1]]);
         b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
     }
 
@@ -255,8 +255,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let old = u16::from_be_bytes([b[field::VER_IHL], b[field::TOS]]);
         b[field::TOS] = tos;
         let new = u16::from_be_bytes([b[field::VER_IHL], b[field::TOS]]);
-        let c = &b[field::CHECKSUM];
-        let hc = u16::from_be_bytes([c[0], c[1]]);
+        let c = field::CHECKSUM.start;
+        let hc = u16::from_be_bytes([b[c], b[c + 1]]);
         b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
     }
 
