@@ -10,7 +10,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use xfwd_dataplane::io::worker::{BridgeDecide, Decide};
 use xfwd_dataplane::l2::{decide, prefetch, Fdb};
 use xfwd_dataplane::time::Seconds;
-use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::wire::ethernet::ETHERTYPE_IPV4;
+use xfwd_dataplane::wire::{EthernetFrame, MacAddr};
 use xfwd_dataplane::PortId;
 
 const BATCH: usize = 64;
@@ -44,9 +45,10 @@ fn setup(stations: u32, frames: usize) -> (Fdb, Vec<([u8; 64], PortId)>) {
                 d %= stations;
             }
             let mut f = [0u8; 64];
-            f[..6].copy_from_slice(&mac(d).0);
-            f[6..12].copy_from_slice(&mac(s).0);
-            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let mut eth = EthernetFrame::new_checked(&mut f[..]).expect("64 bytes hold a header");
+            eth.set_dst(mac(d));
+            eth.set_src(mac(s));
+            eth.set_ethertype(ETHERTYPE_IPV4);
             (f, PortId((s % 2) as u8))
         })
         .collect();

@@ -17,7 +17,8 @@
  * everything else (ARP, IPv6, VLAN-tagged, group MACs, other traffic for the box) is the
  * kernel's, so the box's own management keeps working.
  *
- * The layout constants below are mirrored in dataplane/src/io/xdp.rs.
+ * The layout constants below are mirrored in dataplane/src/io/xdp.rs; the wire numbers mirror
+ * the constants of dataplane/src/wire/ named beside each.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -31,6 +32,15 @@
 
 #define XFWD_LOCAL_ADDRESS 1 /* one of the box's addresses */
 #define XFWD_LOCAL_BROADCAST 2 /* a connected subnet's broadcast address */
+
+/* Wire numbers. Offsets inside a header (the EtherType at 12, the IPv4 protocol at 9, ...) are
+ * those of each format's `field` module in dataplane/src/wire/. */
+#define XFWD_ETH_HLEN 14           /* wire::ethernet::HEADER_LEN */
+#define XFWD_ETHERTYPE_IPV4 0x0800 /* wire::ethernet::ETHERTYPE_IPV4 */
+#define XFWD_IPV4_MIN_HLEN 20      /* wire::ipv4::MIN_HEADER_LEN */
+#define XFWD_IPV4_MAX_HLEN 60      /* wire::ipv4::MAX_HEADER_LEN */
+#define XFWD_PROTO_ICMP 1          /* wire::ipv4::PROTO_ICMP */
+#define XFWD_ICMP_ECHO_REQUEST 8   /* wire::icmp::ECHO_REQUEST */
 
 /* Counter slots, per port. Keep in step with `XdpCounter` in io/xdp.rs. */
 enum xfwd_counter {
@@ -112,15 +122,15 @@ static __always_inline void count(__u32 port, __u32 counter)
  * any other traffic to the box's addresses, and broadcasts to its subnets. */
 static __always_inline int router_wants(const unsigned char *data, const unsigned char *data_end)
 {
-	const unsigned char *ip = data + 14;
+	const unsigned char *ip = data + XFWD_ETH_HLEN;
 	__u32 daddr, *local;
 	__u32 ihl;
 
-	if (data[12] != 0x08 || data[13] != 0x00)
+	if (data[12] != (XFWD_ETHERTYPE_IPV4 >> 8) || data[13] != (XFWD_ETHERTYPE_IPV4 & 0xff))
 		return 0; /* not IPv4 */
 	if (data[0] & 1)
-		return 0; /* broadcast or multicast MAC */
-	if (ip + 20 > data_end)
+		return 0; /* broadcast or multicast MAC (MacAddr::is_multicast) */
+	if (ip + XFWD_IPV4_MIN_HLEN > data_end)
 		return 0; /* truncated: the kernel counts it */
 	__builtin_memcpy(&daddr, ip + 16, 4);
 	local = bpf_map_lookup_elem(&xfwd_local, &daddr);
@@ -129,14 +139,14 @@ static __always_inline int router_wants(const unsigned char *data, const unsigne
 	if (*local != XFWD_LOCAL_ADDRESS)
 		return 0; /* subnet broadcast */
 	/* For the box: only unfragmented ICMP echo requests are xfwd's. */
-	if (ip[9] != 1 || (ip[6] & 0x3f) || ip[7])
+	if (ip[9] != XFWD_PROTO_ICMP || (ip[6] & 0x3f) || ip[7])
 		return 0;
 	ihl = (ip[0] & 0x0f) * 4;
-	if (ihl < 20 || ihl > 60)
+	if (ihl < XFWD_IPV4_MIN_HLEN || ihl > XFWD_IPV4_MAX_HLEN)
 		return 0;
 	if (ip + ihl + 1 > data_end)
 		return 0;
-	return ip[ihl] == 8;
+	return ip[ihl] == XFWD_ICMP_ECHO_REQUEST;
 }
 
 SEC("xdp")
@@ -158,7 +168,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 	if (*port >= XFWD_MAX_PORTS)
 		return XDP_PASS; /* cannot happen: the loader bounds it; keeps the verifier sure */
 
-	if (data + 14 > data_end) {
+	if (data + XFWD_ETH_HLEN > data_end) {
 		/* Not even an Ethernet header: the kernel counts and drops it. */
 		count(*port, XFWD_PASS_RUNT);
 		return XDP_PASS;
@@ -175,7 +185,8 @@ int xfwd_xdp(struct xdp_md *ctx)
 	} else if (data[0] == 0x01 && data[1] == 0x80 && data[2] == 0xC2 && data[3] == 0x00 &&
 		   data[4] == 0x00 && data[5] >= 0x01 && data[5] <= 0x0F) {
 		/* 01:80:C2:00:00:01..0F are link-local (PAUSE, LACP, 802.1X, LLDP,
-		 * ...): a bridge must never forward them; the kernel's own agents
+		 * ...; MacAddr::is_reserved_link_local in wire/ethernet.rs): a
+		 * bridge must never forward them; the kernel's own agents
 		 * may want them. 01:80:C2:00:00:00 (STP BPDUs) is forwarded like a
 		 * Linux bridge with STP off does, so switches around the box still
 		 * see a loop. */

@@ -21,7 +21,8 @@ use xfwd_dataplane::io::worker::{BridgeDecide, Decide, RouterDecide};
 use xfwd_dataplane::l2::{self, Fdb};
 use xfwd_dataplane::l3::{self, NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::time::Seconds;
-use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::wire::ethernet::ETHERTYPE_IPV4;
+use xfwd_dataplane::wire::{EthernetFrame, MacAddr};
 use xfwd_dataplane::PortId;
 
 fn mac(i: u32) -> MacAddr {
@@ -44,9 +45,10 @@ fn main() {
             let frames: Vec<([u8; 64], PortId)> = (0..4096u32)
                 .map(|i| {
                     let mut f = [0u8; 64];
-                    f[..6].copy_from_slice(&mac(((i * 7 + 1) % 4096) | 1).0);
-                    f[6..12].copy_from_slice(&mac(i & !1).0);
-                    f[12..14].copy_from_slice(&[0x08, 0x00]);
+                    let mut eth = EthernetFrame::new_checked(&mut f[..]).expect("64 bytes hold a header");
+                    eth.set_dst(mac(((i * 7 + 1) % 4096) | 1));
+                    eth.set_src(mac(i & !1));
+                    eth.set_ethertype(ETHERTYPE_IPV4);
                     (f, PortId(0))
                 })
                 .collect();

@@ -3,6 +3,7 @@
 use core::net::Ipv4Addr;
 
 use crate::reason::Reason;
+use crate::wire::{ethernet, icmp, ipv4};
 use crate::PortId;
 
 /// The outcome of a decision. It names ports and lengths only: the frame itself stays where it
@@ -46,4 +47,5 @@ pub enum Action {
 
 /// Room for any answer a decision builds in its scratch buffer: Ethernet + IPv4 + ICMP headers
 /// and the quoted header (up to 60 bytes) plus 8 bytes of the offending datagram.
-pub const SCRATCH_LEN: usize = 14 + 20 + 8 + 60 + 8;
+pub const SCRATCH_LEN: usize =
+    ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN + icmp::HEADER_LEN + ipv4::MAX_HEADER_LEN + icmp::QUOTED_PAYLOAD_LEN;

@@ -19,10 +19,10 @@ use crate::l3::arp::ArpEngine;
 pub use crate::l3::arp::{ArpConfig, ArpCounters, GleanMsg};
 use crate::l3::{NeighborTable, RouterTables};
 use crate::time::Clock;
+use crate::wire::ethernet::ETHERTYPE_ARP;
 use crate::wire::MacAddr;
 use crate::PortId;
 
-const ETH_P_ARP: u16 = 0x0806;
 const POLL_MS: i32 = 10;
 
 /// Requests to the ARP thread from the control thread.
@@ -52,7 +52,7 @@ struct PacketSocket {
 impl PacketSocket {
     fn open(ifindex: u32) -> io::Result<PacketSocket> {
         use std::os::fd::FromRawFd;
-        let proto = ETH_P_ARP.to_be();
+        let proto = ETHERTYPE_ARP.to_be();
         // SAFETY: plain socket(2) call; the result is checked before use.
         let fd = unsafe {
             libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))

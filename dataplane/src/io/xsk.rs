@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use xsk_rs::config::{BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
+use crate::wire::ethernet;
+
 /// Bytes per UMEM frame (one page half: the kernel's default, and a power of two as required).
 pub const FRAME_SIZE: u32 = 2048;
 /// Descriptors per ring (RX, TX, fill, completion).
@@ -15,7 +17,7 @@ pub const RING_SIZE: u32 = 2048;
 /// Headroom the kernel keeps in front of each frame in copy mode (`XDP_PACKET_HEADROOM`).
 pub const XDP_HEADROOM: u32 = 256;
 /// Room for the Ethernet header and one VLAN tag on top of the MTU.
-pub const L2_OVERHEAD: u32 = 14 + 4;
+pub const L2_OVERHEAD: u32 = (ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN) as u32;
 /// The largest port MTU whose frames fit a UMEM frame.
 pub const MAX_MTU: u32 = FRAME_SIZE - XDP_HEADROOM - L2_OVERHEAD;
 

@@ -26,10 +26,10 @@ use super::tables::{connected_to, NhKind, RouterTables};
 use super::NeighborTable;
 use crate::action::{Action, SCRATCH_LEN};
 use crate::stats::Counter;
-use crate::wire::{arp, ArpPacket, EthernetFrame, MacAddr};
+use crate::wire::ethernet::{self, ETHERTYPE_ARP};
+use crate::wire::{arp, ipv4, ArpPacket, EthernetFrame, MacAddr};
 use crate::PortId;
 
-const ETH_P_ARP: u16 = 0x0806;
 /// Time between requests for an unresolved neighbour.
 pub const RETRANS_MS: u64 = 1000;
 /// Requests before a neighbour is declared unreachable.
@@ -182,6 +182,15 @@ impl ArpEngine {
     }
 }
 
+/// Sets a waiting frame's MACs for its next hop, `dst`, out of a port with MAC `src`. Gleaned
+/// frames hold at least an Ethernet and an IPv4 header ([`ArpEngine::on_glean`] checks).
+fn readdress(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
+    if let Ok(mut eth) = EthernetFrame::new_checked(frame) {
+        eth.set_dst(dst);
+        eth.set_src(src);
+    }
+}
+
 impl ArpEngine {
     fn send(&mut self, port: PortId, frame: &[u8]) {
         self.out.push((port, frame.to_vec()));
@@ -205,8 +214,7 @@ impl ArpEngine {
         if let Some(p) = self.pending.remove(&ip) {
             let mut p = p;
             for (_, mut frame) in p.queue.drain(..) {
-                frame[0..6].copy_from_slice(&mac.0);
-                frame[6..12].copy_from_slice(&self.macs[port.index()].0);
+                readdress(&mut frame, mac, self.macs[port.index()]);
                 self.send(port, &frame);
                 self.counters.glean_sent.inc();
             }
@@ -216,10 +224,10 @@ impl ArpEngine {
     /// An ARP frame that arrived on `port` at `now` (ms).
     pub fn on_arp(&mut self, port: PortId, frame: &[u8], now: u64) {
         let Ok(eth) = EthernetFrame::new_checked(frame) else { return };
-        if eth.ethertype() != ETH_P_ARP {
+        if eth.ethertype() != ETHERTYPE_ARP {
             return;
         }
-        let Ok(a) = ArpPacket::new_checked(&frame[14..]) else { return };
+        let Ok(a) = ArpPacket::new_checked(eth.payload()) else { return };
         let (sha, spa, tpa) = (a.sha(), a.spa(), a.tpa());
         if sha.is_multicast() || sha.is_zero() {
             return;
@@ -239,7 +247,7 @@ impl ArpEngine {
             arp::OP_REQUEST => {
                 self.counters.requests_received.inc();
                 if ours {
-                    let mut out = [0u8; 60];
+                    let mut out = [0u8; ethernet::MIN_FRAME_LEN];
                     let me = self.macs[port.index()];
                     let n = arp::write_frame(&mut out, sha, me, arp::OP_REPLY, me, tpa, sha, spa);
                     self.send(port, &out[..n]);
@@ -269,15 +277,14 @@ impl ArpEngine {
         // Workers glean whole IPv4 frames; anything shorter than the headers is refused here,
         // so that every later rewrite of its MACs and every ICMP error about it is in bounds
         // (found by the `arp` fuzz target).
-        if m.frame.len() < 14 + 20 {
+        if m.frame.len() < ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN {
             self.counters.glean_dropped.inc();
             return;
         }
         if let Some(n) = self.neighbors.lookup(m.next_hop).filter(|n| n.port == m.port) {
             // Resolved since the worker looked.
             let mut frame = m.frame;
-            frame[0..6].copy_from_slice(&n.mac.0);
-            frame[6..12].copy_from_slice(&self.macs[m.port.index()].0);
+            readdress(&mut frame, n.mac, self.macs[m.port.index()]);
             self.send(m.port, &frame);
             self.counters.glean_sent.inc();
             return;
@@ -324,7 +331,7 @@ impl ArpEngine {
             .or_else(|| tables.ports.get(port.index()).and_then(|s| s.addrs.first().map(|a| a.0)))
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
         let me = self.macs[port.index()];
-        let mut out = [0u8; 60];
+        let mut out = [0u8; ethernet::MIN_FRAME_LEN];
         let n = arp::write_frame(
             &mut out,
             to.unwrap_or(MacAddr::BROADCAST),
@@ -437,8 +444,7 @@ impl ArpEngine {
             }
             if let Some(mut p) = self.pending.remove(&ip) {
                 for (_, mut frame) in p.queue.drain(..) {
-                    frame[0..6].copy_from_slice(&mac.0);
-                    frame[6..12].copy_from_slice(&self.macs[port.index()].0);
+                    readdress(&mut frame, mac, self.macs[port.index()]);
                     self.send(port, &frame);
                 }
             }
@@ -501,8 +507,8 @@ mod tests {
     /// (port, eth dst, op, sha, spa, tha, tpa) of an ARP frame in the output.
     fn parse(out: &(PortId, Vec<u8>)) -> (PortId, MacAddr, u16, MacAddr, Ipv4Addr, MacAddr, Ipv4Addr) {
         let eth = EthernetFrame::new_checked(&out.1[..]).unwrap();
-        assert_eq!(eth.ethertype(), ETH_P_ARP);
-        let a = ArpPacket::new_checked(&out.1[14..]).unwrap();
+        assert_eq!(eth.ethertype(), ETHERTYPE_ARP);
+        let a = ArpPacket::new_checked(eth.payload()).unwrap();
         (out.0, eth.dst(), a.op(), a.sha(), a.spa(), a.tha(), a.tpa())
     }
 

@@ -8,16 +8,25 @@ use core::fmt;
 use super::Error;
 
 mod field {
-    use core::ops::Range;
+    use core::ops::{Range, RangeFrom};
     pub const DST: Range<usize> = 0..6;
     pub const SRC: Range<usize> = 6..12;
     pub const ETHERTYPE: Range<usize> = 12..14;
-    pub const HEADER_LEN: usize = 14;
+    pub const PAYLOAD: RangeFrom<usize> = 14..;
+    pub const HEADER_LEN: usize = PAYLOAD.start;
 }
 
 /// Length of an untagged Ethernet header.
 pub const HEADER_LEN: usize = field::HEADER_LEN;
+/// Length of an 802.1Q tag (TPID and TCI), inserted before the EtherType.
+pub const VLAN_TAG_LEN: usize = 4;
+/// Ethernet's minimum frame without the FCS: shorter frames are sent padded to it.
+pub const MIN_FRAME_LEN: usize = 60;
 
+/// The EtherType of IPv4.
+pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// The EtherType of ARP.
+pub const ETHERTYPE_ARP: u16 = 0x0806;
 /// The 802.1Q tag protocol identifier.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 
@@ -122,7 +131,8 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     #[inline]
     pub fn dst(&self) -> MacAddr {
         let b = self.buffer.as_ref();
-        MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]])
+        let d = field::DST.start;
+        MacAddr([b[d], b[d + 1], b[d + 2], b[d + 3], b[d + 4], b[d + 5]])
     }
 
     /// Source address.
@@ -137,6 +147,12 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     pub fn ethertype(&self) -> u16 {
         let b = &self.buffer.as_ref()[field::ETHERTYPE];
         u16::from_be_bytes([b[0], b[1]])
+    }
+
+    /// What follows the header (for a tagged frame, the tag's TCI comes first).
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::PAYLOAD]
     }
 
     /// The whole frame, header included.
@@ -163,6 +179,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     pub fn set_src(&mut self, mac: MacAddr) {
         self.buffer.as_mut()[field::SRC].copy_from_slice(&mac.0);
     }
+
+    /// Sets the EtherType.
+    #[inline]
+    pub fn set_ethertype(&mut self, ethertype: u16) {
+        self.buffer.as_mut()[field::ETHERTYPE].copy_from_slice(&ethertype.to_be_bytes());
+    }
+
+    /// What follows the header, writable.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::PAYLOAD]
+    }
 }
 
 #[cfg(test)]
@@ -181,13 +209,43 @@ mod tests {
         buf[..6].copy_from_slice(&[0xff; 6]);
         buf[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         buf[12..14].copy_from_slice(&[0x81, 0x00]);
+        buf[14..18].copy_from_slice(&[0x00, 0x07, 0x08, 0x00]);
+        buf[59] = 0xee;
         let mut f = EthernetFrame::new_checked(&mut buf[..]).unwrap();
         assert_eq!(f.dst(), MacAddr::BROADCAST);
         assert_eq!(f.src(), MacAddr([2, 0, 0, 0, 0, 1]));
         assert_eq!(f.ethertype(), ETHERTYPE_VLAN);
+        assert_eq!(f.payload().len(), 46);
+        assert_eq!((&f.payload()[..4], f.payload()[45]), (&[0x00, 0x07, 0x08, 0x00][..], 0xee));
         f.set_dst(MacAddr([2, 0, 0, 0, 0, 9]));
         f.set_src(MacAddr([2, 0, 0, 0, 0, 8]));
-        assert_eq!(&buf[..12], &[2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8]);
+        f.set_ethertype(ETHERTYPE_IPV4);
+        f.payload_mut()[0] = 0x45;
+        f.payload_mut()[45] = 0xdd;
+        assert_eq!(&buf[..15], &[2, 0, 0, 0, 0, 9, 2, 0, 0, 0, 0, 8, 0x08, 0x00, 0x45]);
+        assert_eq!(buf[59], 0xdd);
+        // A bare header has an empty payload.
+        assert!(EthernetFrame::new_checked(&[0u8; 14][..]).unwrap().payload().is_empty());
+    }
+
+    #[test]
+    fn constants_agree_with_etherparse() {
+        use etherparse::{EtherType, Ethernet2Header, SingleVlanHeader};
+        assert_eq!(HEADER_LEN, Ethernet2Header::LEN);
+        assert_eq!(VLAN_TAG_LEN, SingleVlanHeader::LEN);
+        assert_eq!(ETHERTYPE_IPV4, u16::from(EtherType::IPV4));
+        assert_eq!(ETHERTYPE_ARP, u16::from(EtherType::ARP));
+        assert_eq!(ETHERTYPE_VLAN, u16::from(EtherType::VLAN_TAGGED_FRAME));
+        // As etherparse writes them, the views read them.
+        let mut v = Vec::new();
+        Ethernet2Header { source: [2, 0, 0, 0, 0, 1], destination: [2, 0, 0, 0, 0, 2], ether_type: EtherType::ARP }
+            .write(&mut v)
+            .unwrap();
+        let f = EthernetFrame::new_checked(&v[..]).unwrap();
+        assert_eq!(
+            (f.src(), f.dst(), f.ethertype()),
+            (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]), 0x0806)
+        );
     }
 
     #[test]

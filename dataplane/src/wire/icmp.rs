@@ -3,6 +3,16 @@
 
 use super::{checksum, Error};
 
+mod field {
+    use core::ops::{Range, RangeFrom};
+    pub const TYPE: usize = 0;
+    pub const CODE: usize = 1;
+    pub const CHECKSUM: Range<usize> = 2..4;
+    /// The "rest of header" word: identifier and sequence number, the next-hop MTU, or unused.
+    pub const REST: Range<usize> = 4..8;
+    pub const PAYLOAD: RangeFrom<usize> = 8..;
+}
+
 /// Echo Reply.
 pub const ECHO_REPLY: u8 = 0;
 /// Destination Unreachable.
@@ -11,6 +21,18 @@ pub const DEST_UNREACHABLE: u8 = 3;
 pub const ECHO_REQUEST: u8 = 8;
 /// Time Exceeded.
 pub const TIME_EXCEEDED: u8 = 11;
+/// Timestamp.
+pub const TIMESTAMP: u8 = 13;
+/// Timestamp Reply.
+pub const TIMESTAMP_REPLY: u8 = 14;
+/// Information Request.
+pub const INFO_REQUEST: u8 = 15;
+/// Information Reply.
+pub const INFO_REPLY: u8 = 16;
+/// Address Mask Request (RFC 950).
+pub const ADDRESS_MASK_REQUEST: u8 = 17;
+/// Address Mask Reply (RFC 950).
+pub const ADDRESS_MASK_REPLY: u8 = 18;
 /// Destination Unreachable code: network unreachable.
 pub const CODE_NET_UNREACHABLE: u8 = 0;
 /// Destination Unreachable code: host unreachable.
@@ -21,7 +43,9 @@ pub const CODE_FRAG_NEEDED: u8 = 4;
 pub const CODE_TTL_EXCEEDED: u8 = 0;
 
 /// Length of the ICMP header (type, code, checksum, 4 bytes of rest).
-pub const HEADER_LEN: usize = 8;
+pub const HEADER_LEN: usize = field::PAYLOAD.start;
+/// Bytes of the offending datagram's payload that an error quotes after its IP header (RFC 792).
+pub const QUOTED_PAYLOAD_LEN: usize = 8;
 
 /// A view of an ICMP message.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +55,7 @@ pub struct IcmpPacket<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> IcmpPacket<T> {
     /// Wraps `buffer` (the whole ICMP message) after checking it holds a header.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, Error> {
         let len = buffer.as_ref().len();
         if len < HEADER_LEN {
@@ -40,20 +65,53 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
     }
 
     /// Message type.
+    #[inline]
     pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[0]
+        self.buffer.as_ref()[field::TYPE]
     }
 
     /// Message code.
+    #[inline]
     pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[1]
+        self.buffer.as_ref()[field::CODE]
+    }
+
+    /// Checksum field.
+    #[inline]
+    pub fn checksum(&self) -> u16 {
+        let b = &self.buffer.as_ref()[field::CHECKSUM];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
+    /// The word after the checksum (identifier and sequence of an echo, the next-hop MTU of
+    /// Fragmentation Needed).
+    #[inline]
+    pub fn rest(&self) -> u32 {
+        let b = &self.buffer.as_ref()[field::REST];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    /// What follows the header: echo data, or the datagram an error quotes.
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::PAYLOAD]
     }
 
     /// Whether the message is an error (RFC 1812 4.3.2.7: never answer an error with an error).
     /// Types other than echo, timestamp, information and address mask requests/replies are
     /// treated as errors, as the kernel does (`icmp_is_err`'s complement is the query set).
     pub fn is_error(&self) -> bool {
-        !matches!(self.msg_type(), 0 | 8 | 13 | 14 | 15 | 16 | 17 | 18)
+        !matches!(
+            self.msg_type(),
+            ECHO_REPLY
+                | ECHO_REQUEST
+                | TIMESTAMP
+                | TIMESTAMP_REPLY
+                | INFO_REQUEST
+                | INFO_REPLY
+                | ADDRESS_MASK_REQUEST
+                | ADDRESS_MASK_REPLY
+        )
     }
 
     /// Whether the checksum over the whole message verifies (always true when fuzzing).
@@ -66,23 +124,31 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> IcmpPacket<T> {
     /// Turns an echo request into an echo reply in place, updating the checksum incrementally.
     pub fn echo_request_to_reply(&mut self) {
         let b = self.buffer.as_mut();
-        let old = u16::from_be_bytes([b[0], b[1]]);
-        b[0] = ECHO_REPLY;
-        let new = u16::from_be_bytes([b[0], b[1]]);
-        let hc = u16::from_be_bytes([b[2], b[3]]);
-        b[2..4].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
+        let old = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
+        b[field::TYPE] = ECHO_REPLY;
+        let new = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
+        let c = &b[field::CHECKSUM];
+        let hc = u16::from_be_bytes([c[0], c[1]]);
+        b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
     }
 
     /// Writes an error header (type, code, `rest` word) and computes the checksum over the
     /// whole buffer, which must already hold the quoted datagram after the header.
     pub fn write_error(&mut self, msg_type: u8, code: u8, rest: u32) {
         let b = self.buffer.as_mut();
-        b[0] = msg_type;
-        b[1] = code;
-        b[2..4].copy_from_slice(&[0, 0]);
-        b[4..8].copy_from_slice(&rest.to_be_bytes());
+        b[field::TYPE] = msg_type;
+        b[field::CODE] = code;
+        b[field::CHECKSUM].copy_from_slice(&[0, 0]);
+        b[field::REST].copy_from_slice(&rest.to_be_bytes());
         let c = checksum::checksum(b);
-        b[2..4].copy_from_slice(&c.to_be_bytes());
+        b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+
+    /// What follows the header, writable (where an error's quote is copied before
+    /// [`IcmpPacket::write_error`] sums it).
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::PAYLOAD]
     }
 }
 
@@ -117,6 +183,74 @@ mod tests {
         let (h, _) = Icmpv4Header::from_slice(&v).unwrap();
         assert!(matches!(h.icmp_type, Icmpv4Type::DestinationUnreachable(_)));
         assert_eq!(u32::from_be_bytes([v[4], v[5], v[6], v[7]]), 1400);
+        assert_eq!(v[8], 0x45, "the quote is left as it was");
         assert!(IcmpPacket::new_checked(&v[..7]).is_err());
+    }
+
+    #[test]
+    fn short_buffer_is_refused() {
+        assert_eq!(IcmpPacket::new_checked(&[0u8; 7][..]).unwrap_err(), Error::Truncated { len: 7, need: 8 });
+        let bare = IcmpPacket::new_checked(&[0u8; 8][..]).unwrap();
+        assert!(bare.payload().is_empty(), "a bare header has no payload");
+    }
+
+    #[test]
+    fn fields_read_and_write_by_offset() {
+        let mut v = [3u8, 4, 0xab, 0xcd, 0, 0, 0x05, 0x78, 0x45, 0, 0, 28];
+        let mut p = IcmpPacket::new_checked(&mut v[..]).unwrap();
+        assert_eq!((p.msg_type(), p.code(), p.checksum(), p.rest()), (3, 4, 0xabcd, 1400));
+        assert_eq!(p.payload(), &[0x45, 0, 0, 28]);
+        p.payload_mut().copy_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(&v[8..], &[1, 2, 3, 4]);
+        assert_eq!(&v[..8], &[3, 4, 0xab, 0xcd, 0, 0, 0x05, 0x78], "the header is untouched");
+        // An echo's identifier and sequence number are the rest word.
+        let h = Icmpv4Header::with_checksum(Icmpv4Type::EchoRequest(IcmpEchoHeader { id: 0x1234, seq: 0x5678 }), &[]);
+        let b = h.to_bytes();
+        let p = IcmpPacket::new_checked(&b[..]).unwrap();
+        assert_eq!((p.rest(), p.checksum()), (0x1234_5678, h.checksum));
+    }
+
+    #[test]
+    fn queries_are_not_errors_and_everything_else_is() {
+        use etherparse::icmpv4 as ep;
+        let queries = [
+            ep::TYPE_ECHO_REPLY,
+            ep::TYPE_ECHO_REQUEST,
+            ep::TYPE_TIMESTAMP,
+            ep::TYPE_TIMESTAMP_REPLY,
+            ep::TYPE_INFO_REQUEST,
+            ep::TYPE_INFO_REPLY,
+            ep::TYPE_ADDRESS,
+            ep::TYPE_ADDRESSREPLY,
+        ];
+        for t in 0..=255u8 {
+            let m = [t, 0, 0, 0, 0, 0, 0, 0];
+            assert_eq!(IcmpPacket::new_checked(&m[..]).unwrap().is_error(), !queries.contains(&t), "type {t}");
+        }
+    }
+
+    #[test]
+    fn constants_agree_with_etherparse() {
+        use etherparse::icmpv4 as ep;
+        let ours = [
+            (ECHO_REPLY, ep::TYPE_ECHO_REPLY),
+            (DEST_UNREACHABLE, ep::TYPE_DEST_UNREACH),
+            (ECHO_REQUEST, ep::TYPE_ECHO_REQUEST),
+            (TIME_EXCEEDED, ep::TYPE_TIME_EXCEEDED),
+            (TIMESTAMP, ep::TYPE_TIMESTAMP),
+            (TIMESTAMP_REPLY, ep::TYPE_TIMESTAMP_REPLY),
+            (INFO_REQUEST, ep::TYPE_INFO_REQUEST),
+            (INFO_REPLY, ep::TYPE_INFO_REPLY),
+            (ADDRESS_MASK_REQUEST, ep::TYPE_ADDRESS),
+            (ADDRESS_MASK_REPLY, ep::TYPE_ADDRESSREPLY),
+            (CODE_NET_UNREACHABLE, ep::CODE_DST_UNREACH_NET),
+            (CODE_HOST_UNREACHABLE, ep::CODE_DST_UNREACH_HOST),
+            (CODE_FRAG_NEEDED, ep::CODE_DST_UNREACH_NEED_FRAG),
+            (CODE_TTL_EXCEEDED, ep::CODE_TIME_EXCEEDED_TTL_EXCEEDED_IN_TRANSIT),
+        ];
+        for (a, b) in ours {
+            assert_eq!(a, b);
+        }
+        assert_eq!(HEADER_LEN, Icmpv4Header::MIN_LEN);
     }
 }

@@ -10,25 +10,49 @@ use core::net::Ipv4Addr;
 use super::{checksum, Error};
 
 mod field {
+    use core::ops::Range;
     pub const VER_IHL: usize = 0;
-    pub const TOTAL_LEN: core::ops::Range<usize> = 2..4;
-    pub const IDENT: core::ops::Range<usize> = 4..6;
-    pub const FLAGS_FRAG: core::ops::Range<usize> = 6..8;
+    pub const TOS: usize = 1;
+    pub const TOTAL_LEN: Range<usize> = 2..4;
+    pub const IDENT: Range<usize> = 4..6;
+    pub const FLAGS_FRAG: Range<usize> = 6..8;
     pub const TTL: usize = 8;
     pub const PROTOCOL: usize = 9;
-    pub const CHECKSUM: core::ops::Range<usize> = 10..12;
-    pub const SRC: core::ops::Range<usize> = 12..16;
-    pub const DST: core::ops::Range<usize> = 16..20;
+    pub const CHECKSUM: Range<usize> = 10..12;
+    pub const SRC: Range<usize> = 12..16;
+    pub const DST: Range<usize> = 16..20;
+
+    /// In FLAGS_FRAG: Don't Fragment, More Fragments, and the offset in 8-byte units.
+    pub const DONT_FRAG: u16 = 0x4000;
+    pub const MORE_FRAGS: u16 = 0x2000;
+    pub const FRAG_OFFSET: u16 = 0x1fff;
 }
 
+/// The version field's value.
+pub const VERSION: u8 = 4;
 /// Length of a header without options.
-pub const MIN_HEADER_LEN: usize = 20;
+pub const MIN_HEADER_LEN: usize = field::DST.end;
+/// Length of a header with the most options (IHL 15).
+pub const MAX_HEADER_LEN: usize = 15 * 4;
 /// The ICMP protocol number.
 pub const PROTO_ICMP: u8 = 1;
 /// The TCP protocol number.
 pub const PROTO_TCP: u8 = 6;
 /// The UDP protocol number.
 pub const PROTO_UDP: u8 = 17;
+/// The four type-of-service bits of the TOS byte (RFC 1349), below the precedence.
+pub const TOS_BITS: u8 = 0x1e;
+/// Precedence "internetwork control" (RFC 791: 110 in the TOS byte's top three bits).
+pub const PRECEDENCE_INTERNETWORK_CONTROL: u8 = 0xc0;
+
+/// The destination address field of an IPv4 header at the start of `buffer`, read without
+/// checking that a header is there: a hint (what to prefetch), never a basis for a decision.
+/// `None` when the buffer is too short to hold the field.
+#[inline]
+pub fn peek_dst(buffer: &[u8]) -> Option<Ipv4Addr> {
+    let b = buffer.get(field::DST)?;
+    Some(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+}
 
 /// A view of an IPv4 packet (header and payload).
 #[derive(Debug, Clone, Copy)]
@@ -45,14 +69,15 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         if b.len() < MIN_HEADER_LEN {
             return Err(Error::Truncated { len: b.len(), need: MIN_HEADER_LEN });
         }
-        if b[field::VER_IHL] >> 4 != 4 {
+        if b[field::VER_IHL] >> 4 != VERSION {
             return Err(Error::Malformed("IP version is not 4"));
         }
         let hl = usize::from(b[field::VER_IHL] & 0x0f) * 4;
         if hl < MIN_HEADER_LEN {
             return Err(Error::Malformed("IHL below 5"));
         }
-        let total = usize::from(u16::from_be_bytes([b[2], b[3]]));
+        let t = field::TOTAL_LEN.start;
+        let total = usize::from(u16::from_be_bytes([b[t], b[t + 1]]));
         if total < hl {
             return Err(Error::Malformed("total length shorter than the header"));
         }
@@ -76,7 +101,14 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Total length field: header plus payload.
     #[inline]
     pub fn total_len(&self) -> usize {
-        usize::from(u16::from_be_bytes([self.b()[2], self.b()[3]]))
+        let (b, t) = (self.b(), field::TOTAL_LEN.start);
+        usize::from(u16::from_be_bytes([b[t], b[t + 1]]))
+    }
+
+    /// Type-of-service byte (DSCP and ECN in today's terms).
+    #[inline]
+    pub fn tos(&self) -> u8 {
+        self.b()[field::TOS]
     }
 
     /// Identification field.
@@ -95,19 +127,19 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Don't Fragment flag.
     #[inline]
     pub fn dont_frag(&self) -> bool {
-        self.flags_frag() & 0x4000 != 0
+        self.flags_frag() & field::DONT_FRAG != 0
     }
 
     /// More Fragments flag.
     #[inline]
     pub fn more_frags(&self) -> bool {
-        self.flags_frag() & 0x2000 != 0
+        self.flags_frag() & field::MORE_FRAGS != 0
     }
 
     /// Fragment offset in bytes.
     #[inline]
     pub fn frag_offset(&self) -> usize {
-        usize::from(self.flags_frag() & 0x1fff) * 8
+        usize::from(self.flags_frag() & field::FRAG_OFFSET) * 8
     }
 
     /// Time to live.
@@ -174,16 +206,35 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let old = u16::from_be_bytes([b[field::TTL], b[field::PROTOCOL]]);
         b[field::TTL] -= 1;
         let new = u16::from_be_bytes([b[field::TTL], b[field::PROTOCOL]]);
-        let hc = u16::from_be_bytes([b[10], b[11]]);
+        let c = field::CHECKSUM.start;
+        let hc = u16::from_be_bytes([b[c], b[c + 1]]);
         b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
     }
 
-    /// Writes a fresh 20-byte header (no options) with the given fields and its checksum.
-    #[allow(clippy::too_many_arguments, reason = "one call site per header kind; a builder would be longer")]
-    pub fn write_header(&mut self, total_len: u16, ident: u16, ttl: u8, protocol: u8, src: Ipv4Addr, dst: Ipv4Addr) {
-        let b = self.bm();
-        b[0] = 0x45;
-        b[1] = 0;
+    /// Writes a fresh 20-byte header (no options, TOS 0, no flags) with the given fields and its
+    /// checksum at the start of `buffer`, and wraps it: the checked constructor of a packet being
+    /// built. Fails, writing nothing, when `total_len` is shorter than the header or longer than
+    /// the buffer.
+    pub fn emit(
+        mut buffer: T,
+        total_len: u16,
+        ident: u16,
+        ttl: u8,
+        protocol: u8,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Result<Self, Error> {
+        let len = buffer.as_ref().len();
+        let total = usize::from(total_len);
+        if total < MIN_HEADER_LEN {
+            return Err(Error::Malformed("total length shorter than the header"));
+        }
+        if total > len {
+            return Err(Error::Truncated { len, need: total });
+        }
+        let b = buffer.as_mut();
+        b[field::VER_IHL] = VERSION << 4 | (MIN_HEADER_LEN / 4) as u8;
+        b[field::TOS] = 0;
         b[field::TOTAL_LEN].copy_from_slice(&total_len.to_be_bytes());
         b[field::IDENT].copy_from_slice(&ident.to_be_bytes());
         b[field::FLAGS_FRAG].copy_from_slice(&0u16.to_be_bytes());
@@ -194,6 +245,26 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         b[field::DST].copy_from_slice(&dst.octets());
         let c = checksum::checksum(&b[..MIN_HEADER_LEN]);
         b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        Ok(Ipv4Packet { buffer })
+    }
+
+    /// Sets the TOS byte and updates the checksum incrementally (RFC 1624).
+    #[inline]
+    pub fn set_tos(&mut self, tos: u8) {
+        let b = self.bm();
+        let old = u16::from_be_bytes([b[field::VER_IHL], b[field::TOS]]);
+        b[field::TOS] = tos;
+        let new = u16::from_be_bytes([b[field::VER_IHL], b[field::TOS]]);
+        let c = field::CHECKSUM.start;
+        let hc = u16::from_be_bytes([b[c], b[c + 1]]);
+        b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
+    }
+
+    /// The payload (after the header, up to the total length), writable.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let (hl, total) = (self.header_len(), self.total_len());
+        &mut self.bm()[hl..total]
     }
 
     /// Swaps source and destination; the checksum is unchanged (a sum does not depend on order).
@@ -298,14 +369,23 @@ mod tests {
 
     #[test]
     fn written_headers_parse_back() {
-        // A view needs a plausible header first; then write_header fills in the rest.
-        let mut v = vec![0x45u8, 0, 0, 28];
-        v.resize(28, 0);
-        let mut p = Ipv4Packet::new_checked(&mut v[..]).unwrap();
-        p.write_header(28, 7, 64, PROTO_ICMP, Ipv4Addr::new(198, 18, 0, 254), Ipv4Addr::new(198, 18, 0, 1));
+        let mut v = vec![0xa5u8; 30];
+        let p = Ipv4Packet::emit(
+            &mut v[..],
+            28,
+            7,
+            64,
+            PROTO_ICMP,
+            Ipv4Addr::new(198, 18, 0, 254),
+            Ipv4Addr::new(198, 18, 0, 1),
+        )
+        .unwrap();
+        assert_eq!((p.header_len(), p.total_len(), p.tos(), p.ident()), (20, 28, 0, 7));
         let (h, _) = Ipv4Header::from_slice(&v).unwrap();
         assert_eq!(h.header_checksum, h.calc_header_checksum());
-        assert_eq!(h.time_to_live, 64);
+        assert_eq!((h.time_to_live, h.protocol, h.identification, h.total_len), (64, IpNumber::ICMP, 7, 28));
+        assert!(!h.dont_fragment && !h.more_fragments && h.fragment_offset.value() == 0);
+        assert_eq!(v[20..], [0xa5; 10], "nothing written past the header");
         let mut p = Ipv4Packet::new_checked(&mut v[..]).unwrap();
         p.swap_addresses();
         assert!(p.checksum_ok());
@@ -313,5 +393,81 @@ mod tests {
         p.set_src(Ipv4Addr::new(198, 18, 1, 254));
         p.set_ttl(1);
         assert!(p.checksum_ok());
+        assert_eq!((p.src(), p.ttl()), (Ipv4Addr::new(198, 18, 1, 254), 1));
+    }
+
+    #[test]
+    fn emit_refuses_a_total_length_the_buffer_or_header_cannot_hold() {
+        let mut v = [0xa5u8; 27];
+        let src = Ipv4Addr::new(198, 18, 0, 1);
+        assert_eq!(
+            Ipv4Packet::emit(&mut v[..], 28, 0, 64, PROTO_UDP, src, src).unwrap_err(),
+            Error::Truncated { len: 27, need: 28 }
+        );
+        assert!(Ipv4Packet::emit(&mut v[..], 19, 0, 64, PROTO_UDP, src, src).is_err());
+        assert!(Ipv4Packet::emit(&mut v[..19], 19, 0, 64, PROTO_UDP, src, src).is_err());
+        assert_eq!(v, [0xa5; 27], "nothing written");
+        assert!(Ipv4Packet::emit(&mut v[..], 20, 0, 64, PROTO_UDP, src, src).is_ok());
+    }
+
+    #[test]
+    fn tos_reads_and_writes_byte_one_keeping_the_checksum_valid() {
+        for tos in [0u8, 0x02, 0x10, 0xc0 | 0x1e, 0xff] {
+            let mut v = packet(64, 4);
+            v[1] = 0x2c;
+            let c = checksum::checksum(&{
+                let mut h = v[..20].to_vec();
+                h[10..12].copy_from_slice(&[0, 0]);
+                h
+            });
+            v[10..12].copy_from_slice(&c.to_be_bytes());
+            let mut p = Ipv4Packet::new_checked(&mut v[..]).unwrap();
+            assert_eq!(p.tos(), 0x2c);
+            p.set_tos(tos);
+            assert_eq!(p.tos(), tos);
+            assert!(p.checksum_ok(), "tos {tos:#x}");
+            assert_eq!(v[1], tos);
+            let (h, _) = Ipv4Header::from_slice(&v).unwrap();
+            assert_eq!((h.dscp.value(), h.ecn.value()), (tos >> 2, tos & 3));
+        }
+    }
+
+    #[test]
+    fn payload_mut_is_the_bytes_between_header_and_total_length() {
+        let mut v = packet(64, 8);
+        v.extend_from_slice(&[0xee; 6]); // Ethernet padding: not payload
+        let mut p = Ipv4Packet::new_checked(&mut v[..]).unwrap();
+        assert_eq!(p.payload_mut().len(), 8);
+        p.payload_mut().fill(0x11);
+        assert_eq!(p.payload(), &[0x11; 8]);
+        assert_eq!(&v[20..28], &[0x11; 8]);
+        assert_eq!(&v[28..], &[0xee; 6]);
+        // With options, the payload starts after them.
+        let mut v = packet(64, 8);
+        v[0] = 0x46;
+        let mut p = Ipv4Packet::new_checked(&mut v[..]).unwrap();
+        assert_eq!(p.payload_mut().len(), 4);
+        p.payload_mut()[0] = 0x77;
+        assert_eq!(v[24], 0x77);
+    }
+
+    #[test]
+    fn peek_dst_reads_bytes_16_to_20_of_anything_long_enough() {
+        let v = packet(64, 0);
+        assert_eq!(peek_dst(&v), Some(Ipv4Addr::new(198, 19, 0, 1)));
+        let junk: Vec<u8> = (0..20).collect();
+        assert_eq!(peek_dst(&junk), Some(Ipv4Addr::new(16, 17, 18, 19)), "no check that it is IPv4");
+        assert_eq!(peek_dst(&junk[..19]), None);
+        assert_eq!(peek_dst(&[]), None);
+    }
+
+    #[test]
+    fn constants_agree_with_etherparse() {
+        assert_eq!(MIN_HEADER_LEN, Ipv4Header::MIN_LEN);
+        assert_eq!(MAX_HEADER_LEN, Ipv4Header::MAX_LEN);
+        assert_eq!(PROTO_ICMP, u8::from(IpNumber::ICMP));
+        assert_eq!(PROTO_TCP, u8::from(IpNumber::TCP));
+        assert_eq!(PROTO_UDP, u8::from(IpNumber::UDP));
+        assert_eq!(TOS_BITS | PRECEDENCE_INTERNETWORK_CONTROL, 0b1101_1110);
     }
 }

@@ -1,8 +1,15 @@
 //! Wire formats: zero-copy views over frame bytes.
 //!
 //! A view is built with `new_checked`, which verifies the buffer is long enough for every fixed
-//! field; after that no accessor can panic. Fields are read by offset (the `field` module of each
-//! format), never by casting bytes to a struct, so alignment and endianness are explicit.
+//! field; after that no accessor can panic. A packet being built is wrapped by `emit` (IPv4,
+//! ARP), which checks the buffer's length and writes the fields that `new_checked` would read.
+//! Fields are read and written by offset (the private `field` module of each format), never by
+//! casting bytes to a struct, so alignment and endianness are explicit.
+//!
+//! Each number of a format (header lengths, EtherTypes, IP protocol numbers, ICMP types and
+//! codes, ARP opcodes) is defined once, in that format's module, and the layers above use it
+//! from there and write frames through the views' setters. The XDP program (bpf/xfwd.bpf.c)
+//! keeps its own copies in C, each naming the constant it mirrors.
 
 pub mod arp;
 pub mod checksum;
