@@ -61,9 +61,8 @@ fn bench(c: &mut Criterion) {
     for (name, stations) in [("4k_macs", 4096u32), ("64k_macs", 65536u32)] {
         let (fdb, frames) = setup(stations, 1 << 16);
         let batches: Vec<&[([u8; 64], PortId)]> = frames.chunks(BATCH).collect();
-        // As the worker does it: a prefetch stage over the batch, then the decisions; and
-        // without the stage, to see what it buys.
-        // As the worker does it (BridgeDecide::PREFETCH_DISTANCE), and without prefetching.
+        // As the worker does it (a prefetch stage BridgeDecide::PREFETCH_DISTANCE frames ahead of
+        // the decisions), and without the stage, to see what it buys.
         for dist in [BridgeDecide::PREFETCH_DISTANCE, 0] {
             let mut i = 0usize;
             let id = format!("{name}{}", if dist == 0 { "_no_prefetch" } else { "" });

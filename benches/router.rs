@@ -168,9 +168,8 @@ fn bench_router(c: &mut Criterion) {
                 f
             })
             .collect();
-        // As the worker does it: a prefetch stage over the batch, then the decisions; and
-        // without the stage, to see what it buys.
-        // As the worker does it (RouterDecide::PREFETCH_DISTANCE), and without prefetching.
+        // As the worker does it (a prefetch stage RouterDecide::PREFETCH_DISTANCE frames ahead of
+        // the decisions), and without the stage, to see what it buys.
         for dist in [RouterDecide::PREFETCH_DISTANCE, 0] {
             let staged = dist > 0;
             let mut at = 0usize;
