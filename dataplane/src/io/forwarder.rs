@@ -23,7 +23,7 @@ use super::worker::{BridgeDecide, PollMode, RouterDecide, Worker};
 use super::xdp::{LocalKind, ProgramMode, XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
 use super::xsk::{self, BindOptions, MAX_MTU, RING_SIZE};
 use crate::l2::{Fdb, FdbEntry};
-use crate::l3::{NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
+use crate::l3::{icmp_share, NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
 use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
 use crate::time::Clock;
 use crate::wire::MacAddr;
@@ -340,20 +340,10 @@ impl RouterParts {
             neighbors: Arc::clone(&self.neighbors),
             state: RouterState::new(rate, burst),
             glean: self.glean_tx.clone(),
-            icmp_share: queues + 1,
+            icmp_parts: queues + 1,
         }
     }
 }
-
-/// One of `parts` equal shares of an ICMP rate and burst (0 stays 0: unlimited; a share of a
-/// positive limit is at least 1).
-pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
-    let parts = parts.max(1);
-    let rate = if rate == 0 { 0 } else { (rate / parts).max(1) };
-    (rate, (burst / parts).max(1))
-}
-
-impl RouterParts {}
 
 /// A thread's scheduling policy and priority, to put back.
 #[derive(Debug, Clone, Copy)]

@@ -137,8 +137,9 @@ pub struct RouterDecide {
     pub state: RouterState,
     /// Where frames with unresolved next hops go.
     pub glean: crossbeam_channel::Sender<GleanMsg>,
-    /// Number of parts (workers and the ARP thread) the router's ICMP rate is divided among.
-    pub icmp_share: u32,
+    /// Number of parts (workers and the ARP thread) the router's ICMP rate and burst are
+    /// divided among ([`l3::icmp_share`]).
+    pub icmp_parts: u32,
 }
 
 impl std::fmt::Debug for RouterDecide {
@@ -178,7 +179,7 @@ impl Decide for RouterDecide {
         counters.icmp_rate_limited.set(self.state.icmp_rate_limited);
         // A reload may carry new ICMP limits: they travel with the tables.
         let t = self.tables.load();
-        let share = super::forwarder::icmp_share(t.icmp_rate, t.icmp_burst, self.icmp_share);
+        let share = l3::icmp_share(t.icmp_rate, t.icmp_burst, self.icmp_parts);
         if share != self.state.icmp_limit.config() {
             self.state.icmp_limit = TokenBucket::new(share.0, share.1);
         }

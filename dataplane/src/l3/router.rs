@@ -143,6 +143,16 @@ impl TokenBucket {
     }
 }
 
+/// One of `parts` equal shares of a router-wide ICMP rate and burst, for one token bucket:
+/// each worker and the ARP thread keeps its own bucket (no shared state on the packet path),
+/// so that together they stay within the configured limits. 0 stays 0 (unlimited); a share of
+/// a positive limit is at least 1.
+pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
+    let parts = parts.max(1);
+    let rate = if rate == 0 { 0 } else { (rate / parts).max(1) };
+    (rate, (burst / parts).max(1))
+}
+
 /// A worker's own router state.
 #[derive(Debug, Clone)]
 pub struct RouterState {
@@ -694,6 +704,17 @@ mod tests {
         assert_eq!(w.2.icmp_rate_limited, 16);
         let mut f = udp("198.18.10.1", "203.0.113.9", 64, 0);
         assert!(matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &mut w.2, 5000, &mut s), Action::Reply { .. }), "refilled");
+    }
+
+    #[test]
+    fn an_icmp_limit_is_shared_out_and_never_rounds_to_unlimited() {
+        // Three workers and the ARP thread.
+        assert_eq!(icmp_share(1000, 50, 4), (250, 12));
+        // 0 is "no limit" and stays so; a positive limit never becomes 0 (which would lift it).
+        assert_eq!(icmp_share(0, 50, 4), (0, 12));
+        assert_eq!(icmp_share(3, 2, 4), (1, 1));
+        // No parts is one part.
+        assert_eq!(icmp_share(10, 5, 0), (10, 5));
     }
 
     #[test]
