@@ -19,6 +19,7 @@ use std::net::Ipv4Addr;
 use arc_swap::ArcSwap;
 
 use super::arp::{self, ArpConfig, ArpCounters, ArpPort, Control as ArpControl, GleanMsg};
+use super::memory::advise_huge_pages;
 use super::worker::{BridgeDecide, PollMode, RouterDecide, Worker};
 use super::xdp::{LocalKind, ProgramMode, XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
 use super::xsk::{self, BindOptions, MAX_MTU, RING_SIZE};
@@ -306,7 +307,8 @@ impl RouterParts {
             .zip(&setup.addresses)
             .map(|(p, a)| PortSpec { name: p.name.clone(), mac: p.mac, mtu: p.mtu, addrs: a.clone() })
             .collect();
-        let mut t = RouterTables::build(specs.clone(), &setup.routes).map_err(|e| StartError::Usage(e.to_string()))?;
+        let mut t = RouterTables::build_advised(specs.clone(), &setup.routes, advise_huge_pages)
+            .map_err(|e| StartError::Usage(e.to_string()))?;
         t.icmp_rate = setup.limits.icmp_rate;
         t.icmp_burst = setup.limits.icmp_burst;
         let mut local = Vec::new();
@@ -724,7 +726,8 @@ impl Forwarder {
         if limits.neighbors != rc.limits.neighbors {
             return Err("limits.neighbors changed: the neighbour table is sized at start; restart xfwd".into());
         }
-        let mut t = RouterTables::build(rc.specs.clone(), routes).map_err(|e| e.to_string())?;
+        let mut t =
+            RouterTables::build_advised(rc.specs.clone(), routes, advise_huge_pages).map_err(|e| e.to_string())?;
         t.icmp_rate = limits.icmp_rate;
         t.icmp_burst = limits.icmp_burst;
         rv.tables.store(Arc::new(t));
