@@ -151,6 +151,7 @@ fn bench_router(c: &mut Criterion) {
         neighbors.insert(*gw, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
     }
     let mut state = RouterState::new(0, 1);
+    state.fit(&t);
     let mut scratch = [0u8; SCRATCH_LEN];
     let mut g = c.benchmark_group("router_decide_batch64_1m");
     g.throughput(Throughput::Elements(BATCH as u64));

@@ -95,6 +95,7 @@ fn main() {
                 neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
             }
             let mut st = RouterState::new(0, 1);
+            st.fit(&t);
             let mut scratch = [0u8; SCRATCH_LEN];
             let template: Vec<Vec<u8>> = (0..4096u32)
                 .map(|i| {

@@ -337,10 +337,12 @@ impl RouterParts {
     fn decide(&self, queues: u32) -> RouterDecide {
         let t = self.tables.load();
         let (rate, burst) = icmp_share(t.icmp_rate, t.icmp_burst, queues + 1);
+        let mut state = RouterState::new(rate, burst);
+        state.fit(&t);
         RouterDecide {
             tables: arc_swap::Cache::new(Arc::clone(&self.tables)),
             neighbors: Arc::clone(&self.neighbors),
-            state: RouterState::new(rate, burst),
+            state,
             glean: self.glean_tx.clone(),
             icmp_parts: queues + 1,
         }

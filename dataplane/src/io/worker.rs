@@ -177,12 +177,14 @@ impl Decide for RouterDecide {
 
     fn publish(&mut self, counters: &QueueCounters) {
         counters.icmp_rate_limited.set(self.state.icmp_rate_limited);
-        // A reload may carry new ICMP limits: they travel with the tables.
+        // A reload may carry new ICMP limits and more next hops: they travel with the tables,
+        // and are taken in here, between batches, where the decision's state may allocate.
         let t = self.tables.load();
         let share = l3::icmp_share(t.icmp_rate, t.icmp_burst, self.icmp_parts);
         if share != self.state.icmp_limit.config() {
             self.state.icmp_limit = TokenBucket::new(share.0, share.1);
         }
+        self.state.fit(t);
     }
 }
 

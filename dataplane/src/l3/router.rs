@@ -165,6 +165,8 @@ pub struct RouterState {
     /// Gateways' MACs by next-hop index, valid for the tables and neighbour-table generation in
     /// `cache_key`: most forwarded packets go through a handful of gateways, and this saves
     /// them the neighbour lookup (callgrind: about a fifth of the decision's instructions).
+    /// Sized by [`RouterState::fit`], outside the decision, so that the decision never
+    /// allocates.
     nh_cache: Vec<Option<(MacAddr, PortId)>>,
     cache_key: (u64, u64),
 }
@@ -185,21 +187,30 @@ impl RouterState {
             self.nh_cache.iter_mut().for_each(|c| *c = None);
             self.cache_key = key;
         }
-        if let Some(Some(hit)) = self.nh_cache.get(idx) {
-            return Some(*hit);
+        let Some(slot) = self.nh_cache.get_mut(idx) else {
+            // Tables with more next hops than the cache was fitted for (a reload the worker
+            // has not fitted it to yet): the same answer, uncached, until it has.
+            return neighbors.lookup(ip).map(|n| (n.mac, n.port));
+        };
+        if let Some(hit) = *slot {
+            return Some(hit);
         }
         let found = neighbors.lookup(ip).map(|n| (n.mac, n.port));
-        if let Some(f) = found {
-            if self.nh_cache.len() <= idx {
-                // Grows once per new table size, not per packet.
-                self.nh_cache.resize(idx + 1, None);
-            }
-            self.nh_cache[idx] = Some(f);
-        }
+        *slot = found;
         found
     }
 
-    /// State with an ICMP limit of `rate` per second and `burst`.
+    /// Sizes the gateway cache for `tables`' next hops. It allocates when they have more than
+    /// the cache has room for, so it belongs where allocating is fine: when the state is made,
+    /// and once per worker round (which is how a reload's tables reach it), never per frame.
+    pub fn fit(&mut self, tables: &RouterTables) {
+        if self.nh_cache.len() != tables.nexthops.len() {
+            self.nh_cache.resize(tables.nexthops.len(), None);
+        }
+    }
+
+    /// State with an ICMP limit of `rate` per second and `burst`, and no gateway cache until
+    /// [`RouterState::fit`] sizes one.
     pub fn new(rate: u32, burst: u32) -> RouterState {
         RouterState {
             icmp_limit: TokenBucket::new(rate, burst),
@@ -490,7 +501,9 @@ mod tests {
         let n = NeighborTable::new(64);
         n.insert(ip("198.18.30.2"), GW, P_ETH4, false).unwrap();
         n.insert(ip("198.18.10.1"), H1, P_ETH5, false).unwrap();
-        (t, n, RouterState::new(0, 10))
+        let mut st = RouterState::new(0, 10);
+        st.fit(&t);
+        (t, n, st)
     }
 
     fn udp(src: &str, dst: &str, ttl: u8, payload: usize) -> Vec<u8> {
@@ -818,5 +831,24 @@ mod tests {
         let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
         run(&mut f, &mut w, &mut s);
         assert_eq!(&f[0..6], &moved.0, "the new tables' gateway, not the cached one");
+    }
+
+    #[test]
+    fn a_gateway_beyond_the_fitted_cache_is_looked_up_and_the_cache_never_grows_in_a_decision() {
+        let mut w = world();
+        // The state as a worker has it right after a reload, before its round fits the cache.
+        w.2 = RouterState::new(0, 10);
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!(&f[0..6], &GW.0);
+        assert!(w.2.nh_cache.is_empty(), "the decision sized the cache");
+        // Fitted (as the worker's next round does), the same gateway is cached.
+        w.2.fit(&w.0);
+        assert_eq!(w.2.nh_cache.len(), w.0.nexthops.len());
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!(&f[0..6], &GW.0);
+        assert_eq!(w.2.nh_cache.iter().flatten().count(), 1, "one gateway cached");
     }
 }
