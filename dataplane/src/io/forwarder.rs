@@ -18,7 +18,8 @@ use std::net::Ipv4Addr;
 
 use arc_swap::ArcSwap;
 
-use super::arp::{self, ArpConfig, ArpCounters, ArpPort, Control as ArpControl, GleanMsg};
+use super::arp::{self, ArpConfig, ArpCounters, ArpPort, Control as ArpControl};
+use super::glean::{self, GleanReceiver, GleanSender};
 use super::memory::advise_huge_pages;
 use super::worker::{BridgeDecide, PollMode, RouterDecide, Worker};
 use super::xdp::{LocalKind, ProgramMode, XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
@@ -293,12 +294,12 @@ struct RouterParts {
     statics: Vec<(Ipv4Addr, MacAddr)>,
     limits: RouterLimits,
     local: Vec<(Ipv4Addr, LocalKind)>,
-    glean_tx: crossbeam_channel::Sender<GleanMsg>,
-    glean_rx: crossbeam_channel::Receiver<GleanMsg>,
+    glean_tx: GleanSender,
+    glean_rx: GleanReceiver,
 }
 
 impl RouterParts {
-    fn new(ports: &[PortInfo], setup: &RouterSetup) -> Result<RouterParts, StartError> {
+    fn new(ports: &[PortInfo], setup: &RouterSetup, queues: u32) -> Result<RouterParts, StartError> {
         if setup.addresses.len() != ports.len() {
             return Err(StartError::Usage("every port needs its addresses".into()));
         }
@@ -319,7 +320,7 @@ impl RouterParts {
             }
         }
         // Bounded: a worker that cannot queue a frame for the ARP thread drops it, counted.
-        let (glean_tx, glean_rx) = crossbeam_channel::bounded(1024);
+        let (glean_tx, glean_rx) = glean::channel(queues as usize, xsk::FRAME_SIZE as usize);
         Ok(RouterParts {
             specs,
             tables: Arc::new(ArcSwap::from_pointee(t)),
@@ -487,7 +488,7 @@ impl Forwarder {
         let stop = Arc::new(AtomicBool::new(false));
         let (fdb, mut router_parts) = match &cfg.mode {
             Mode::Bridge { fdb_size, ageing_s } => (Arc::new(Fdb::new(*fdb_size, *ageing_s)), None),
-            Mode::Router(setup) => (Arc::new(Fdb::new(8, 1)), Some(RouterParts::new(&ports, setup)?)),
+            Mode::Router(setup) => (Arc::new(Fdb::new(8, 1)), Some(RouterParts::new(&ports, setup, queues)?)),
         };
         let local: Vec<(Ipv4Addr, LocalKind)> = router_parts.as_ref().map_or_else(Vec::new, |r| r.local.clone());
         let program_mode = match &cfg.mode {
@@ -593,7 +594,7 @@ impl Forwarder {
                     }
                 },
                 Arc::clone(&arp_counters),
-                r.glean_rx.clone(),
+                r.glean_rx,
                 control_rx,
                 Arc::clone(&stop),
                 clock,

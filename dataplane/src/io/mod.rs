@@ -21,6 +21,7 @@
 
 pub mod arp;
 pub mod forwarder;
+pub mod glean;
 pub mod memory;
 pub mod port;
 pub mod worker;

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use xsk_rs::FrameDesc;
 
-use super::arp::GleanMsg;
+use super::glean::GleanSender;
 use super::xsk::{PortRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::l2::{self, Fdb, Learn};
@@ -136,7 +136,7 @@ pub struct RouterDecide {
     /// This worker's ICMP rate limit and IP identification.
     pub state: RouterState,
     /// Where frames with unresolved next hops go.
-    pub glean: crossbeam_channel::Sender<GleanMsg>,
+    pub glean: GleanSender,
     /// Number of parts (workers and the ARP thread) the router's ICMP rate and burst are
     /// divided among ([`l3::icmp_share`]).
     pub icmp_parts: u32,
@@ -172,7 +172,7 @@ impl Decide for RouterDecide {
     }
 
     fn glean(&mut self, frame: &[u8], ingress: PortId, port: PortId, next_hop: Ipv4Addr) -> bool {
-        self.glean.try_send(GleanMsg { ingress, port, next_hop, frame: frame.to_vec() }).is_ok()
+        self.glean.send(frame, ingress, port, next_hop)
     }
 
     fn publish(&mut self, counters: &QueueCounters) {
