@@ -1,5 +1,5 @@
 //! Starting and stopping a forwarder: ports checked, program loaded, sockets bound, program
-//! attached, workers pinned; and the live view the stats printer and control socket read.
+//! attached, workers pinned. What they read while it runs is in [`super::view`].
 //!
 //! Order matters. Everything that can be refused (ports, queues, cores) is checked before the
 //! kernel is touched; sockets are bound, their fill rings filled and registered in the XSKMAP
@@ -7,258 +7,31 @@
 //! buffer; and if any step fails, what was made so far is dropped, which detaches the program
 //! (bpf_link) and closes the sockets.
 
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use serde::{Deserialize, Serialize};
-
-use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
-use std::net::Ipv4Addr;
-
 use arc_swap::ArcSwap;
 
 use super::arp::{self, ArpConfig, ArpCounters, ArpPort, Control as ArpControl};
+use super::config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError, ZeroCopy};
 use super::glean::{self, GleanReceiver, GleanSender};
 use super::memory::advise_huge_pages;
+use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
+use super::view::{LiveView, Report, RouterView};
 use super::worker::{BridgeDecide, PollMode, RouterDecide, Worker};
-use super::xdp::{LocalKind, ProgramMode, XdpCounter, XdpCounters, XdpError, XdpMode, XdpProgram};
+use super::xdp::{LocalKind, ProgramMode, XdpMode, XdpProgram};
 use super::xsk::{self, BindOptions, MAX_MTU, RING_SIZE};
-use crate::l2::{Fdb, FdbEntry};
+use crate::l2::Fdb;
 use crate::l3::{icmp_share, NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
-use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
+use crate::stats::QueueCounters;
 use crate::time::Clock;
 use crate::wire::MacAddr;
 use crate::{MAX_PORTS, MAX_QUEUES};
 
 /// UMEM frames per port per worker: a full fill ring plus a full TX ring.
 const FRAMES_PER_PORT: u32 = 2 * RING_SIZE;
-
-/// What to start.
-#[derive(Debug, Clone)]
-pub struct ForwarderConfig {
-    /// Port names, in port order.
-    pub ports: Vec<String>,
-    /// Worker (queue) count; `None`: the smallest RX queue count among the ports, capped by cores.
-    pub queues: Option<u32>,
-    /// Core of each worker, by queue; `None`: queue *i* on core *i*.
-    pub cores: Option<Vec<usize>>,
-    /// How workers wait for frames.
-    pub poll: PollMode,
-    /// How the XDP program is attached.
-    pub xdp_mode: XdpMode,
-    /// Whether the sockets bind in zero-copy mode.
-    pub zero_copy: ZeroCopy,
-    /// Back each worker's UMEM with huge pages.
-    pub huge_pages: bool,
-    /// Busy mode: frames per preferred busy poll of the driver (`SO_BUSY_POLL_BUDGET`); 0 turns
-    /// preferred busy polling off (the workers then only poll the rings).
-    pub busy_poll_budget: u16,
-    /// Copy mode: frames one TX kick may send (`None`: the kernel's 32).
-    pub tx_budget: Option<u32>,
-    /// Run the workers under SCHED_FIFO at this priority (1–99), so that they, like the
-    /// kernel's own packet processing, run before ordinary processes; `None`: normal threads.
-    pub rt_priority: Option<u8>,
-    /// What the ports do.
-    pub mode: Mode,
-}
-
-/// Whether AF_XDP sockets bind in zero-copy mode. One worker's sockets share a UMEM, which has
-/// one mode for all of them, so zero-copy needs every port's driver to support it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ZeroCopy {
-    /// Zero-copy where every port supports it, copy mode otherwise (said at start).
-    #[default]
-    Auto,
-    /// Zero-copy or refuse to start.
-    On,
-    /// Copy mode.
-    Off,
-}
-
-/// What a forwarder does with its ports.
-#[derive(Debug, Clone)]
-pub enum Mode {
-    /// Learning bridge.
-    Bridge {
-        /// FDB capacity (entries).
-        fdb_size: usize,
-        /// FDB ageing time, seconds.
-        ageing_s: u32,
-    },
-    /// IPv4 router.
-    Router(RouterSetup),
-}
-
-/// The router's configuration, in port order.
-#[derive(Debug, Clone)]
-pub struct RouterSetup {
-    /// Each port's addresses (same order as the ports).
-    pub addresses: Vec<Vec<(Ipv4Addr, u8)>>,
-    /// Static routes.
-    pub routes: Vec<(Prefix, RouteTarget)>,
-    /// Static neighbours.
-    pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
-    /// Limits.
-    pub limits: RouterLimits,
-}
-
-/// The router's table sizes and rates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RouterLimits {
-    /// Neighbour table capacity.
-    pub neighbors: usize,
-    /// Packets held per unresolved neighbour.
-    pub glean_queue: usize,
-    /// ICMP errors per second for the whole router (0: unlimited).
-    pub icmp_rate: u32,
-    /// ICMP error burst.
-    pub icmp_burst: u32,
-}
-
-/// Why a forwarder did not start. Nothing is left attached or bound when this is returned.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// A port cannot be used (the message names it and says what to do).
-    #[error(transparent)]
-    Port(#[from] PortError),
-    /// The request itself is inconsistent (queues, cores, port count).
-    #[error("{0}")]
-    Usage(String),
-    /// The XDP program could not be loaded.
-    #[error(transparent)]
-    Xdp(#[from] XdpError),
-    /// The system refused something that should have worked (a thread, memory).
-    #[error("{0}")]
-    System(String),
-    /// Dropping privileges before the threads start failed.
-    #[error("dropping privileges: {0}")]
-    Privileges(String),
-}
-
-impl StartError {
-    /// Whether the user can fix this by changing the request or the ports (exit code 2), as
-    /// opposed to a failure of the system (exit code 1).
-    pub fn is_usage(&self) -> bool {
-        !matches!(
-            self,
-            StartError::System(_)
-                | StartError::Privileges(_)
-                | StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_))
-        )
-    }
-}
-
-/// The router's live tables, for `show routes` and `show neighbors`.
-#[derive(Debug)]
-pub struct RouterView {
-    /// The current tables.
-    pub tables: Arc<ArcSwap<RouterTables>>,
-    /// The neighbour table.
-    pub neighbors: Arc<NeighborTable>,
-    /// What the ARP thread counts.
-    pub arp: Arc<ArpCounters>,
-}
-
-/// What the stats printer and the control socket read while workers run.
-#[derive(Debug)]
-pub struct LiveView {
-    /// The ports, in order.
-    pub ports: Vec<PortInfo>,
-    /// Each worker's counters, by queue.
-    pub queues: Vec<Arc<QueueCounters>>,
-    /// The shared FDB (bridge; an empty one in router mode).
-    pub fdb: Arc<Fdb>,
-    /// Router mode: tables, neighbours, ARP counters.
-    pub router: Option<RouterView>,
-    /// The clock the workers use.
-    pub clock: Clock,
-    /// The XDP program's counters.
-    pub xdp: XdpCounters,
-}
-
-/// One port's totals in a [`Report`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PortReport {
-    /// Interface name.
-    pub name: String,
-    /// Sum over queues.
-    pub total: PortSnapshot,
-    /// Per queue, by queue id.
-    pub per_queue: Vec<PortSnapshot>,
-    /// The XDP program's counters for this port: (name, count).
-    pub xdp: Vec<(String, u64)>,
-}
-
-/// Everything counted, at one instant.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Report {
-    /// Per port.
-    pub ports: Vec<PortReport>,
-    /// Per worker (frame accounting, sleeps, core).
-    pub queues: Vec<QueueSnapshot>,
-    /// Live FDB entries.
-    pub fdb_entries: usize,
-    /// FDB capacity.
-    pub fdb_capacity: usize,
-    /// Frames the XDP program saw on interfaces that are not ports.
-    pub xdp_foreign: u64,
-    /// Router mode: the ARP thread's counters (name, value).
-    #[serde(default)]
-    pub arp: Vec<(String, u64)>,
-    /// Router mode: neighbour table entries and capacity.
-    #[serde(default)]
-    pub neighbors: Option<(usize, usize)>,
-}
-
-impl LiveView {
-    /// Snapshot of every counter.
-    pub fn report(&self) -> Report {
-        let queues: Vec<QueueSnapshot> = self.queues.iter().map(|q| q.snapshot()).collect();
-        let ports = self
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(p, info)| {
-                let per_queue: Vec<PortSnapshot> = queues.iter().map(|q| q.ports[p].clone()).collect();
-                let mut total = PortSnapshot::default();
-                for s in &per_queue {
-                    total.accumulate(s);
-                }
-                let x = self.xdp.port(p);
-                PortReport {
-                    name: info.name.clone(),
-                    total,
-                    per_queue,
-                    xdp: XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect(),
-                }
-            })
-            .collect();
-        let now = self.clock.now();
-        Report {
-            ports,
-            queues,
-            fdb_entries: self.fdb.len(now),
-            fdb_capacity: self.fdb.capacity(),
-            xdp_foreign: self.xdp.foreign_frames(),
-            arp: self.router.as_ref().map(|r| r.arp.snapshot()).unwrap_or_default(),
-            neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
-        }
-    }
-
-    /// The live FDB, with port names.
-    pub fn fdb_entries(&self) -> Vec<(FdbEntry, String)> {
-        self.fdb
-            .entries(self.clock.now())
-            .into_iter()
-            .map(|e| {
-                let name =
-                    self.ports.get(e.port.index()).map_or_else(|| format!("port{}", e.port.0), |p| p.name.clone());
-                (e, name)
-            })
-            .collect()
-    }
-}
 
 /// A running forwarder.
 #[derive(Debug)]

@@ -20,15 +20,19 @@
 //! that rule: a descriptor is used only while the worker holds it.
 
 pub mod arp;
+pub mod config;
 pub mod forwarder;
 pub mod glean;
 pub mod memory;
 pub mod port;
+pub mod view;
 pub mod worker;
 pub mod xdp;
 pub mod xsk;
 
-pub use forwarder::{Forwarder, ForwarderConfig, StartError, ZeroCopy};
+pub use config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError, ZeroCopy};
+pub use forwarder::Forwarder;
 pub use port::{PortError, PortErrorKind, PortInfo};
+pub use view::{LiveView, PortReport, Report, RouterView};
 pub use worker::PollMode;
 pub use xdp::{XdpCounter, XdpMode};
