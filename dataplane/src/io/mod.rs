@@ -25,6 +25,7 @@ pub mod forwarder;
 pub mod glean;
 pub mod memory;
 pub mod port;
+pub mod start;
 pub mod view;
 pub mod worker;
 pub mod xdp;
