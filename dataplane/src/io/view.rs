@@ -11,10 +11,10 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
-use super::arp::ArpCounters;
 use super::port::PortInfo;
 use super::xdp::{XdpCounter, XdpCounters};
 use crate::l2::{Fdb, FdbEntry};
+use crate::l3::arp::ArpCounters;
 use crate::l3::{NeighborTable, RouterTables};
 use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
 use crate::time::Clock;
