@@ -12,6 +12,7 @@ use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{Decide, RouterDecide};
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
 use xfwd_dataplane::l3::{decide, prefetch, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
@@ -92,14 +93,14 @@ fn bench_fib(c: &mut Criterion) {
     let routes: Vec<(Prefix, NhIndex)> =
         table.iter().enumerate().map(|(i, p)| (*p, NhIndex((i % 16 + 1) as u16))).collect();
     let start = std::time::Instant::now();
-    let fib = Fib::build(&routes).unwrap();
+    let fib = Fib::build_advised(&routes, advise_huge_pages).unwrap();
     eprintln!(
         "fib: {} routes built in {:.0} ms, {} MiB of table",
         ROUTES,
         start.elapsed().as_secs_f64() * 1e3,
         fib.memory() >> 20
     );
-    let small_pages = Fib::build_with(&routes, false).unwrap();
+    let small_pages = Fib::build(&routes).unwrap();
     let mut g = c.benchmark_group("fib_lookup_1m");
     g.throughput(Throughput::Elements(BATCH as u64));
     for (name, n, fib) in [
@@ -126,7 +127,9 @@ fn bench_fib(c: &mut Criterion) {
     g.finish();
     let mut g = c.benchmark_group("fib_build");
     g.sample_size(10);
-    g.bench_function("1m_routes", |b| b.iter(|| black_box(Fib::build(black_box(&routes)).unwrap())));
+    g.bench_function("1m_routes", |b| {
+        b.iter(|| black_box(Fib::build_advised(black_box(&routes), advise_huge_pages).unwrap()))
+    });
     g.finish();
 }
 
@@ -142,12 +145,13 @@ fn bench_router(c: &mut Criterion) {
     let gateways: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
     let statics: Vec<(Prefix, RouteTarget)> =
         table.iter().enumerate().map(|(i, p)| (*p, RouteTarget::Via(gateways[i % 16]))).collect();
-    let t = RouterTables::build(ports, &statics).unwrap();
+    let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();
     let neighbors = NeighborTable::new(64);
     for (i, gw) in gateways.iter().enumerate() {
         neighbors.insert(*gw, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
     }
     let mut state = RouterState::new(0, 1);
+    state.fit(&t);
     let mut scratch = [0u8; SCRATCH_LEN];
     let mut g = c.benchmark_group("router_decide_batch64_1m");
     g.throughput(Throughput::Elements(BATCH as u64));

@@ -17,6 +17,7 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{BridgeDecide, Decide, RouterDecide};
 use xfwd_dataplane::l2::{self, Fdb};
 use xfwd_dataplane::l3::{self, NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
@@ -90,12 +91,13 @@ fn main() {
                     )
                 })
                 .collect();
-            let t = RouterTables::build(ports, &statics).unwrap();
+            let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();
             let neighbors = NeighborTable::new(64);
             for (i, g) in gws.iter().enumerate() {
                 neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
             }
             let mut st = RouterState::new(0, 1);
+            st.fit(&t);
             let mut scratch = [0u8; SCRATCH_LEN];
             let template: Vec<Vec<u8>> = (0..4096u32)
                 .map(|i| {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use xfwd_dataplane::io::forwarder::LiveView;
+use xfwd_dataplane::io::LiveView;
 
 use crate::render;
 

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand, ValueEnum};
 use xfwd::{control, privs, render};
 use xfwd_config::router::{self as cfgfile, RouterConfig};
-use xfwd_dataplane::io::forwarder::{Mode, RouterLimits, RouterSetup};
-use xfwd_dataplane::io::{Forwarder, ForwarderConfig, PollMode, StartError, XdpMode, ZeroCopy};
+use xfwd_dataplane::io::{
+    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RouterLimits, RouterSetup, StartError, XdpMode, ZeroCopy,
+};
 use xfwd_dataplane::l3::{Prefix, RouteTarget};
 use xfwd_dataplane::PortId;
 
@@ -568,7 +569,7 @@ fn run(
 /// Says once per port when frames arrive on a queue that has no socket: they went to the kernel
 /// and the forwarder never saw them (a queue count mismatch, or a driver numbering queues from
 /// something other than 0). Names the highest queue index seen, the driver, and the way out.
-fn warn_unbound_queues(view: &xfwd_dataplane::io::forwarder::LiveView, workers: usize, warned: &mut [bool]) {
+fn warn_unbound_queues(view: &LiveView, workers: usize, warned: &mut [bool]) {
     use xfwd_dataplane::io::drivers::{self, QueueIndex};
     for (p, info) in view.ports.iter().enumerate() {
         let missed = view.xdp.port(p)[xfwd_dataplane::io::XdpCounter::PassNoSocket as usize];
@@ -595,7 +596,7 @@ fn warn_unbound_queues(view: &xfwd_dataplane::io::forwarder::LiveView, workers: 
 
 /// Says when a port loses or regains its link (once per change; the workers keep running and
 /// forward again as soon as frames flow), and returns the name of a port that disappeared.
-fn watch_links(view: &xfwd_dataplane::io::forwarder::LiveView, carrier: &mut [bool]) -> Option<String> {
+fn watch_links(view: &LiveView, carrier: &mut [bool]) -> Option<String> {
     for (p, info) in view.ports.iter().enumerate() {
         if !xfwd_dataplane::io::port::exists(&info.name) {
             return Some(info.name.clone());

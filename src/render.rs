@@ -3,8 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use xfwd_dataplane::io::forwarder::{LiveView, PortReport, Report};
-use xfwd_dataplane::io::PortInfo;
+use xfwd_dataplane::io::{LiveView, PortInfo, PortReport, Report};
 use xfwd_dataplane::l2::FdbEntry;
 use xfwd_dataplane::l3::tables::RouteOrigin;
 use xfwd_dataplane::l3::NhKind;

@@ -185,7 +185,7 @@ struct KnownFlow {
     text: String,
 }
 
-type Report = xfwd_dataplane::io::forwarder::Report;
+type Report = xfwd_dataplane::io::Report;
 
 /// The index of port `name` in a report (the router file's order, or the command line's).
 fn port(s: &Report, name: &str) -> usize {

@@ -4,14 +4,28 @@
 //!
 //! - [`wire`]: zero-copy views of frame formats (what the bytes say);
 //! - [`l2`]: the forwarding database and the bridge decision;
-//! - [`l3`]: the FIB, the neighbour table and the router decision (what to do with them, as an
-//!   [`Action`]);
-//! - [`io`]: the XDP program's loader, the AF_XDP sockets and the per-queue workers that move
-//!   frames between rings and call the decision (where frames enter and leave);
+//! - [`l3`]: the FIB, the neighbour table, the router decision and the ARP state machine (what
+//!   to do with a frame, as an [`Action`]);
+//! - [`io`]: everything that needs the kernel: the XDP program's loader, the AF_XDP sockets, the
+//!   per-queue workers that move frames between rings and call the decision, the ARP thread,
+//!   start-up and the live view;
 //! - [`stats`] and [`reason`]: what every worker counts, and why a frame was dropped.
 //!
-//! Decision code (`l2`) does no I/O, reads no clock (see [`time`]) and allocates nothing per
-//! frame; it is tested without root. Everything that needs the kernel lives in `io`.
+//! A frame's way through them:
+//!
+//! - **enters**: the XDP program (`bpf/xfwd.bpf.c`, loaded by [`io::xdp`]) redirects it to the
+//!   AF_XDP socket of its port and queue ([`io::xsk`]); that queue's worker takes it off the RX
+//!   ring ([`io::worker`]);
+//! - **is decided**: by [`l2::decide`] (bridge) or [`l3::decide`] (router), which the worker
+//!   calls through [`io::worker::Decide`]; a frame whose next hop is unresolved goes to the ARP
+//!   thread ([`io::glean`], [`io::arp`], [`l3::arp`]), which sends it once it resolves;
+//! - **leaves**: the worker puts it on the egress port's TX ring and kicks ([`io::worker`]);
+//! - **is counted**: in its worker's [`stats::QueueCounters`] on every path, drops by
+//!   [`Reason`]; the XDP program and the ARP thread count their own; [`io::view`] reads them.
+//!
+//! Decision and table code (`wire`, `l2`, `l3`) does no I/O, makes no system calls and reads no
+//! clock (see [`time`]); it is tested without root. The decisions allocate nothing per frame.
+//! Everything that needs the kernel lives in `io`.
 
 pub mod action;
 pub mod io;

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
-use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, ArpEngine, GleanMsg};
+use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, ArpEngine, Glean};
 use xfwd_dataplane::l3::{NeighborTable, PortSpec, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::PortId;
@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
             0 => e.on_arp(port, chunk, now),
             1 => {
                 let hop = Ipv4Addr::new(198, 18, 30, chunk.first().copied().unwrap_or(9));
-                e.on_glean(GleanMsg { ingress: PortId(0), port, next_hop: hop, frame: chunk.to_vec() }, now);
+                e.on_glean(Glean { ingress: PortId(0), port, next_hop: hop, frame: chunk }, now);
             }
             2 => now += u64::from(*len) * 500,
             _ => e.timers(now),

@@ -47,6 +47,11 @@ fuzz_target!(|data: &[u8]| {
         frame[..6].copy_from_slice(&MACS[usize::from(ingress.0)].0);
     }
     let mut st = RouterState::new(u32::from(ctl >> 4), 3);
+    // With the gateway cache fitted to the tables (as a worker has it), or not yet (a reload
+    // the worker has not taken in).
+    if ctl & 8 == 0 {
+        st.fit(t);
+    }
     let mut scratch = [0u8; SCRATCH_LEN];
     let len = frame.len();
     match decide(&mut frame, ingress, t, n, &mut st, u64::from(ctl) * 100, &mut scratch) {

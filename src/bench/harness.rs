@@ -300,7 +300,7 @@ fn measure(
     let queue_rx = match xfwd {
         Some(_) => {
             let json = crate::control::query(std::path::Path::new(control), "stats-json")?;
-            let rep: xfwd_dataplane::io::forwarder::Report = serde_json::from_str(&json)?;
+            let rep: xfwd_dataplane::io::Report = serde_json::from_str(&json)?;
             rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect()
         }
         None => Vec::new(),

@@ -174,7 +174,7 @@ pub fn control_path(tag: &str) -> String {
 }
 
 /// `xfwd show stats --json` from the xfwd on `control`.
-pub fn stats(control: &str) -> xfwd_dataplane::io::forwarder::Report {
+pub fn stats(control: &str) -> xfwd_dataplane::io::Report {
     let out =
         std::process::Command::new(XFWD).args(["show", "stats", "--json", "--control", control]).output().unwrap();
     assert!(out.status.success(), "show stats: {}", String::from_utf8_lossy(&out.stderr));
@@ -189,7 +189,7 @@ pub fn show(control: &str, what: &str) -> String {
 }
 
 /// One of the XDP program's counters for `port`.
-pub fn xdp(r: &xfwd_dataplane::io::forwarder::Report, port: usize, name: &str) -> u64 {
+pub fn xdp(r: &xfwd_dataplane::io::Report, port: usize, name: &str) -> u64 {
     r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
 }
 

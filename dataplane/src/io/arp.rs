@@ -15,8 +15,10 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 use crossbeam_channel::Receiver;
 
+use super::glean::GleanReceiver;
+
 use crate::l3::arp::ArpEngine;
-pub use crate::l3::arp::{ArpConfig, ArpCounters, GleanMsg};
+pub use crate::l3::arp::{ArpConfig, ArpCounters};
 use crate::l3::{NeighborTable, RouterTables};
 use crate::time::Clock;
 use crate::wire::ethernet::ETHERTYPE_ARP;
@@ -135,7 +137,7 @@ pub fn open(
     statics: Vec<(Ipv4Addr, MacAddr)>,
     cfg: ArpConfig,
     counters: Arc<ArpCounters>,
-    glean: Receiver<GleanMsg>,
+    glean: GleanReceiver,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
     clock: Clock,
@@ -150,7 +152,7 @@ pub fn open(
 /// The ARP thread with its sockets open, not yet running.
 pub struct ArpReady {
     thread: ArpThread,
-    glean: Receiver<GleanMsg>,
+    glean: GleanReceiver,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
 }
@@ -178,7 +180,7 @@ struct ArpThread {
 }
 
 impl ArpThread {
-    fn run(&mut self, glean: &Receiver<GleanMsg>, control: &Receiver<Control>, stop: &AtomicBool) {
+    fn run(&mut self, glean: &GleanReceiver, control: &Receiver<Control>, stop: &AtomicBool) {
         let mut buf = vec![0u8; 2048];
         let mut last_timers = 0u64;
         while !stop.load(Ordering::Relaxed) {
@@ -189,9 +191,7 @@ impl ArpThread {
                     self.engine.on_arp(PortId(p as u8), &buf[..n], now);
                 }
             }
-            while let Ok(m) = glean.try_recv() {
-                self.engine.on_glean(m, now);
-            }
+            glean.drain(|g| self.engine.on_glean(g, now));
             while let Ok(c) = control.try_recv() {
                 match c {
                     Control::StaticNeighbors(list) => self.engine.set_statics(list),

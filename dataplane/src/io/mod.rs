@@ -1,4 +1,24 @@
-//! I/O: the XDP program, the AF_XDP sockets and the workers that move frames between them.
+//! I/O: everything that needs the kernel — the XDP program, the AF_XDP sockets and the workers
+//! that move frames between them, the ARP thread, start-up.
+//!
+//! # Modules
+//!
+//! Where frames go:
+//! - [`xdp`]: loads and attaches `bpf/xfwd.bpf.c`, which redirects each frame to the AF_XDP
+//!   socket of its (port, queue) or hands it to the kernel, and counts what it does;
+//! - [`xsk`]: a worker's UMEM and its sockets, one per port;
+//! - [`worker`]: one per queue: RX rings → decision ([`crate::l2`], [`crate::l3`]) → TX rings,
+//!   counting every outcome in its [`crate::stats::QueueCounters`];
+//! - [`glean`] and [`arp`]: frames whose next hop is unresolved, handed to the ARP thread,
+//!   which resolves it over packet sockets and sends them;
+//! - [`view`]: what the stats printer and the control socket read: counters, tables, reports.
+//!
+//! Starting and running:
+//! - [`config`]: what to start, and why a start failed;
+//! - [`port`]: the ports, found and checked in sysfs;
+//! - [`start`]: start-up as a pure plan ([`start::plan`], tested without root), then steps;
+//! - [`forwarder`]: the running forwarder: reload, stop;
+//! - [`memory`]: how the decision layer's large tables are backed (huge pages).
 //!
 //! # Shape
 //!
@@ -20,14 +40,21 @@
 //! that rule: a descriptor is used only while the worker holds it.
 
 pub mod arp;
+pub mod config;
 pub mod drivers;
 pub mod forwarder;
+pub mod glean;
+pub mod memory;
 pub mod port;
+pub mod start;
+pub mod view;
 pub mod worker;
 pub mod xdp;
 pub mod xsk;
 
-pub use forwarder::{Forwarder, ForwarderConfig, StartError, ZeroCopy};
+pub use config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError, ZeroCopy};
+pub use forwarder::Forwarder;
 pub use port::{PortError, PortErrorKind, PortInfo};
+pub use view::{LiveView, PortReport, Report, RouterView};
 pub use worker::PollMode;
 pub use xdp::{XdpCounter, XdpMode};

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use xsk_rs::FrameDesc;
 
-use super::arp::GleanMsg;
+use super::glean::GleanSender;
 use super::xsk::{PortRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::l2::{self, Fdb, Learn};
@@ -136,9 +136,10 @@ pub struct RouterDecide {
     /// This worker's ICMP rate limit and IP identification.
     pub state: RouterState,
     /// Where frames with unresolved next hops go.
-    pub glean: crossbeam_channel::Sender<GleanMsg>,
-    /// Number of parts (workers and the ARP thread) the router's ICMP rate is divided among.
-    pub icmp_share: u32,
+    pub glean: GleanSender,
+    /// Number of parts (workers and the ARP thread) the router's ICMP rate and burst are
+    /// divided among ([`l3::icmp_share`]).
+    pub icmp_parts: u32,
 }
 
 impl std::fmt::Debug for RouterDecide {
@@ -171,17 +172,19 @@ impl Decide for RouterDecide {
     }
 
     fn glean(&mut self, frame: &[u8], ingress: PortId, port: PortId, next_hop: Ipv4Addr) -> bool {
-        self.glean.try_send(GleanMsg { ingress, port, next_hop, frame: frame.to_vec() }).is_ok()
+        self.glean.send(frame, ingress, port, next_hop)
     }
 
     fn publish(&mut self, counters: &QueueCounters) {
         counters.icmp_rate_limited.set(self.state.icmp_rate_limited);
-        // A reload may carry new ICMP limits: they travel with the tables.
+        // A reload may carry new ICMP limits and more next hops: they travel with the tables,
+        // and are taken in here, between batches, where the decision's state may allocate.
         let t = self.tables.load();
-        let share = super::forwarder::icmp_share(t.icmp_rate, t.icmp_burst, self.icmp_share);
+        let share = l3::icmp_share(t.icmp_rate, t.icmp_burst, self.icmp_parts);
         if share != self.state.icmp_limit.config() {
             self.state.icmp_limit = TokenBucket::new(share.0, share.1);
         }
+        self.state.fit(t);
     }
 }
 

@@ -43,9 +43,11 @@ pub const REQUEST_RATE: u32 = 100;
 /// See [`REQUEST_RATE`].
 pub const REQUEST_BURST: u32 = 20;
 
-/// A frame a worker could not send for want of its next hop's MAC.
-#[derive(Debug)]
-pub struct GleanMsg {
+/// A frame a worker could not send for want of its next hop's MAC, lent to the engine: the
+/// buffer it travelled in belongs to the I/O layer (`io::glean`), and the engine copies what
+/// it keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Glean<'a> {
     /// Port it came in on (for an ICMP error if resolution fails).
     pub ingress: PortId,
     /// Port it must leave by.
@@ -53,7 +55,7 @@ pub struct GleanMsg {
     /// The neighbour to resolve.
     pub next_hop: Ipv4Addr,
     /// The frame, TTL already decremented, MACs as received.
-    pub frame: Vec<u8>,
+    pub frame: &'a [u8],
 }
 
 /// What the ARP thread counts (it is their only writer).
@@ -272,8 +274,9 @@ impl ArpEngine {
         }
     }
 
-    /// A frame a worker could not send for want of its next hop's MAC, at `now` (ms).
-    pub fn on_glean(&mut self, m: GleanMsg, now: u64) {
+    /// A frame a worker could not send for want of its next hop's MAC, at `now` (ms). The
+    /// frame is copied if it is sent or has to wait; `m` can be reused once this returns.
+    pub fn on_glean(&mut self, m: Glean<'_>, now: u64) {
         // Workers glean whole IPv4 frames; anything shorter than the headers is refused here,
         // so that every later rewrite of its MACs and every ICMP error about it is in bounds
         // (found by the `arp` fuzz target).
@@ -283,9 +286,9 @@ impl ArpEngine {
         }
         if let Some(n) = self.neighbors.lookup(m.next_hop).filter(|n| n.port == m.port) {
             // Resolved since the worker looked.
-            let mut frame = m.frame;
+            let mut frame = m.frame.to_vec();
             readdress(&mut frame, n.mac, self.macs[m.port.index()]);
-            self.send(m.port, &frame);
+            self.out.push((m.port, frame));
             self.counters.glean_sent.inc();
             return;
         }
@@ -296,18 +299,18 @@ impl ArpEngine {
             Some(p) if p.port != m.port => {
                 p.port = m.port;
                 p.queue.clear();
-                p.queue.push_back((m.ingress, m.frame));
+                p.queue.push_back((m.ingress, m.frame.to_vec()));
                 self.counters.glean_queued.inc();
             }
             Some(p) if p.queue.len() < cap => {
-                p.queue.push_back((m.ingress, m.frame));
+                p.queue.push_back((m.ingress, m.frame.to_vec()));
                 self.counters.glean_queued.inc();
             }
             Some(_) => self.counters.glean_dropped.inc(),
             None if full => self.counters.glean_dropped.inc(),
             None => {
                 let mut queue = VecDeque::with_capacity(cap.min(64));
-                queue.push_back((m.ingress, m.frame));
+                queue.push_back((m.ingress, m.frame.to_vec()));
                 self.counters.glean_queued.inc();
                 self.pending.insert(m.next_hop, Pending { port: m.port, queue, tries: 0, next_ms: now });
                 self.timers(now);
@@ -553,7 +556,7 @@ mod tests {
     fn a_gleaned_frame_waits_for_the_reply_then_leaves_rewritten() {
         let (mut e, n, c) = engine(64, 4);
         let frame = udp_from_h1("198.18.30.2");
-        e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: frame.clone() }, 0);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: &frame }, 0);
         let out = e.take_output();
         assert_eq!(out.len(), 1, "one request");
         assert_eq!(
@@ -570,7 +573,7 @@ mod tests {
         assert!(n.lookup(ip("198.18.30.2")).is_some());
         assert_eq!((c.glean_queued.get(), c.glean_sent.get()), (1, 1));
         // Resolved now: a later glean (a worker raced the insertion) is sent at once.
-        e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame }, 6);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: &frame }, 6);
         assert_eq!(e.take_output().len(), 1);
     }
 
@@ -579,7 +582,7 @@ mod tests {
         let (mut e, _, c) = engine(64, 2);
         for _ in 0..5 {
             e.on_glean(
-                GleanMsg { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: udp_from_h1("198.18.30.2") },
+                Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: &udp_from_h1("198.18.30.2") },
                 0,
             );
         }
@@ -591,7 +594,7 @@ mod tests {
     fn an_unresolved_neighbour_gets_three_requests_then_host_unreachable() {
         let (mut e, n, c) = engine(64, 4);
         e.on_glean(
-            GleanMsg { ingress: P5, port: P4, next_hop: ip("198.18.30.99"), frame: udp_from_h1("198.18.30.99") },
+            Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.99"), frame: &udp_from_h1("198.18.30.99") },
             0,
         );
         let mut out = e.take_output();
@@ -616,7 +619,7 @@ mod tests {
 
     /// Resolves `ip` (on eth4) the way a forwarded packet does: glean, request, reply.
     fn resolve(e: &mut ArpEngine, ip_s: &str, mac: MacAddr, now: u64) {
-        e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip(ip_s), frame: udp_from_h1(ip_s) }, now);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip(ip_s), frame: &udp_from_h1(ip_s) }, now);
         e.on_arp(P4, &arp_frame(arp::OP_REPLY, mac, ip_s, A4, "198.18.30.1"), now);
         e.take_output();
     }
@@ -668,7 +671,7 @@ mod tests {
         let n = Arc::new(NeighborTable::new(64));
         let cfg = ArpConfig { glean_queue: 4, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
         let mut e = ArpEngine::new(vec![A5, A4], tables, Arc::clone(&n), cfg, Arc::new(ArpCounters::default()));
-        e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip("172.16.1.1"), frame: udp_from_h1("172.16.1.1") }, 0);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("172.16.1.1"), frame: &udp_from_h1("172.16.1.1") }, 0);
         let out = e.take_output();
         assert_eq!(parse(&out[0]).4, ip("198.18.30.1"), "asked from the port's address");
         e.on_arp(P4, &arp_frame(arp::OP_REPLY, H2, "172.16.1.1", A4, "198.18.30.1"), 5);
@@ -702,7 +705,7 @@ mod tests {
         let (mut e, _, c) = engine(64, 4);
         for i in 0..60u32 {
             let nh = Ipv4Addr::from(u32::from(ip("198.18.30.100")) + i);
-            e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: nh, frame: udp_from_h1(&nh.to_string()) }, 0);
+            e.on_glean(Glean { ingress: P5, port: P4, next_hop: nh, frame: &udp_from_h1(&nh.to_string()) }, 0);
         }
         assert_eq!(c.requests_sent.get(), u64::from(REQUEST_BURST));
         assert!(c.requests_rate_limited.get() > 0);
@@ -717,7 +720,7 @@ mod tests {
         // ICMP error's slicing.
         let (mut e, _, c) = engine(64, 4);
         for len in [0, 5, 13, 33] {
-            e.on_glean(GleanMsg { ingress: P5, port: P4, next_hop: ip("198.18.30.7"), frame: vec![0; len] }, 0);
+            e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.7"), frame: &vec![0; len] }, 0);
         }
         assert_eq!(c.glean_dropped.get(), 4);
         for t in [1000, 2000, 3000, 4000] {

@@ -19,6 +19,12 @@
 //! Updates rebuild the table (a million routes build in well under a second, see the
 //! `fib` bench) and the new table replaces the old one atomically; a forwarder's tables change on
 //! reload, not per packet, so incremental insertion was not worth its complexity.
+//!
+//! The flat table is 32 MiB: in 4 KiB pages that is 8,192 TLB entries, far more than a core has,
+//! so cold lookups would each pay a page walk on top of the cache miss. How its memory is backed
+//! is the kernel's business and this layer makes no system calls: the builder takes an
+//! [`Advice`] that runs on the table before it is first written, and the forwarder passes
+//! `io::memory::advise_huge_pages` (transparent huge pages where the system allows them).
 
 use core::fmt;
 use core::net::Ipv4Addr;
@@ -161,15 +167,22 @@ impl fmt::Debug for Fib {
     }
 }
 
+/// A hint on how a freshly allocated, not yet written table should be backed (see the module
+/// documentation); [`no_advice`] leaves it to the allocator.
+pub type Advice = fn(&mut [u16]);
+
+/// The [`Advice`] that asks for nothing.
+pub fn no_advice(_table: &mut [u16]) {}
+
 impl Fib {
     /// Builds the table from `(prefix, next hop index)` pairs; for a prefix given twice the
-    /// last one wins. Indices must be 1..=32767. The table asks for huge pages.
+    /// last one wins. Indices must be 1..=32767. The memory is the allocator's ([`no_advice`]).
     pub fn build(routes: &[(Prefix, NhIndex)]) -> Result<Fib, FibError> {
-        Fib::build_with(routes, true)
+        Fib::build_advised(routes, no_advice)
     }
 
-    /// [`Fib::build`], choosing whether to ask for huge pages (for measuring what they bring).
-    pub fn build_with(routes: &[(Prefix, NhIndex)], huge_pages: bool) -> Result<Fib, FibError> {
+    /// [`Fib::build`], with `advise` run on the flat table before it is first written.
+    pub fn build_advised(routes: &[(Prefix, NhIndex)], advise: Advice) -> Result<Fib, FibError> {
         if let Some((_, nh)) = routes.iter().find(|(_, nh)| nh.0 == 0 || usize::from(nh.0) > MAX_INDEX) {
             return Err(FibError::TooManyNextHops(usize::from(nh.0)));
         }
@@ -177,9 +190,7 @@ impl Fib {
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| routes[i].0.len);
         let mut tbl24 = vec![0u16; 1 << 24].into_boxed_slice();
-        if huge_pages {
-            advise_huge_pages(&mut tbl24);
-        }
+        advise(&mut tbl24);
         let mut tbl8: Vec<u16> = Vec::new();
         for &i in &order {
             let (p, nh) = routes[i];
@@ -233,28 +244,6 @@ impl Fib {
     pub fn memory(&self) -> usize {
         (self.tbl24.len() + self.tbl8.capacity()) * 2
     }
-}
-
-/// Asks the kernel to back the table with transparent huge pages where it allows (THP in
-/// `madvise` or `always` mode): 32 MiB in 4 KiB pages is 8,192 TLB entries, far more than a core
-/// has, so cold lookups would each pay a page walk on top of the cache miss. Done before the
-/// table is first written, so the pages fault in huge. Nothing happens where THP is off.
-fn advise_huge_pages(table: &mut [u16]) {
-    const HUGE: usize = 2 << 20;
-    let start = table.as_mut_ptr() as usize;
-    let end = start + std::mem::size_of_val(table);
-    let aligned = start.next_multiple_of(HUGE);
-    if aligned >= end {
-        return;
-    }
-    let len = (end - aligned) / HUGE * HUGE;
-    if len == 0 {
-        return;
-    }
-    // SAFETY: [aligned, aligned + len) lies inside `table`, which this function borrows
-    // mutably; MADV_HUGEPAGE only changes how the kernel backs those pages, never their
-    // contents, and its failure (no THP) is harmless.
-    let _ = unsafe { libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
 }
 
 #[cfg(test)]
@@ -356,6 +345,20 @@ mod tests {
                 assert_eq!(f.lookup(a), want, "{a}");
             }
         }
+    }
+
+    #[test]
+    fn advice_runs_once_on_the_flat_table_before_it_is_written() {
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        static ADVISED: AtomicUsize = AtomicUsize::new(0);
+        fn check(table: &mut [u16]) {
+            assert_eq!(table.len(), 1 << 24);
+            assert!(table.iter().all(|&e| e == 0), "advised after the first write");
+            ADVISED.fetch_add(1, Relaxed);
+        }
+        let f = Fib::build_advised(&[(p("10.0.0.0/8"), NhIndex(1))], check).unwrap();
+        assert_eq!(ADVISED.load(Relaxed), 1);
+        assert_eq!(f.lookup(ip("10.1.2.3")), Some(NhIndex(1)));
     }
 
     #[test]

@@ -8,5 +8,5 @@ pub mod tables;
 
 pub use fib::{Fib, NhIndex, Prefix};
 pub use neighbors::{Neighbor, NeighborTable};
-pub use router::{decide, prefetch, RouterState, TokenBucket};
+pub use router::{decide, icmp_share, prefetch, RouterState, TokenBucket};
 pub use tables::{NextHop, NhKind, PortSpec, RouteTarget, RouterTables};

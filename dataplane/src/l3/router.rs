@@ -143,6 +143,16 @@ impl TokenBucket {
     }
 }
 
+/// One of `parts` equal shares of a router-wide ICMP rate and burst, for one token bucket:
+/// each worker and the ARP thread keeps its own bucket (no shared state on the packet path),
+/// so that together they stay within the configured limits. 0 stays 0 (unlimited); a share of
+/// a positive limit is at least 1.
+pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
+    let parts = parts.max(1);
+    let rate = if rate == 0 { 0 } else { (rate / parts).max(1) };
+    (rate, (burst / parts).max(1))
+}
+
 /// A worker's own router state.
 #[derive(Debug, Clone)]
 pub struct RouterState {
@@ -155,6 +165,8 @@ pub struct RouterState {
     /// Gateways' MACs by next-hop index, valid for the tables and neighbour-table generation in
     /// `cache_key`: most forwarded packets go through a handful of gateways, and this saves
     /// them the neighbour lookup (callgrind: about a fifth of the decision's instructions).
+    /// Sized by [`RouterState::fit`], outside the decision, so that the decision never
+    /// allocates.
     nh_cache: Vec<Option<(MacAddr, PortId)>>,
     cache_key: (u64, u64),
 }
@@ -175,21 +187,30 @@ impl RouterState {
             self.nh_cache.iter_mut().for_each(|c| *c = None);
             self.cache_key = key;
         }
-        if let Some(Some(hit)) = self.nh_cache.get(idx) {
-            return Some(*hit);
+        let Some(slot) = self.nh_cache.get_mut(idx) else {
+            // Tables with more next hops than the cache was fitted for (a reload the worker
+            // has not fitted it to yet): the same answer, uncached, until it has.
+            return neighbors.lookup(ip).map(|n| (n.mac, n.port));
+        };
+        if let Some(hit) = *slot {
+            return Some(hit);
         }
         let found = neighbors.lookup(ip).map(|n| (n.mac, n.port));
-        if let Some(f) = found {
-            if self.nh_cache.len() <= idx {
-                // Grows once per new table size, not per packet.
-                self.nh_cache.resize(idx + 1, None);
-            }
-            self.nh_cache[idx] = Some(f);
-        }
+        *slot = found;
         found
     }
 
-    /// State with an ICMP limit of `rate` per second and `burst`.
+    /// Sizes the gateway cache for `tables`' next hops. It allocates when they have more than
+    /// the cache has room for, so it belongs where allocating is fine: when the state is made,
+    /// and once per worker round (which is how a reload's tables reach it), never per frame.
+    pub fn fit(&mut self, tables: &RouterTables) {
+        if self.nh_cache.len() != tables.nexthops.len() {
+            self.nh_cache.resize(tables.nexthops.len(), None);
+        }
+    }
+
+    /// State with an ICMP limit of `rate` per second and `burst`, and no gateway cache until
+    /// [`RouterState::fit`] sizes one.
     pub fn new(rate: u32, burst: u32) -> RouterState {
         RouterState {
             icmp_limit: TokenBucket::new(rate, burst),
@@ -492,7 +513,9 @@ mod tests {
         let n = NeighborTable::new(64);
         n.insert(ip("198.18.30.2"), GW, P_ETH4, false).unwrap();
         n.insert(ip("198.18.10.1"), H1, P_ETH5, false).unwrap();
-        (t, n, RouterState::new(0, 10))
+        let mut st = RouterState::new(0, 10);
+        st.fit(&t);
+        (t, n, st)
     }
 
     fn udp(src: &str, dst: &str, ttl: u8, payload: usize) -> Vec<u8> {
@@ -709,6 +732,17 @@ mod tests {
     }
 
     #[test]
+    fn an_icmp_limit_is_shared_out_and_never_rounds_to_unlimited() {
+        // Three workers and the ARP thread.
+        assert_eq!(icmp_share(1000, 50, 4), (250, 12));
+        // 0 is "no limit" and stays so; a positive limit never becomes 0 (which would lift it).
+        assert_eq!(icmp_share(0, 50, 4), (0, 12));
+        assert_eq!(icmp_share(3, 2, 4), (1, 1));
+        // No parts is one part.
+        assert_eq!(icmp_share(10, 5, 0), (10, 5));
+    }
+
+    #[test]
     fn echo_to_the_box_is_answered_and_other_local_traffic_is_not_ours() {
         let mut w = world();
         let mut s = [0u8; SCRATCH_LEN];
@@ -809,5 +843,24 @@ mod tests {
         let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
         run(&mut f, &mut w, &mut s);
         assert_eq!(&f[0..6], &moved.0, "the new tables' gateway, not the cached one");
+    }
+
+    #[test]
+    fn a_gateway_beyond_the_fitted_cache_is_looked_up_and_the_cache_never_grows_in_a_decision() {
+        let mut w = world();
+        // The state as a worker has it right after a reload, before its round fits the cache.
+        w.2 = RouterState::new(0, 10);
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!(&f[0..6], &GW.0);
+        assert!(w.2.nh_cache.is_empty(), "the decision sized the cache");
+        // Fitted (as the worker's next round does), the same gateway is cached.
+        w.2.fit(&w.0);
+        assert_eq!(w.2.nh_cache.len(), w.0.nexthops.len());
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!(&f[0..6], &GW.0);
+        assert_eq!(w.2.nh_cache.iter().flatten().count(), 1, "one gateway cached");
     }
 }

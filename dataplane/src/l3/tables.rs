@@ -4,7 +4,7 @@
 use core::net::Ipv4Addr;
 use std::collections::HashMap;
 
-use super::fib::{Fib, FibError, NhIndex, Prefix};
+use super::fib::{no_advice, Advice, Fib, FibError, NhIndex, Prefix};
 use crate::wire::MacAddr;
 use crate::PortId;
 
@@ -113,6 +113,15 @@ impl RouterTables {
     /// Builds the tables: connected, local and broadcast routes from the ports' addresses, then
     /// the static routes (a static route for the same prefix as a connected one replaces it).
     pub fn build(ports: Vec<PortSpec>, statics: &[(Prefix, RouteTarget)]) -> Result<RouterTables, TablesError> {
+        RouterTables::build_advised(ports, statics, no_advice)
+    }
+
+    /// [`RouterTables::build`], with `advise` given to [`Fib::build_advised`] for the FIB's memory.
+    pub fn build_advised(
+        ports: Vec<PortSpec>,
+        statics: &[(Prefix, RouteTarget)],
+        advise: Advice,
+    ) -> Result<RouterTables, TablesError> {
         let mut nexthops = vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED }];
         let mut index: HashMap<NextHop, NhIndex> = HashMap::new();
         let mut intern = |nh: NextHop, nexthops: &mut Vec<NextHop>| -> NhIndex {
@@ -163,7 +172,7 @@ impl RouterTables {
         );
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Broadcast)).map(|r| (r.0, r.1)));
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Local)).map(|r| (r.0, r.1)));
-        let fib = Fib::build(&fib_routes)?;
+        let fib = Fib::build_advised(&fib_routes, advise)?;
         let id = TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(RouterTables { fib, nexthops, ports, routes, icmp_rate: 0, icmp_burst: 1, id })
     }

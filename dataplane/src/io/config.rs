@@ -1,0 +1,125 @@
+//! What to start ([`ForwarderConfig`]: ports, workers, mode) and why a start failed
+//! ([`StartError`]). Plain data: the CLI builds it; starting plans it and carries it out.
+
+use std::net::Ipv4Addr;
+
+use super::port::PortError;
+use super::worker::PollMode;
+use super::xdp::{XdpError, XdpMode};
+use crate::l3::{Prefix, RouteTarget};
+use crate::wire::MacAddr;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    /// Port names, in port order.
+    pub ports: Vec<String>,
+    /// Worker (queue) count; `None`: the smallest RX queue count among the ports, capped by cores.
+    pub queues: Option<u32>,
+    /// Core of each worker, by queue; `None`: queue *i* on core *i*.
+    pub cores: Option<Vec<usize>>,
+    /// How workers wait for frames.
+    pub poll: PollMode,
+    /// How the XDP program is attached.
+    pub xdp_mode: XdpMode,
+    /// Whether the sockets bind in zero-copy mode.
+    pub zero_copy: ZeroCopy,
+    /// Back each worker's UMEM with huge pages.
+    pub huge_pages: bool,
+    /// Busy mode: frames per preferred busy poll of the driver (`SO_BUSY_POLL_BUDGET`); 0 turns
+    /// preferred busy polling off (the workers then only poll the rings).
+    pub busy_poll_budget: u16,
+    /// Copy mode: frames one TX kick may send (`None`: the kernel's 32).
+    pub tx_budget: Option<u32>,
+    /// Run the workers under SCHED_FIFO at this priority (1–99), so that they, like the
+    /// kernel's own packet processing, run before ordinary processes; `None`: normal threads.
+    pub rt_priority: Option<u8>,
+    /// What the ports do.
+    pub mode: Mode,
+}
+
+/// Whether AF_XDP sockets bind in zero-copy mode. One worker's sockets share a UMEM, which has
+/// one mode for all of them, so zero-copy needs every port's driver to support it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// Zero-copy where every port supports it, copy mode otherwise (said at start).
+    #[default]
+    Auto,
+    /// Zero-copy or refuse to start.
+    On,
+    /// Copy mode.
+    Off,
+}
+
+/// What a forwarder does with its ports.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Learning bridge.
+    Bridge {
+        /// FDB capacity (entries).
+        fdb_size: usize,
+        /// FDB ageing time, seconds.
+        ageing_s: u32,
+    },
+    /// IPv4 router.
+    Router(RouterSetup),
+}
+
+/// The router's configuration, in port order.
+#[derive(Debug, Clone)]
+pub struct RouterSetup {
+    /// Each port's addresses (same order as the ports).
+    pub addresses: Vec<Vec<(Ipv4Addr, u8)>>,
+    /// Static routes.
+    pub routes: Vec<(Prefix, RouteTarget)>,
+    /// Static neighbours.
+    pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
+    /// Limits.
+    pub limits: RouterLimits,
+}
+
+/// The router's table sizes and rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterLimits {
+    /// Neighbour table capacity.
+    pub neighbors: usize,
+    /// Packets held per unresolved neighbour.
+    pub glean_queue: usize,
+    /// ICMP errors per second for the whole router (0: unlimited).
+    pub icmp_rate: u32,
+    /// ICMP error burst.
+    pub icmp_burst: u32,
+}
+
+/// Why a forwarder did not start. Nothing is left attached or bound when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A port cannot be used (the message names it and says what to do).
+    #[error(transparent)]
+    Port(#[from] PortError),
+    /// The request itself is inconsistent (queues, cores, port count).
+    #[error("{0}")]
+    Usage(String),
+    /// The XDP program could not be loaded.
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+    /// The system refused something that should have worked (a thread, memory).
+    #[error("{0}")]
+    System(String),
+    /// Dropping privileges before the threads start failed.
+    #[error("dropping privileges: {0}")]
+    Privileges(String),
+}
+
+impl StartError {
+    /// Whether the user can fix this by changing the request or the ports (exit code 2), as
+    /// opposed to a failure of the system (exit code 1).
+    pub fn is_usage(&self) -> bool {
+        !matches!(
+            self,
+            StartError::System(_)
+                | StartError::Privileges(_)
+                | StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_))
+        )
+    }
+}

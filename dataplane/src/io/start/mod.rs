@@ -1,0 +1,469 @@
+//! Starting a forwarder: a [`plan`] worked out without touching the kernel, then named steps
+//! that make the kernel objects and the threads. The order matters:
+//!
+//! 1. [`plan::check_request`], the ports' facts ([`check_ports`]), [`Plan::new`]: every refusal
+//!    that needs no kernel object, before one is made;
+//! 2. `Shared::new`: the FDB, or the router's tables, neighbour table and glean channel;
+//! 3. `load_program`: the XDP program, loaded, not attached;
+//! 4. `open_sockets`: each worker's UMEM and sockets, bound (zero-copy or copy mode, decided
+//!    on the first queue for all) and registered in the XSKMAP;
+//! 5. `make_workers`: the workers, their fill rings filled;
+//! 6. `attach`: the program on every port, so the first redirected frame already finds a
+//!    socket and a buffer;
+//! 7. `open_arp` (router): the ARP thread's packet sockets;
+//! 8. the live view; SCHED_FIFO taken for the workers to inherit ([`sched::RealTime`]); then
+//!    `before_threads`, where the caller drops its privileges;
+//! 9. `spawn_workers`, pinned; the scheduling policy given back; the ARP thread;
+//! 10. advice read from sysfs (`read_deferral_advice`).
+//!
+//! Undoing a failed start: up to step 8 what was made is held in locals, dropped on the error
+//! in reverse order, so the sockets close and then the program detaches (a bpf_link). From
+//! step 9 on, a `Threads` guard stops and joins the threads already running before those go,
+//! and the `RealTime` guard gives the policy back. Nothing is left attached or bound.
+
+pub mod plan;
+pub mod sched;
+
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use arc_swap::ArcSwap;
+
+use self::plan::{Plan, Role, RouterPlan};
+use self::sched::RealTime;
+use super::arp::{self, ArpConfig, ArpCounters, ArpPort, ArpReady};
+use super::config::{ForwarderConfig, RouterLimits, StartError};
+use super::forwarder::{Forwarder, RouterControl};
+use super::glean::{self, GleanReceiver, GleanSender};
+use super::memory::advise_huge_pages;
+use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
+use super::view::{LiveView, RouterView};
+use super::worker::{BridgeDecide, PollMode, RouterDecide, Worker};
+use super::xdp::{ProgramMode, XdpMode, XdpProgram};
+use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU, RING_SIZE};
+use crate::l2::Fdb;
+use crate::l3::{icmp_share, NeighborTable, PortSpec, RouterState, RouterTables};
+use crate::stats::QueueCounters;
+use crate::time::Clock;
+use crate::wire::MacAddr;
+
+/// UMEM frames per port per worker: a full fill ring plus a full TX ring.
+const FRAMES_PER_PORT: u32 = 2 * RING_SIZE;
+
+/// A worker, made and ready to run on its own thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+impl Forwarder {
+    /// Starts a forwarder over `cfg.ports` in `cfg.mode`.
+    pub fn start(cfg: &ForwarderConfig) -> Result<Forwarder, StartError> {
+        Forwarder::start_with(cfg, || Ok(()))
+    }
+
+    /// Starts a forwarder, calling `before_threads` once every kernel object is made (program
+    /// loaded and attached, sockets bound and registered, packet sockets open) and before any
+    /// thread starts: the place to drop privileges, which Linux holds per thread. An error
+    /// from it stops the start and undoes everything.
+    pub fn start_with(
+        cfg: &ForwarderConfig,
+        before_threads: impl FnOnce() -> Result<(), String>,
+    ) -> Result<Forwarder, StartError> {
+        plan::check_request(cfg)?;
+        let ports = check_ports(&cfg.ports, MAX_MTU)?;
+        let plan = Plan::new(cfg, &ports, core_count())?;
+        let mut warnings = plan.warnings.clone();
+        sched::raise_memlock();
+        let clock = Clock::start();
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Shared::new(&plan)?;
+        let mut xdp = load_program(&ports, &plan)?;
+        let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
+        let (workers, counters) = make_workers(sockets, &shared, &plan.cores, cfg.poll, &stop, clock);
+        let xdp_modes = attach(&ports, &mut xdp, cfg.xdp_mode, zero_copy)?;
+        let Shared { fdb, router } = shared;
+        let (arp, router_view, router_control) = match router {
+            Some(r) => {
+                let (ready, view, control) = open_arp(r, &ports, plan.queues, &stop, clock)?;
+                (Some(ready), Some(view), Some(control))
+            }
+            None => (None, None, None),
+        };
+        let xdp_counters = xdp.counter_reader()?;
+        let view = Arc::new(LiveView { ports, queues: counters, fdb, router: router_view, clock, xdp: xdp_counters });
+
+        let rt = RealTime::enter(cfg.rt_priority)?;
+        before_threads().map_err(StartError::Privileges)?;
+        // Declared after `rt`, dropped before it: on a failure the threads are joined first.
+        let mut threads = Threads::new(Arc::clone(&stop));
+        let cores = spawn_workers(workers, &plan.cores, &mut threads, &mut warnings)?;
+        if let Err(e) = rt.leave() {
+            warnings.push(format!("the control thread stays under SCHED_FIFO ({e})"));
+        }
+        if let Some(ready) = arp {
+            let handle = ready.spawn().map_err(|e| StartError::System(format!("cannot start the ARP thread: {e}")))?;
+            threads.adopt(handle);
+        }
+        if plan.deferral_advice {
+            warnings.extend(read_deferral_advice(&view.ports));
+        }
+        warnings.extend(plan.crowded);
+        Ok(Forwarder {
+            view,
+            cores,
+            xdp_modes,
+            zero_copy,
+            warnings,
+            stop,
+            threads: threads.keep(),
+            xdp: Some(xdp),
+            router: router_control,
+        })
+    }
+}
+
+/// Cores this process may run on (at least one).
+fn core_count() -> usize {
+    core_affinity::get_core_ids().map_or(1, |c| c.len()).max(1)
+}
+
+/// What the workers share: the FDB (a small unused one in router mode) and the router's pieces.
+struct Shared {
+    fdb: Arc<Fdb>,
+    router: Option<RouterParts>,
+}
+
+impl Shared {
+    fn new(plan: &Plan<'_>) -> Result<Shared, StartError> {
+        Ok(match &plan.role {
+            Role::Bridge { fdb_size, ageing_s } => {
+                Shared { fdb: Arc::new(Fdb::new(*fdb_size, *ageing_s)), router: None }
+            }
+            Role::Router(r) => {
+                Shared { fdb: Arc::new(Fdb::new(8, 1)), router: Some(RouterParts::new(r, plan.queues)?) }
+            }
+        })
+    }
+}
+
+/// The router's shared pieces, made before the workers.
+struct RouterParts {
+    specs: Vec<PortSpec>,
+    tables: Arc<ArcSwap<RouterTables>>,
+    neighbors: Arc<NeighborTable>,
+    statics: Vec<(Ipv4Addr, MacAddr)>,
+    limits: RouterLimits,
+    glean_tx: GleanSender,
+    glean_rx: GleanReceiver,
+}
+
+impl RouterParts {
+    fn new(r: &RouterPlan<'_>, queues: u32) -> Result<RouterParts, StartError> {
+        let setup = r.setup;
+        let mut t = RouterTables::build_advised(r.specs.clone(), &setup.routes, advise_huge_pages)
+            .map_err(|e| StartError::Usage(e.to_string()))?;
+        t.icmp_rate = setup.limits.icmp_rate;
+        t.icmp_burst = setup.limits.icmp_burst;
+        // Bounded: a worker that cannot queue a frame for the ARP thread drops it, counted.
+        let (glean_tx, glean_rx) = glean::channel(queues as usize, FRAME_SIZE as usize);
+        Ok(RouterParts {
+            specs: r.specs.clone(),
+            tables: Arc::new(ArcSwap::from_pointee(t)),
+            neighbors: Arc::new(NeighborTable::new(setup.limits.neighbors)),
+            statics: setup.neighbors.clone(),
+            limits: setup.limits,
+            glean_tx,
+            glean_rx,
+        })
+    }
+
+    /// A worker's router decision. Each of the `queues` workers, and the ARP thread, gets an
+    /// equal share of the router-wide ICMP rate and burst ([`icmp_share`]).
+    fn decide(&self, queues: u32) -> RouterDecide {
+        let t = self.tables.load();
+        let (rate, burst) = icmp_share(t.icmp_rate, t.icmp_burst, queues + 1);
+        let mut state = RouterState::new(rate, burst);
+        state.fit(&t);
+        RouterDecide {
+            tables: arc_swap::Cache::new(Arc::clone(&self.tables)),
+            neighbors: Arc::clone(&self.neighbors),
+            state,
+            glean: self.glean_tx.clone(),
+            icmp_parts: queues + 1,
+        }
+    }
+}
+
+/// Step 3: the XDP program for the plan's role, with the ports registered; not attached.
+fn load_program(ports: &[PortInfo], plan: &Plan<'_>) -> Result<XdpProgram, StartError> {
+    let mode = match &plan.role {
+        Role::Bridge { .. } => ProgramMode::Bridge,
+        Role::Router(r) => ProgramMode::Router { local: &r.local },
+    };
+    Ok(XdpProgram::load(ports, mode)?)
+}
+
+/// Step 4: each worker's UMEM and sockets, bound and registered in the program's XSKMAP. The
+/// first queue settles zero-copy against copy mode for all ([`plan::BindMode`]). Returns the
+/// sockets by queue and whether they are zero-copy.
+fn open_sockets(
+    cfg: &ForwarderConfig,
+    plan: &Plan<'_>,
+    xdp: &XdpProgram,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<QueueSockets>, bool), StartError> {
+    let mode = plan::bind_mode(cfg.zero_copy, cfg.xdp_mode)?;
+    let mut zero_copy = mode.tries_zero_copy();
+    let mut all = Vec::with_capacity(plan.queues as usize);
+    for q in 0..plan.queues {
+        let opened = match xsk::open(&cfg.ports, q, FRAMES_PER_PORT, plan.bind_options(zero_copy)) {
+            Err(e) if zero_copy && mode.falls_back(q, &e) => {
+                warnings.push(plan::fallback_warning(&cfg.ports[e.port]));
+                zero_copy = false;
+                xsk::open(&cfg.ports, q, FRAMES_PER_PORT, plan.bind_options(false))
+            }
+            r => r,
+        };
+        let (sockets, notes) = opened.map_err(|e| plan::socket_error(&cfg.ports, q, zero_copy, &e))?;
+        for n in notes {
+            if !warnings.contains(&n) {
+                warnings.push(n);
+            }
+        }
+        for (p, ring) in sockets.ports.iter().enumerate() {
+            xdp.register_socket(p, q, ring.fd)?;
+        }
+        all.push(sockets);
+    }
+    Ok((all, zero_copy))
+}
+
+/// Step 5: a worker per queue over its sockets (which fills their fill rings), with its
+/// counters, pinned later to `cores[q]`.
+fn make_workers(
+    sockets: Vec<QueueSockets>,
+    shared: &Shared,
+    cores: &[usize],
+    poll: PollMode,
+    stop: &Arc<AtomicBool>,
+    clock: Clock,
+) -> (Vec<Job>, Vec<Arc<QueueCounters>>) {
+    let queues = sockets.len() as u32;
+    let mut jobs: Vec<Job> = Vec::with_capacity(sockets.len());
+    let mut counters = Vec::with_capacity(sockets.len());
+    for (q, (sockets, &core)) in sockets.into_iter().zip(cores).enumerate() {
+        let qc = Arc::new(QueueCounters::new(q as u32, Some(core), sockets.ports.len()));
+        counters.push(Arc::clone(&qc));
+        let busy_poll = sockets.busy_poll;
+        let stop = Arc::clone(stop);
+        jobs.push(match &shared.router {
+            None => {
+                let decide = BridgeDecide { fdb: Arc::clone(&shared.fdb) };
+                let w = Worker::new(sockets, decide, qc, stop, poll, clock).drive_busy_poll(busy_poll);
+                Box::new(move || w.run())
+            }
+            Some(r) => {
+                let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock).drive_busy_poll(busy_poll);
+                Box::new(move || w.run())
+            }
+        });
+    }
+    (jobs, counters)
+}
+
+/// Step 6: the program attached to every port in `mode`. Returns the mode each port got.
+fn attach(
+    ports: &[PortInfo],
+    xdp: &mut XdpProgram,
+    mode: XdpMode,
+    zero_copy: bool,
+) -> Result<Vec<XdpMode>, StartError> {
+    let mut modes = Vec::with_capacity(ports.len());
+    for p in ports {
+        let got = xdp.attach(p.ifindex, mode).map_err(|cause| PortError::new(&p.name, PortErrorKind::Xdp(cause)))?;
+        plan::check_attached(&p.name, got, zero_copy)?;
+        modes.push(got);
+    }
+    Ok(modes)
+}
+
+/// Step 7 (router): the ARP thread's packet sockets and engine, ready to run; the router's
+/// live view; what the control thread keeps for reloads.
+fn open_arp(
+    r: RouterParts,
+    ports: &[PortInfo],
+    queues: u32,
+    stop: &Arc<AtomicBool>,
+    clock: Clock,
+) -> Result<(ArpReady, RouterView, RouterControl), StartError> {
+    let (control_tx, control_rx) = crossbeam_channel::unbounded();
+    let counters = Arc::new(ArpCounters::default());
+    let arp_ports = ports.iter().map(|p| ArpPort { ifindex: p.ifindex, mac: p.mac }).collect();
+    let (icmp_rate, icmp_burst) = icmp_share(r.limits.icmp_rate, r.limits.icmp_burst, queues + 1);
+    let cfg = ArpConfig {
+        glean_queue: r.limits.glean_queue,
+        max_pending: (r.limits.neighbors / 4).clamp(16, 4096),
+        icmp_rate,
+        icmp_burst,
+    };
+    let ready = arp::open(
+        arp_ports,
+        Arc::clone(&r.tables),
+        Arc::clone(&r.neighbors),
+        r.statics,
+        cfg,
+        Arc::clone(&counters),
+        r.glean_rx,
+        control_rx,
+        Arc::clone(stop),
+        clock,
+    )
+    .map_err(|e| StartError::System(format!("cannot open the ARP packet sockets: {e}")))?;
+    let view = RouterView { tables: r.tables, neighbors: r.neighbors, arp: counters };
+    let control = RouterControl { specs: r.specs, limits: r.limits, control: control_tx };
+    Ok((ready, view, control))
+}
+
+/// The threads started so far. Dropped before [`Threads::keep`] (a later step failed), it
+/// stops them and waits for them, so that the sockets and the program they use go after them.
+struct Threads {
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Threads {
+    fn new(stop: Arc<AtomicBool>) -> Threads {
+        Threads { stop, handles: Vec::new() }
+    }
+
+    /// Starts `f` on a thread named `name`.
+    fn spawn(&mut self, name: String, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+        self.handles.push(std::thread::Builder::new().name(name).spawn(f)?);
+        Ok(())
+    }
+
+    /// Takes in a thread started elsewhere.
+    fn adopt(&mut self, handle: JoinHandle<()>) {
+        self.handles.push(handle);
+    }
+
+    /// Start-up succeeded: the threads are the forwarder's to stop.
+    fn keep(mut self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut self.handles)
+    }
+}
+
+impl Drop for Threads {
+    fn drop(&mut self) {
+        if self.handles.is_empty() {
+            return;
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.handles.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Step 9: each worker on its own thread, pinned to its core (a pin that fails is a warning:
+/// the worker runs unpinned). Returns each worker's core, `None` where pinning failed.
+fn spawn_workers(
+    workers: Vec<Job>,
+    cores: &[usize],
+    threads: &mut Threads,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Option<usize>>, StartError> {
+    let mut pinned = Vec::with_capacity(workers.len());
+    for (q, (worker, &core)) in workers.into_iter().zip(cores).enumerate() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        threads
+            .spawn(format!("xfwd-q{q}"), move || {
+                let ok = core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                let _ = tx.send(ok);
+                worker();
+            })
+            .map_err(|e| StartError::System(format!("cannot start worker {q}: {e}")))?;
+        let ok = rx.recv().unwrap_or(false);
+        if !ok {
+            warnings.push(format!("queue {q}: could not pin the worker to core {core}; it runs unpinned"));
+        }
+        pinned.push(ok.then_some(core));
+    }
+    Ok(pinned)
+}
+
+/// Step 10 (busy mode with preferred busy polling): advice for each port whose interrupt
+/// deferral is off, read from sysfs ([`plan::deferral_advice`]).
+fn read_deferral_advice(ports: &[PortInfo]) -> Vec<String> {
+    ports
+        .iter()
+        .filter_map(|p| {
+            let read = |attr: &str| {
+                std::fs::read_to_string(format!("/sys/class/net/{}/{attr}", p.name))
+                    .map(|v| v.trim().to_owned())
+                    .unwrap_or_default()
+            };
+            plan::deferral_advice(&p.name, &read("napi_defer_hard_irqs"), &read("gro_flush_timeout"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A job that runs until `stop`, then counts itself in `done`.
+    fn until_stopped(stop: &Arc<AtomicBool>, done: &Arc<AtomicUsize>) -> impl FnOnce() + Send + 'static {
+        let (stop, done) = (Arc::clone(stop), Arc::clone(done));
+        move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            done.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_dropped_guard_stops_and_joins_its_threads_and_a_kept_one_leaves_them_running() {
+        let (stop, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+        let mut threads = Threads::new(Arc::clone(&stop));
+        threads.spawn("xfwd-test-a".into(), until_stopped(&stop, &done)).unwrap();
+        threads.adopt(std::thread::spawn(until_stopped(&stop, &done)));
+        drop(threads);
+        assert_eq!(done.load(Ordering::Relaxed), 2, "both stopped and joined before the drop returned");
+
+        let (stop, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
+        let mut threads = Threads::new(Arc::clone(&stop));
+        threads.spawn("xfwd-test-b".into(), until_stopped(&stop, &done)).unwrap();
+        let handles = threads.keep();
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!stop.load(Ordering::Relaxed), "kept: not stopped");
+        assert_eq!(done.load(Ordering::Relaxed), 0);
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(done.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn workers_are_pinned_to_their_cores_and_a_failed_pin_is_a_warning() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let job = |ran: &Arc<AtomicUsize>| -> Job {
+            let ran = Arc::clone(ran);
+            Box::new(move || {
+                ran.fetch_add(1, Ordering::Relaxed);
+            })
+        };
+        let mut threads = Threads::new(Arc::clone(&stop));
+        let mut warnings = Vec::new();
+        // Core 0 always exists; core 1000 fits a CPU set (1024 cores) but not this machine.
+        let cores = spawn_workers(vec![job(&ran), job(&ran)], &[0, 1000], &mut threads, &mut warnings).unwrap();
+        assert_eq!(cores, vec![Some(0), None]);
+        assert_eq!(warnings, vec!["queue 1: could not pin the worker to core 1000; it runs unpinned".to_owned()]);
+        drop(threads);
+        assert_eq!(ran.load(Ordering::Relaxed), 2);
+    }
+}

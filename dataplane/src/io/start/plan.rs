@@ -1,0 +1,530 @@
+//! Start-up, decided: everything that follows from the request, the ports' facts (read from
+//! sysfs by [`crate::io::port::check_ports`]) and the number of cores, worked out before any
+//! kernel object is made. Pure — no system calls, no threads — so every refusal and every
+//! choice here is unit-tested without root; [`super`] then carries the plan out step by step.
+//!
+//! Refusals come in the order a user has always met them: the request alone
+//! ([`check_request`]), then the ports, then queues, cores and the router's addresses
+//! ([`Plan::new`]). One check runs later, where it always has: the zero-copy and XDP-mode
+//! combination ([`bind_mode`]) is refused when the sockets are opened, after the program is
+//! loaded. Moving it here would change which error a user sees when loading the program fails
+//! too (without privileges, say), so it stays a pure function called at that step.
+
+use std::net::Ipv4Addr;
+
+use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError, ZeroCopy};
+use crate::io::port::{PortError, PortErrorKind, PortInfo};
+use crate::io::worker::PollMode;
+use crate::io::xdp::{LocalKind, XdpMode};
+use crate::io::xsk::{BindOptions, OpenError};
+use crate::l3::{PortSpec, Prefix};
+use crate::{MAX_PORTS, MAX_QUEUES};
+
+/// Refuses what is wrong with the request itself, before the ports are looked at.
+pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
+    let min_ports = if matches!(cfg.mode, Mode::Bridge { .. }) { 2 } else { 1 };
+    if cfg.ports.len() < min_ports {
+        return Err(StartError::Usage("a bridge needs at least two ports".into()));
+    }
+    if cfg.ports.len() > MAX_PORTS {
+        return Err(StartError::Usage(format!("at most {MAX_PORTS} ports, {} given", cfg.ports.len())));
+    }
+    if let Some(p) = cfg.rt_priority {
+        if !(1..=99).contains(&p) {
+            return Err(StartError::Usage(format!("--rt-priority {p}: give 1 to 99")));
+        }
+        if cfg.poll == PollMode::Busy {
+            return Err(StartError::Usage(
+                "--rt-priority with --poll busy: a real-time worker that never sleeps takes its core from everything else, the kernel's own threads included; use --poll adaptive".into(),
+            ));
+        }
+    }
+    if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
+        return Err(StartError::Usage("--fdb-size must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// What start-up will make.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    /// Workers, one per queue id.
+    pub queues: u32,
+    /// The core of each worker, by queue.
+    pub cores: Vec<usize>,
+    /// How every worker's sockets bind, but for zero-copy, which [`bind_mode`] decides.
+    pub bind: BindOptions,
+    /// What the ports do.
+    pub role: Role<'a>,
+    /// To say first: ports without carrier, queues left to the kernel.
+    pub warnings: Vec<String>,
+    /// To say last, after what start-up itself finds: busy polling with no core to spare.
+    pub crowded: Option<String>,
+    /// Whether to read the ports' interrupt deferral settings for advice ([`deferral_advice`]).
+    pub deferral_advice: bool,
+}
+
+/// The mode, with what the router needs made from the ports.
+#[derive(Debug)]
+pub enum Role<'a> {
+    /// Learning bridge.
+    Bridge {
+        /// FDB capacity (entries).
+        fdb_size: usize,
+        /// FDB ageing time, seconds.
+        ageing_s: u32,
+    },
+    /// IPv4 router.
+    Router(RouterPlan<'a>),
+}
+
+/// The router's ports as the tables see them, and the addresses the XDP program keeps local.
+#[derive(Debug)]
+pub struct RouterPlan<'a> {
+    /// Routes, neighbours and limits as configured.
+    pub setup: &'a RouterSetup,
+    /// Each port with its addresses, in port order.
+    pub specs: Vec<PortSpec>,
+    /// The box's addresses, and the broadcast address of each subnet with one.
+    pub local: Vec<(Ipv4Addr, LocalKind)>,
+}
+
+impl<'a> Plan<'a> {
+    /// Plans a start of `cfg` (already through [`check_request`]) over `ports` (its ports'
+    /// facts, in order) on a machine of `ncores` cores.
+    pub fn new(cfg: &'a ForwarderConfig, ports: &[PortInfo], ncores: usize) -> Result<Plan<'a>, StartError> {
+        let mut warnings = Vec::new();
+        for p in ports.iter().filter(|p| !p.carrier) {
+            warnings.push(format!("{}: no carrier (link down); frames will flow once it comes up", p.name));
+        }
+        let queues = queue_count(cfg.queues, ports, ncores)?;
+        for p in ports.iter().filter(|p| p.rx_queues > queues) {
+            warnings.push(format!(
+                "{}: {} RX queues but {queues} worker(s): frames on queues {}..{} go to the kernel (counted as pass-no-socket); use --queues {} or ethtool -L {} combined {queues}",
+                p.name, p.rx_queues, queues, p.rx_queues - 1, p.rx_queues, p.name
+            ));
+        }
+        let cores = assign_cores(cfg.cores.as_deref(), queues, ncores)?;
+        let role = match &cfg.mode {
+            Mode::Bridge { fdb_size, ageing_s } => Role::Bridge { fdb_size: *fdb_size, ageing_s: *ageing_s },
+            Mode::Router(setup) => Role::Router(RouterPlan::new(setup, ports)?),
+        };
+        let busy = cfg.poll == PollMode::Busy;
+        let crowded = (busy && queues as usize >= ncores).then(|| {
+            format!(
+                "busy polling with {queues} worker(s) on {ncores} core(s) leaves no core idle for the kernel or other programs; consider --poll adaptive"
+            )
+        });
+        Ok(Plan {
+            queues,
+            cores,
+            bind: BindOptions {
+                zero_copy: false,
+                huge_pages: cfg.huge_pages,
+                busy_poll_budget: (busy && cfg.busy_poll_budget > 0).then_some(cfg.busy_poll_budget),
+                tx_budget: cfg.tx_budget,
+            },
+            role,
+            warnings,
+            crowded,
+            deferral_advice: busy && cfg.busy_poll_budget > 0,
+        })
+    }
+
+    /// The bind options for every worker's sockets, in zero-copy mode or copy mode.
+    pub fn bind_options(&self, zero_copy: bool) -> BindOptions {
+        BindOptions { zero_copy, ..self.bind }
+    }
+}
+
+/// Workers to start: as asked (each port must have that many RX queues), else the smallest RX
+/// queue count among the ports, capped by the cores.
+fn queue_count(asked: Option<u32>, ports: &[PortInfo], ncores: usize) -> Result<u32, StartError> {
+    let queues = match asked {
+        Some(0) => return Err(StartError::Usage("--queues must be at least 1".into())),
+        Some(q) => {
+            if let Some(p) = ports.iter().find(|p| p.rx_queues < q) {
+                return Err(PortError::new(
+                    &p.name,
+                    PortErrorKind::TooFewQueues { name: p.name.clone(), has: p.rx_queues, want: q },
+                )
+                .into());
+            }
+            q
+        }
+        None => {
+            let min_rx = ports.iter().map(|p| p.rx_queues).min().unwrap_or(1);
+            min_rx.min(ncores as u32).max(1)
+        }
+    };
+    if queues as usize > MAX_QUEUES {
+        return Err(StartError::Usage(format!("at most {MAX_QUEUES} queues, {queues} asked")));
+    }
+    Ok(queues)
+}
+
+/// The core of each of `queues` workers: the first ones of `asked` (each must exist), else
+/// queue *i* on core *i*, wrapping round the cores.
+fn assign_cores(asked: Option<&[usize]>, queues: u32, ncores: usize) -> Result<Vec<usize>, StartError> {
+    let Some(list) = asked else {
+        return Ok((0..queues as usize).map(|q| q % ncores).collect());
+    };
+    if list.len() < queues as usize {
+        return Err(StartError::Usage(format!(
+            "--cores names {} core(s) for {queues} queue(s); give one core per queue",
+            list.len()
+        )));
+    }
+    if let Some(c) = list.iter().find(|&&c| c >= ncores) {
+        return Err(StartError::Usage(format!("--cores: core {c} does not exist (cores 0..{})", ncores - 1)));
+    }
+    Ok(list[..queues as usize].to_vec())
+}
+
+impl<'a> RouterPlan<'a> {
+    fn new(setup: &'a RouterSetup, ports: &[PortInfo]) -> Result<RouterPlan<'a>, StartError> {
+        if setup.addresses.len() != ports.len() {
+            return Err(StartError::Usage("every port needs its addresses".into()));
+        }
+        let specs = ports
+            .iter()
+            .zip(&setup.addresses)
+            .map(|(p, a)| PortSpec { name: p.name.clone(), mac: p.mac, mtu: p.mtu, addrs: a.clone() })
+            .collect();
+        let mut local = Vec::new();
+        for (a, len) in setup.addresses.iter().flatten() {
+            local.push((*a, LocalKind::Address));
+            if *len < 31 {
+                local.push((Prefix::truncate(*a, *len).broadcast(), LocalKind::Broadcast));
+            }
+        }
+        Ok(RouterPlan { setup, specs, local })
+    }
+}
+
+/// How the AF_XDP sockets bind. One worker's sockets share a UMEM, which has one mode for all
+/// of them, and the first queue decides for every worker: one mode for the whole forwarder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindMode {
+    /// Copy mode: asked for, or implied by generic XDP (which cannot feed zero-copy sockets).
+    Copy,
+    /// Zero-copy where the drivers have it, else copy mode for all (said at start).
+    PreferZeroCopy,
+    /// Zero-copy or no start.
+    RequireZeroCopy,
+}
+
+/// The bind mode for `--zero-copy` and `--xdp-mode`; refuses the pair that cannot work.
+pub fn bind_mode(zero_copy: ZeroCopy, xdp_mode: XdpMode) -> Result<BindMode, StartError> {
+    match (zero_copy, xdp_mode) {
+        // Zero-copy needs the driver's own XDP: a generic attachment cannot feed it.
+        (ZeroCopy::On, XdpMode::Generic) => Err(StartError::Usage(
+            "--zero-copy on with --xdp-mode generic: zero-copy needs the driver's native XDP".into(),
+        )),
+        (ZeroCopy::Off, _) | (_, XdpMode::Generic) => Ok(BindMode::Copy),
+        (ZeroCopy::Auto, _) => Ok(BindMode::PreferZeroCopy),
+        (ZeroCopy::On, _) => Ok(BindMode::RequireZeroCopy),
+    }
+}
+
+impl BindMode {
+    /// Whether the first bind tries zero-copy.
+    pub fn tries_zero_copy(self) -> bool {
+        self != BindMode::Copy
+    }
+
+    /// Whether a zero-copy bind of `queue` that failed with `e` is retried, for every queue,
+    /// in copy mode: only under auto, only on the first queue (later queues follow its
+    /// choice), and only when the driver lacks zero-copy.
+    pub fn falls_back(self, queue: u32, e: &OpenError) -> bool {
+        self == BindMode::PreferZeroCopy && queue == 0 && e.no_zero_copy()
+    }
+}
+
+/// What to say when the first queue falls back to copy mode because of port `port`.
+pub fn fallback_warning(port: &str) -> String {
+    format!("{port}: no AF_XDP zero-copy in its driver; every socket binds in copy mode")
+}
+
+/// The error for a failed bind of `queue` over `ports` (`zero_copy`: tried in zero-copy mode),
+/// naming the port and, where zero-copy was the cause, the fix.
+pub fn socket_error(ports: &[String], queue: u32, zero_copy: bool, e: &OpenError) -> StartError {
+    let mut cause = e.cause.clone();
+    if zero_copy && e.no_zero_copy() {
+        cause.push_str("; the driver has no AF_XDP zero-copy: use --zero-copy auto or off");
+    }
+    PortError::new(&ports[e.port], PortErrorKind::Socket { queue, cause }).into()
+}
+
+/// Refuses port `port` when the program took it only in generic mode while the sockets are
+/// zero-copy (generic XDP cannot feed them).
+pub fn check_attached(port: &str, got: XdpMode, zero_copy: bool) -> Result<(), StartError> {
+    if zero_copy && got == XdpMode::Generic {
+        return Err(PortError::new(
+            port,
+            PortErrorKind::Xdp(
+                "took XDP only in generic mode, which cannot feed zero-copy sockets: use --zero-copy off, or --xdp-mode native to see why native failed".into(),
+            ),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Advice for preferred busy polling on `port`, given its `napi_defer_hard_irqs` and
+/// `gro_flush_timeout` (as read from sysfs, empty if unreadable): with either at 0 the driver's
+/// interrupts stay on, and xfwd changes no system setting itself.
+pub fn deferral_advice(port: &str, napi_defer_hard_irqs: &str, gro_flush_timeout: &str) -> Option<String> {
+    (napi_defer_hard_irqs == "0" || gro_flush_timeout == "0").then(|| {
+        format!(
+            "{port}: preferred busy polling keeps the driver's interrupts off only with deferral set: \
+             echo 2 > /sys/class/net/{port}/napi_defer_hard_irqs; echo 200000 > /sys/class/net/{port}/gro_flush_timeout \
+             (xfwd changes no system setting)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::config::RouterLimits;
+    use crate::wire::MacAddr;
+
+    fn port(name: &str, rx_queues: u32) -> PortInfo {
+        PortInfo {
+            name: name.into(),
+            ifindex: 7,
+            mtu: 1500,
+            rx_queues,
+            up: true,
+            carrier: true,
+            mac: MacAddr([2, 0, 0, 0, 0, 7]),
+            driver: Some("veth".into()),
+        }
+    }
+
+    fn bridge(ports: &[&str]) -> ForwarderConfig {
+        ForwarderConfig {
+            ports: ports.iter().map(|p| (*p).to_owned()).collect(),
+            queues: None,
+            cores: None,
+            poll: PollMode::Adaptive,
+            xdp_mode: XdpMode::Auto,
+            zero_copy: ZeroCopy::Auto,
+            huge_pages: false,
+            busy_poll_budget: 64,
+            tx_budget: None,
+            rt_priority: None,
+            mode: Mode::Bridge { fdb_size: 4096, ageing_s: 300 },
+        }
+    }
+
+    fn router(addresses: Vec<Vec<(Ipv4Addr, u8)>>) -> ForwarderConfig {
+        let limits = RouterLimits { neighbors: 64, glean_queue: 4, icmp_rate: 100, icmp_burst: 10 };
+        let setup = RouterSetup { addresses, routes: Vec::new(), neighbors: Vec::new(), limits };
+        ForwarderConfig { mode: Mode::Router(setup), ..bridge(&["eth4", "eth5"]) }
+    }
+
+    fn usage(r: Result<impl std::fmt::Debug, StartError>) -> String {
+        match r {
+            Err(StartError::Usage(m)) => m,
+            other => panic!("expected a usage error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_request_alone_is_refused_with_what_to_change() {
+        assert!(check_request(&bridge(&["a", "b"])).is_ok());
+        assert_eq!(usage(check_request(&bridge(&["a"]))), "a bridge needs at least two ports");
+        // A router may route between the subnets of a single port.
+        let mut one = router(vec![vec![]]);
+        one.ports.truncate(1);
+        assert!(check_request(&one).is_ok());
+        let many: Vec<String> = (0..=MAX_PORTS).map(|i| format!("p{i}")).collect();
+        let cfg = ForwarderConfig { ports: many, ..bridge(&[]) };
+        assert_eq!(usage(check_request(&cfg)), format!("at most {MAX_PORTS} ports, {} given", MAX_PORTS + 1));
+        for p in [0, 100] {
+            let cfg = ForwarderConfig { rt_priority: Some(p), ..bridge(&["a", "b"]) };
+            assert_eq!(usage(check_request(&cfg)), format!("--rt-priority {p}: give 1 to 99"));
+        }
+        let cfg = ForwarderConfig { rt_priority: Some(10), poll: PollMode::Busy, ..bridge(&["a", "b"]) };
+        assert!(usage(check_request(&cfg)).starts_with("--rt-priority with --poll busy"));
+        let cfg = ForwarderConfig { rt_priority: Some(99), ..bridge(&["a", "b"]) };
+        assert!(check_request(&cfg).is_ok());
+        let cfg = ForwarderConfig { mode: Mode::Bridge { fdb_size: 0, ageing_s: 300 }, ..bridge(&["a", "b"]) };
+        assert_eq!(usage(check_request(&cfg)), "--fdb-size must be at least 1");
+    }
+
+    #[test]
+    fn workers_default_to_the_fewest_rx_queues_capped_by_the_cores() {
+        let cfg = bridge(&["a", "b"]);
+        let plan = |rx: [u32; 2], ncores| Plan::new(&cfg, &[port("a", rx[0]), port("b", rx[1])], ncores).unwrap();
+        assert_eq!(plan([4, 2], 8).queues, 2);
+        assert_eq!(plan([4, 8], 3).queues, 3);
+        assert_eq!(plan([1, 1], 2).queues, 1);
+        // A port with more queues than workers leaves the rest to the kernel, and says so.
+        let p = plan([4, 2], 8);
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+        assert!(p.warnings[0].starts_with("a: 4 RX queues but 2 worker(s): frames on queues 2..3 go to the kernel"));
+        assert!(plan([2, 2], 8).warnings.is_empty());
+    }
+
+    #[test]
+    fn an_asked_queue_count_must_fit_every_port() {
+        let ports = [port("a", 4), port("b", 2)];
+        let cfg = |q| ForwarderConfig { queues: Some(q), ..bridge(&["a", "b"]) };
+        assert_eq!(Plan::new(&cfg(2), &ports, 2).unwrap().queues, 2, "more queues than cores is allowed when asked");
+        assert_eq!(usage(Plan::new(&cfg(0), &ports, 2)), "--queues must be at least 1");
+        match Plan::new(&cfg(3), &ports, 8) {
+            Err(StartError::Port(e)) => {
+                assert_eq!(e.port, "b");
+                assert!(matches!(e.kind, PortErrorKind::TooFewQueues { has: 2, want: 3, .. }), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let wide = [port("a", 100), port("b", 100)];
+        assert_eq!(
+            usage(Plan::new(&cfg(MAX_QUEUES as u32 + 1), &wide, 2)),
+            format!("at most {MAX_QUEUES} queues, {} asked", MAX_QUEUES + 1)
+        );
+    }
+
+    #[test]
+    fn queues_go_to_cores_in_order_wrapping_round_or_as_listed() {
+        assert_eq!(assign_cores(None, 3, 2).unwrap(), vec![0, 1, 0]);
+        assert_eq!(assign_cores(None, 2, 4).unwrap(), vec![0, 1]);
+        assert_eq!(assign_cores(Some(&[3, 1, 2]), 2, 4).unwrap(), vec![3, 1], "the first of the list");
+        assert_eq!(
+            usage(assign_cores(Some(&[1]), 2, 4)),
+            "--cores names 1 core(s) for 2 queue(s); give one core per queue"
+        );
+        assert_eq!(usage(assign_cores(Some(&[0, 4]), 2, 4)), "--cores: core 4 does not exist (cores 0..3)");
+        // Through the plan: the cores follow the queue count.
+        let cfg = ForwarderConfig { queues: Some(2), cores: Some(vec![1, 1]), ..bridge(&["a", "b"]) };
+        assert_eq!(Plan::new(&cfg, &[port("a", 2), port("b", 2)], 2).unwrap().cores, vec![1, 1]);
+    }
+
+    #[test]
+    fn warnings_come_first_for_the_link_and_last_for_crowded_busy_polling() {
+        let mut down = port("a", 1);
+        down.carrier = false;
+        let cfg = bridge(&["a", "b"]);
+        let p = Plan::new(&cfg, &[down, port("b", 1)], 2).unwrap();
+        assert_eq!(p.warnings, vec!["a: no carrier (link down); frames will flow once it comes up".to_owned()]);
+        assert_eq!(p.crowded, None);
+        let busy = ForwarderConfig { poll: PollMode::Busy, queues: Some(2), ..bridge(&["a", "b"]) };
+        let p = Plan::new(&busy, &[port("a", 2), port("b", 2)], 2).unwrap();
+        assert!(p.crowded.unwrap().starts_with("busy polling with 2 worker(s) on 2 core(s)"));
+        let p = Plan::new(&busy, &[port("a", 2), port("b", 2)], 3).unwrap();
+        assert_eq!(p.crowded, None, "a core to spare");
+    }
+
+    #[test]
+    fn busy_poll_options_apply_to_busy_mode_only() {
+        let ports = [port("a", 1), port("b", 1)];
+        let adaptive = bridge(&["a", "b"]);
+        let p = Plan::new(&adaptive, &ports, 2).unwrap();
+        assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (None, false));
+        let busy = ForwarderConfig { poll: PollMode::Busy, tx_budget: Some(512), huge_pages: true, ..adaptive.clone() };
+        let p = Plan::new(&busy, &ports, 2).unwrap();
+        assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (Some(64), true));
+        assert_eq!((p.bind.tx_budget, p.bind.huge_pages), (Some(512), true));
+        assert!(p.bind_options(true).zero_copy && !p.bind_options(false).zero_copy);
+        assert_eq!(p.bind_options(true).busy_poll_budget, Some(64));
+        let off = ForwarderConfig { busy_poll_budget: 0, ..busy };
+        let p = Plan::new(&off, &ports, 2).unwrap();
+        assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (None, false), "budget 0 turns it off");
+    }
+
+    #[test]
+    fn zero_copy_is_tried_unless_off_or_generic_and_forced_only_where_it_can_work() {
+        use BindMode::*;
+        let cases = [
+            (ZeroCopy::Auto, XdpMode::Auto, PreferZeroCopy),
+            (ZeroCopy::Auto, XdpMode::Native, PreferZeroCopy),
+            (ZeroCopy::Auto, XdpMode::Generic, Copy),
+            (ZeroCopy::On, XdpMode::Native, RequireZeroCopy),
+            (ZeroCopy::On, XdpMode::Auto, RequireZeroCopy),
+            (ZeroCopy::Off, XdpMode::Native, Copy),
+            (ZeroCopy::Off, XdpMode::Generic, Copy),
+        ];
+        for (asked, xdp, want) in cases {
+            assert_eq!(bind_mode(asked, xdp).unwrap(), want, "{asked:?} {xdp:?}");
+        }
+        assert!(usage(bind_mode(ZeroCopy::On, XdpMode::Generic)).contains("zero-copy needs the driver's native XDP"));
+        assert!(PreferZeroCopy.tries_zero_copy() && RequireZeroCopy.tries_zero_copy() && !Copy.tries_zero_copy());
+    }
+
+    #[test]
+    fn only_auto_falls_back_only_on_the_first_queue_only_for_a_driver_without_zero_copy() {
+        use BindMode::*;
+        let no_zc = OpenError { port: 1, cause: "Operation not supported".into(), errno: Some(libc::EOPNOTSUPP) };
+        let other = OpenError { port: 1, cause: "Device or resource busy".into(), errno: Some(libc::EBUSY) };
+        assert!(PreferZeroCopy.falls_back(0, &no_zc));
+        assert!(!PreferZeroCopy.falls_back(1, &no_zc), "later queues follow the first");
+        assert!(!PreferZeroCopy.falls_back(0, &other));
+        assert!(!RequireZeroCopy.falls_back(0, &no_zc), "forced: refused instead");
+        // The refusal names the port and the fix; other failures are told as they are.
+        let ports = ["eth4".to_owned(), "eth5".to_owned()];
+        let forced = socket_error(&ports, 0, true, &no_zc).to_string();
+        assert_eq!(
+            forced,
+            "eth5: cannot bind an AF_XDP socket on queue 0: Operation not supported; the driver has no AF_XDP zero-copy: use --zero-copy auto or off"
+        );
+        assert_eq!(
+            socket_error(&ports, 3, false, &other).to_string(),
+            "eth5: cannot bind an AF_XDP socket on queue 3: Device or resource busy"
+        );
+        assert_eq!(
+            fallback_warning("eth4"),
+            "eth4: no AF_XDP zero-copy in its driver; every socket binds in copy mode"
+        );
+    }
+
+    #[test]
+    fn zero_copy_sockets_refuse_a_generic_attachment() {
+        assert!(check_attached("eth4", XdpMode::Native, true).is_ok());
+        assert!(check_attached("eth4", XdpMode::Generic, false).is_ok());
+        let e = check_attached("eth4", XdpMode::Generic, true).unwrap_err();
+        assert!(e.is_usage());
+        assert!(e.to_string().starts_with("eth4: cannot take XDP: took XDP only in generic mode"), "{e}");
+    }
+
+    #[test]
+    fn deferral_advice_is_given_when_either_setting_is_off() {
+        assert_eq!(deferral_advice("eth4", "2", "200000"), None);
+        assert_eq!(deferral_advice("eth4", "", ""), None, "unreadable settings are not advised on");
+        for (irqs, flush) in [("0", "200000"), ("2", "0"), ("0", "0")] {
+            let a = deferral_advice("eth4", irqs, flush).unwrap();
+            assert!(
+                a.starts_with("eth4: preferred busy polling keeps the driver's interrupts off only with deferral set")
+            );
+            assert!(a.contains("echo 2 > /sys/class/net/eth4/napi_defer_hard_irqs"), "{a}");
+        }
+    }
+
+    #[test]
+    fn the_router_needs_addresses_for_every_port_and_keeps_them_local() {
+        let a = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let ports = [port("eth4", 1), port("eth5", 1)];
+        let cfg = router(vec![vec![(a("198.18.10.2"), 24)]]);
+        assert_eq!(usage(Plan::new(&cfg, &ports, 2)), "every port needs its addresses");
+        let cfg = router(vec![vec![(a("198.18.10.2"), 24), (a("198.18.11.1"), 31)], vec![(a("198.18.30.1"), 32)]]);
+        let plan = Plan::new(&cfg, &ports, 2).unwrap();
+        let Role::Router(r) = &plan.role else { panic!("{:?}", plan.role) };
+        assert_eq!(
+            r.specs.iter().map(|s| (s.name.as_str(), s.addrs.len())).collect::<Vec<_>>(),
+            [("eth4", 2), ("eth5", 1)]
+        );
+        assert_eq!(
+            r.local,
+            vec![
+                (a("198.18.10.2"), LocalKind::Address),
+                (a("198.18.10.255"), LocalKind::Broadcast),
+                // A /31 and a /32 have no broadcast address.
+                (a("198.18.11.1"), LocalKind::Address),
+                (a("198.18.30.1"), LocalKind::Address),
+            ]
+        );
+    }
+}

@@ -1,0 +1,140 @@
+//! What the stats printer and the control socket read while the workers run ([`LiveView`]), and
+//! everything counted at one instant ([`Report`], serialised for `show stats --json` and the
+//! bench harness).
+//!
+//! Frames are counted where they are handled: each worker writes its own
+//! [`crate::stats::QueueCounters`], the XDP program its per-port map, the ARP thread its
+//! [`ArpCounters`]; this module only reads and sums them.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use serde::{Deserialize, Serialize};
+
+use super::port::PortInfo;
+use super::xdp::{XdpCounter, XdpCounters};
+use crate::l2::{Fdb, FdbEntry};
+use crate::l3::arp::ArpCounters;
+use crate::l3::{NeighborTable, RouterTables};
+use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
+use crate::time::Clock;
+
+/// The router's live tables, for `show routes` and `show neighbors`.
+#[derive(Debug)]
+pub struct RouterView {
+    /// The current tables.
+    pub tables: Arc<ArcSwap<RouterTables>>,
+    /// The neighbour table.
+    pub neighbors: Arc<NeighborTable>,
+    /// What the ARP thread counts.
+    pub arp: Arc<ArpCounters>,
+}
+
+/// What the stats printer and the control socket read while workers run.
+#[derive(Debug)]
+pub struct LiveView {
+    /// The ports, in order.
+    pub ports: Vec<PortInfo>,
+    /// Each worker's counters, by queue.
+    pub queues: Vec<Arc<QueueCounters>>,
+    /// The shared FDB (bridge; an empty one in router mode).
+    pub fdb: Arc<Fdb>,
+    /// Router mode: tables, neighbours, ARP counters.
+    pub router: Option<RouterView>,
+    /// The clock the workers use.
+    pub clock: Clock,
+    /// The XDP program's counters.
+    pub xdp: XdpCounters,
+}
+
+/// One port's totals in a [`Report`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PortReport {
+    /// Interface name.
+    pub name: String,
+    /// Sum over queues.
+    pub total: PortSnapshot,
+    /// Per queue, by queue id.
+    pub per_queue: Vec<PortSnapshot>,
+    /// The XDP program's counters for this port: (name, count).
+    pub xdp: Vec<(String, u64)>,
+    /// The highest queue index a frame arrived on with no socket there (counted in
+    /// `pass-no-socket`); `None` while every frame found its socket.
+    #[serde(default)]
+    pub missed_queue: Option<u32>,
+    /// The port's driver, as `ethtool -i` names it.
+    #[serde(default)]
+    pub driver: Option<String>,
+}
+
+/// Everything counted, at one instant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Report {
+    /// Per port.
+    pub ports: Vec<PortReport>,
+    /// Per worker (frame accounting, sleeps, core).
+    pub queues: Vec<QueueSnapshot>,
+    /// Live FDB entries.
+    pub fdb_entries: usize,
+    /// FDB capacity.
+    pub fdb_capacity: usize,
+    /// Frames the XDP program saw on interfaces that are not ports.
+    pub xdp_foreign: u64,
+    /// Router mode: the ARP thread's counters (name, value).
+    #[serde(default)]
+    pub arp: Vec<(String, u64)>,
+    /// Router mode: neighbour table entries and capacity.
+    #[serde(default)]
+    pub neighbors: Option<(usize, usize)>,
+}
+
+impl LiveView {
+    /// Snapshot of every counter.
+    pub fn report(&self) -> Report {
+        let queues: Vec<QueueSnapshot> = self.queues.iter().map(|q| q.snapshot()).collect();
+        let ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(p, info)| {
+                let per_queue: Vec<PortSnapshot> = queues.iter().map(|q| q.ports[p].clone()).collect();
+                let mut total = PortSnapshot::default();
+                for s in &per_queue {
+                    total.accumulate(s);
+                }
+                let x = self.xdp.port(p);
+                PortReport {
+                    name: info.name.clone(),
+                    total,
+                    per_queue,
+                    xdp: XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect(),
+                    missed_queue: self.xdp.missed_queue(p),
+                    driver: info.driver.clone(),
+                }
+            })
+            .collect();
+        let now = self.clock.now();
+        Report {
+            ports,
+            queues,
+            fdb_entries: self.fdb.len(now),
+            fdb_capacity: self.fdb.capacity(),
+            xdp_foreign: self.xdp.foreign_frames(),
+            arp: self.router.as_ref().map(|r| r.arp.snapshot()).unwrap_or_default(),
+            neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
+        }
+    }
+
+    /// The live FDB, with port names.
+    pub fn fdb_entries(&self) -> Vec<(FdbEntry, String)> {
+        self.fdb
+            .entries(self.clock.now())
+            .into_iter()
+            .map(|e| {
+                let name =
+                    self.ports.get(e.port.index()).map_or_else(|| format!("port{}", e.port.0), |p| p.name.clone());
+                (e, name)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,152 @@
+//! The packet path allocates nothing: the bridge and router decisions (forwarding through a
+//! cached or an uncached gateway, answering with an ICMP error, gleaning) and a worker's glean
+//! hand-off, run under an allocator that counts the calling thread's allocations.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::net::Ipv4Addr;
+
+use xfwd_dataplane::action::SCRATCH_LEN;
+use xfwd_dataplane::io::glean;
+use xfwd_dataplane::l2::{self, Fdb};
+use xfwd_dataplane::l3::{self, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::time::Seconds;
+use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::{Action, PortId};
+
+thread_local! {
+    /// Allocations (and reallocations) made by this thread so far.
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The system allocator, counting per thread (tests run on threads of their own).
+struct Counting;
+
+// SAFETY: every call is passed on unchanged to the system allocator; counting only touches a
+// thread-local `Cell` with a const initialiser, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract for `alloc` is passed on as it is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` through this allocator, with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract for `realloc` is passed on as it is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `f` and returns its result with the allocations it made on this thread.
+fn allocations<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let before = ALLOCATIONS.with(Cell::get);
+    let r = f();
+    (r, ALLOCATIONS.with(Cell::get) - before)
+}
+
+const H1: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x11]);
+const GW: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x22]);
+const ETH5: MacAddr = MacAddr([2, 0, 0, 0, 5, 5]);
+const ETH4: MacAddr = MacAddr([2, 0, 0, 0, 4, 4]);
+
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+/// A UDP frame from H1 into eth5 (port 0), padded into a UMEM-like buffer.
+fn udp(dst: &str, ttl: u8) -> ([u8; 128], usize) {
+    let mut v = Vec::new();
+    etherparse::PacketBuilder::ethernet2(H1.0, ETH5.0)
+        .ipv4(ip("198.18.10.1").octets(), ip(dst).octets(), ttl)
+        .udp(4000, 9)
+        .write(&mut v, &[0x5a; 18])
+        .unwrap();
+    let mut f = [0u8; 128];
+    f[..v.len()].copy_from_slice(&v);
+    (f, v.len())
+}
+
+fn router() -> (RouterTables, NeighborTable) {
+    let ports = vec![
+        PortSpec { name: "eth5".into(), mac: ETH5, mtu: 1500, addrs: vec![(ip("198.18.10.2"), 24)] },
+        PortSpec { name: "eth4".into(), mac: ETH4, mtu: 1500, addrs: vec![(ip("198.18.30.1"), 24)] },
+    ];
+    let routes = [
+        ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
+        ("198.20.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.3"))),
+    ];
+    let t = RouterTables::build(ports, &routes).unwrap();
+    let n = NeighborTable::new(64);
+    n.insert(ip("198.18.30.2"), GW, PortId(1), false).unwrap();
+    n.insert(ip("198.18.10.1"), H1, PortId(0), false).unwrap();
+    (t, n)
+}
+
+#[test]
+fn the_router_decision_allocates_nothing_cached_uncached_answering_or_gleaning() {
+    let (t, n) = router();
+    let mut scratch = [0u8; SCRATCH_LEN];
+    let mut run = |state: &mut RouterState, dst: &str, ttl: u8| {
+        let (mut f, len) = udp(dst, ttl);
+        allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, state, 1_000, &mut scratch))
+    };
+    let mut fitted = RouterState::new(0, 10);
+    fitted.fit(&t);
+    // A gateway's first packet fills the cache, later ones read it.
+    for _ in 0..3 {
+        assert_eq!(run(&mut fitted, "198.19.1.1", 64), (Action::Forward(PortId(1)), 0));
+    }
+    // A state not yet fitted to these tables (a reload the worker has not taken in yet).
+    let mut unfitted = RouterState::new(0, 10);
+    assert_eq!(run(&mut unfitted, "198.19.1.1", 64), (Action::Forward(PortId(1)), 0));
+    // An ICMP error built in the scratch buffer; an unresolved gateway gleaned.
+    let (a, allocated) = run(&mut fitted, "198.19.1.1", 1);
+    assert!(matches!(a, Action::Reply { .. }), "{a:?}");
+    assert_eq!(allocated, 0);
+    let (a, allocated) = run(&mut fitted, "198.20.1.1", 64);
+    assert!(matches!(a, Action::Glean { .. }), "{a:?}");
+    assert_eq!(allocated, 0);
+}
+
+#[test]
+fn the_bridge_decision_allocates_nothing_learning_or_forwarding() {
+    let fdb = Fdb::new(4096, 300);
+    let (a, _) = udp("198.19.1.1", 64);
+    let mut b = a;
+    b[0..6].copy_from_slice(&H1.0);
+    b[6..12].copy_from_slice(&GW.0);
+    let (_, allocated) = allocations(|| {
+        for s in 0..100 {
+            l2::decide(&a[..60], PortId(0), &fdb, Seconds(s));
+            l2::decide(&b[..60], PortId(1), &fdb, Seconds(s));
+        }
+    });
+    assert_eq!(allocated, 0);
+    assert_eq!(l2::decide(&b[..60], PortId(1), &fdb, Seconds(100)).action, Action::Forward(PortId(0)));
+}
+
+#[test]
+fn a_worker_hands_a_gleaned_frame_over_without_allocating() {
+    let (tx, rx) = glean::channel(1, 2048);
+    let (f, len) = udp("198.20.1.1", 63);
+    for _ in 0..3 {
+        let (queued, allocated) = allocations(|| tx.send(&f[..len], PortId(0), PortId(1), ip("198.18.30.3")));
+        assert!(queued);
+        assert_eq!(allocated, 0);
+        let mut got = 0;
+        rx.drain(|g| {
+            assert_eq!(g.frame, &f[..len]);
+            got += 1;
+        });
+        assert_eq!(got, 1);
+    }
+}
