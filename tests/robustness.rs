@@ -107,15 +107,31 @@ struct Hops {
 }
 
 impl Hops {
+    /// Reads the path from the sender to the receiver: a frame the sender hands over after its
+    /// counter was read cannot reach the receiver's counter before it is read — the order for
+    /// the start of a window.
     fn read(sender: &rig::Netns, boxns: &rig::Netns, receiver: &rig::Netns) -> Hops {
-        Hops {
-            sender_tx: link_stat(sender, "eth0", "tx_packets"),
-            sender_tx_dropped: link_stat(sender, "eth0", "tx_dropped"),
-            eth4_rx: link_stat(boxns, "eth4", "rx_packets"),
-            eth5_tx: link_stat(boxns, "eth5", "tx_packets"),
-            eth5_tx_dropped: link_stat(boxns, "eth5", "tx_dropped"),
-            receiver_rx: link_stat(receiver, "eth0", "rx_packets"),
-        }
+        let sender_tx = link_stat(sender, "eth0", "tx_packets");
+        let sender_tx_dropped = link_stat(sender, "eth0", "tx_dropped");
+        let eth4_rx = link_stat(boxns, "eth4", "rx_packets");
+        let eth5_tx = link_stat(boxns, "eth5", "tx_packets");
+        let eth5_tx_dropped = link_stat(boxns, "eth5", "tx_dropped");
+        let receiver_rx = link_stat(receiver, "eth0", "rx_packets");
+        Hops { sender_tx, sender_tx_dropped, eth4_rx, eth5_tx, eth5_tx_dropped, receiver_rx }
+    }
+
+    /// Reads the path from the receiver back to the sender: what the receiver counted was
+    /// offered before the sender's counter is read — the order for the end of a window, so that
+    /// no frame offered after the window counts as delivered in it, however slowly the reads go
+    /// on a loaded machine.
+    fn read_back(sender: &rig::Netns, boxns: &rig::Netns, receiver: &rig::Netns) -> Hops {
+        let receiver_rx = link_stat(receiver, "eth0", "rx_packets");
+        let eth5_tx_dropped = link_stat(boxns, "eth5", "tx_dropped");
+        let eth5_tx = link_stat(boxns, "eth5", "tx_packets");
+        let eth4_rx = link_stat(boxns, "eth4", "rx_packets");
+        let sender_tx_dropped = link_stat(sender, "eth0", "tx_dropped");
+        let sender_tx = link_stat(sender, "eth0", "tx_packets");
+        Hops { sender_tx, sender_tx_dropped, eth4_rx, eth5_tx, eth5_tx_dropped, receiver_rx }
     }
 
     /// Frames the sender handed to its veth (sent, or refused by the full veth queue).
@@ -168,11 +184,16 @@ fn ping_received(text: &str) -> u32 {
 /// on the path at its start and after its last probe left, and how many were answered.
 fn known_flow(r: &Rig, from: &rig::Netns, to: &rig::Netns, addr: &str, control: &str) -> KnownFlow {
     let before = (Hops::read(from, &r.boxns, to), common::stats(control));
+    // Late answers count (-W 10): the flood's frames count as delivered however late they
+    // are, so the flow's must too; on a starved machine the queues hold seconds.
     let mut c = from.command("ping");
-    c.args(["-i", "0.05", "-c", "60", "-W", "2", addr]).stdout(Stdio::piped()).stderr(Stdio::null());
+    c.args(["-i", "0.05", "-c", "60", "-W", "10", addr]).stdout(Stdio::piped()).stderr(Stdio::null());
     let ping = c.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(60 * 50));
-    let after = (Hops::read(from, &r.boxns, to), common::stats(control));
+    // xfwd's counters, then the path back to the sender: nothing offered after the window is
+    // counted as reaching anything in it.
+    let after_stats = common::stats(control);
+    let after = (Hops::read_back(from, &r.boxns, to), after_stats);
     let out = ping.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     KnownFlow { before, after, received: ping_received(&text), text }
