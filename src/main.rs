@@ -507,7 +507,14 @@ fn run(
     println!("  port   xdp");
     for (p, m) in view.ports.iter().zip(&fwd.xdp_modes) {
         println!("  {:<5}  {m}", p.name);
-        if *m == XdpMode::Generic && cfg.xdp_mode == XdpMode::Auto {
+        // (A driver known to break native AF_XDP was put in generic mode on purpose, and the
+        // warnings above said why.)
+        let chosen = p
+            .driver
+            .as_deref()
+            .and_then(xfwd_dataplane::io::drivers::lookup)
+            .is_some_and(|q| q.queue_index == xfwd_dataplane::io::drivers::QueueIndex::HardwareQueueId);
+        if *m == XdpMode::Generic && cfg.xdp_mode == XdpMode::Auto && !chosen {
             println!("xfwd: hint: {}: the driver has no native XDP; generic mode costs an skb per frame", p.name);
         }
     }

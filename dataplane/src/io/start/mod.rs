@@ -80,7 +80,7 @@ impl Forwarder {
         let mut xdp = load_program(&ports, &plan)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
         let (workers, counters) = make_workers(sockets, &shared, &plan.cores, cfg.poll, &stop, clock);
-        let xdp_modes = attach(&ports, &mut xdp, cfg.xdp_mode, zero_copy)?;
+        let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
         let Shared { fdb, router } = shared;
         let (arp, router_view, router_control) = match router {
             Some(r) => {
@@ -212,7 +212,7 @@ fn open_sockets(
     xdp: &XdpProgram,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<QueueSockets>, bool), StartError> {
-    let mode = plan::bind_mode(cfg.zero_copy, cfg.xdp_mode)?;
+    let mode = plan::bind_mode(cfg.zero_copy, plan.xdp_mode)?;
     let mut zero_copy = mode.tries_zero_copy();
     let mut all = Vec::with_capacity(plan.queues as usize);
     for q in 0..plan.queues {

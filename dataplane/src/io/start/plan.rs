@@ -13,6 +13,7 @@
 use std::net::Ipv4Addr;
 
 use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError, ZeroCopy};
+use crate::io::drivers::{self, QueueIndex};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
 use crate::io::worker::PollMode;
 use crate::io::xdp::{LocalKind, XdpMode};
@@ -50,6 +51,9 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
 pub struct Plan<'a> {
     /// Workers, one per queue id.
     pub queues: u32,
+    /// The XDP mode to attach in: as asked, except that `auto` takes generic mode on a driver
+    /// known to break native AF_XDP ([`xdp_mode`]).
+    pub xdp_mode: XdpMode,
     /// The core of each worker, by queue.
     pub cores: Vec<usize>,
     /// How every worker's sockets bind, but for zero-copy, which [`bind_mode`] decides.
@@ -97,7 +101,21 @@ impl<'a> Plan<'a> {
         for p in ports.iter().filter(|p| !p.carrier) {
             warnings.push(format!("{}: no carrier (link down); frames will flow once it comes up", p.name));
         }
-        let queues = queue_count(cfg.queues, ports, ncores)?;
+        let (xdp_mode, why) = xdp_mode(cfg.xdp_mode, ports);
+        warnings.extend(why);
+        // A driver that gives hardware queue ids gives every frame queue 0 in generic mode:
+        // one worker takes all, so one is what runs unless more are asked for.
+        let queue_zero = hardware_queue_ids(ports).next().filter(|_| xdp_mode == XdpMode::Generic);
+        let asked = cfg.queues.or(queue_zero.map(|_| 1));
+        let queues = queue_count(asked, ports, ncores)?;
+        if let (Some(p), true) = (queue_zero, queues > 1) {
+            warnings.push(format!(
+                "{}: in generic mode {} gives every frame queue 0: the workers of queues 1..{} receive nothing from it; use --queues 1",
+                p.name,
+                p.driver.as_deref().unwrap_or("its driver"),
+                queues - 1
+            ));
+        }
         for p in ports.iter().filter(|p| p.rx_queues > queues) {
             warnings.push(format!(
                 "{}: {} RX queues but {queues} worker(s): frames on queues {}..{} go to the kernel (counted as pass-no-socket); use --queues {} or ethtool -L {} combined {queues}",
@@ -117,6 +135,7 @@ impl<'a> Plan<'a> {
         });
         Ok(Plan {
             queues,
+            xdp_mode,
             cores,
             bind: BindOptions {
                 zero_copy: false,
@@ -139,6 +158,41 @@ impl<'a> Plan<'a> {
 
 /// Workers to start: as asked (each port must have that many RX queues), else the smallest RX
 /// queue count among the ports, capped by the cores.
+/// The ports whose driver gives XDP hardware queue ids rather than 0-based queue indices.
+fn hardware_queue_ids(ports: &[PortInfo]) -> impl Iterator<Item = &PortInfo> {
+    ports.iter().filter(|p| {
+        p.driver.as_deref().and_then(drivers::lookup).is_some_and(|q| q.queue_index == QueueIndex::HardwareQueueId)
+    })
+}
+
+/// The XDP mode to attach in, and what to say about it. `auto` means native where the driver
+/// has it, generic otherwise — and generic on a driver whose native XDP gives hardware queue
+/// ids, which no AF_XDP socket can be bound to match (the table in [`drivers`]): there native
+/// mode would attach and forward nothing. An explicit mode is kept, with a warning in that case.
+pub fn xdp_mode(asked: XdpMode, ports: &[PortInfo]) -> (XdpMode, Option<String>) {
+    let Some(p) = hardware_queue_ids(ports).next() else {
+        return (asked, None);
+    };
+    let driver = p.driver.as_deref().unwrap_or("its driver");
+    match asked {
+        XdpMode::Auto => (
+            XdpMode::Generic,
+            Some(format!(
+                "{}: {driver} gives native XDP hardware frame-queue ids, which no AF_XDP socket matches: attaching in generic mode (--xdp-mode auto; see xfwd doctor {})",
+                p.name, p.name
+            )),
+        ),
+        XdpMode::Native => (
+            XdpMode::Native,
+            Some(format!(
+                "{}: {driver} gives native XDP hardware frame-queue ids, which no AF_XDP socket matches: in native mode nothing will reach the workers; use --xdp-mode generic",
+                p.name
+            )),
+        ),
+        XdpMode::Generic => (XdpMode::Generic, None),
+    }
+}
+
 fn queue_count(asked: Option<u32>, ports: &[PortInfo], ncores: usize) -> Result<u32, StartError> {
     let queues = match asked {
         Some(0) => return Err(StartError::Usage("--queues must be at least 1".into())),
@@ -330,6 +384,47 @@ mod tests {
             Err(StartError::Usage(m)) => m,
             other => panic!("expected a usage error, got {other:?}"),
         }
+    }
+
+    fn dpaa(name: &str) -> PortInfo {
+        PortInfo { driver: Some("fsl_dpa".into()), rx_queues: 8, ..port(name, 8) }
+    }
+
+    #[test]
+    fn auto_takes_generic_mode_and_one_queue_on_a_driver_with_hardware_queue_ids() {
+        let ports = [dpaa("eth4"), dpaa("eth5")];
+        let cfg = bridge(&["eth4", "eth5"]);
+        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 1));
+        assert!(
+            plan.warnings.iter().any(|w| w.starts_with("eth4: fsl_dpa gives native XDP hardware frame-queue ids")
+                && w.contains("attaching in generic mode")),
+            "{:?}",
+            plan.warnings
+        );
+        // More queues asked for: kept, with what it costs.
+        let cfg = ForwarderConfig { queues: Some(2), ..bridge(&["eth4", "eth5"]) };
+        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 2));
+        assert!(
+            plan.warnings.iter().any(|w| w.contains("workers of queues 1..1 receive nothing")),
+            "{:?}",
+            plan.warnings
+        );
+        // Native forced: kept, and said to forward nothing.
+        let cfg = ForwarderConfig { xdp_mode: XdpMode::Native, ..bridge(&["eth4", "eth5"]) };
+        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Native, 4));
+        assert!(plan.warnings.iter().any(|w| w.contains("in native mode nothing will reach the workers")));
+        // Any other driver: the mode as asked, no word about it.
+        let veth = [port("eth4", 2), port("eth5", 2)];
+        let cfg = bridge(&["eth4", "eth5"]);
+        let plan = Plan::new(&cfg, &veth, 4).unwrap();
+        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Auto, 2));
+        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+        // One such port among others is enough: the program has one mode per start.
+        let mixed = [port("eth4", 2), dpaa("eth5")];
+        assert_eq!(xdp_mode(XdpMode::Auto, &mixed).0, XdpMode::Generic);
     }
 
     #[test]
