@@ -217,7 +217,7 @@ fn port_findings(p: &PortFacts, sys: &SystemFacts, max_mtu: u32, out: &mut Out) 
                 "queue-index-not-zero-based",
                 format!(
                     "{driver} gives XDP its hardware frame-queue id as the queue index: in native mode no AF_XDP socket matches and xfwd would forward nothing; \
-                     in generic mode every frame arrives as queue 0, from every CPU, so one worker takes all"
+                     in generic mode every frame arrives as queue 0, from every CPU, so one worker takes all (--xdp-mode auto, the default, does this)"
                 ),
                 "--xdp-mode generic --queues 1",
             );
