@@ -49,6 +49,9 @@ fn ping_arp_and_tcp_cross_through_af_xdp() {
     assert!(tx >= rx - rx / 100, "eth5 sent {tx} of {rx}");
     assert!(xdp(&after, 0, "redirected") >= after.ports[0].total.rx_frames);
     assert_eq!(xdp(&after, 0, "pass-no-socket"), 0);
+    // How it is attached and bound is in the stats, for tools that read them (the bench).
+    assert_eq!(after.zero_copy, Some(false), "veth has no zero-copy");
+    assert!(after.ports.iter().all(|p| p.xdp_mode.as_deref() == Some("native")), "{:?}", after.ports);
     for p in &after.ports {
         assert_eq!(p.total.dropped(), 0, "{}: drops {:?}", p.name, p.total.drops);
         assert_eq!(p.total.xsk.tx_invalid, 0, "{}: invalid TX descriptors", p.name);

@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
 use super::port::PortInfo;
-use super::xdp::{XdpCounter, XdpCounters};
+use super::xdp::{XdpCounter, XdpCounters, XdpMode};
 use crate::l2::{Fdb, FdbEntry};
 use crate::l3::arp::ArpCounters;
 use crate::l3::{NeighborTable, RouterTables};
@@ -45,6 +45,10 @@ pub struct LiveView {
     pub clock: Clock,
     /// The XDP program's counters.
     pub xdp: XdpCounters,
+    /// The XDP mode each port got, in port order.
+    pub xdp_modes: Vec<XdpMode>,
+    /// Whether the sockets are bound in zero-copy mode (else copy mode).
+    pub zero_copy: bool,
 }
 
 /// One port's totals in a [`Report`].
@@ -65,6 +69,9 @@ pub struct PortReport {
     /// The port's driver, as `ethtool -i` names it.
     #[serde(default)]
     pub driver: Option<String>,
+    /// The XDP mode the program was attached in: `native` or `generic`.
+    #[serde(default)]
+    pub xdp_mode: Option<String>,
 }
 
 /// Everything counted, at one instant.
@@ -86,6 +93,10 @@ pub struct Report {
     /// Router mode: neighbour table entries and capacity.
     #[serde(default)]
     pub neighbors: Option<(usize, usize)>,
+    /// Whether the AF_XDP sockets are bound in zero-copy mode (`None` in reports from before
+    /// xfwd said).
+    #[serde(default)]
+    pub zero_copy: Option<bool>,
 }
 
 impl LiveView {
@@ -110,6 +121,7 @@ impl LiveView {
                     xdp: XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect(),
                     missed_queue: self.xdp.missed_queue(p),
                     driver: info.driver.clone(),
+                    xdp_mode: self.xdp_modes.get(p).map(ToString::to_string),
                 }
             })
             .collect();
@@ -122,6 +134,7 @@ impl LiveView {
             xdp_foreign: self.xdp.foreign_frames(),
             arp: self.router.as_ref().map(|r| r.arp.snapshot()).unwrap_or_default(),
             neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
+            zero_copy: Some(self.zero_copy),
         }
     }
 

@@ -90,7 +90,16 @@ impl Forwarder {
             None => (None, None, None),
         };
         let xdp_counters = xdp.counter_reader()?;
-        let view = Arc::new(LiveView { ports, queues: counters, fdb, router: router_view, clock, xdp: xdp_counters });
+        let view = Arc::new(LiveView {
+            ports,
+            queues: counters,
+            fdb,
+            router: router_view,
+            clock,
+            xdp: xdp_counters,
+            xdp_modes: xdp_modes.clone(),
+            zero_copy,
+        });
 
         let rt = RealTime::enter(cfg.rt_priority)?;
         before_threads().map_err(StartError::Privileges)?;
