@@ -526,6 +526,9 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     if args.omit >= args.time && args.frame.is_none() {
         bail!("--omit must be shorter than --time");
     }
+    if args.frame.is_none() && args.flows > rig::MAX_FLOWS {
+        bail!("--flows {}: the fixed client ports 55000+k allow at most {} TCP flows", args.flows, rig::MAX_FLOWS);
+    }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     if args.queues > ncpu {
         bail!("--queues {}: this machine has {ncpu} CPU(s); each queue's sender is pinned to its own", args.queues);
