@@ -12,6 +12,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::ops::Range;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -29,6 +32,9 @@ pub fn run(cmd: &str, args: &[&str]) -> Result<Output> {
     }
     Ok(out)
 }
+
+/// The nice value of the traffic endpoints: see [`Netns::endpoint_command`].
+pub const ENDPOINT_NICE: i32 = 19;
 
 /// A network namespace, deleted (with everything in it) on drop when this handle made it.
 #[derive(Debug)]
@@ -81,6 +87,55 @@ impl Netns {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.name, program]);
         c
+    }
+
+    /// A command for a traffic endpoint (iperf3): `program` runs inside the namespace, entered
+    /// by the child itself (`setns` between fork and exec), at nice 19, pinned to `cpu` when
+    /// given.
+    ///
+    /// Entered directly because it is cheaper than [`Netns::command`]'s `ip netns exec` (an
+    /// extra exec, a mount namespace and a fresh /sys per process) and `taskset` (another
+    /// exec): 450 flows start 900 processes. The program sees the namespace's network but the
+    /// host's /sys, which iperf3 does not read.
+    ///
+    /// At nice 19 because on the rig the endpoints share the cores with the path under test,
+    /// which they do not on the reference setup (separate machines): the kernel path forwards in
+    /// softirq, ahead of any process, but xfwd's worker is a thread, and at equal priority 450
+    /// clients pinned to its core left it one share in 451 (it forwarded a few hundred frames a
+    /// second; flows stalled until iperf3 gave up on them). At nice 19 the endpoints take what
+    /// the path leaves, in both arms alike.
+    pub fn endpoint_command(&self, program: &str, cpu: Option<usize>) -> Result<Command> {
+        let path = format!("/run/netns/{}", self.name);
+        let ns = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        let mut c = Command::new(program);
+        // The file is opened close-on-exec: the program does not inherit it.
+        let enter = move || -> std::io::Result<()> {
+            // SAFETY: setns(2) with a namespace file this closure owns (open for as long as the
+            // command exists); it changes only the calling process, the forked child.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: setpriority(2) on the calling process (who 0).
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, ENDPOINT_NICE) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(cpu) = cpu {
+                // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: CPU_SET ignores a cpu beyond the set's size; `set` is a valid set.
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+                // SAFETY: `set` is a valid cpu_set_t and its size is passed; pid 0 is the caller.
+                if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        };
+        // SAFETY: the hook runs in the child between fork and exec, where only
+        // async-signal-safe work is allowed: `enter` makes three system calls and touches no
+        // lock and no allocator (an OS error is built without allocating).
+        unsafe { c.pre_exec(enter) };
+        Ok(c)
     }
 
     /// One of `dev`'s counters in /sys/class/net/DEV/statistics (`rx_packets`, `tx_dropped`, …)
@@ -401,8 +456,8 @@ pub const CLIENT_PORT0: u32 = 55000;
 /// The most flows the fixed ports allow: the client ports end at 65535.
 pub const MAX_FLOWS: u32 = 65536 - CLIENT_PORT0;
 
-/// How long the servers may take to listen: 450 of them start through `ip netns exec` in a few
-/// seconds on two busy cores; a server that cannot listen exits, and that ends the wait early.
+/// How long the servers may take to listen: 450 of them start in about a second on two quiet
+/// cores, more on busy ones; a server that cannot listen exits, and that ends the wait early.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long an earlier run's sockets may keep a fixed client port when the kernel cannot
 /// destroy them: TIME_WAIT's 60 s, FIN_WAIT_2's 60 s (tcp_fin_timeout), with room to spare.
@@ -445,7 +500,8 @@ impl Drop for TempDir {
 
 /// Runs `flows` TCP flows from `client` to `server_addr` in `server` for `secs` seconds. Flow
 /// *k* uses server port 5201+k and client port 55000+k, and its client runs pinned to CPU
-/// *k mod queues* so XPS puts it on that queue.
+/// *k mod queues* so XPS puts it on that queue. The clients start together; every iperf3 runs
+/// at nice 19 ([`Netns::endpoint_command`] says why).
 pub fn iperf3_tcp(
     server: &Netns,
     client: &Netns,
@@ -483,24 +539,32 @@ pub fn iperf3_tcp_omit(
     let mut servers = Vec::new();
     for port in server_ports.clone() {
         let log = logs.file(&format!("server-{port}.log"))?;
-        let mut c = server.command("iperf3");
+        let mut c = server.endpoint_command("iperf3", None)?;
         c.args(["-s", "-1", "-p", &port.to_string()]).stdout(log.try_clone()?).stderr(log);
         servers.push(Spawned { child: c.spawn().context("starting iperf3 -s")? });
     }
     wait_listening(server, &mut servers, server_ports, &logs)?;
     free_client_ports(client, CLIENT_PORT0..CLIENT_PORT0 + flows, PORTS_FREE_TIMEOUT)?;
+    // Every client waits at a gate (a shell reading its stdin, one end of a socket pair) until
+    // all are started, then all go at once: the flows overlap for the whole run, and no
+    // client's start waits for CPU taken by flows already running.
+    let (gate, gate_in) = UnixStream::pair().context("socket pair for the clients' start")?;
     let mut clients = Vec::new();
     for k in 0..flows {
-        let cpu = (k % queues.max(1)).to_string();
+        let cpu = (k % queues.max(1)) as usize;
         let port = (SERVER_PORT0 + k).to_string();
         let cport = (CLIENT_PORT0 + k).to_string();
         let (t, o) = (secs.to_string(), omit.to_string());
-        let mut c = client.command("taskset");
-        c.args(["-c", &cpu, "iperf3", "-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-O", &o, "-J"])
+        let mut c = client.endpoint_command("sh", Some(cpu))?;
+        c.args(["-c", "read -r go; exec iperf3 \"$@\"", "iperf3"])
+            .args(["-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-O", &o, "-J"])
+            .stdin(Stdio::from(OwnedFd::from(gate_in.try_clone()?)))
             .stdout(logs.file(&format!("client-{k}.json"))?)
             .stderr(logs.file(&format!("client-{k}.err"))?);
         clients.push(Spawned { child: c.spawn().context("starting iperf3 -c")? });
     }
+    // The gate opens: every client's read ends (EOF) and it becomes iperf3.
+    drop((gate, gate_in));
     let deadline = Instant::now() + Duration::from_secs(u64::from(secs) + u64::from(omit)) + CLIENT_GRACE;
     let ended = wait_all(&mut clients, deadline);
     drop(clients);
