@@ -164,7 +164,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {
         Some(a) => a.runs.extend(runs),
-        None => report.arms.push(ArmResult { name: args.arm.clone(), runs }),
+        None => report.arms.push(ArmResult { runs, ..ArmResult::new(&args.arm) }),
     }
     report.compute_stats();
     std::fs::write(&args.out, serde_json::to_string_pretty(&report)?)?;

@@ -13,6 +13,10 @@
 //! holds for most of a flow, not for every frame.)
 
 use std::io::{BufRead, BufReader};
+use std::ops::Range;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
@@ -30,6 +34,9 @@ pub fn run(cmd: &str, args: &[&str]) -> Result<Output> {
     }
     Ok(out)
 }
+
+/// The nice value of the traffic endpoints: see [`Netns::endpoint_command`].
+pub const ENDPOINT_NICE: i32 = 19;
 
 /// A network namespace, deleted (with everything in it) on drop when this handle made it.
 #[derive(Debug)]
@@ -82,6 +89,55 @@ impl Netns {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.name, program]);
         c
+    }
+
+    /// A command for a traffic endpoint (iperf3): `program` runs inside the namespace, entered
+    /// by the child itself (`setns` between fork and exec), at nice 19, pinned to `cpu` when
+    /// given.
+    ///
+    /// Entered directly because it is cheaper than [`Netns::command`]'s `ip netns exec` (an
+    /// extra exec, a mount namespace and a fresh /sys per process) and `taskset` (another
+    /// exec): 450 flows start 900 processes. The program sees the namespace's network but the
+    /// host's /sys, which iperf3 does not read.
+    ///
+    /// At nice 19 because on the rig the endpoints share the cores with the path under test,
+    /// which they do not on the reference setup (separate machines): the kernel path forwards in
+    /// softirq, ahead of any process, but xfwd's worker is a thread, and at equal priority 450
+    /// clients pinned to its core left it one share in 451 (it forwarded a few hundred frames a
+    /// second; flows stalled until iperf3 gave up on them). At nice 19 the endpoints take what
+    /// the path leaves, in both arms alike.
+    pub fn endpoint_command(&self, program: &str, cpu: Option<usize>) -> Result<Command> {
+        let path = format!("/run/netns/{}", self.name);
+        let ns = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        let mut c = Command::new(program);
+        // The file is opened close-on-exec: the program does not inherit it.
+        let enter = move || -> std::io::Result<()> {
+            // SAFETY: setns(2) with a namespace file this closure owns (open for as long as the
+            // command exists); it changes only the calling process, the forked child.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: setpriority(2) on the calling process (who 0).
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, ENDPOINT_NICE) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(cpu) = cpu {
+                // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+                // SAFETY: CPU_SET ignores a cpu beyond the set's size; `set` is a valid set.
+                unsafe { libc::CPU_SET(cpu, &mut set) };
+                // SAFETY: `set` is a valid cpu_set_t and its size is passed; pid 0 is the caller.
+                if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        };
+        // SAFETY: the hook runs in the child between fork and exec, where only
+        // async-signal-safe work is allowed: `enter` makes three system calls and touches no
+        // lock and no allocator (an OS error is built without allocating).
+        unsafe { c.pre_exec(enter) };
+        Ok(c)
     }
 
     /// One of `dev`'s counters in /sys/class/net/DEV/statistics (`rx_packets`, `tx_dropped`, …)
@@ -415,9 +471,59 @@ pub fn iperf3_received_bytes(json: &str) -> Result<u64> {
         .context("iperf3 JSON has no end.sum_received")
 }
 
+/// Server port of flow 0; flow *k* listens on `SERVER_PORT0 + k`.
+pub const SERVER_PORT0: u32 = 5201;
+/// Client port of flow 0; flow *k*'s data connection binds `CLIENT_PORT0 + k` (`--cport`).
+pub const CLIENT_PORT0: u32 = 55000;
+/// The most flows the fixed ports allow: the client ports end at 65535.
+pub const MAX_FLOWS: u32 = 65536 - CLIENT_PORT0;
+
+/// How long the servers may take to listen: 450 of them start in about a second on two quiet
+/// cores, more on busy ones; a server that cannot listen exits, and that ends the wait early.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an earlier run's sockets may keep a fixed client port when the kernel cannot
+/// destroy them: TIME_WAIT's 60 s, FIN_WAIT_2's 60 s (tcp_fin_timeout), with room to spare.
+const PORTS_FREE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a client may run past `--time` + `--omit` (connecting and exchanging results
+/// through an overloaded path, where a lost control segment waits for TCP's backed-off
+/// retransmission) before it is killed and its flow fails: iperf3's own receive timeout.
+const CLIENT_GRACE: Duration = Duration::from_secs(120);
+/// How long the one-off servers get to exit by themselves once every client is done.
+const SERVER_EXIT_GRACE: Duration = Duration::from_secs(5);
+
+/// A folder under the system's temporary folder, removed with its files on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Result<TempDir> {
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("xfwd-{tag}-{}-{seq}", std::process::id()));
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(TempDir(path))
+    }
+
+    /// A file in it, created empty, for a child's output.
+    fn file(&self, name: &str) -> Result<std::fs::File> {
+        let path = self.0.join(name);
+        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))
+    }
+
+    /// What a child wrote into `name` (empty when nothing).
+    fn read(&self, name: &str) -> String {
+        std::fs::read(self.0.join(name)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs `flows` TCP flows from `client` to `server_addr` in `server` for `secs` seconds. Flow
 /// *k* uses server port 5201+k and client port 55000+k, and its client runs pinned to CPU
-/// *k mod queues* so XPS puts it on that queue.
+/// *k mod queues* so XPS puts it on that queue. The clients start together; every iperf3 runs
+/// at nice 19 ([`Netns::endpoint_command`] says why).
 pub fn iperf3_tcp(
     server: &Netns,
     client: &Netns,
@@ -430,6 +536,14 @@ pub fn iperf3_tcp(
 }
 
 /// [`iperf3_tcp`], leaving out the first `omit` seconds of each flow (TCP's slow start).
+///
+/// Nothing of the run outlives it, whatever way it ends: every server and client is waited
+/// for (a client is killed [`CLIENT_GRACE`] after its planned end, a one-off server
+/// [`SERVER_EXIT_GRACE`] after the last client). What may remain is the kernel closing the
+/// run's connections; the next run clears those from the fixed client ports before it binds
+/// them ([`free_client_ports`]). Each process writes into a file, not a pipe: 450 clients
+/// would hold 900 pipe ends in this process (near the usual limit of 1024 open files), and a
+/// client whose pipe is full would wait for its turn to be read.
 pub fn iperf3_tcp_omit(
     server: &Netns,
     client: &Netns,
@@ -439,69 +553,257 @@ pub fn iperf3_tcp_omit(
     secs: u32,
     omit: u32,
 ) -> Result<TcpResult> {
+    if flows == 0 || flows > MAX_FLOWS {
+        bail!("{flows} flows: the fixed client ports {CLIENT_PORT0}+k allow 1 to {MAX_FLOWS}");
+    }
+    let logs = TempDir::new("iperf3")?;
+    let server_ports = SERVER_PORT0..SERVER_PORT0 + flows;
     let mut servers = Vec::new();
-    for k in 0..flows {
-        let port = (5201 + k).to_string();
-        let mut c = server.command("iperf3");
-        c.args(["-s", "-1", "-p", &port]).stdout(Stdio::null()).stderr(Stdio::null());
+    for port in server_ports.clone() {
+        let log = logs.file(&format!("server-{port}.log"))?;
+        let mut c = server.endpoint_command("iperf3", None)?;
+        c.args(["-s", "-1", "-p", &port.to_string()]).stdout(log.try_clone()?).stderr(log);
         servers.push(Spawned { child: c.spawn().context("starting iperf3 -s")? });
     }
-    // Give the servers a moment to listen.
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(3) {
-        let out = server.exec(&["ss", "-ltn"])?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        if (0..flows).all(|k| text.contains(&format!(":{} ", 5201 + k))) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    wait_client_ports_free(client, flows)?;
+    wait_listening(server, &mut servers, server_ports, &logs)?;
+    free_client_ports(client, CLIENT_PORT0..CLIENT_PORT0 + flows, PORTS_FREE_TIMEOUT)?;
+    // Every client waits at a gate (a shell reading its stdin, one end of a socket pair) until
+    // all are started, then all go at once: the flows overlap for the whole run, and no
+    // client's start waits for CPU taken by flows already running.
+    let (gate, gate_in) = UnixStream::pair().context("socket pair for the clients' start")?;
     let mut clients = Vec::new();
     for k in 0..flows {
-        let cpu = (k % queues.max(1)).to_string();
-        let port = (5201 + k).to_string();
-        let cport = (55000 + k).to_string();
+        let cpu = (k % queues.max(1)) as usize;
+        let port = (SERVER_PORT0 + k).to_string();
+        let cport = (CLIENT_PORT0 + k).to_string();
         let (t, o) = (secs.to_string(), omit.to_string());
-        let mut c = client.command("taskset");
-        c.args(["-c", &cpu, "iperf3", "-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-O", &o, "-J"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        clients.push(c.spawn().context("starting iperf3 -c")?);
+        let mut c = client.endpoint_command("sh", Some(cpu))?;
+        c.args(["-c", "read -r go; exec iperf3 \"$@\"", "iperf3"])
+            .args(["-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-O", &o, "-J"])
+            .stdin(Stdio::from(OwnedFd::from(gate_in.try_clone()?)))
+            .stdout(logs.file(&format!("client-{k}.json"))?)
+            .stderr(logs.file(&format!("client-{k}.err"))?);
+        clients.push(Spawned { child: c.spawn().context("starting iperf3 -c")? });
     }
-    let (mut flows_bps, mut flows_received_bytes) = (Vec::new(), Vec::new());
-    for c in clients {
-        let out = c.wait_with_output()?;
-        let json = String::from_utf8_lossy(&out.stdout);
-        flows_bps.push(iperf3_sender_bps(&json)?);
-        flows_received_bytes.push(iperf3_received_bytes(&json)?);
-    }
+    // The gate opens: every client's read ends (EOF) and it becomes iperf3.
+    drop((gate, gate_in));
+    let deadline = Instant::now() + Duration::from_secs(u64::from(secs) + u64::from(omit)) + CLIENT_GRACE;
+    let ended = wait_all(&mut clients, deadline);
+    drop(clients);
+    let _ = wait_all(&mut servers, Instant::now() + SERVER_EXIT_GRACE);
+    // Whatever server is still there is killed, and reaped, here.
     drop(servers);
+    let (mut flows_bps, mut flows_received_bytes) = (Vec::new(), Vec::new());
+    let mut failed = Vec::new();
+    for (k, ended) in (0..flows).zip(ended) {
+        let (port, cport) = (SERVER_PORT0 + k, CLIENT_PORT0 + k);
+        let json = logs.read(&format!("client-{k}.json"));
+        let rate = if ended {
+            iperf3_sender_bps(&json).and_then(|bps| Ok((bps, iperf3_received_bytes(&json)?))).map_err(|e| {
+                let stderr = logs.read(&format!("client-{k}.err"));
+                if stderr.trim().is_empty() {
+                    e
+                } else {
+                    e.context(format!("its stderr: {}", stderr.trim()))
+                }
+            })
+        } else {
+            Err(anyhow::anyhow!("still running {CLIENT_GRACE:?} after its planned end: killed"))
+        };
+        match rate {
+            Ok((bps, bytes)) => {
+                flows_bps.push(bps);
+                flows_received_bytes.push(bytes);
+            }
+            Err(e) => {
+                let server_says = iperf3_errors(&logs.read(&format!("server-{port}.log")));
+                let mut msg = format!("flow {k} (client port {cport} to {server_addr}:{port}): {e:#}");
+                if !server_says.is_empty() {
+                    msg.push_str(&format!(" (its server: {server_says})"));
+                }
+                failed.push(msg);
+            }
+        }
+    }
+    if let Some(first) = failed.first() {
+        bail!("{} of {flows} flows failed; the first: {first}", failed.len());
+    }
     Ok(TcpResult { flows_bps, flows_received_bytes })
 }
 
-/// Waits (up to TIME_WAIT's 60 s) until no connection of an earlier run holds one of the
-/// fixed client ports 55000… in `client`: a client that closed first keeps its end in
-/// TIME_WAIT, and binding the same port again would fail with "Address already in use".
-fn wait_client_ports_free(client: &Netns, flows: u32) -> Result<()> {
-    let fixed = 55000..55000 + flows;
+/// Waits until each process has exited or `deadline` passes; returns, per process, whether it
+/// exited. The ones still running are left to their [`Spawned`]'s drop, which kills them.
+fn wait_all(procs: &mut [Spawned], deadline: Instant) -> Vec<bool> {
+    let mut done = vec![false; procs.len()];
+    loop {
+        for (p, d) in procs.iter_mut().zip(done.iter_mut()) {
+            // An error here means the child is gone already (reaped elsewhere): nothing to wait for.
+            *d = *d || !matches!(p.child.try_wait(), Ok(None));
+        }
+        if done.iter().all(|&d| d) || Instant::now() >= deadline {
+            return done;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The error lines of an iperf3 log (`iperf3: error - …`), joined.
+fn iperf3_errors(log: &str) -> String {
+    log.lines().map(str::trim).filter(|l| l.contains("error")).collect::<Vec<_>>().join("; ")
+}
+
+/// Waits (up to [`LISTEN_TIMEOUT`]) until every port of `ports` has a listening socket in
+/// `ns`; fails at once when one of `servers` (one per port, in order) has exited, and on
+/// timeout names the ports that do not listen.
+fn wait_listening(ns: &Netns, servers: &mut [Spawned], ports: Range<u32>, logs: &TempDir) -> Result<()> {
     let start = Instant::now();
     loop {
-        let out = client.exec(&["ss", "-Htan", "state", "time-wait"])?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let busy = text
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(2))
-            .filter_map(|a| a.rsplit(':').next()?.parse::<u32>().ok())
-            .any(|p| fixed.contains(&p));
-        if !busy {
+        let socks = tcp_sockets(ns, false)?;
+        let missing: Vec<u32> = ports
+            .clone()
+            .filter(|&p| !socks.iter().any(|s| s.state == "LISTEN" && u32::from(s.local_port) == p))
+            .collect();
+        if missing.is_empty() {
             return Ok(());
         }
-        if start.elapsed() > Duration::from_secs(65) {
-            bail!("fixed client ports still in TIME_WAIT after 65 s");
+        for (port, s) in ports.clone().zip(servers.iter_mut()) {
+            if let Ok(Some(st)) = s.child.try_wait() {
+                let log = logs.read(&format!("server-{port}.log"));
+                bail!("the iperf3 server for port {port} exited ({st}) before listening: {}", log.trim());
+            }
         }
-        std::thread::sleep(Duration::from_millis(500));
+        if start.elapsed() > LISTEN_TIMEOUT {
+            bail!(
+                "{} of {} iperf3 servers not listening after {LISTEN_TIMEOUT:?} in {}: ports {}",
+                missing.len(),
+                ports.len(),
+                ns.name(),
+                port_ranges(&missing)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Makes sure that no socket holds one of the fixed client `ports` in `ns` before a run binds
+/// them, in any state: an earlier run's connections may still be closing (TIME_WAIT when the
+/// client closed first; FIN_WAIT_1/2, CLOSING or LAST_ACK for seconds after a run through a
+/// forwarder that queued for seconds), and binding such a port fails with "Address already
+/// in use".
+///
+/// Sockets that no process owns any more (the earlier run's processes are all gone when
+/// [`iperf3_tcp_omit`] returns) are destroyed with `ss -K` (SOCK_DESTROY, kernels with
+/// CONFIG_INET_DIAG_DESTROY), TIME_WAIT ones included: what TIME_WAIT guards against, a late
+/// segment of the old connection taken for one of the new, cannot happen on the rig, where
+/// the path is rebuilt between runs and no segment lingers for seconds on a veth pair. A
+/// socket a live process owns is left alone. Whatever remains is waited for, up to `timeout`
+/// (the kernel closes orphans by itself: TIME_WAIT in 60 s); giving up names the ports, the
+/// states and the owners.
+///
+/// Chosen over `tcp_max_tw_buckets=0` (no TIME_WAIT at all, but nothing for the other closing
+/// states) and over waiting alone (up to a minute before each run).
+pub fn free_client_ports(ns: &Netns, ports: Range<u32>, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    let (lo, hi) = (ports.start, ports.end.saturating_sub(1));
+    let range = format!("( sport >= :{lo} and sport <= :{hi} )");
+    let mut destroyed = 0;
+    loop {
+        let held: Vec<SsSocket> =
+            tcp_sockets(ns, true)?.into_iter().filter(|s| ports.contains(&u32::from(s.local_port))).collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        if held.iter().all(|s| s.users.is_empty()) {
+            // `ss -K` prints what it destroyed, and nothing for what the kernel refused.
+            let out = ns.exec(&["ss", "-HtanK", "state", "all", &range])?;
+            destroyed += String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()).count();
+        }
+        if start.elapsed() > timeout {
+            let list: Vec<String> = held.iter().take(20).map(SsSocket::describe).collect();
+            let more = if held.len() > 20 { format!(" and {} more", held.len() - 20) } else { String::new() };
+            let hint = if destroyed == 0 && held.iter().all(|s| s.users.is_empty()) {
+                " (ss -K destroyed none: does the kernel have CONFIG_INET_DIAG_DESTROY?)"
+            } else {
+                ""
+            };
+            bail!(
+                "fixed client ports {lo}-{hi} in {} still held after {timeout:?} (waited for every state): {}{more}{hint}",
+                ns.name(),
+                list.join(", ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// One TCP socket as `ss -Htan state all` prints it (`-p` adds the owners).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SsSocket {
+    /// ss's name of the state: `ESTAB`, `TIME-WAIT`, `FIN-WAIT-1`, `LISTEN`, …
+    pub state: String,
+    /// Local address and port as printed (`198.18.30.2:55000`, `[::]:22`, `*:5201`).
+    pub local: String,
+    /// The port of `local`.
+    pub local_port: u16,
+    /// Peer address and port as printed.
+    pub peer: String,
+    /// The owners (`users:(("iperf3",pid=7,fd=5))`) with `-p`; empty for a socket no process
+    /// holds any more, which the kernel is closing by itself.
+    pub users: String,
+}
+
+impl SsSocket {
+    /// `55003 FIN-WAIT-1 to 198.18.10.1:5204 users:((…))`, for error messages.
+    pub fn describe(&self) -> String {
+        let users = if self.users.is_empty() { String::new() } else { format!(" {}", self.users) };
+        format!("{} {} to {}{users}", self.local_port, self.state, self.peer)
+    }
+}
+
+/// Parses `ss -Htan state all` output (with or without `-p`): state, receive and send queues,
+/// local and peer addresses, then the owners. Lines that do not have that shape are skipped.
+/// (With a single state filter ss leaves the state column out: always ask for `state all`.)
+pub fn parse_ss_tcp(text: &str) -> Vec<SsSocket> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 5 || f[1].parse::<u64>().is_err() || f[2].parse::<u64>().is_err() {
+                return None;
+            }
+            let local_port = f[3].rsplit_once(':')?.1.parse().ok()?;
+            Some(SsSocket {
+                state: f[0].to_owned(),
+                local: f[3].to_owned(),
+                local_port,
+                peer: f[4].to_owned(),
+                users: f[5..].join(" "),
+            })
+        })
+        .collect()
+}
+
+/// Every TCP socket in `ns`, whatever its state; with their owners when `owners`.
+pub fn tcp_sockets(ns: &Netns, owners: bool) -> Result<Vec<SsSocket>> {
+    let out = ns.exec(&["ss", if owners { "-Htanp" } else { "-Htan" }, "state", "all"])?;
+    Ok(parse_ss_tcp(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Ports as sorted ranges: `5201-5203, 5207`.
+pub fn port_ranges(ports: &[u32]) -> String {
+    let mut v = ports.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
+        i = j + 1;
+    }
+    out.join(", ")
 }
 
 impl Rig {
@@ -530,6 +832,73 @@ mod tests {
         let refused = include_str!("../tests/fixtures/iperf3-client-refused-3.12.json");
         let e = iperf3_sender_bps(refused).unwrap_err().to_string();
         assert!(e.contains("Connection refused"), "{e}");
+    }
+
+    /// `ss -Htanp state all` in a client namespace after a run through a forwarder that queued:
+    /// the fixed ports in every closing state, one still owned, IPv6 and wildcard addresses.
+    const SS: &str = "\
+LISTEN     0      4096          0.0.0.0:5201          0.0.0.0:*     users:((\"iperf3\",pid=4242,fd=3))
+ESTAB      0      0         198.18.30.2:41234     198.18.10.1:5201  users:((\"iperf3\",pid=4243,fd=4))
+FIN-WAIT-1 0      87448     198.18.30.2:55000     198.18.10.1:5201
+FIN-WAIT-2 0      0         198.18.30.2:55001     198.18.10.1:5202
+CLOSING    0      1         198.18.30.2:55002     198.18.10.1:5203
+LAST-ACK   0      1         198.18.30.2:55003     198.18.10.1:5204
+TIME-WAIT  0      0         198.18.30.2:55004     198.18.10.1:5205
+SYN-SENT   0      1         198.18.30.2:55005     198.18.10.1:5206  users:((\"iperf3\",pid=77,fd=5),(\"taskset x\",pid=76,fd=5))
+LISTEN     0      128              [::]:22               [::]:*
+UNCONN     0      0                   *:*                   *:*
+a line ss would never print
+";
+
+    #[test]
+    fn ss_output_gives_every_socket_with_its_state_port_and_owners() {
+        let socks = parse_ss_tcp(SS);
+        let brief: Vec<(&str, u16, bool)> =
+            socks.iter().map(|s| (s.state.as_str(), s.local_port, s.users.is_empty())).collect();
+        assert_eq!(
+            brief,
+            [
+                ("LISTEN", 5201, false),
+                ("ESTAB", 41234, false),
+                ("FIN-WAIT-1", 55000, true),
+                ("FIN-WAIT-2", 55001, true),
+                ("CLOSING", 55002, true),
+                ("LAST-ACK", 55003, true),
+                ("TIME-WAIT", 55004, true),
+                ("SYN-SENT", 55005, false),
+                ("LISTEN", 22, true),
+            ]
+        );
+        assert_eq!(socks[2].local, "198.18.30.2:55000");
+        assert_eq!(socks[2].peer, "198.18.10.1:5201");
+        // Owners keep their spaces.
+        assert_eq!(socks[7].users, r#"users:(("iperf3",pid=77,fd=5),("taskset x",pid=76,fd=5))"#);
+        assert_eq!(socks[3].describe(), "55001 FIN-WAIT-2 to 198.18.10.1:5202");
+        assert_eq!(socks[7].describe(), format!("55005 SYN-SENT to 198.18.10.1:5206 {}", socks[7].users));
+        // Without -p there are no owners; the rest reads the same.
+        let plain: String =
+            SS.lines().map(|l| l.split("users:").next().unwrap().trim_end().to_owned() + "\n").collect();
+        let p = parse_ss_tcp(&plain);
+        assert_eq!(p.len(), socks.len());
+        assert!(p.iter().all(|s| s.users.is_empty()));
+        // The state column is what tells the sockets apart: a single-state listing (no column)
+        // is not mistaken for one.
+        assert!(parse_ss_tcp("0      0      198.18.30.2:55004 198.18.10.1:5205\n").is_empty());
+        assert!(parse_ss_tcp("").is_empty());
+    }
+
+    #[test]
+    fn port_lists_are_written_as_ranges() {
+        assert_eq!(port_ranges(&[5203, 5201, 5202, 5207, 5209, 5208, 5201]), "5201-5203, 5207-5209");
+        assert_eq!(port_ranges(&[5201]), "5201");
+        assert_eq!(port_ranges(&[]), "");
+    }
+
+    #[test]
+    fn iperf3_logs_give_their_error_lines() {
+        let log = "-----------------------------------------------------------\nServer listening on 5226 (test #1)\n-----------------------------------------------------------\niperf3: error - select failed: Bad file descriptor\n";
+        assert_eq!(iperf3_errors(log), "iperf3: error - select failed: Bad file descriptor");
+        assert_eq!(iperf3_errors("Server listening on 5201\n"), "");
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! A short `xfwd bench` on the rig, both modes, both arms, one run each, TCP and 64-byte
 //! packet rate: the reports parse and their numbers are consistent. (Figures belong to the
-//! benchmark itself; this only proves the harness measures something real.)
+//! benchmark itself; this only proves the harness measures something real.) Then the harness's
+//! guarantees: 450 flows run back to back in both arms without a run failing on the previous
+//! run's sockets, and a run that fails is reported while the others complete.
 
 mod common;
 
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::Instant;
 
 use common::{root_or_skip, serial, XFWD};
 use xfwd::bench::report::Report;
@@ -88,5 +91,109 @@ fn a_short_ab_run_gives_consistent_reports() {
         .unwrap();
     assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
     assert!(dir.join("ab-router-delivered_pps.svg").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `xfwd bench ARGS… --out DIR`; returns its output, the router report it wrote (the
+/// test fails with the output when there is none) and the bench's process id.
+fn bench_router(dir: &std::path::Path, args: &[&str]) -> (Output, Report, u32) {
+    let _ = std::fs::remove_dir_all(dir);
+    let child = Command::new(XFWD)
+        .args(["bench", "--mode", "router"])
+        .args(args)
+        .args(["--out", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let res = child.wait_with_output().unwrap();
+    let text = std::fs::read_to_string(dir.join("report-router.json")).unwrap_or_else(|e| {
+        panic!(
+            "no report ({e}); exit {:?}\n{}\n{}",
+            res.status,
+            String::from_utf8_lossy(&res.stdout),
+            String::from_utf8_lossy(&res.stderr)
+        )
+    });
+    (res, serde_json::from_str(&text).unwrap(), pid)
+}
+
+/// The bench removed its rig: no namespace named after its process is left.
+fn assert_rig_removed(pid: u32) {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&out.stdout);
+    let prefix = format!("xfwd{pid}-");
+    assert!(!list.lines().any(|l| l.starts_with(&prefix)), "namespaces left behind by the bench: {list}");
+}
+
+#[test]
+fn many_flows_run_back_to_back_in_both_arms_without_a_failed_run() {
+    if !root_or_skip("many_flows_run_back_to_back_in_both_arms_without_a_failed_run") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-450-{}", std::process::id()));
+    // kernel, xfwd, kernel, …: each run binds the fixed client ports 55000… that the run
+    // before it (the other arm, the same client namespace) has just closed.
+    let started = Instant::now();
+    let (res, r, pid) =
+        bench_router(&dir, &["--arm", "kernel,xfwd", "--flows", "450", "--runs", "3", "--time", "2", "--omit", "0"]);
+    eprintln!("450 flows, 3 runs of kernel and xfwd: {:.0} s", started.elapsed().as_secs_f64());
+    let failed: Vec<String> = r
+        .arms
+        .iter()
+        .flat_map(|a| a.failed.iter().map(move |f| format!("{} run {}: {}", a.name, f.run, f.error)))
+        .collect();
+    assert!(failed.is_empty(), "failed runs:\n{}", failed.join("\n"));
+    assert!(res.status.success(), "xfwd bench failed: {}", String::from_utf8_lossy(&res.stderr));
+    assert_eq!(r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd"]);
+    for arm in &r.arms {
+        assert_eq!(arm.runs.iter().map(|run| run.run).collect::<Vec<_>>(), [1, 2, 3], "{}", arm.name);
+        for run in &arm.runs {
+            assert_eq!(run.flows_bps.len(), 450, "{} run {}", arm.name, run.run);
+            // Every flow wrote data (iperf3 counts what its sender wrote): no flow is a stand-in.
+            assert!(run.flows_bps.iter().all(|b| b.is_finite() && *b > 0.0), "{} run {}", arm.name, run.run);
+        }
+    }
+    assert_rig_removed(pid);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_failed_run_is_reported_and_the_other_runs_complete() {
+    if !root_or_skip("a_failed_run_is_reported_and_the_other_runs_complete") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-fail-{}", std::process::id()));
+    // An xfwd that refuses its options never gets ready: each of its runs fails, and the
+    // kernel arm's runs around them must still complete.
+    let (res, r, pid) = bench_router(
+        &dir,
+        &["--arm", "kernel,xfwd:cores=none", "--flows", "2", "--runs", "2", "--time", "1", "--omit", "0"],
+    );
+    let (stdout, stderr) = (String::from_utf8_lossy(&res.stdout), String::from_utf8_lossy(&res.stderr));
+    assert_eq!(res.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("2 run(s) failed (router xfwd:cores=none run 1, router xfwd:cores=none run 2)"),
+        "{stderr}"
+    );
+    let (kernel, xfwd) = (&r.arms[0], &r.arms[1]);
+    assert_eq!(kernel.runs.iter().map(|run| run.run).collect::<Vec<_>>(), [1, 2]);
+    assert!(kernel.failed.is_empty(), "{:?}", kernel.failed);
+    assert!(xfwd.runs.is_empty());
+    assert_eq!(xfwd.failed.iter().map(|f| f.run).collect::<Vec<_>>(), [1, 2]);
+    assert!(xfwd.failed.iter().all(|f| f.error.contains("xfwd was not ready")), "{:?}", xfwd.failed);
+    // The table says so, and has no figure for the arm that measured nothing.
+    assert!(stdout.contains("failed: xfwd:cores=none run 1: xfwd was not ready"), "{stdout}");
+    let row: Vec<&str> =
+        stdout.lines().find(|l| l.starts_with("xfwd:cores=none ")).unwrap().split_whitespace().collect();
+    assert_eq!(&row[1..3], ["0", "2"], "{stdout}");
+    assert!(row[3..].iter().all(|f| *f == "-"), "{stdout}");
+    // Statistics over the kernel arm's two runs.
+    let gbps = r.stats.iter().find(|f| f.figure == "gbps").unwrap();
+    assert_eq!(gbps.summaries.iter().map(|(n, s)| (n.as_str(), s.n)).collect::<Vec<_>>(), [("kernel", 2)]);
+    assert_rig_removed(pid);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -113,11 +113,12 @@ pub struct Sample {
     pub cpus: Vec<Shares>,
 }
 
-/// Samples /proc/stat every `every` on a thread until stopped.
+/// Samples /proc/stat every `every` on a thread until stopped (or dropped: a run that fails
+/// half-way leaves no sampling thread behind).
 #[derive(Debug)]
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Vec<Sample>>,
+    handle: Option<JoinHandle<Vec<Sample>>>,
 }
 
 impl Sampler {
@@ -145,13 +146,22 @@ impl Sampler {
             }
             out
         })?;
-        Ok(Sampler { stop, handle })
+        Ok(Sampler { stop, handle: Some(handle) })
     }
 
     /// Stops and returns the samples.
-    pub fn stop(self) -> Vec<Sample> {
+    pub fn stop(mut self) -> Vec<Sample> {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        self.handle.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
     }
 }
 

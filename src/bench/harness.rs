@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 
 use super::cpu::{self, Sampler};
-use super::report::{ArmResult, Conditions, Report, RunResult, SCHEMA};
+use super::report::{ArmResult, Conditions, FailedRun, Report, RunResult, SCHEMA};
 use super::stats::{jain, percentile};
 use crate::rig::{self, Netns, Rig, XfwdProcess};
 
@@ -179,6 +179,15 @@ fn endpoints<'a>(mode: &str, r: &'a Rig, wire: bool) -> Result<Endpoints<'a>> {
     })
 }
 
+/// Takes the kernel arm down again, from whatever state its set-up reached.
+fn kernel_down(mode: &str, r: &Rig) -> Result<()> {
+    if mode == "bridge" && r.boxns.ip(&["link", "show", "br0"]).is_err() {
+        // The set-up failed before the bridge existed: nothing to remove.
+        return Ok(());
+    }
+    kernel_up(mode, r, false)
+}
+
 fn kernel_up(mode: &str, r: &Rig, up: bool) -> Result<()> {
     if mode == "bridge" {
         if up {
@@ -337,7 +346,89 @@ fn busy_jiffies() -> Result<u64> {
     Ok(cpu::read()?.iter().map(|c| c.user + c.nice + c.system + c.irq + c.softirq + c.steal).sum())
 }
 
-/// Runs one mode's A/B and returns its report.
+/// What every run of one mode shares: the options, the rigs, the files xfwd is started with.
+struct Bench<'a> {
+    args: &'a BenchArgs,
+    mode: &'a str,
+    exe: String,
+    config: String,
+    control: String,
+    rig: Rig,
+    wire: Option<Rig>,
+}
+
+/// What the xfwd arms reported at start, for the conditions.
+struct Modes {
+    xdp: String,
+    xsk: &'static str,
+}
+
+/// One run of one arm: sets the arm up, measures, and tears it down again however the set-up
+/// or the measurement ended (xfwd stopped, the kernel arm's bridge or addresses and forwarding
+/// removed), so that the next run starts from the bare rig.
+///
+/// `Ok(Err(e))` is a failed run, to be reported; `Err(e)` means the rig could not be put back
+/// (the kernel arm's teardown failed) and no further run could be trusted.
+fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<RunResult>> {
+    let (r, is_wire) = match arm {
+        Arm::Wire => (b.wire.as_ref().context("wire rig")?, true),
+        _ => (&b.rig, false),
+    };
+    let mut xfwd = None;
+    let measured = (|| {
+        let p = endpoints(b.mode, r, is_wire)?;
+        match arm {
+            Arm::Kernel => kernel_up(b.mode, r, true).context("setting up the kernel arm")?,
+            Arm::Xfwd(extra) => {
+                let mut a: Vec<String> = if b.mode == "router" {
+                    vec!["router".into(), "--config".into(), b.config.clone()]
+                } else {
+                    vec!["bridge".into(), "eth4".into(), "eth5".into()]
+                };
+                a.extend(["--queues".into(), b.args.queues.to_string(), "--control".into(), b.control.clone()]);
+                a.extend(extra.iter().cloned());
+                let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+                let x = xfwd.insert(r.start_xfwd(&b.exe, &refs)?);
+                // The "port xdp" table xfwd prints at start: `  eth4   native`.
+                if let Some(line) = x
+                    .seen
+                    .iter()
+                    .skip_while(|l| !l.trim_start().starts_with("port"))
+                    .find(|l| l.trim_start().starts_with("eth4 "))
+                {
+                    modes.xdp = line.split_whitespace().nth(1).unwrap_or("-").to_owned();
+                }
+                if x.seen.iter().any(|l| l.contains("AF_XDP zero-copy mode")) {
+                    modes.xsk = "zero-copy";
+                }
+            }
+            Arm::Wire => {}
+        }
+        Rig::ping_until(p.client, p.server_addr, Duration::from_secs(5))?;
+        measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame)
+    })();
+    // Teardown, whatever happened above. xfwd's own failure to exit cleanly fails the run
+    // (its figures are kept out of the statistics) but leaves the rig as it was.
+    let mut errors: Vec<String> = measured.as_ref().err().map(|e| format!("{e:#}")).into_iter().collect();
+    if let Some(mut x) = xfwd {
+        match x.stop(libc::SIGTERM, Duration::from_secs(10)) {
+            Ok(st) if st.success() => {}
+            Ok(st) => errors.push(format!("xfwd exited with {st}; its output: {}", x.seen.join(" | "))),
+            Err(e) => errors.push(format!("stopping xfwd: {e:#}; killed; its output: {}", x.seen.join(" | "))),
+        }
+    }
+    if *arm == Arm::Kernel {
+        kernel_down(b.mode, r).context("tearing down the kernel arm")?;
+    }
+    Ok(match measured {
+        Ok(m) if errors.is_empty() => Ok(m),
+        _ => Err(anyhow::anyhow!(errors.join("; then "))),
+    })
+}
+
+/// Runs one mode's A/B and returns its report. A run that fails is recorded as failed (in its
+/// arm's `failed`, with the error) and the others go on; what ends the bench is a rig that
+/// cannot be built or restored, or an interruption.
 pub fn run_mode(
     args: &BenchArgs,
     mode: &str,
@@ -353,13 +444,17 @@ pub fn run_mode(
     let config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-router.toml", std::process::id())));
     std::fs::write(&config.0, RIG_ROUTER)?;
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let rig = if mode == "router" { Rig::router(args.queues)? } else { Rig::bridge(args.queues)? };
-    let wire = if arms.iter().any(|(_, a)| *a == Arm::Wire) { Some(Rig::wire(args.queues)?) } else { None };
-    let control = format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id());
-    let mut results: Vec<ArmResult> =
-        arms.iter().map(|(n, _)| ArmResult { name: n.clone(), runs: Vec::new() }).collect();
-    let mut xdp_mode = String::from("-");
-    let mut xsk_mode = "copy";
+    let bench = Bench {
+        args,
+        mode,
+        exe,
+        config: config.0.display().to_string(),
+        control: format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id()),
+        rig: if mode == "router" { Rig::router(args.queues)? } else { Rig::bridge(args.queues)? },
+        wire: if arms.iter().any(|(_, a)| *a == Arm::Wire) { Some(Rig::wire(args.queues)?) } else { None },
+    };
+    let mut results: Vec<ArmResult> = arms.iter().map(|(n, _)| ArmResult::new(n)).collect();
+    let mut modes = Modes { xdp: String::from("-"), xsk: "copy" };
     let mut warnings = Vec::new();
     if args.frame.is_some() && args.rate > 0 && args.queues > 1 {
         warnings.push(format!(
@@ -367,7 +462,6 @@ pub fn run_mode(
             args.queues
         ));
     }
-    let q = args.queues.to_string();
     for run in 1..=args.runs {
         for (i, (name, arm)) in arms.iter().enumerate() {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -375,61 +469,29 @@ pub fn run_mode(
                 bail!("interrupted; the rig is removed");
             }
             progress(&format!("{mode}: run {run}/{}, arm {name}", args.runs));
-            let (r, is_wire) = match arm {
-                Arm::Wire => (wire.as_ref().context("wire rig")?, true),
-                _ => (&rig, false),
-            };
-            let p = endpoints(mode, r, is_wire)?;
-            let mut xfwd = None;
-            match arm {
-                Arm::Kernel => kernel_up(mode, r, true)?,
-                Arm::Xfwd(extra) => {
-                    let mut a: Vec<String> = if mode == "router" {
-                        vec!["router".into(), "--config".into(), config.0.display().to_string()]
-                    } else {
-                        vec!["bridge".into(), "eth4".into(), "eth5".into()]
-                    };
-                    a.extend(["--queues".into(), q.clone(), "--control".into(), control.clone()]);
-                    a.extend(extra.iter().cloned());
-                    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-                    let x = r.start_xfwd(&exe, &refs)?;
-                    // The "port xdp" table xfwd prints at start: `  eth4   native`.
-                    if let Some(line) = x
-                        .seen
-                        .iter()
-                        .skip_while(|l| !l.trim_start().starts_with("port"))
-                        .find(|l| l.trim_start().starts_with("eth4 "))
-                    {
-                        xdp_mode = line.split_whitespace().nth(1).unwrap_or("-").to_owned();
+            let outcome = one_run(&bench, arm, run, &mut modes)
+                .with_context(|| format!("{mode}: {name} run {run}: the rig could not be restored"))?;
+            match outcome {
+                Ok(m) => {
+                    for (port, queues) in m.queue_rx.iter().enumerate() {
+                        let max = queues.iter().copied().max().unwrap_or(0);
+                        if queues.len() > 1 && queues.iter().any(|&n| n * 10 < max) {
+                            warnings.push(format!(
+                                "{name} run {run}: port {port} queues did not share the load: {queues:?}"
+                            ));
+                        }
                     }
-                    if x.seen.iter().any(|l| l.contains("AF_XDP zero-copy mode")) {
-                        xsk_mode = "zero-copy";
-                    }
-                    xfwd = Some(x);
+                    results[i].runs.push(m);
                 }
-                Arm::Wire => {}
-            }
-            Rig::ping_until(p.client, p.server_addr, Duration::from_secs(5))?;
-            let m = measure(args, r, &p, run, xfwd.as_ref(), &control, args.frame);
-            if let Some(mut x) = xfwd {
-                let st = x.stop(libc::SIGTERM, Duration::from_secs(10))?;
-                if !st.success() {
-                    bail!("{name} run {run}: xfwd exited with {st}; its output: {}", x.seen.join(" | "));
+                Err(e) => {
+                    let error = format!("{e:#}");
+                    eprintln!("\r\x1b[2Kxfwd bench: {mode}: {name} run {run} failed: {error}");
+                    results[i].failed.push(FailedRun { run, error });
                 }
             }
-            if *arm == Arm::Kernel {
-                kernel_up(mode, r, false)?;
-            }
-            let m = m?;
-            for (port, queues) in m.queue_rx.iter().enumerate() {
-                let max = queues.iter().copied().max().unwrap_or(0);
-                if queues.len() > 1 && queues.iter().any(|&n| n * 10 < max) {
-                    warnings.push(format!("{name} run {run}: port {port} queues did not share the load: {queues:?}"));
-                }
-            }
-            results[i].runs.push(m);
         }
     }
+    let (xdp_mode, xsk_mode) = (modes.xdp, modes.xsk);
     drop(config);
     let frame = args.frame.unwrap_or(0);
     let mut report = Report {
@@ -525,6 +587,9 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     }
     if args.omit >= args.time && args.frame.is_none() {
         bail!("--omit must be shorter than --time");
+    }
+    if args.frame.is_none() && args.flows > rig::MAX_FLOWS {
+        bail!("--flows {}: the fixed client ports 55000+k allow at most {} TCP flows", args.flows, rig::MAX_FLOWS);
     }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     if args.queues > ncpu {

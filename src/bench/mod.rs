@@ -49,7 +49,9 @@ pub fn plots(report: &Report, out: &Path) -> Result<Vec<String>> {
     Ok(files)
 }
 
-/// `xfwd bench`.
+/// `xfwd bench`. Every run of every arm and mode is attempted; when some failed, the table,
+/// reports and plots are written all the same (statistics over the runs that completed) and
+/// the command then fails, naming them.
 pub fn run(args: &BenchArgs) -> Result<()> {
     let mut args = args.clone();
     harness::preset(&mut args);
@@ -75,7 +77,26 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         reports.push(report);
     }
     println!("report: {}/report-<mode>.json (schema {}); plots beside it", out.display(), report::SCHEMA);
+    let failed = failed_runs(&reports);
+    anyhow::ensure!(
+        failed.is_empty(),
+        "{} run(s) failed ({}); the table above and the reports say why",
+        failed.len(),
+        failed.join(", ")
+    );
     Ok(())
+}
+
+/// `router kernel run 2` for each failed run of `reports`.
+fn failed_runs(reports: &[Report]) -> Vec<String> {
+    reports
+        .iter()
+        .flat_map(|r| {
+            r.arms.iter().flat_map(move |a| {
+                a.failed.iter().map(move |f| format!("{} {} run {}", r.conditions.mode, a.name, f.run))
+            })
+        })
+        .collect()
 }
 
 /// `xfwd report FILE…`: the table and plots again from saved reports.
@@ -98,4 +119,32 @@ pub fn report_files(files: &[std::path::PathBuf], out: Option<&Path>) -> Result<
         println!("  plots: {} in {}", files.join(", "), dir.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use report::{test_report, test_run, ArmResult, FailedRun};
+
+    #[test]
+    fn failed_runs_are_named_and_plots_survive_an_arm_with_none_completed() {
+        let r = test_report(vec![
+            ArmResult { name: "kernel".into(), runs: vec![test_run(1, 4.0, 100)], failed: Vec::new() },
+            ArmResult {
+                name: "xfwd".into(),
+                runs: Vec::new(),
+                failed: vec![FailedRun { run: 1, error: "x".into() }, FailedRun { run: 2, error: "y".into() }],
+            },
+        ]);
+        assert_eq!(failed_runs(std::slice::from_ref(&r)), ["router xfwd run 1", "router xfwd run 2"]);
+        assert!(failed_runs(&[test_report(vec![ArmResult::new("kernel")])]).is_empty());
+        let dir = std::env::temp_dir().join(format!("xfwd-plot-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = plots(&r, &dir).unwrap();
+        assert!(files.iter().all(|f| dir.join(f).exists()), "{files:?}");
+        // Every arm failed: still plots, with no bars.
+        let none = test_report(vec![ArmResult { runs: Vec::new(), ..r.arms[1].clone() }]);
+        plots(&none, &dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

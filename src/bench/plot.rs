@@ -70,7 +70,8 @@ pub fn cpu_over_time(arm: &ArmResult, title: &str, file: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Each arm's mean of `figure` with its 95 % confidence interval (Student's t), side by side.
+/// Each arm's mean of `figure` with its 95 % confidence interval (Student's t), side by side;
+/// an arm with no completed run has no bar.
 pub fn comparison(report: &Report, figure: &str, label: &str, value: fn(&RunResult) -> f64, file: &Path) -> Result<()> {
     let bars: Vec<(String, f64, f64)> = report
         .arms

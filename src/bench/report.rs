@@ -86,13 +86,35 @@ pub struct RunResult {
     pub idle_busy_cores: Option<f64>,
 }
 
+/// A run that did not complete, and why. Its arm is the [`ArmResult`] that lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailedRun {
+    /// 1-based run number, as [`RunResult::run`] counts.
+    pub run: u32,
+    /// What went wrong: the error and its causes, on one line.
+    pub error: String,
+}
+
 /// One arm: its name (`kernel`, `xfwd`, `xfwd:poll=busy`, `wire`) and its runs.
+///
+/// A failed run is listed in `failed`, never in `runs`: a reader that predates `failed` still
+/// computes its statistics over the runs that measured something.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ArmResult {
     /// Name.
     pub name: String,
-    /// Runs, in order.
+    /// Runs that completed, in order; the statistics are theirs.
     pub runs: Vec<RunResult>,
+    /// Runs that failed, in order (absent from reports written before it existed).
+    #[serde(default)]
+    pub failed: Vec<FailedRun>,
+}
+
+impl ArmResult {
+    /// An arm with no runs yet.
+    pub fn new(name: &str) -> ArmResult {
+        ArmResult { name: name.to_owned(), runs: Vec::new(), failed: Vec::new() }
+    }
 }
 
 /// The statistics of one figure across arms: a summary each, and each arm against the first.
@@ -102,7 +124,8 @@ pub struct FigureStats {
     pub figure: String,
     /// Per arm: (name, summary).
     pub summaries: Vec<(String, Summary)>,
-    /// Per arm after the first: (name, comparison against the first at 95 %).
+    /// Per arm after the first that has a summary: (name, comparison against the first arm at
+    /// 95 %, None when either has fewer than two measured runs).
     pub comparisons: Vec<(String, Option<Comparison>)>,
 }
 
@@ -124,7 +147,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// Computes `stats` from the arms' runs: throughput, packet rate and CPU per packet, and
+    /// Computes `stats` from the arms' completed runs (failed ones measured nothing): throughput, packet rate and CPU per packet, and
     /// each path's own forwarding cost (CPU per packet minus the wire arm's median) when a
     /// `wire` arm ran.
     pub fn compute_stats(&mut self) {
@@ -158,13 +181,146 @@ impl Report {
                         Summary::of(&v).map(|s| (a.name.clone(), s))
                     })
                     .collect();
+                // Against the first arm itself: when it has no summary (every run failed),
+                // there is nothing to compare with, rather than the next arm standing in.
+                let base = arms.first().and_then(|b| summaries.iter().find(|(n, _)| *n == b.name)).map(|(_, s)| s);
                 let comparisons = summaries
                     .iter()
-                    .skip(1)
-                    .map(|(n, s)| (n.clone(), summaries.first().and_then(|(_, b)| Comparison::of(b, s, 95.0))))
+                    .filter(|(n, _)| arms.first().is_some_and(|b| b.name != *n))
+                    .map(|(n, s)| (n.clone(), base.and_then(|b| Comparison::of(b, s, 95.0))))
                     .collect();
                 FigureStats { figure: (*name).to_owned(), summaries, comparisons }
             })
             .collect();
+    }
+}
+
+/// A TCP run with `gbps` over two equal flows and `packets` delivered, for tests.
+#[cfg(test)]
+pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
+    RunResult {
+        run,
+        flows_bps: vec![gbps * 0.5e9; 2],
+        gbps,
+        offered_pps: 0.0,
+        delivered_pps: packets as f64 / 2.0,
+        loss: 0.0,
+        packets,
+        busy_cpu_s: 1.0,
+        us_per_packet: 1e6 / packets.max(1) as f64,
+        cpu: Vec::new(),
+        cpu_avg: Vec::new(),
+        queue_rx: Vec::new(),
+        fairness: Some(1.0),
+        rtt_ms: vec![0.5],
+        rtt_idle_ms: vec![0.1],
+        idle_busy_cores: Some(0.1),
+    }
+}
+
+/// A TCP report of `arms`, statistics computed, for tests.
+#[cfg(test)]
+pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
+    let mut r = Report {
+        schema: SCHEMA,
+        started_unix: 1,
+        conditions: Conditions {
+            mode: "router".into(),
+            test: "tcp".into(),
+            queues: 1,
+            flows: 2,
+            frame: 0,
+            time_s: 2,
+            omit_s: 0,
+            offered_pps: 0,
+            kernel: "6.1".into(),
+            cpus: 2,
+            driver: "veth (namespace rig)".into(),
+            xdp_mode: "native".into(),
+            xsk_mode: "copy".into(),
+            offloads: "off".into(),
+            versions: Vec::new(),
+        },
+        arms,
+        stats: Vec::new(),
+        warnings: Vec::new(),
+    };
+    r.compute_stats();
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arm(name: &str, runs: Vec<RunResult>, failed: &[(u32, &str)]) -> ArmResult {
+        ArmResult {
+            name: name.into(),
+            runs,
+            failed: failed.iter().map(|&(run, e)| FailedRun { run, error: e.into() }).collect(),
+        }
+    }
+
+    fn summary(r: &Report, figure: &str, arm: &str) -> Option<Summary> {
+        let f = r.stats.iter().find(|f| f.figure == figure).unwrap();
+        f.summaries.iter().find(|(n, _)| n == arm).map(|(_, s)| *s)
+    }
+
+    #[test]
+    fn statistics_are_over_the_runs_that_completed() {
+        let r = test_report(vec![
+            arm("kernel", vec![test_run(1, 4.0, 1000), test_run(3, 6.0, 1000)], &[(2, "iperf3: boom")]),
+            arm("xfwd", Vec::new(), &[(1, "a"), (2, "b"), (3, "c")]),
+        ]);
+        let k = summary(&r, "gbps", "kernel").unwrap();
+        assert_eq!((k.n, k.median, k.min, k.max), (2, 5.0, 4.0, 6.0));
+        // No run of xfwd completed: no summary, and its comparison has no statistics.
+        assert!(summary(&r, "gbps", "xfwd").is_none());
+        let gbps = r.stats.iter().find(|f| f.figure == "gbps").unwrap();
+        assert!(gbps.comparisons.is_empty(), "{:?}", gbps.comparisons);
+    }
+
+    #[test]
+    fn an_arm_is_compared_with_the_first_arm_or_not_at_all() {
+        // The baseline failed every run: the third arm is not compared with the second instead.
+        let r = test_report(vec![
+            arm("kernel", Vec::new(), &[(1, "x"), (2, "x")]),
+            arm("xfwd", vec![test_run(1, 2.0, 10), test_run(2, 3.0, 10)], &[]),
+            arm("xfwd:poll=busy", vec![test_run(1, 2.5, 10), test_run(2, 3.5, 10)], &[]),
+        ]);
+        let gbps = r.stats.iter().find(|f| f.figure == "gbps").unwrap();
+        assert_eq!(gbps.comparisons, vec![("xfwd".to_owned(), None), ("xfwd:poll=busy".to_owned(), None)]);
+        // With a baseline, each arm is compared with it.
+        let r = test_report(vec![
+            arm("kernel", vec![test_run(1, 4.0, 10), test_run(2, 4.2, 10)], &[]),
+            arm("xfwd", vec![test_run(1, 2.0, 10), test_run(2, 2.2, 10)], &[(3, "x")]),
+        ]);
+        let gbps = r.stats.iter().find(|f| f.figure == "gbps").unwrap();
+        let (name, cmp) = &gbps.comparisons[0];
+        assert_eq!(name, "xfwd");
+        assert!((cmp.unwrap().diff + 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn failed_runs_round_trip_through_json() {
+        let r =
+            test_report(vec![arm("kernel", vec![test_run(1, 4.0, 1000)], &[(2, "iperf3: Address already in use")])]);
+        let json = serde_json::to_string_pretty(&r).unwrap();
+        assert!(json.contains(r#""failed": ["#), "{json}");
+        let back: Report = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.arms[0].failed, vec![FailedRun { run: 2, error: "iperf3: Address already in use".into() }]);
+    }
+
+    #[test]
+    fn a_report_written_before_failed_runs_existed_still_reads() {
+        // An arm as schema 1 wrote it before `failed` was added.
+        let mut v = serde_json::to_value(test_report(vec![arm("kernel", vec![test_run(1, 4.0, 1000)], &[])])).unwrap();
+        v["arms"][0].as_object_mut().unwrap().remove("failed").unwrap();
+        let old = serde_json::to_string(&v).unwrap();
+        assert!(!old.contains("failed"));
+        let r: Report = serde_json::from_str(&old).unwrap();
+        assert!(r.arms[0].failed.is_empty());
+        assert_eq!(r.arms[0].runs.len(), 1);
     }
 }

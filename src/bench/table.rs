@@ -6,6 +6,14 @@ use super::harness::{idle_cores, rtt, rtt_idle};
 use super::report::Report;
 use super::stats::Summary;
 
+/// A failure's error as the table shows it: its first 300 characters (report.json has it all).
+const ERROR_CHARS: usize = 300;
+
+/// `value` with two decimals, or `-` when it was not measured.
+fn fig(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+}
+
 fn summary_of(report: &Report, figure: &str, arm: &str) -> Option<Summary> {
     report.stats.iter().find(|f| f.figure == figure)?.summaries.iter().find(|(n, _)| n == arm).map(|(_, s)| *s)
 }
@@ -35,9 +43,10 @@ pub fn render(report: &Report) -> String {
     let w = report.arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(6);
     let _ = writeln!(
         s,
-        "{:<w$} {:>3} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
+        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
         "arm",
         "n",
+        "fail",
         format!("{unit} med"),
         "mean",
         "sd",
@@ -53,32 +62,37 @@ pub fn render(report: &Report) -> String {
         let m = summary_of(report, main, &arm.name);
         let cpu = summary_of(report, "us_per_packet", &arm.name);
         let fwd = summary_of(report, "forwarding_us_per_packet", &arm.name);
-        let loss = arm.runs.iter().map(|r| r.loss).sum::<f64>() / arm.runs.len().max(1) as f64 * 100.0;
+        let loss = (!arm.runs.is_empty())
+            .then(|| arm.runs.iter().map(|r| r.loss).sum::<f64>() / arm.runs.len() as f64 * 100.0);
         let fair: Vec<f64> = arm.runs.iter().filter_map(|r| r.fairness).collect();
-        let fairness = if fair.is_empty() {
-            String::new()
-        } else {
-            format!("{:.3}", fair.iter().sum::<f64>() / fair.len() as f64)
-        };
+        let fairness = (!fair.is_empty()).then(|| fair.iter().sum::<f64>() / fair.len() as f64);
         let rtts = rtt(arm).map_or_else(|| "-".into(), |(p50, p99)| format!("{p50:.2}/{p99:.2} ms"));
-        let idle = rtt_idle(arm).map_or_else(|| "-".into(), |p| format!("{p:.2}"));
-        let idle_cores = idle_cores(arm).map_or_else(|| "-".into(), |c| format!("{c:.2}"));
         let _ = writeln!(
             s,
-            "{:<w$} {:>3} {:>9.2} {:>9.2} {:>8.2} {:>9.2} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
+            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
             arm.name,
             arm.runs.len(),
-            m.map_or(0.0, |m| m.median * scale),
-            m.map_or(0.0, |m| m.mean * scale),
-            m.map_or(0.0, |m| m.stddev * scale),
-            cpu.map_or(0.0, |c| c.median),
-            fwd.map_or_else(|| "-".into(), |f| format!("{:.2}", f.median)),
-            if tcp { String::new() } else { format!("{loss:.2}") },
-            idle_cores,
-            idle,
+            arm.failed.len(),
+            fig(m.map(|m| m.median * scale)),
+            fig(m.map(|m| m.mean * scale)),
+            fig(m.map(|m| m.stddev * scale)),
+            fig(cpu.map(|c| c.median)),
+            fig(fwd.map(|f| f.median)),
+            if tcp { String::new() } else { fig(loss) },
+            fig(idle_cores(arm)),
+            fig(rtt_idle(arm)),
             rtts,
-            fairness
+            if tcp { fairness.map_or_else(|| "-".into(), |f| format!("{f:.3}")) } else { String::new() }
         );
+    }
+    for arm in &report.arms {
+        for f in &arm.failed {
+            let mut error: String = f.error.chars().take(ERROR_CHARS).collect();
+            if f.error.chars().count() > ERROR_CHARS {
+                error.push_str(" … (the whole error is in the report)");
+            }
+            let _ = writeln!(s, "failed: {} run {}: {error}", arm.name, f.run);
+        }
     }
     if let Some(base) = report.arms.first() {
         for fig in &report.stats {
@@ -86,7 +100,8 @@ pub fn render(report: &Report) -> String {
                 continue;
             }
             for (name, cmp) in &fig.comparisons {
-                let verdict = cmp.map_or_else(|| "fewer than 2 runs: no statistics".into(), |c| c.sentence());
+                let verdict = cmp
+                    .map_or_else(|| "fewer than 2 measured runs on one side: no statistics".into(), |c| c.sentence());
                 let _ = writeln!(s, "{name} vs {}, {}: {verdict}", base.name, fig.figure);
             }
         }
@@ -95,4 +110,62 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::report::{test_report, test_run, ArmResult, FailedRun};
+
+    fn row<'a>(table: &'a str, arm: &str) -> Vec<&'a str> {
+        let line = table.lines().find(|l| l.starts_with(&format!("{arm} "))).unwrap_or_else(|| panic!("{table}"));
+        line.split_whitespace().collect()
+    }
+
+    #[test]
+    fn failed_runs_are_shown_and_missing_figures_are_dashes() {
+        let r = test_report(vec![
+            ArmResult {
+                name: "kernel".into(),
+                runs: vec![test_run(1, 4.0, 1000), test_run(3, 6.0, 1000)],
+                failed: vec![FailedRun {
+                    run: 2,
+                    error: "iperf3: unable to connect stream: Address already in use".into(),
+                }],
+            },
+            ArmResult {
+                name: "xfwd".into(),
+                runs: Vec::new(),
+                failed: (1..=3).map(|run| FailedRun { run, error: "x".repeat(400) }).collect(),
+            },
+        ]);
+        let t = render(&r);
+        // kernel: n 2, 1 failed, figures over its two runs.
+        let k = row(&t, "kernel");
+        assert_eq!(&k[..6], ["kernel", "2", "1", "5.00", "5.00", "1.41"], "{t}");
+        // xfwd: nothing measured, every figure a dash, never 0.
+        let x = row(&t, "xfwd");
+        assert_eq!(&x[..3], ["xfwd", "0", "3"], "{t}");
+        assert!(x[3..].iter().all(|f| *f == "-"), "{t}");
+        assert!(t.contains("failed: kernel run 2: iperf3: unable to connect stream: Address already in use"), "{t}");
+        for run in 1..=3 {
+            assert!(
+                t.contains(&format!(
+                    "failed: xfwd run {run}: {} … (the whole error is in the report)",
+                    "x".repeat(300)
+                )),
+                "{t}"
+            );
+        }
+        // An arm with nothing measured is not compared.
+        assert!(!t.contains("xfwd vs kernel"), "{t}");
+    }
+
+    #[test]
+    fn a_report_with_no_failure_lists_none() {
+        let r = test_report(vec![ArmResult::new("kernel")]);
+        let t = render(&r);
+        assert!(!t.contains("failed:"), "{t}");
+        assert_eq!(&row(&t, "kernel")[..3], ["kernel", "0", "0"]);
+    }
 }
