@@ -108,14 +108,18 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
     (apply, undo)
 }
 
-/// Feeds `lines` to `ip -batch -` (with `-force`: keep going past an error, as an undo must).
-fn ip_batch(lines: &[String], force: bool) -> Result<()> {
+/// Feeds `lines` to `ip -batch -` (with `-force`: keep going past an error, as an undo must),
+/// in network namespace `netns` when one is named (`ip -n NETNS`).
+pub fn ip_batch_in(netns: Option<&str>, lines: &[String], force: bool) -> Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
     let mut args = vec!["-batch", "-"];
     if force {
         args.insert(0, "-force");
+    }
+    if let Some(ns) = netns {
+        args.splice(0..0, ["-n", ns]);
     }
     let mut child = Command::new("ip")
         .args(&args)
@@ -135,6 +139,10 @@ fn ip_batch(lines: &[String], force: bool) -> Result<()> {
         bail!("ip -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(())
+}
+
+fn ip_batch(lines: &[String], force: bool) -> Result<()> {
+    ip_batch_in(None, lines, force)
 }
 
 fn sysctl_get(key: &str) -> Result<String> {

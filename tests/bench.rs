@@ -40,6 +40,8 @@ fn check_common(r: &Report) {
     assert_eq!(r.schema, 1);
     assert_eq!(r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd"]);
     assert!(!r.conditions.kernel.is_empty() && r.conditions.cpus >= 1);
+    // How the xfwd arm attached and bound, as its stats said: veth takes native XDP, copy mode.
+    assert_eq!((r.conditions.xdp_mode.as_str(), r.conditions.xsk_mode.as_str()), ("native", "copy"));
     for arm in &r.arms {
         assert_eq!(arm.runs.len(), 1);
         let run = &arm.runs[0];

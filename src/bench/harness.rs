@@ -26,12 +26,30 @@ impl Drop for TempFile {
     }
 }
 
+/// What the box does in a bench.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchMode {
+    /// IPv4 router: ip_forward against `xfwd router`.
+    Router,
+    /// Learning bridge: a Linux bridge against `xfwd bridge`.
+    Bridge,
+}
+
+impl std::fmt::Display for BenchMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BenchMode::Router => "router",
+            BenchMode::Bridge => "bridge",
+        })
+    }
+}
+
 /// Options of `xfwd bench`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
     /// What the box does: router or bridge (both: router,bridge).
-    #[arg(long, value_delimiter = ',', default_value = "router")]
-    pub mode: Vec<String>,
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "router")]
+    pub mode: Vec<BenchMode>,
     /// Arms, the baseline first: kernel, xfwd, xfwd:poll=busy (a variant), wire.
     #[arg(long = "arm", value_delimiter = ',', default_value = "kernel,xfwd,wire")]
     pub arms: Vec<String>,
@@ -150,7 +168,7 @@ struct Endpoints<'a> {
     next_mac: String,
 }
 
-fn endpoints<'a>(mode: &str, r: &'a Rig, wire: bool) -> Result<Endpoints<'a>> {
+fn endpoints<'a>(mode: BenchMode, r: &'a Rig, wire: bool) -> Result<Endpoints<'a>> {
     Ok(if wire {
         Endpoints {
             server: &r.h1,
@@ -159,7 +177,7 @@ fn endpoints<'a>(mode: &str, r: &'a Rig, wire: bool) -> Result<Endpoints<'a>> {
             client_addr: rig::H2_ADDR,
             next_mac: mac(&r.h1, "eth0")?,
         }
-    } else if mode == "router" {
+    } else if mode == BenchMode::Router {
         // The reference: clients behind eth4 (h2) reach the servers behind eth5 (h1).
         Endpoints {
             server: &r.h1,
@@ -180,16 +198,18 @@ fn endpoints<'a>(mode: &str, r: &'a Rig, wire: bool) -> Result<Endpoints<'a>> {
 }
 
 /// Takes the kernel arm down again, from whatever state its set-up reached.
-fn kernel_down(mode: &str, r: &Rig) -> Result<()> {
-    if mode == "bridge" && r.boxns.ip(&["link", "show", "br0"]).is_err() {
+fn kernel_down(mode: BenchMode, r: &Rig) -> Result<()> {
+    if mode == BenchMode::Bridge && r.boxns.ip(&["link", "show", "br0"]).is_err() {
         // The set-up failed before the bridge existed: nothing to remove.
         return Ok(());
     }
     kernel_up(mode, r, false)
 }
 
-fn kernel_up(mode: &str, r: &Rig, up: bool) -> Result<()> {
-    if mode == "bridge" {
+/// The kernel arm: a Linux bridge, or the embedded router file applied by `xfwd kernel`'s own
+/// commands (the same addresses and routes xfwd is given) with forwarding on.
+fn kernel_up(mode: BenchMode, r: &Rig, up: bool) -> Result<()> {
+    if mode == BenchMode::Bridge {
         if up {
             r.boxns.ip(&["link", "add", "br0", "type", "bridge"])?;
             r.boxns.ip(&["link", "set", "eth4", "master", "br0"])?;
@@ -200,15 +220,13 @@ fn kernel_up(mode: &str, r: &Rig, up: bool) -> Result<()> {
         }
         return Ok(());
     }
-    for (dev, addrs) in [("eth5", ["198.18.10.2/24", "198.18.11.2/24"]), ("eth4", ["198.18.30.1/24", "198.18.31.1/24"])]
-    {
-        if up {
-            for a in addrs {
-                r.boxns.ip(&["addr", "add", a, "dev", dev])?;
-            }
-        } else {
-            r.boxns.ip(&["addr", "flush", "dev", dev])?;
-        }
+    let config = xfwd_config::RouterConfig::parse(Path::new("config/examples/rig-router.toml"), RIG_ROUTER)
+        .context("the embedded rig router file")?;
+    let (apply, undo) = crate::kernel::router_commands(&config);
+    if up {
+        crate::kernel::ip_batch_in(Some(r.boxns.name()), &apply, false)?;
+    } else {
+        crate::kernel::ip_batch_in(Some(r.boxns.name()), &undo, true)?;
     }
     r.boxns.exec(&["sysctl", "-qw", &format!("net.ipv4.ip_forward={}", u8::from(up))])?;
     Ok(())
@@ -349,7 +367,7 @@ fn busy_jiffies() -> Result<u64> {
 /// What every run of one mode shares: the options, the rigs, the files xfwd is started with.
 struct Bench<'a> {
     args: &'a BenchArgs,
-    mode: &'a str,
+    mode: BenchMode,
     exe: String,
     config: String,
     control: String,
@@ -380,7 +398,7 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
         match arm {
             Arm::Kernel => kernel_up(b.mode, r, true).context("setting up the kernel arm")?,
             Arm::Xfwd(extra) => {
-                let mut a: Vec<String> = if b.mode == "router" {
+                let mut a: Vec<String> = if b.mode == BenchMode::Router {
                     vec!["router".into(), "--config".into(), b.config.clone()]
                 } else {
                     vec!["bridge".into(), "eth4".into(), "eth5".into()]
@@ -388,17 +406,14 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
                 a.extend(["--queues".into(), b.args.queues.to_string(), "--control".into(), b.control.clone()]);
                 a.extend(extra.iter().cloned());
                 let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-                let x = xfwd.insert(r.start_xfwd(&b.exe, &refs)?);
-                // The "port xdp" table xfwd prints at start: `  eth4   native`.
-                if let Some(line) = x
-                    .seen
-                    .iter()
-                    .skip_while(|l| !l.trim_start().starts_with("port"))
-                    .find(|l| l.trim_start().starts_with("eth4 "))
-                {
-                    modes.xdp = line.split_whitespace().nth(1).unwrap_or("-").to_owned();
+                xfwd = Some(r.start_xfwd(&b.exe, &refs)?);
+                // How it attached and bound, from its own stats.
+                let json = crate::control::query(Path::new(&b.control), "stats-json")?;
+                let rep: xfwd_dataplane::io::Report = serde_json::from_str(&json).context("xfwd's stats JSON")?;
+                if let Some(m) = rep.ports.iter().find(|p| p.name == "eth4").and_then(|p| p.xdp_mode.clone()) {
+                    modes.xdp = m;
                 }
-                if x.seen.iter().any(|l| l.contains("AF_XDP zero-copy mode")) {
+                if rep.zero_copy == Some(true) {
                     modes.xsk = "zero-copy";
                 }
             }
@@ -431,7 +446,7 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
 /// cannot be built or restored, or an interruption.
 pub fn run_mode(
     args: &BenchArgs,
-    mode: &str,
+    mode: BenchMode,
     out: &std::path::Path,
     stop: &std::sync::atomic::AtomicBool,
     progress: &mut dyn FnMut(&str),
@@ -450,7 +465,10 @@ pub fn run_mode(
         exe,
         config: config.0.display().to_string(),
         control: format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id()),
-        rig: if mode == "router" { Rig::router(args.queues)? } else { Rig::bridge(args.queues)? },
+        rig: match mode {
+            BenchMode::Router => Rig::router(args.queues)?,
+            BenchMode::Bridge => Rig::bridge(args.queues)?,
+        },
         wire: if arms.iter().any(|(_, a)| *a == Arm::Wire) { Some(Rig::wire(args.queues)?) } else { None },
     };
     let mut results: Vec<ArmResult> = arms.iter().map(|(n, _)| ArmResult::new(n)).collect();
@@ -498,7 +516,7 @@ pub fn run_mode(
         schema: SCHEMA,
         started_unix,
         conditions: Conditions {
-            mode: mode.to_owned(),
+            mode: mode.to_string(),
             test: if args.frame.is_some() { format!("udp{frame}") } else { "tcp".into() },
             queues: args.queues,
             flows: args.flows,
@@ -570,15 +588,10 @@ pub fn preset(args: &mut BenchArgs) {
 
 /// Checks what the harness needs before building anything (a refusal is a usage error).
 pub fn preflight(args: &BenchArgs, out: &Path) -> Result<()> {
-    preflight_inner(args, out).map_err(|e| xfwd_dataplane::io::StartError::Usage(format!("{e:#}")).into())
+    preflight_inner(args, out).map_err(|e| crate::UsageError(format!("{e:#}")).into())
 }
 
 fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
-    for m in &args.mode {
-        if m != "router" && m != "bridge" {
-            bail!("--mode {m}: expected router or bridge");
-        }
-    }
     for a in &args.arms {
         Arm::parse(a)?;
     }

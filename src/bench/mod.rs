@@ -69,7 +69,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let mut reports = Vec::new();
     for mode in args.mode.clone() {
-        let report = harness::run_mode(&args, &mode, &out, &stop, &mut progress)?;
+        let report = harness::run_mode(&args, mode, &out, &stop, &mut progress)?;
         eprint!("\r\x1b[2K");
         let files = plots(&report, &out)?;
         println!("{}", table::render(&report));
