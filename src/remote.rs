@@ -90,6 +90,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                 xdp_mode: "-".into(),
                 xsk_mode: "-".into(),
                 offloads: "as configured on the machines".into(),
+                endpoints: "iperf3 on the load machine, as started by xfwd load".into(),
                 versions: vec![("xfwd".into(), env!("CARGO_PKG_VERSION").into())],
             },
             arms: Vec::new(),

@@ -42,6 +42,10 @@ pub struct Conditions {
     pub xsk_mode: String,
     /// Offloads, in words (hosts' TX checksum offload is off on the rig, in every arm).
     pub offloads: String,
+    /// How the traffic's endpoints ran, in words (on the rig: iperf3 at a low priority, pinned
+    /// per queue); empty in reports from before it was said.
+    #[serde(default)]
+    pub endpoints: String,
     /// Versions: xfwd, iperf3, trafgen.
     pub versions: Vec<(String, String)>,
 }
@@ -239,6 +243,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
             xdp_mode: "native".into(),
             xsk_mode: "copy".into(),
             offloads: "off".into(),
+            endpoints: String::new(),
             versions: Vec::new(),
         },
         arms,

@@ -37,6 +37,9 @@ pub fn render(report: &Report) -> String {
         c.kernel
     );
     let _ = writeln!(s, "{}", c.offloads);
+    if !c.endpoints.is_empty() {
+        let _ = writeln!(s, "{}", c.endpoints);
+    }
     let tcp = c.test == "tcp";
     let (main, unit) = if tcp { ("gbps", "Gb/s") } else { ("delivered_pps", "kpps") };
     let scale = if tcp { 1.0 } else { 1e-3 };
