@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use xfwd::{control, privs, render};
 use xfwd_config::router::{self as cfgfile, RouterConfig};
 use xfwd_dataplane::io::{
@@ -86,26 +86,6 @@ enum Show {
     Neighbors,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum PollArg {
-    Busy,
-    Adaptive,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum ZeroCopyArg {
-    Auto,
-    On,
-    Off,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum XdpModeArg {
-    Native,
-    Generic,
-    Auto,
-}
-
 /// Worker options shared by both modes (the router's file may set them too; flags win).
 #[derive(clap::Args, Debug)]
 struct WorkerArgs {
@@ -118,10 +98,10 @@ struct WorkerArgs {
     cores: Option<CoresArg>,
     /// How workers wait for frames: busy spins; adaptive sleeps in poll(2) when idle [default: adaptive].
     #[arg(long, value_enum)]
-    poll: Option<PollArg>,
+    poll: Option<PollMode>,
     /// How the XDP program attaches: native (driver), generic, or auto (native if possible) [default: auto].
     #[arg(long, value_enum)]
-    xdp_mode: Option<XdpModeArg>,
+    xdp_mode: Option<XdpMode>,
     /// Print one line per port at this interval (e.g. 1s, 500ms).
     #[arg(long, value_parser = xfwd_config::parse_duration)]
     stats: Option<Duration>,
@@ -130,7 +110,7 @@ struct WorkerArgs {
     control: PathBuf,
     /// AF_XDP zero-copy: auto uses it where every port's driver supports it [default: auto].
     #[arg(long, value_enum)]
-    zero_copy: Option<ZeroCopyArg>,
+    zero_copy: Option<ZeroCopy>,
     /// Back each worker's UMEM with 2 MiB huge pages (reserve them first: vm.nr_hugepages).
     #[arg(long)]
     huge_pages: bool,
@@ -282,18 +262,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn poll_mode(a: Option<PollArg>, file: Option<cfgfile::Poll>) -> PollMode {
-    match (a, file) {
-        (Some(PollArg::Busy), _) | (None, Some(cfgfile::Poll::Busy)) => PollMode::Busy,
-        _ => PollMode::Adaptive,
-    }
-}
-
-fn zero_copy(a: Option<ZeroCopyArg>) -> ZeroCopy {
-    match a {
-        Some(ZeroCopyArg::On) => ZeroCopy::On,
-        Some(ZeroCopyArg::Off) => ZeroCopy::Off,
-        Some(ZeroCopyArg::Auto) | None => ZeroCopy::Auto,
+/// The file's poll mode in the data plane's terms (until the file reads the data plane's).
+fn poll_of_file(file: cfgfile::Poll) -> PollMode {
+    match file {
+        cfgfile::Poll::Busy => PollMode::Busy,
+        cfgfile::Poll::Adaptive => PollMode::Adaptive,
     }
 }
 
@@ -305,11 +278,12 @@ fn xsk_mode(fwd: &Forwarder) -> &'static str {
     }
 }
 
-fn xdp_mode(a: Option<XdpModeArg>, file: Option<cfgfile::XdpMode>) -> XdpMode {
-    match (a, file) {
-        (Some(XdpModeArg::Native), _) | (None, Some(cfgfile::XdpMode::Native)) => XdpMode::Native,
-        (Some(XdpModeArg::Generic), _) | (None, Some(cfgfile::XdpMode::Generic)) => XdpMode::Generic,
-        _ => XdpMode::Auto,
+/// The file's XDP mode in the data plane's terms (until the file reads the data plane's).
+fn xdp_mode_of_file(file: cfgfile::XdpMode) -> XdpMode {
+    match file {
+        cfgfile::XdpMode::Native => XdpMode::Native,
+        cfgfile::XdpMode::Generic => XdpMode::Generic,
+        cfgfile::XdpMode::Auto => XdpMode::Auto,
     }
 }
 
@@ -319,9 +293,9 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         ports: args.ports.clone(),
         queues: w.queues,
         cores: resolve_cores(w.cores.as_ref(), &args.ports)?,
-        poll: poll_mode(w.poll, None),
-        xdp_mode: xdp_mode(w.xdp_mode, None),
-        zero_copy: zero_copy(w.zero_copy),
+        poll: w.poll.unwrap_or_default(),
+        xdp_mode: w.xdp_mode.unwrap_or_default(),
+        zero_copy: w.zero_copy.unwrap_or_default(),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
@@ -392,9 +366,9 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             Some(a) => resolve_cores(Some(a), &c.interfaces.iter().map(|i| i.name.clone()).collect::<Vec<_>>())?,
             None => c.workers.cores.clone(),
         },
-        poll: poll_mode(w.poll, c.workers.poll),
-        xdp_mode: xdp_mode(w.xdp_mode, c.workers.xdp_mode),
-        zero_copy: zero_copy(w.zero_copy),
+        poll: w.poll.or(c.workers.poll.map(poll_of_file)).unwrap_or_default(),
+        xdp_mode: w.xdp_mode.or(c.workers.xdp_mode.map(xdp_mode_of_file)).unwrap_or_default(),
+        zero_copy: w.zero_copy.unwrap_or_default(),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,

@@ -3,9 +3,9 @@
 
 use std::net::Ipv4Addr;
 
+use super::options::{PollMode, XdpMode, ZeroCopy};
 use super::port::PortError;
-use super::worker::PollMode;
-use super::xdp::{XdpError, XdpMode};
+use super::xdp::XdpError;
 use crate::l3::{Prefix, RouteTarget};
 use crate::wire::MacAddr;
 
@@ -36,19 +36,6 @@ pub struct ForwarderConfig {
     pub rt_priority: Option<u8>,
     /// What the ports do.
     pub mode: Mode,
-}
-
-/// Whether AF_XDP sockets bind in zero-copy mode. One worker's sockets share a UMEM, which has
-/// one mode for all of them, so zero-copy needs every port's driver to support it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ZeroCopy {
-    /// Zero-copy where every port supports it, copy mode otherwise (said at start).
-    #[default]
-    Auto,
-    /// Zero-copy or refuse to start.
-    On,
-    /// Copy mode.
-    Off,
 }
 
 /// What a forwarder does with its ports.
