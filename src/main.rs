@@ -262,28 +262,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// The file's poll mode in the data plane's terms (until the file reads the data plane's).
-fn poll_of_file(file: cfgfile::Poll) -> PollMode {
-    match file {
-        cfgfile::Poll::Busy => PollMode::Busy,
-        cfgfile::Poll::Adaptive => PollMode::Adaptive,
-    }
-}
-
 fn xsk_mode(fwd: &Forwarder) -> &'static str {
     if fwd.zero_copy {
         "AF_XDP zero-copy mode"
     } else {
         "AF_XDP copy mode"
-    }
-}
-
-/// The file's XDP mode in the data plane's terms (until the file reads the data plane's).
-fn xdp_mode_of_file(file: cfgfile::XdpMode) -> XdpMode {
-    match file {
-        cfgfile::XdpMode::Native => XdpMode::Native,
-        cfgfile::XdpMode::Generic => XdpMode::Generic,
-        cfgfile::XdpMode::Auto => XdpMode::Auto,
     }
 }
 
@@ -366,8 +349,8 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             Some(a) => resolve_cores(Some(a), &c.interfaces.iter().map(|i| i.name.clone()).collect::<Vec<_>>())?,
             None => c.workers.cores.clone(),
         },
-        poll: w.poll.or(c.workers.poll.map(poll_of_file)).unwrap_or_default(),
-        xdp_mode: w.xdp_mode.or(c.workers.xdp_mode.map(xdp_mode_of_file)).unwrap_or_default(),
+        poll: w.poll.or(c.workers.poll).unwrap_or_default(),
+        xdp_mode: w.xdp_mode.or(c.workers.xdp_mode).unwrap_or_default(),
         zero_copy: w.zero_copy.unwrap_or_default(),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,

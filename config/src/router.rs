@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
+use xfwd_dataplane::io::{PollMode, XdpMode};
 use xfwd_dataplane::l3::Prefix;
 use xfwd_dataplane::wire::MacAddr;
 
@@ -83,26 +84,6 @@ pub struct Route {
     pub target: Target,
 }
 
-/// How workers wait for frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Poll {
-    /// Spin.
-    Busy,
-    /// Spin, then sleep in poll(2).
-    Adaptive,
-}
-
-/// How the XDP program attaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum XdpMode {
-    /// In the driver.
-    Native,
-    /// Generic.
-    Generic,
-    /// Native where possible.
-    Auto,
-}
-
 /// Worker settings; `None` leaves the command line's or the built-in default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Workers {
@@ -111,7 +92,7 @@ pub struct Workers {
     /// Core of each worker.
     pub cores: Option<Vec<usize>>,
     /// Poll mode.
-    pub poll: Option<Poll>,
+    pub poll: Option<PollMode>,
     /// XDP attach mode.
     pub xdp_mode: Option<XdpMode>,
 }
@@ -195,8 +176,8 @@ struct RawNeighbor {
 struct RawWorkers {
     queues: Option<Spanned<u32>>,
     cores: Option<Vec<usize>>,
-    poll: Option<Spanned<String>>,
-    xdp_mode: Option<Spanned<String>>,
+    poll: Option<PollMode>,
+    xdp_mode: Option<XdpMode>,
 }
 
 #[derive(Deserialize, Default)]
@@ -387,27 +368,12 @@ impl RouterConfig {
                 return Err(cx.err(q.span(), "workers.queues must be at least 1"));
             }
         }
-        let poll = match &w.poll {
-            None => None,
-            Some(p) => Some(match p.get_ref().as_str() {
-                "busy" => Poll::Busy,
-                "adaptive" => Poll::Adaptive,
-                other => return Err(cx.err(p.span(), format!("poll `{other}` is not one of busy, adaptive"))),
-            }),
+        let workers = Workers {
+            queues: w.queues.as_ref().map(|q| *q.get_ref()),
+            cores: w.cores.clone(),
+            poll: w.poll,
+            xdp_mode: w.xdp_mode,
         };
-        let xdp_mode = match &w.xdp_mode {
-            None => None,
-            Some(m) => Some(match m.get_ref().as_str() {
-                "native" => XdpMode::Native,
-                "generic" => XdpMode::Generic,
-                "auto" => XdpMode::Auto,
-                other => {
-                    return Err(cx.err(m.span(), format!("xdp_mode `{other}` is not one of native, generic, auto")))
-                }
-            }),
-        };
-        let workers =
-            Workers { queues: w.queues.as_ref().map(|q| *q.get_ref()), cores: w.cores.clone(), poll, xdp_mode };
 
         let d = Limits::default();
         let l = &raw.limits;
@@ -620,7 +586,7 @@ icmp_burst = 10
             Workers {
                 queues: Some(2),
                 cores: Some(vec![0, 1]),
-                poll: Some(Poll::Busy),
+                poll: Some(PollMode::Busy),
                 xdp_mode: Some(XdpMode::Native)
             }
         );
@@ -654,7 +620,11 @@ icmp_burst = 10
         let e = error_of(&format!("{IFACES}[[neighbor]]\nip = \"192.168.10.7\"\nmac = \"01:00:5e:00:00:01\"\n"));
         assert!(e.starts_with("router.toml:6:7: 01:00:5e:00:00:01 is not a station address"), "{e}");
         let e = error_of(&format!("{IFACES}[workers]\npoll = \"sometimes\"\n"));
-        assert!(e.starts_with("router.toml:5:8: poll `sometimes` is not one of busy, adaptive"), "{e}");
+        assert_eq!(e, "router.toml:5:8: poll `sometimes` is not one of busy, adaptive");
+        let e = error_of(&format!("{IFACES}[workers]\nxdp_mode = \"offload\"\n"));
+        assert_eq!(e, "router.toml:5:12: xdp_mode `offload` is not one of native, generic, auto");
+        let e = error_of(&format!("{IFACES}[workers]\npoll = 1\n"));
+        assert!(e.starts_with("router.toml:5:8: invalid type: integer `1`, expected a string"), "{e}");
         let e = error_of("");
         assert!(e.starts_with("router.toml: no [[interface]]"), "{e}");
         let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.10.2\"\n"));
