@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use xfwd::{control, privs, render};
 use xfwd_config::router::{self as cfgfile, RouterConfig};
 use xfwd_dataplane::io::{
-    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RouterLimits, RouterSetup, StartError, XdpMode, ZeroCopy,
+    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RouterSetup, StartError, XdpMode, ZeroCopy,
 };
 use xfwd_dataplane::l3::{Prefix, RouteTarget};
 use xfwd_dataplane::PortId;
@@ -319,15 +319,6 @@ fn routes_of(c: &RouterConfig) -> Vec<(Prefix, RouteTarget)> {
         .collect()
 }
 
-fn limits_of(c: &RouterConfig) -> RouterLimits {
-    RouterLimits {
-        neighbors: c.limits.neighbors,
-        glean_queue: c.limits.glean_queue,
-        icmp_rate: c.limits.icmp_rate,
-        icmp_burst: c.limits.icmp_burst,
-    }
-}
-
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let c = RouterConfig::load(&args.config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
@@ -360,7 +351,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             addresses: c.interfaces.iter().map(|i| i.addresses.clone()).collect(),
             routes: routes_of(&c),
             neighbors: c.neighbors.clone(),
-            limits: limits_of(&c),
+            limits: c.limits,
         }),
     };
     let stop = signals()?;
@@ -428,7 +419,7 @@ fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
         eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
         return;
     }
-    match fwd.reload_router(&routes_of(&new), new.neighbors.clone(), limits_of(&new)) {
+    match fwd.reload_router(&routes_of(&new), new.neighbors.clone(), new.limits) {
         Ok(()) => {
             println!(
                 "xfwd: reloaded {}: {} static route(s), {} static neighbor(s)",

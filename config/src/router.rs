@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::io::{PollMode, XdpMode};
+use xfwd_dataplane::io::{PollMode, RouterLimits, XdpMode};
 use xfwd_dataplane::l3::Prefix;
 use xfwd_dataplane::wire::MacAddr;
 
@@ -97,25 +97,6 @@ pub struct Workers {
     pub xdp_mode: Option<XdpMode>,
 }
 
-/// Table sizes and rates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Neighbour table capacity.
-    pub neighbors: usize,
-    /// Packets held per unresolved neighbour.
-    pub glean_queue: usize,
-    /// ICMP errors per second (0: unlimited), shared by all workers.
-    pub icmp_rate: u32,
-    /// ICMP error burst.
-    pub icmp_burst: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50 }
-    }
-}
-
 /// A validated router configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouterConfig {
@@ -129,8 +110,8 @@ pub struct RouterConfig {
     pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
     /// Worker settings.
     pub workers: Workers,
-    /// Limits.
-    pub limits: Limits,
+    /// Limits, in the data plane's terms (the file's, or the defaults).
+    pub limits: RouterLimits,
 }
 
 #[derive(Deserialize)]
@@ -375,7 +356,7 @@ impl RouterConfig {
             xdp_mode: w.xdp_mode,
         };
 
-        let d = Limits::default();
+        let d = RouterLimits::default();
         let l = &raw.limits;
         for (v, name, max) in [(&l.neighbors, "neighbors", 1usize << 22), (&l.glean_queue, "glean_queue", 4096)] {
             if let Some(v) = v {
@@ -406,7 +387,7 @@ impl RouterConfig {
                 return Err(cx.err(b.span(), "limits.icmp_burst must be at least 1"));
             }
         }
-        let limits = Limits {
+        let limits = RouterLimits {
             neighbors: l.neighbors.as_ref().map_or(d.neighbors, |v| *v.get_ref()),
             glean_queue: l.glean_queue.as_ref().map_or(d.glean_queue, |v| *v.get_ref()),
             icmp_rate: l.icmp_rate.as_ref().map_or(d.icmp_rate, |v| *v.get_ref()),
@@ -590,7 +571,7 @@ icmp_burst = 10
                 xdp_mode: Some(XdpMode::Native)
             }
         );
-        assert_eq!(c.limits, Limits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10 });
+        assert_eq!(c.limits, RouterLimits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10 });
     }
 
     fn error_of(text: &str) -> String {
@@ -635,6 +616,14 @@ icmp_burst = 10
         assert!(e.contains("cannot be a router address"), "{e}");
         let e = error_of(&format!("{IFACES}[limits]\nglean_queue = 1000000\n"));
         assert!(e.starts_with("router.toml:5:15: limits.glean_queue is at most 4096"), "{e}");
+    }
+
+    #[test]
+    fn limits_left_out_are_the_documented_defaults() {
+        let c = parse(&format!("{IFACES}[limits]\nicmp_rate = 0\n")).unwrap();
+        // config/README.md: neighbors 4096, glean_queue 16, icmp_rate 1000, icmp_burst 50.
+        assert_eq!(c.limits, RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 0, icmp_burst: 50 });
+        assert_eq!(parse(IFACES).unwrap().limits.icmp_rate, 1000);
     }
 
     #[test]

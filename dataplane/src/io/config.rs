@@ -65,17 +65,24 @@ pub struct RouterSetup {
     pub limits: RouterLimits,
 }
 
-/// The router's table sizes and rates.
+/// The router's table sizes and rates (the router file's `[limits]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouterLimits {
     /// Neighbour table capacity.
     pub neighbors: usize,
     /// Packets held per unresolved neighbour.
     pub glean_queue: usize,
-    /// ICMP errors per second for the whole router (0: unlimited).
+    /// ICMP errors per second for the whole router, shared by all workers (0: unlimited).
     pub icmp_rate: u32,
     /// ICMP error burst.
     pub icmp_burst: u32,
+}
+
+/// The defaults of the router file's `[limits]` (config/README.md).
+impl Default for RouterLimits {
+    fn default() -> Self {
+        RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50 }
+    }
 }
 
 /// Why a forwarder did not start. Nothing is left attached or bound when this is returned.
