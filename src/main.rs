@@ -13,12 +13,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use xfwd::{control, privs, render};
-use xfwd_config::router::{self as cfgfile, RouterConfig};
-use xfwd_dataplane::io::{
-    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RouterSetup, StartError, XdpMode, ZeroCopy,
-};
-use xfwd_dataplane::l3::{Prefix, RouteTarget};
-use xfwd_dataplane::PortId;
+use xfwd_config::router::RouterConfig;
+use xfwd_dataplane::io::{Forwarder, ForwarderConfig, LiveView, Mode, PollMode, StartError, XdpMode, ZeroCopy};
 
 #[derive(Parser, Debug)]
 #[command(name = "xfwd", version, about = "User-space packet forwarder on AF_XDP")]
@@ -302,23 +298,6 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     run(fwd, control, &cfg, w, &stop, None)
 }
 
-/// Routes of a config file in the forwarder's terms (ports in file order).
-fn routes_of(c: &RouterConfig) -> Vec<(Prefix, RouteTarget)> {
-    c.routes
-        .iter()
-        .map(|r| {
-            let target = match &r.target {
-                cfgfile::Target::Via(gw) => RouteTarget::Via(*gw),
-                cfgfile::Target::Dev(name) => {
-                    let i = c.interfaces.iter().position(|i| &i.name == name).unwrap_or(0);
-                    RouteTarget::Dev(PortId(i as u8))
-                }
-            };
-            (r.prefix, target)
-        })
-        .collect()
-}
-
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let c = RouterConfig::load(&args.config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
@@ -334,10 +313,10 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     }
     let w = &args.workers;
     let cfg = ForwarderConfig {
-        ports: c.interfaces.iter().map(|i| i.name.clone()).collect(),
+        ports: c.ports(),
         queues: w.queues.or(c.workers.queues),
         cores: match w.cores.as_ref() {
-            Some(a) => resolve_cores(Some(a), &c.interfaces.iter().map(|i| i.name.clone()).collect::<Vec<_>>())?,
+            Some(a) => resolve_cores(Some(a), &c.ports())?,
             None => c.workers.cores.clone(),
         },
         poll: w.poll.or(c.workers.poll).unwrap_or_default(),
@@ -347,12 +326,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
         rt_priority: w.rt_priority,
-        mode: Mode::Router(RouterSetup {
-            addresses: c.interfaces.iter().map(|i| i.addresses.clone()).collect(),
-            routes: routes_of(&c),
-            neighbors: c.neighbors.clone(),
-            limits: c.limits,
-        }),
+        mode: Mode::Router(c.setup()),
     };
     let stop = signals()?;
     let hup = Arc::new(AtomicBool::new(false));
@@ -419,7 +393,7 @@ fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
         eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
         return;
     }
-    match fwd.reload_router(&routes_of(&new), new.neighbors.clone(), new.limits) {
+    match fwd.reload_router(&new.routes, new.neighbors.clone(), new.limits) {
         Ok(()) => {
             println!(
                 "xfwd: reloaded {}: {} static route(s), {} static neighbor(s)",

@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::io::{PollMode, RouterLimits, XdpMode};
-use xfwd_dataplane::l3::Prefix;
+use xfwd_dataplane::io::{PollMode, RouterLimits, RouterSetup, XdpMode};
+use xfwd_dataplane::l3::{Prefix, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::{PortId, MAX_PORTS};
 
 /// An error in a configuration (or routes) file, with its position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,24 +67,6 @@ pub struct Interface {
     pub addresses: Vec<(Ipv4Addr, u8)>,
 }
 
-/// Where a route points.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// A gateway on a connected subnet.
-    Via(Ipv4Addr),
-    /// An interface (by name).
-    Dev(String),
-}
-
-/// A static route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    /// Destination prefix.
-    pub prefix: Prefix,
-    /// Where it points.
-    pub target: Target,
-}
-
 /// Worker settings; `None` leaves the command line's or the built-in default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Workers {
@@ -104,8 +87,9 @@ pub struct RouterConfig {
     pub path: PathBuf,
     /// Interfaces, in file order (port order).
     pub interfaces: Vec<Interface>,
-    /// Static routes: the file's, then the routes file's.
-    pub routes: Vec<Route>,
+    /// Static routes: the file's, then the routes file's. A `dev` is the port of its interface
+    /// (its place in [`RouterConfig::interfaces`]), resolved and checked by the parser.
+    pub routes: Vec<(Prefix, RouteTarget)>,
     /// Static neighbours.
     pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
     /// Worker settings.
@@ -295,14 +279,10 @@ impl RouterConfig {
                     if let Some(why) = not_a_host(gw) {
                         return Err(cx.err(v.span(), format!("next hop {gw} {why}")));
                     }
-                    Target::Via(gw)
+                    RouteTarget::Via(gw)
                 }
                 (None, Some(d)) => {
-                    let dev = d.get_ref().trim().to_owned();
-                    if !interfaces.iter().any(|i| i.name == dev) {
-                        return Err(cx.err(d.span(), format!("dev {dev} is not a configured [[interface]]")));
-                    }
-                    Target::Dev(dev)
+                    RouteTarget::Dev(port_of(&interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
                 }
                 (Some(_), Some(d)) => return Err(cx.err(d.span(), "a route takes `via` or `dev`, not both")),
                 (None, None) => {
@@ -315,7 +295,7 @@ impl RouterConfig {
             if !seen_prefix.insert(prefix) {
                 return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
             }
-            routes.push(Route { prefix, target });
+            routes.push((prefix, target));
         }
 
         let mut neighbors: Vec<(Ipv4Addr, MacAddr)> = Vec::new();
@@ -404,6 +384,32 @@ impl RouterConfig {
         Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, limits })
     }
 
+    /// The ports, in port order: the interfaces' names.
+    pub fn ports(&self) -> Vec<String> {
+        self.interfaces.iter().map(|i| i.name.clone()).collect()
+    }
+
+    /// The name of `port`'s interface.
+    ///
+    /// # Panics
+    ///
+    /// If `port` is not one of [`RouterConfig::interfaces`]; the ports of the routes the parser
+    /// gives always are.
+    pub fn port_name(&self, port: PortId) -> &str {
+        &self.interfaces[port.index()].name
+    }
+
+    /// The router's part of what the data plane starts with: addresses by port, routes,
+    /// neighbours and limits.
+    pub fn setup(&self) -> RouterSetup {
+        RouterSetup {
+            addresses: self.interfaces.iter().map(|i| i.addresses.clone()).collect(),
+            routes: self.routes.clone(),
+            neighbors: self.neighbors.clone(),
+            limits: self.limits,
+        }
+    }
+
     /// Checks that every interface exists (`exists(name)`), reporting the first that does not
     /// at its place in the file.
     pub fn check_interfaces(&self, exists: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
@@ -438,6 +444,22 @@ impl RouterConfig {
     }
 }
 
+/// The port of the interface `name`: its place in the file, which is its place in the
+/// forwarder's port list.
+fn port_of(interfaces: &[Interface], name: &str) -> Result<PortId, String> {
+    let i = interfaces
+        .iter()
+        .position(|i| i.name == name)
+        .ok_or_else(|| format!("dev {name} is not a configured [[interface]]"))?;
+    u8::try_from(i).map(PortId).map_err(|_| {
+        format!(
+            "dev {name} is interface {} of the file, and a route's dev must be one of the first {}; xfwd drives at most {MAX_PORTS} ports",
+            i + 1,
+            usize::from(u8::MAX) + 1
+        )
+    })
+}
+
 /// Why `ip` cannot be a neighbour: one of the box's addresses, or a subnet's network or
 /// broadcast address.
 fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<String> {
@@ -460,7 +482,7 @@ fn load_routes(
     interfaces: &[Interface],
     subnets: &[(Prefix, Ipv4Addr, String)],
     seen: &mut HashSet<Prefix>,
-    routes: &mut Vec<Route>,
+    routes: &mut Vec<(Prefix, RouteTarget)>,
 ) -> Result<(), ConfigError> {
     let err = |line: usize, col: usize, message: String| ConfigError { path: path.to_owned(), line, col, message };
     for (n, raw_line) in text.lines().enumerate() {
@@ -486,14 +508,9 @@ fn load_routes(
                 if let Some(why) = not_a_host(subnets, gw) {
                     return Err(err(n + 1, col_of(arg), format!("next hop {gw} {why}")));
                 }
-                Target::Via(gw)
+                RouteTarget::Via(gw)
             }
-            "dev" => {
-                if !interfaces.iter().any(|i| i.name == arg) {
-                    return Err(err(n + 1, col_of(arg), format!("dev {arg} is not a configured [[interface]]")));
-                }
-                Target::Dev(arg.to_owned())
-            }
+            "dev" => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
             other => return Err(err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`"))),
         };
         if !seen.insert(prefix) {
@@ -503,7 +520,7 @@ fn load_routes(
                 format!("route {prefix} is given twice (here or in the configuration file)"),
             ));
         }
-        routes.push(Route { prefix, target });
+        routes.push((prefix, target));
     }
     Ok(())
 }
@@ -556,11 +573,8 @@ icmp_burst = 10
         assert_eq!(c.interfaces.len(), 2);
         assert_eq!(c.interfaces[0].addresses[1], ("192.168.11.2".parse().unwrap(), 24));
         assert_eq!(c.interfaces[1].name_pos, Pos { line: 7, col: 8 });
-        assert_eq!(
-            c.routes[0],
-            Route { prefix: "10.0.0.0/8".parse().unwrap(), target: Target::Via("192.168.30.2".parse().unwrap()) }
-        );
-        assert_eq!(c.routes[1].target, Target::Dev("eth5".into()));
+        assert_eq!(c.routes[0], ("10.0.0.0/8".parse().unwrap(), RouteTarget::Via("192.168.30.2".parse().unwrap())));
+        assert_eq!(c.routes[1], ("172.16.0.0/12".parse().unwrap(), RouteTarget::Dev(PortId(0))));
         assert_eq!(c.neighbors, vec![("192.168.30.2".parse().unwrap(), "02:00:00:00:00:01".parse().unwrap())]);
         assert_eq!(
             c.workers,
@@ -616,6 +630,39 @@ icmp_burst = 10
         assert!(e.contains("cannot be a router address"), "{e}");
         let e = error_of(&format!("{IFACES}[limits]\nglean_queue = 1000000\n"));
         assert!(e.starts_with("router.toml:5:15: limits.glean_queue is at most 4096"), "{e}");
+    }
+
+    #[test]
+    fn the_data_plane_gets_ports_in_file_order_and_routes_by_port() {
+        let c = parse(&format!("{GOOD}\n[[route]]\nprefix = \"198.51.100.0/24\"\ndev = \"eth4\"\n")).unwrap();
+        assert_eq!(c.ports(), ["eth5", "eth4"]);
+        assert_eq!(c.port_name(PortId(1)), "eth4");
+        let s = c.setup();
+        assert_eq!(s.addresses, [c.interfaces[0].addresses.clone(), c.interfaces[1].addresses.clone()]);
+        assert_eq!(
+            s.routes,
+            [
+                ("10.0.0.0/8".parse().unwrap(), RouteTarget::Via("192.168.30.2".parse().unwrap())),
+                ("172.16.0.0/12".parse().unwrap(), RouteTarget::Dev(PortId(0))),
+                ("198.51.100.0/24".parse().unwrap(), RouteTarget::Dev(PortId(1))),
+            ]
+        );
+        assert_eq!(s.neighbors, c.neighbors);
+        assert_eq!(s.limits, c.limits);
+    }
+
+    #[test]
+    fn a_dev_beyond_what_a_port_id_numbers_is_refused_at_its_place() {
+        let mut text = String::new();
+        for i in 0..=256u32 {
+            text += &format!("[[interface]]\nname = \"p{i}\"\naddresses = [\"10.{}.{}.1/24\"]\n", i / 256, i % 256);
+        }
+        let with_route = |dev: &str| format!("{text}[[route]]\nprefix = \"198.51.100.0/24\"\ndev = \"{dev}\"\n");
+        let c = parse(&with_route("p255")).unwrap();
+        assert_eq!(c.routes[0].1, RouteTarget::Dev(PortId(255)));
+        let e = parse(&with_route("p256")).unwrap_err();
+        assert_eq!((e.line, e.col), (257 * 3 + 3, 7), "{e}");
+        assert!(e.message.starts_with("dev p256 is interface 257 of the file"), "{e}");
     }
 
     #[test]
