@@ -215,7 +215,7 @@ fn refuse_conflicts(c: &RouterConfig) -> Result<()> {
 }
 
 fn load(config: &Path) -> Result<RouterConfig> {
-    let c = RouterConfig::load(config)?;
+    let c = crate::config_file::load(config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
     Ok(c)
 }
@@ -299,7 +299,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         KernelCmd::Undo { what: UndoCmd::Router { config } } => {
-            let c = RouterConfig::load(&config)?;
+            let c = crate::config_file::load(&config)?;
             let (_, undo) = router_commands(&c);
             print_commands(&undo, 40);
             ip_batch(&undo, true)?;
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn router_file_becomes_iproute2_commands_and_their_undo() {
         let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"192.168.10.2/24\"]\n\n[[interface]]\nname = \"eth4\"\naddresses = [\"192.168.30.1/24\"]\n\n[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.30.2\"\n\n[[route]]\nprefix = \"172.16.0.0/12\"\ndev = \"eth4\"\n\n[[neighbor]]\nip = \"192.168.30.2\"\nmac = \"02:00:00:00:00:01\"\n";
-        let c = RouterConfig::parse(Path::new("r.toml"), text).unwrap();
+        let c = RouterConfig::parse(Path::new("r.toml"), text, |_| panic!("no routes file here")).unwrap();
         let (apply, undo) = router_commands(&c);
         assert_eq!(
             apply,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use xfwd::{control, privs, render};
+use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
 use xfwd_dataplane::io::{Forwarder, ForwarderConfig, LiveView, Mode, PollMode, StartError, XdpMode, ZeroCopy};
 
@@ -299,7 +299,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
-    let c = RouterConfig::load(&args.config)?;
+    let c = config_file::load(&args.config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
     if args.check {
         println!(
@@ -382,7 +382,7 @@ fn signals() -> anyhow::Result<Arc<AtomicBool>> {
 
 /// SIGHUP: reads the file again and applies routes, neighbours and limits, or says why not.
 fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
-    let new = match RouterConfig::load(path) {
+    let new = match config_file::load(path) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("xfwd: reload refused: {e}; the running tables are unchanged");

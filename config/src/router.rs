@@ -30,6 +30,13 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// `path` could not be read.
+    pub fn unreadable(path: &Path, e: &std::io::Error) -> ConfigError {
+        ConfigError { path: path.to_owned(), line: 0, col: 0, message: format!("cannot read: {e}") }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
@@ -195,19 +202,14 @@ fn parse_ip(s: &str) -> Result<Ipv4Addr, String> {
 }
 
 impl RouterConfig {
-    /// Reads and validates `path` (and the routes file it names).
-    pub fn load(path: &Path) -> Result<RouterConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            path: path.to_owned(),
-            line: 0,
-            col: 0,
-            message: format!("cannot read: {e}"),
-        })?;
-        RouterConfig::parse(path, &text)
-    }
-
-    /// Validates `text` as if read from `path` (relative routes files resolve beside it).
-    pub fn parse(path: &Path, text: &str) -> Result<RouterConfig, ConfigError> {
+    /// Validates `text`, the configuration file `path`, and the routes file it names, whose
+    /// text `read_routes` gives for its path (a relative one resolved beside `path`). Reads
+    /// nothing itself: the caller does, and `path` only names the files in errors.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        read_routes: impl FnOnce(&Path) -> std::io::Result<String>,
+    ) -> Result<RouterConfig, ConfigError> {
         let cx = Ctx { path, text };
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
@@ -376,9 +378,9 @@ impl RouterConfig {
 
         if let Some(rf) = &raw.routes_file {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
-            load_routes(&file, &text, &interfaces, &subnets, &mut seen_prefix, &mut routes)?;
+            let text =
+                read_routes(&file).map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
+            parse_routes(&file, &text, &interfaces, &subnets, &mut seen_prefix, &mut routes)?;
         }
 
         Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, limits })
@@ -474,9 +476,9 @@ fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<St
     None
 }
 
-/// Reads a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line; `#` starts
-/// a comment. Built for a full table: a million lines load in about a second.
-fn load_routes(
+/// Parses a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line; `#`
+/// starts a comment. Built for a full table: a million lines load in about a second.
+fn parse_routes(
     path: &Path,
     text: &str,
     interfaces: &[Interface],
@@ -563,8 +565,11 @@ icmp_rate = 100
 icmp_burst = 10
 "#;
 
+    /// Parses a file that names no routes file.
     fn parse(text: &str) -> Result<RouterConfig, ConfigError> {
-        RouterConfig::parse(Path::new("router.toml"), text)
+        RouterConfig::parse(Path::new("router.toml"), text, |p| {
+            panic!("no routes file here, asked for {}", p.display())
+        })
     }
 
     #[test]
@@ -684,29 +689,47 @@ icmp_burst = 10
         assert!(c.check_interfaces(|_| true).is_ok());
     }
 
+    /// Parses a file that names `routes.txt`, whose text is `routes`.
+    fn with_routes_file(routes: std::io::Result<&str>) -> Result<RouterConfig, ConfigError> {
+        let cfg = format!(
+            "routes_file = \"routes.txt\"\n{IFACES}[[interface]]\nname = \"eth4\"\naddresses = [\"192.168.30.1/24\"]\n"
+        );
+        RouterConfig::parse(Path::new("/etc/xfwd/router.toml"), &cfg, |p| {
+            assert_eq!(p, Path::new("/etc/xfwd/routes.txt"), "resolved beside the configuration file");
+            routes.map(str::to_owned)
+        })
+    }
+
     #[test]
     fn routes_file_lines_are_validated_with_positions() {
-        let dir = std::env::temp_dir().join(format!("xfwd-config-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("routes.txt"),
-            "# full table\n10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 dev eth5  # comment\n\n",
-        )
-        .unwrap();
-        let cfg = format!("routes_file = \"routes.txt\"\n{IFACES}");
-        let c = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap();
-        assert_eq!(c.routes.len(), 2);
-        std::fs::write(dir.join("routes.txt"), "10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 via 192.168.77.1\n").unwrap();
-        let e = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err();
-        assert_eq!(e.path, dir.join("routes.txt"));
+        let c = with_routes_file(Ok("# full table\n10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 dev eth4  # comment\n\n"))
+            .unwrap();
+        assert_eq!(
+            c.routes,
+            [
+                ("10.1.0.0/16".parse().unwrap(), RouteTarget::Via("192.168.10.1".parse().unwrap())),
+                ("10.2.0.0/16".parse().unwrap(), RouteTarget::Dev(PortId(1))),
+            ]
+        );
+        let e = with_routes_file(Ok("10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 via 192.168.77.1\n")).unwrap_err();
+        assert_eq!(e.path, Path::new("/etc/xfwd/routes.txt"));
         assert_eq!((e.line, e.col), (2, 17), "{e}");
-        std::fs::write(dir.join("routes.txt"), "10.1.0.1/16 via 192.168.10.1\n").unwrap();
-        assert!(RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err().message.contains("host bits"));
-        std::fs::write(dir.join("routes.txt"), "10.1.0.0/16 via 192.168.10.1\n10.1.0.0/16 via 192.168.10.3\n").unwrap();
-        let e = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err();
+        assert!(with_routes_file(Ok("10.1.0.1/16 via 192.168.10.1\n")).unwrap_err().message.contains("host bits"));
+        let e = with_routes_file(Ok("10.1.0.0/16 via 192.168.10.1\n10.1.0.0/16 via 192.168.10.3\n")).unwrap_err();
         assert_eq!((e.line, e.col), (2, 1));
         assert!(e.message.contains("given twice"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
+        let e = with_routes_file(Ok("\n10.3.0.0/16  dev eth9\n")).unwrap_err();
+        assert_eq!(e.to_string(), "/etc/xfwd/routes.txt:2:18: dev eth9 is not a configured [[interface]]");
+    }
+
+    #[test]
+    fn an_unreadable_routes_file_is_reported_where_the_file_names_it() {
+        let gone = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let e = with_routes_file(Err(gone)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/etc/xfwd/router.toml:1:15: routes_file /etc/xfwd/routes.txt: No such file or directory (os error 2)"
+        );
     }
 
     #[test]
