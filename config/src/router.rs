@@ -3,6 +3,12 @@
 //! Every error names the file, line and column of the offending value and says what would be
 //! right: `router.toml:12:10: route prefix 10.0.0.1/8 has host bits set; did you mean
 //! 10.0.0.0/8?`. The schema, with an example of every key, is in `config/README.md`.
+//!
+//! What it gives is what the data plane takes: worker options as the data plane's `PollMode` and
+//! `XdpMode`, limits as `RouterLimits`, routes as `(Prefix, RouteTarget)` with a `dev` resolved
+//! to its port here, where a name that is no interface can still be reported at its place; the
+//! whole as a `RouterSetup` ([`RouterConfig::setup`]). It reads no file: the caller passes the
+//! file's text and reads the routes file for it ([`RouterConfig::parse`]).
 
 use std::collections::HashSet;
 use std::fmt;
