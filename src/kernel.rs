@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use xfwd_config::router::{RouterConfig, Target};
+use xfwd_config::router::RouterConfig;
+use xfwd_dataplane::l3::RouteTarget;
 
 /// Where the previous `ip_forward` is kept for the undo, per configuration file.
 fn state_path(config: &Path) -> PathBuf {
@@ -86,10 +87,13 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
             undo.push(format!("addr del {a}/{l} dev {}", i.name));
         }
     }
-    for r in &c.routes {
-        let (add, del) = match &r.target {
-            Target::Via(gw) => (format!("route add {} via {gw}", r.prefix), format!("route del {} via {gw}", r.prefix)),
-            Target::Dev(d) => (format!("route add {} dev {d}", r.prefix), format!("route del {} dev {d}", r.prefix)),
+    for (prefix, target) in &c.routes {
+        let (add, del) = match target {
+            RouteTarget::Via(gw) => (format!("route add {prefix} via {gw}"), format!("route del {prefix} via {gw}")),
+            RouteTarget::Dev(port) => {
+                let d = c.port_name(*port);
+                (format!("route add {prefix} dev {d}"), format!("route del {prefix} dev {d}"))
+            }
         };
         apply.push(add);
         undo.push(del);
@@ -201,17 +205,17 @@ fn refuse_conflicts(c: &RouterConfig) -> Result<()> {
         .into_owned();
         let present: std::collections::HashSet<&str> =
             routes.lines().filter_map(|l| l.split_whitespace().next()).collect();
-        for r in &c.routes {
-            let p = r.prefix.to_string();
-            let key = if r.prefix.prefix_len() == 32 {
+        for (prefix, _) in &c.routes {
+            let p = prefix.to_string();
+            let key = if prefix.prefix_len() == 32 {
                 p.trim_end_matches("/32").to_owned()
-            } else if r.prefix.is_default() {
+            } else if prefix.is_default() {
                 "default".to_owned()
             } else {
                 p
             };
             if present.contains(key.as_str()) {
-                return Err(usage(format!("a route for {} exists already in the kernel; remove it first", r.prefix)));
+                return Err(usage(format!("a route for {prefix} exists already in the kernel; remove it first")));
             }
         }
     }
@@ -219,7 +223,7 @@ fn refuse_conflicts(c: &RouterConfig) -> Result<()> {
 }
 
 fn load(config: &Path) -> Result<RouterConfig> {
-    let c = RouterConfig::load(config)?;
+    let c = crate::config_file::load(config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
     Ok(c)
 }
@@ -303,7 +307,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         KernelCmd::Undo { what: UndoCmd::Router { config } } => {
-            let c = RouterConfig::load(&config)?;
+            let c = crate::config_file::load(&config)?;
             let (_, undo) = router_commands(&c);
             print_commands(&undo, 40);
             ip_batch(&undo, true)?;
@@ -329,8 +333,8 @@ mod tests {
 
     #[test]
     fn router_file_becomes_iproute2_commands_and_their_undo() {
-        let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"192.168.10.2/24\"]\n\n[[interface]]\nname = \"eth4\"\naddresses = [\"192.168.30.1/24\"]\n\n[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.30.2\"\n\n[[neighbor]]\nip = \"192.168.30.2\"\nmac = \"02:00:00:00:00:01\"\n";
-        let c = RouterConfig::parse(Path::new("r.toml"), text).unwrap();
+        let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"192.168.10.2/24\"]\n\n[[interface]]\nname = \"eth4\"\naddresses = [\"192.168.30.1/24\"]\n\n[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.30.2\"\n\n[[route]]\nprefix = \"172.16.0.0/12\"\ndev = \"eth4\"\n\n[[neighbor]]\nip = \"192.168.30.2\"\nmac = \"02:00:00:00:00:01\"\n";
+        let c = RouterConfig::parse(Path::new("r.toml"), text, |_| panic!("no routes file here")).unwrap();
         let (apply, undo) = router_commands(&c);
         assert_eq!(
             apply,
@@ -338,6 +342,7 @@ mod tests {
                 "addr add 192.168.10.2/24 dev eth5",
                 "addr add 192.168.30.1/24 dev eth4",
                 "route add 10.0.0.0/8 via 192.168.30.2",
+                "route add 172.16.0.0/12 dev eth4",
                 "neigh replace 192.168.30.2 lladdr 02:00:00:00:00:01 dev eth4 nud permanent",
             ]
         );
@@ -345,6 +350,7 @@ mod tests {
             undo,
             vec![
                 "neigh del 192.168.30.2 dev eth4",
+                "route del 172.16.0.0/12 dev eth4",
                 "route del 10.0.0.0/8 via 192.168.30.2",
                 "addr del 192.168.30.1/24 dev eth4",
                 "addr del 192.168.10.2/24 dev eth5",

@@ -1,8 +1,10 @@
-//! The `xfwd` command: CLI glue over the data plane, the namespace rig used by the tests and
-//! the A/B harness (`bench`), the kernel-path twin of each mode (`kernel`), and `doctor`, which
-//! tells what will work on a box's ports.
+//! The `xfwd` command: CLI glue over the data plane, the router's files read from disk
+//! (`config_file`), the namespace rig used by the tests and the A/B harness (`bench`), the
+//! kernel-path twin of each mode (`kernel`), and `doctor`, which tells what will work on a box's
+//! ports.
 
 pub mod bench;
+pub mod config_file;
 pub mod control;
 pub mod doctor;
 pub mod kernel;

@@ -11,14 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand, ValueEnum};
-use xfwd::{control, privs, render};
-use xfwd_config::router::{self as cfgfile, RouterConfig};
-use xfwd_dataplane::io::{
-    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RouterLimits, RouterSetup, StartError, XdpMode, ZeroCopy,
-};
-use xfwd_dataplane::l3::{Prefix, RouteTarget};
-use xfwd_dataplane::PortId;
+use clap::{Parser, Subcommand};
+use xfwd::{config_file, control, privs, render};
+use xfwd_config::router::RouterConfig;
+use xfwd_dataplane::io::{Forwarder, ForwarderConfig, LiveView, Mode, PollMode, StartError, XdpMode, ZeroCopy};
 
 #[derive(Parser, Debug)]
 #[command(name = "xfwd", version, about = "User-space packet forwarder on AF_XDP")]
@@ -86,26 +82,6 @@ enum Show {
     Neighbors,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum PollArg {
-    Busy,
-    Adaptive,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum ZeroCopyArg {
-    Auto,
-    On,
-    Off,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum XdpModeArg {
-    Native,
-    Generic,
-    Auto,
-}
-
 /// Worker options shared by both modes (the router's file may set them too; flags win).
 #[derive(clap::Args, Debug)]
 struct WorkerArgs {
@@ -118,10 +94,10 @@ struct WorkerArgs {
     cores: Option<CoresArg>,
     /// How workers wait for frames: busy spins; adaptive sleeps in poll(2) when idle [default: adaptive].
     #[arg(long, value_enum)]
-    poll: Option<PollArg>,
+    poll: Option<PollMode>,
     /// How the XDP program attaches: native (driver), generic, or auto (native if possible) [default: auto].
     #[arg(long, value_enum)]
-    xdp_mode: Option<XdpModeArg>,
+    xdp_mode: Option<XdpMode>,
     /// Print one line per port at this interval (e.g. 1s, 500ms).
     #[arg(long, value_parser = xfwd_config::parse_duration)]
     stats: Option<Duration>,
@@ -130,7 +106,7 @@ struct WorkerArgs {
     control: PathBuf,
     /// AF_XDP zero-copy: auto uses it where every port's driver supports it [default: auto].
     #[arg(long, value_enum)]
-    zero_copy: Option<ZeroCopyArg>,
+    zero_copy: Option<ZeroCopy>,
     /// Back each worker's UMEM with 2 MiB huge pages (reserve them first: vm.nr_hugepages).
     #[arg(long)]
     huge_pages: bool,
@@ -282,34 +258,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn poll_mode(a: Option<PollArg>, file: Option<cfgfile::Poll>) -> PollMode {
-    match (a, file) {
-        (Some(PollArg::Busy), _) | (None, Some(cfgfile::Poll::Busy)) => PollMode::Busy,
-        _ => PollMode::Adaptive,
-    }
-}
-
-fn zero_copy(a: Option<ZeroCopyArg>) -> ZeroCopy {
-    match a {
-        Some(ZeroCopyArg::On) => ZeroCopy::On,
-        Some(ZeroCopyArg::Off) => ZeroCopy::Off,
-        Some(ZeroCopyArg::Auto) | None => ZeroCopy::Auto,
-    }
-}
-
 fn xsk_mode(fwd: &Forwarder) -> &'static str {
     if fwd.zero_copy {
         "AF_XDP zero-copy mode"
     } else {
         "AF_XDP copy mode"
-    }
-}
-
-fn xdp_mode(a: Option<XdpModeArg>, file: Option<cfgfile::XdpMode>) -> XdpMode {
-    match (a, file) {
-        (Some(XdpModeArg::Native), _) | (None, Some(cfgfile::XdpMode::Native)) => XdpMode::Native,
-        (Some(XdpModeArg::Generic), _) | (None, Some(cfgfile::XdpMode::Generic)) => XdpMode::Generic,
-        _ => XdpMode::Auto,
     }
 }
 
@@ -319,9 +272,9 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         ports: args.ports.clone(),
         queues: w.queues,
         cores: resolve_cores(w.cores.as_ref(), &args.ports)?,
-        poll: poll_mode(w.poll, None),
-        xdp_mode: xdp_mode(w.xdp_mode, None),
-        zero_copy: zero_copy(w.zero_copy),
+        poll: w.poll.unwrap_or_default(),
+        xdp_mode: w.xdp_mode.unwrap_or_default(),
+        zero_copy: w.zero_copy.unwrap_or_default(),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
@@ -345,34 +298,8 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     run(fwd, control, &cfg, w, &stop, None)
 }
 
-/// Routes of a config file in the forwarder's terms (ports in file order).
-fn routes_of(c: &RouterConfig) -> Vec<(Prefix, RouteTarget)> {
-    c.routes
-        .iter()
-        .map(|r| {
-            let target = match &r.target {
-                cfgfile::Target::Via(gw) => RouteTarget::Via(*gw),
-                cfgfile::Target::Dev(name) => {
-                    let i = c.interfaces.iter().position(|i| &i.name == name).unwrap_or(0);
-                    RouteTarget::Dev(PortId(i as u8))
-                }
-            };
-            (r.prefix, target)
-        })
-        .collect()
-}
-
-fn limits_of(c: &RouterConfig) -> RouterLimits {
-    RouterLimits {
-        neighbors: c.limits.neighbors,
-        glean_queue: c.limits.glean_queue,
-        icmp_rate: c.limits.icmp_rate,
-        icmp_burst: c.limits.icmp_burst,
-    }
-}
-
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
-    let c = RouterConfig::load(&args.config)?;
+    let c = config_file::load(&args.config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
     if args.check {
         println!(
@@ -386,25 +313,20 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     }
     let w = &args.workers;
     let cfg = ForwarderConfig {
-        ports: c.interfaces.iter().map(|i| i.name.clone()).collect(),
+        ports: c.ports(),
         queues: w.queues.or(c.workers.queues),
         cores: match w.cores.as_ref() {
-            Some(a) => resolve_cores(Some(a), &c.interfaces.iter().map(|i| i.name.clone()).collect::<Vec<_>>())?,
+            Some(a) => resolve_cores(Some(a), &c.ports())?,
             None => c.workers.cores.clone(),
         },
-        poll: poll_mode(w.poll, c.workers.poll),
-        xdp_mode: xdp_mode(w.xdp_mode, c.workers.xdp_mode),
-        zero_copy: zero_copy(w.zero_copy),
+        poll: w.poll.or(c.workers.poll).unwrap_or_default(),
+        xdp_mode: w.xdp_mode.or(c.workers.xdp_mode).unwrap_or_default(),
+        zero_copy: w.zero_copy.unwrap_or_default(),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
         rt_priority: w.rt_priority,
-        mode: Mode::Router(RouterSetup {
-            addresses: c.interfaces.iter().map(|i| i.addresses.clone()).collect(),
-            routes: routes_of(&c),
-            neighbors: c.neighbors.clone(),
-            limits: limits_of(&c),
-        }),
+        mode: Mode::Router(c.setup()),
     };
     let stop = signals()?;
     let hup = Arc::new(AtomicBool::new(false));
@@ -460,7 +382,7 @@ fn signals() -> anyhow::Result<Arc<AtomicBool>> {
 
 /// SIGHUP: reads the file again and applies routes, neighbours and limits, or says why not.
 fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
-    let new = match RouterConfig::load(path) {
+    let new = match config_file::load(path) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("xfwd: reload refused: {e}; the running tables are unchanged");
@@ -471,7 +393,7 @@ fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
         eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
         return;
     }
-    match fwd.reload_router(&routes_of(&new), new.neighbors.clone(), limits_of(&new)) {
+    match fwd.reload_router(&new.routes, new.neighbors.clone(), new.limits) {
         Ok(()) => {
             println!(
                 "xfwd: reloaded {}: {} static route(s), {} static neighbor(s)",

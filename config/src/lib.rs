@@ -1,5 +1,6 @@
-//! xfwd's configuration: the router's TOML file ([`router`]) and the option values the command
-//! line accepts, parsed with errors that say what is expected.
+//! xfwd's configuration: the router's TOML file ([`router`]) and the duration and core-list
+//! values the command line accepts, parsed with errors that say what is expected. (The poll,
+//! XDP and zero-copy modes are the data plane's own, `xfwd_dataplane::io::options`.)
 
 use std::time::Duration;
 

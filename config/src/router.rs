@@ -3,6 +3,12 @@
 //! Every error names the file, line and column of the offending value and says what would be
 //! right: `router.toml:12:10: route prefix 10.0.0.1/8 has host bits set; did you mean
 //! 10.0.0.0/8?`. The schema, with an example of every key, is in `config/README.md`.
+//!
+//! What it gives is what the data plane takes: worker options as the data plane's `PollMode` and
+//! `XdpMode`, limits as `RouterLimits`, routes as `(Prefix, RouteTarget)` with a `dev` resolved
+//! to its port here, where a name that is no interface can still be reported at its place; the
+//! whole as a `RouterSetup` ([`RouterConfig::setup`]). It reads no file: the caller passes the
+//! file's text and reads the routes file for it ([`RouterConfig::parse`]).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -12,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::l3::Prefix;
+use xfwd_dataplane::io::{PollMode, RouterLimits, RouterSetup, XdpMode};
+use xfwd_dataplane::l3::{Prefix, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::{PortId, MAX_PORTS};
 
 /// An error in a configuration (or routes) file, with its position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,6 +34,13 @@ pub struct ConfigError {
     pub col: usize,
     /// What is wrong, and the fix where there is one.
     pub message: String,
+}
+
+impl ConfigError {
+    /// `path` could not be read.
+    pub fn unreadable(path: &Path, e: &std::io::Error) -> ConfigError {
+        ConfigError { path: path.to_owned(), line: 0, col: 0, message: format!("cannot read: {e}") }
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -65,44 +80,6 @@ pub struct Interface {
     pub addresses: Vec<(Ipv4Addr, u8)>,
 }
 
-/// Where a route points.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// A gateway on a connected subnet.
-    Via(Ipv4Addr),
-    /// An interface (by name).
-    Dev(String),
-}
-
-/// A static route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
-    /// Destination prefix.
-    pub prefix: Prefix,
-    /// Where it points.
-    pub target: Target,
-}
-
-/// How workers wait for frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Poll {
-    /// Spin.
-    Busy,
-    /// Spin, then sleep in poll(2).
-    Adaptive,
-}
-
-/// How the XDP program attaches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum XdpMode {
-    /// In the driver.
-    Native,
-    /// Generic.
-    Generic,
-    /// Native where possible.
-    Auto,
-}
-
 /// Worker settings; `None` leaves the command line's or the built-in default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Workers {
@@ -111,28 +88,9 @@ pub struct Workers {
     /// Core of each worker.
     pub cores: Option<Vec<usize>>,
     /// Poll mode.
-    pub poll: Option<Poll>,
+    pub poll: Option<PollMode>,
     /// XDP attach mode.
     pub xdp_mode: Option<XdpMode>,
-}
-
-/// Table sizes and rates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Neighbour table capacity.
-    pub neighbors: usize,
-    /// Packets held per unresolved neighbour.
-    pub glean_queue: usize,
-    /// ICMP errors per second (0: unlimited), shared by all workers.
-    pub icmp_rate: u32,
-    /// ICMP error burst.
-    pub icmp_burst: u32,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50 }
-    }
 }
 
 /// A validated router configuration.
@@ -142,14 +100,15 @@ pub struct RouterConfig {
     pub path: PathBuf,
     /// Interfaces, in file order (port order).
     pub interfaces: Vec<Interface>,
-    /// Static routes: the file's, then the routes file's.
-    pub routes: Vec<Route>,
+    /// Static routes: the file's, then the routes file's. A `dev` is the port of its interface
+    /// (its place in [`RouterConfig::interfaces`]), resolved and checked by the parser.
+    pub routes: Vec<(Prefix, RouteTarget)>,
     /// Static neighbours.
     pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
     /// Worker settings.
     pub workers: Workers,
-    /// Limits.
-    pub limits: Limits,
+    /// Limits, in the data plane's terms (the file's, or the defaults).
+    pub limits: RouterLimits,
 }
 
 #[derive(Deserialize)]
@@ -195,8 +154,8 @@ struct RawNeighbor {
 struct RawWorkers {
     queues: Option<Spanned<u32>>,
     cores: Option<Vec<usize>>,
-    poll: Option<Spanned<String>>,
-    xdp_mode: Option<Spanned<String>>,
+    poll: Option<PollMode>,
+    xdp_mode: Option<XdpMode>,
 }
 
 #[derive(Deserialize, Default)]
@@ -249,19 +208,14 @@ fn parse_ip(s: &str) -> Result<Ipv4Addr, String> {
 }
 
 impl RouterConfig {
-    /// Reads and validates `path` (and the routes file it names).
-    pub fn load(path: &Path) -> Result<RouterConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            path: path.to_owned(),
-            line: 0,
-            col: 0,
-            message: format!("cannot read: {e}"),
-        })?;
-        RouterConfig::parse(path, &text)
-    }
-
-    /// Validates `text` as if read from `path` (relative routes files resolve beside it).
-    pub fn parse(path: &Path, text: &str) -> Result<RouterConfig, ConfigError> {
+    /// Validates `text`, the configuration file `path`, and the routes file it names, whose
+    /// text `read_routes` gives for its path (a relative one resolved beside `path`). Reads
+    /// nothing itself: the caller does, and `path` only names the files in errors.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        read_routes: impl FnOnce(&Path) -> std::io::Result<String>,
+    ) -> Result<RouterConfig, ConfigError> {
         let cx = Ctx { path, text };
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
@@ -333,14 +287,10 @@ impl RouterConfig {
                     if let Some(why) = not_a_host(gw) {
                         return Err(cx.err(v.span(), format!("next hop {gw} {why}")));
                     }
-                    Target::Via(gw)
+                    RouteTarget::Via(gw)
                 }
                 (None, Some(d)) => {
-                    let dev = d.get_ref().trim().to_owned();
-                    if !interfaces.iter().any(|i| i.name == dev) {
-                        return Err(cx.err(d.span(), format!("dev {dev} is not a configured [[interface]]")));
-                    }
-                    Target::Dev(dev)
+                    RouteTarget::Dev(port_of(&interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
                 }
                 (Some(_), Some(d)) => return Err(cx.err(d.span(), "a route takes `via` or `dev`, not both")),
                 (None, None) => {
@@ -353,7 +303,7 @@ impl RouterConfig {
             if !seen_prefix.insert(prefix) {
                 return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
             }
-            routes.push(Route { prefix, target });
+            routes.push((prefix, target));
         }
 
         let mut neighbors: Vec<(Ipv4Addr, MacAddr)> = Vec::new();
@@ -387,29 +337,14 @@ impl RouterConfig {
                 return Err(cx.err(q.span(), "workers.queues must be at least 1"));
             }
         }
-        let poll = match &w.poll {
-            None => None,
-            Some(p) => Some(match p.get_ref().as_str() {
-                "busy" => Poll::Busy,
-                "adaptive" => Poll::Adaptive,
-                other => return Err(cx.err(p.span(), format!("poll `{other}` is not one of busy, adaptive"))),
-            }),
+        let workers = Workers {
+            queues: w.queues.as_ref().map(|q| *q.get_ref()),
+            cores: w.cores.clone(),
+            poll: w.poll,
+            xdp_mode: w.xdp_mode,
         };
-        let xdp_mode = match &w.xdp_mode {
-            None => None,
-            Some(m) => Some(match m.get_ref().as_str() {
-                "native" => XdpMode::Native,
-                "generic" => XdpMode::Generic,
-                "auto" => XdpMode::Auto,
-                other => {
-                    return Err(cx.err(m.span(), format!("xdp_mode `{other}` is not one of native, generic, auto")))
-                }
-            }),
-        };
-        let workers =
-            Workers { queues: w.queues.as_ref().map(|q| *q.get_ref()), cores: w.cores.clone(), poll, xdp_mode };
 
-        let d = Limits::default();
+        let d = RouterLimits::default();
         let l = &raw.limits;
         for (v, name, max) in [(&l.neighbors, "neighbors", 1usize << 22), (&l.glean_queue, "glean_queue", 4096)] {
             if let Some(v) = v {
@@ -440,7 +375,7 @@ impl RouterConfig {
                 return Err(cx.err(b.span(), "limits.icmp_burst must be at least 1"));
             }
         }
-        let limits = Limits {
+        let limits = RouterLimits {
             neighbors: l.neighbors.as_ref().map_or(d.neighbors, |v| *v.get_ref()),
             glean_queue: l.glean_queue.as_ref().map_or(d.glean_queue, |v| *v.get_ref()),
             icmp_rate: l.icmp_rate.as_ref().map_or(d.icmp_rate, |v| *v.get_ref()),
@@ -449,12 +384,38 @@ impl RouterConfig {
 
         if let Some(rf) = &raw.routes_file {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
-            load_routes(&file, &text, &interfaces, &subnets, &mut seen_prefix, &mut routes)?;
+            let text =
+                read_routes(&file).map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
+            parse_routes(&file, &text, &interfaces, &subnets, &mut seen_prefix, &mut routes)?;
         }
 
         Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, limits })
+    }
+
+    /// The ports, in port order: the interfaces' names.
+    pub fn ports(&self) -> Vec<String> {
+        self.interfaces.iter().map(|i| i.name.clone()).collect()
+    }
+
+    /// The name of `port`'s interface.
+    ///
+    /// # Panics
+    ///
+    /// If `port` is not one of [`RouterConfig::interfaces`]; the ports of the routes the parser
+    /// gives always are.
+    pub fn port_name(&self, port: PortId) -> &str {
+        &self.interfaces[port.index()].name
+    }
+
+    /// The router's part of what the data plane starts with: addresses by port, routes,
+    /// neighbours and limits.
+    pub fn setup(&self) -> RouterSetup {
+        RouterSetup {
+            addresses: self.interfaces.iter().map(|i| i.addresses.clone()).collect(),
+            routes: self.routes.clone(),
+            neighbors: self.neighbors.clone(),
+            limits: self.limits,
+        }
     }
 
     /// Checks that every interface exists (`exists(name)`), reporting the first that does not
@@ -491,6 +452,22 @@ impl RouterConfig {
     }
 }
 
+/// The port of the interface `name`: its place in the file, which is its place in the
+/// forwarder's port list.
+fn port_of(interfaces: &[Interface], name: &str) -> Result<PortId, String> {
+    let i = interfaces
+        .iter()
+        .position(|i| i.name == name)
+        .ok_or_else(|| format!("dev {name} is not a configured [[interface]]"))?;
+    u8::try_from(i).map(PortId).map_err(|_| {
+        format!(
+            "dev {name} is interface {} of the file, and a route's dev must be one of the first {}; xfwd drives at most {MAX_PORTS} ports",
+            i + 1,
+            usize::from(u8::MAX) + 1
+        )
+    })
+}
+
 /// Why `ip` cannot be a neighbour: one of the box's addresses, or a subnet's network or
 /// broadcast address.
 fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<String> {
@@ -505,15 +482,15 @@ fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<St
     None
 }
 
-/// Reads a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line; `#` starts
-/// a comment. Built for a full table: a million lines load in about a second.
-fn load_routes(
+/// Parses a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line; `#`
+/// starts a comment. Built for a full table: a million lines load in about a second.
+fn parse_routes(
     path: &Path,
     text: &str,
     interfaces: &[Interface],
     subnets: &[(Prefix, Ipv4Addr, String)],
     seen: &mut HashSet<Prefix>,
-    routes: &mut Vec<Route>,
+    routes: &mut Vec<(Prefix, RouteTarget)>,
 ) -> Result<(), ConfigError> {
     let err = |line: usize, col: usize, message: String| ConfigError { path: path.to_owned(), line, col, message };
     for (n, raw_line) in text.lines().enumerate() {
@@ -539,14 +516,9 @@ fn load_routes(
                 if let Some(why) = not_a_host(subnets, gw) {
                     return Err(err(n + 1, col_of(arg), format!("next hop {gw} {why}")));
                 }
-                Target::Via(gw)
+                RouteTarget::Via(gw)
             }
-            "dev" => {
-                if !interfaces.iter().any(|i| i.name == arg) {
-                    return Err(err(n + 1, col_of(arg), format!("dev {arg} is not a configured [[interface]]")));
-                }
-                Target::Dev(arg.to_owned())
-            }
+            "dev" => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
             other => return Err(err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`"))),
         };
         if !seen.insert(prefix) {
@@ -556,7 +528,7 @@ fn load_routes(
                 format!("route {prefix} is given twice (here or in the configuration file)"),
             ));
         }
-        routes.push(Route { prefix, target });
+        routes.push((prefix, target));
     }
     Ok(())
 }
@@ -599,8 +571,11 @@ icmp_rate = 100
 icmp_burst = 10
 "#;
 
+    /// Parses a file that names no routes file.
     fn parse(text: &str) -> Result<RouterConfig, ConfigError> {
-        RouterConfig::parse(Path::new("router.toml"), text)
+        RouterConfig::parse(Path::new("router.toml"), text, |p| {
+            panic!("no routes file here, asked for {}", p.display())
+        })
     }
 
     #[test]
@@ -609,22 +584,19 @@ icmp_burst = 10
         assert_eq!(c.interfaces.len(), 2);
         assert_eq!(c.interfaces[0].addresses[1], ("192.168.11.2".parse().unwrap(), 24));
         assert_eq!(c.interfaces[1].name_pos, Pos { line: 7, col: 8 });
-        assert_eq!(
-            c.routes[0],
-            Route { prefix: "10.0.0.0/8".parse().unwrap(), target: Target::Via("192.168.30.2".parse().unwrap()) }
-        );
-        assert_eq!(c.routes[1].target, Target::Dev("eth5".into()));
+        assert_eq!(c.routes[0], ("10.0.0.0/8".parse().unwrap(), RouteTarget::Via("192.168.30.2".parse().unwrap())));
+        assert_eq!(c.routes[1], ("172.16.0.0/12".parse().unwrap(), RouteTarget::Dev(PortId(0))));
         assert_eq!(c.neighbors, vec![("192.168.30.2".parse().unwrap(), "02:00:00:00:00:01".parse().unwrap())]);
         assert_eq!(
             c.workers,
             Workers {
                 queues: Some(2),
                 cores: Some(vec![0, 1]),
-                poll: Some(Poll::Busy),
+                poll: Some(PollMode::Busy),
                 xdp_mode: Some(XdpMode::Native)
             }
         );
-        assert_eq!(c.limits, Limits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10 });
+        assert_eq!(c.limits, RouterLimits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10 });
     }
 
     fn error_of(text: &str) -> String {
@@ -654,7 +626,11 @@ icmp_burst = 10
         let e = error_of(&format!("{IFACES}[[neighbor]]\nip = \"192.168.10.7\"\nmac = \"01:00:5e:00:00:01\"\n"));
         assert!(e.starts_with("router.toml:6:7: 01:00:5e:00:00:01 is not a station address"), "{e}");
         let e = error_of(&format!("{IFACES}[workers]\npoll = \"sometimes\"\n"));
-        assert!(e.starts_with("router.toml:5:8: poll `sometimes` is not one of busy, adaptive"), "{e}");
+        assert_eq!(e, "router.toml:5:8: poll `sometimes` is not one of busy, adaptive");
+        let e = error_of(&format!("{IFACES}[workers]\nxdp_mode = \"offload\"\n"));
+        assert_eq!(e, "router.toml:5:12: xdp_mode `offload` is not one of native, generic, auto");
+        let e = error_of(&format!("{IFACES}[workers]\npoll = 1\n"));
+        assert!(e.starts_with("router.toml:5:8: invalid type: integer `1`, expected a string"), "{e}");
         let e = error_of("");
         assert!(e.starts_with("router.toml: no [[interface]]"), "{e}");
         let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.10.2\"\n"));
@@ -668,6 +644,47 @@ icmp_burst = 10
     }
 
     #[test]
+    fn the_data_plane_gets_ports_in_file_order_and_routes_by_port() {
+        let c = parse(&format!("{GOOD}\n[[route]]\nprefix = \"198.51.100.0/24\"\ndev = \"eth4\"\n")).unwrap();
+        assert_eq!(c.ports(), ["eth5", "eth4"]);
+        assert_eq!(c.port_name(PortId(1)), "eth4");
+        let s = c.setup();
+        assert_eq!(s.addresses, [c.interfaces[0].addresses.clone(), c.interfaces[1].addresses.clone()]);
+        assert_eq!(
+            s.routes,
+            [
+                ("10.0.0.0/8".parse().unwrap(), RouteTarget::Via("192.168.30.2".parse().unwrap())),
+                ("172.16.0.0/12".parse().unwrap(), RouteTarget::Dev(PortId(0))),
+                ("198.51.100.0/24".parse().unwrap(), RouteTarget::Dev(PortId(1))),
+            ]
+        );
+        assert_eq!(s.neighbors, c.neighbors);
+        assert_eq!(s.limits, c.limits);
+    }
+
+    #[test]
+    fn a_dev_beyond_what_a_port_id_numbers_is_refused_at_its_place() {
+        let mut text = String::new();
+        for i in 0..=256u32 {
+            text += &format!("[[interface]]\nname = \"p{i}\"\naddresses = [\"10.{}.{}.1/24\"]\n", i / 256, i % 256);
+        }
+        let with_route = |dev: &str| format!("{text}[[route]]\nprefix = \"198.51.100.0/24\"\ndev = \"{dev}\"\n");
+        let c = parse(&with_route("p255")).unwrap();
+        assert_eq!(c.routes[0].1, RouteTarget::Dev(PortId(255)));
+        let e = parse(&with_route("p256")).unwrap_err();
+        assert_eq!((e.line, e.col), (257 * 3 + 3, 7), "{e}");
+        assert!(e.message.starts_with("dev p256 is interface 257 of the file"), "{e}");
+    }
+
+    #[test]
+    fn limits_left_out_are_the_documented_defaults() {
+        let c = parse(&format!("{IFACES}[limits]\nicmp_rate = 0\n")).unwrap();
+        // config/README.md: neighbors 4096, glean_queue 16, icmp_rate 1000, icmp_burst 50.
+        assert_eq!(c.limits, RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 0, icmp_burst: 50 });
+        assert_eq!(parse(IFACES).unwrap().limits.icmp_rate, 1000);
+    }
+
+    #[test]
     fn interfaces_are_checked_against_the_system_at_their_place() {
         let c = parse(GOOD).unwrap();
         let e = c.check_interfaces(|n| n == "eth5").unwrap_err();
@@ -678,29 +695,47 @@ icmp_burst = 10
         assert!(c.check_interfaces(|_| true).is_ok());
     }
 
+    /// Parses a file that names `routes.txt`, whose text is `routes`.
+    fn with_routes_file(routes: std::io::Result<&str>) -> Result<RouterConfig, ConfigError> {
+        let cfg = format!(
+            "routes_file = \"routes.txt\"\n{IFACES}[[interface]]\nname = \"eth4\"\naddresses = [\"192.168.30.1/24\"]\n"
+        );
+        RouterConfig::parse(Path::new("/etc/xfwd/router.toml"), &cfg, |p| {
+            assert_eq!(p, Path::new("/etc/xfwd/routes.txt"), "resolved beside the configuration file");
+            routes.map(str::to_owned)
+        })
+    }
+
     #[test]
     fn routes_file_lines_are_validated_with_positions() {
-        let dir = std::env::temp_dir().join(format!("xfwd-config-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("routes.txt"),
-            "# full table\n10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 dev eth5  # comment\n\n",
-        )
-        .unwrap();
-        let cfg = format!("routes_file = \"routes.txt\"\n{IFACES}");
-        let c = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap();
-        assert_eq!(c.routes.len(), 2);
-        std::fs::write(dir.join("routes.txt"), "10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 via 192.168.77.1\n").unwrap();
-        let e = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err();
-        assert_eq!(e.path, dir.join("routes.txt"));
+        let c = with_routes_file(Ok("# full table\n10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 dev eth4  # comment\n\n"))
+            .unwrap();
+        assert_eq!(
+            c.routes,
+            [
+                ("10.1.0.0/16".parse().unwrap(), RouteTarget::Via("192.168.10.1".parse().unwrap())),
+                ("10.2.0.0/16".parse().unwrap(), RouteTarget::Dev(PortId(1))),
+            ]
+        );
+        let e = with_routes_file(Ok("10.1.0.0/16 via 192.168.10.1\n10.2.0.0/16 via 192.168.77.1\n")).unwrap_err();
+        assert_eq!(e.path, Path::new("/etc/xfwd/routes.txt"));
         assert_eq!((e.line, e.col), (2, 17), "{e}");
-        std::fs::write(dir.join("routes.txt"), "10.1.0.1/16 via 192.168.10.1\n").unwrap();
-        assert!(RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err().message.contains("host bits"));
-        std::fs::write(dir.join("routes.txt"), "10.1.0.0/16 via 192.168.10.1\n10.1.0.0/16 via 192.168.10.3\n").unwrap();
-        let e = RouterConfig::parse(&dir.join("router.toml"), &cfg).unwrap_err();
+        assert!(with_routes_file(Ok("10.1.0.1/16 via 192.168.10.1\n")).unwrap_err().message.contains("host bits"));
+        let e = with_routes_file(Ok("10.1.0.0/16 via 192.168.10.1\n10.1.0.0/16 via 192.168.10.3\n")).unwrap_err();
         assert_eq!((e.line, e.col), (2, 1));
         assert!(e.message.contains("given twice"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
+        let e = with_routes_file(Ok("\n10.3.0.0/16  dev eth9\n")).unwrap_err();
+        assert_eq!(e.to_string(), "/etc/xfwd/routes.txt:2:18: dev eth9 is not a configured [[interface]]");
+    }
+
+    #[test]
+    fn an_unreadable_routes_file_is_reported_where_the_file_names_it() {
+        let gone = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let e = with_routes_file(Err(gone)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/etc/xfwd/router.toml:1:15: routes_file /etc/xfwd/routes.txt: No such file or directory (os error 2)"
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@ use xfwd_config::RouterConfig;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        if let Err(e) = RouterConfig::parse(Path::new("fuzz.toml"), text) {
+        // A routes file, if the text names one, is the same text: its lines meet that parser too.
+        if let Err(e) = RouterConfig::parse(Path::new("fuzz.toml"), text, |_| Ok(text.to_owned())) {
             let _ = e.to_string();
         }
     }

@@ -220,8 +220,11 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool) -> Result<()> {
         }
         return Ok(());
     }
-    let config = xfwd_config::RouterConfig::parse(Path::new("config/examples/rig-router.toml"), RIG_ROUTER)
-        .context("the embedded rig router file")?;
+    // The embedded file names no routes file: nothing is read.
+    let no_routes_file = |p: &Path| Err(std::io::Error::new(std::io::ErrorKind::NotFound, p.display().to_string()));
+    let config =
+        xfwd_config::RouterConfig::parse(Path::new("config/examples/rig-router.toml"), RIG_ROUTER, no_routes_file)
+            .context("the embedded rig router file")?;
     let (apply, undo) = crate::kernel::router_commands(&config);
     if up {
         crate::kernel::ip_batch_in(Some(r.boxns.name()), &apply, false)?;

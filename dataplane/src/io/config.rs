@@ -3,9 +3,9 @@
 
 use std::net::Ipv4Addr;
 
+use super::options::{PollMode, XdpMode, ZeroCopy};
 use super::port::PortError;
-use super::worker::PollMode;
-use super::xdp::{XdpError, XdpMode};
+use super::xdp::XdpError;
 use crate::l3::{Prefix, RouteTarget};
 use crate::wire::MacAddr;
 
@@ -38,19 +38,6 @@ pub struct ForwarderConfig {
     pub mode: Mode,
 }
 
-/// Whether AF_XDP sockets bind in zero-copy mode. One worker's sockets share a UMEM, which has
-/// one mode for all of them, so zero-copy needs every port's driver to support it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ZeroCopy {
-    /// Zero-copy where every port supports it, copy mode otherwise (said at start).
-    #[default]
-    Auto,
-    /// Zero-copy or refuse to start.
-    On,
-    /// Copy mode.
-    Off,
-}
-
 /// What a forwarder does with its ports.
 #[derive(Debug, Clone)]
 pub enum Mode {
@@ -78,17 +65,24 @@ pub struct RouterSetup {
     pub limits: RouterLimits,
 }
 
-/// The router's table sizes and rates.
+/// The router's table sizes and rates (the router file's `[limits]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RouterLimits {
     /// Neighbour table capacity.
     pub neighbors: usize,
     /// Packets held per unresolved neighbour.
     pub glean_queue: usize,
-    /// ICMP errors per second for the whole router (0: unlimited).
+    /// ICMP errors per second for the whole router, shared by all workers (0: unlimited).
     pub icmp_rate: u32,
     /// ICMP error burst.
     pub icmp_burst: u32,
+}
+
+/// The defaults of the router file's `[limits]` (config/README.md).
+impl Default for RouterLimits {
+    fn default() -> Self {
+        RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50 }
+    }
 }
 
 /// Why a forwarder did not start. Nothing is left attached or bound when this is returned.

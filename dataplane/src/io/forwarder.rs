@@ -9,8 +9,9 @@ use std::thread::JoinHandle;
 use super::arp::Control as ArpControl;
 use super::config::RouterLimits;
 use super::memory::advise_huge_pages;
+use super::options::XdpMode;
 use super::view::{LiveView, Report};
-use super::xdp::{XdpMode, XdpProgram};
+use super::xdp::XdpProgram;
 use crate::l3::{PortSpec, Prefix, RouteTarget, RouterTables};
 use crate::wire::MacAddr;
 

@@ -15,6 +15,8 @@
 //!
 //! Starting and running:
 //! - [`config`]: what to start, and why a start failed;
+//! - [`options`]: the values of the options that choose how it runs (poll, XDP and zero-copy
+//!   mode), which the command line and the router's file take from there;
 //! - [`port`]: the ports, found and checked in sysfs;
 //! - [`start`]: start-up as a pure plan ([`start::plan`], tested without root), then steps;
 //! - [`forwarder`]: the running forwarder: reload, stop;
@@ -45,6 +47,7 @@ pub mod drivers;
 pub mod forwarder;
 pub mod glean;
 pub mod memory;
+pub mod options;
 pub mod port;
 pub mod start;
 pub mod view;
@@ -52,9 +55,9 @@ pub mod worker;
 pub mod xdp;
 pub mod xsk;
 
-pub use config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError, ZeroCopy};
+pub use config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError};
 pub use forwarder::Forwarder;
+pub use options::{PollMode, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};
 pub use view::{LiveView, PortReport, Report, RouterView};
-pub use worker::PollMode;
-pub use xdp::{XdpCounter, XdpMode};
+pub use xdp::XdpCounter;

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
+use super::options::XdpMode;
 use super::port::PortInfo;
-use super::xdp::{XdpCounter, XdpCounters, XdpMode};
+use super::xdp::{XdpCounter, XdpCounters};
 use crate::l2::{Fdb, FdbEntry};
 use crate::l3::arp::ArpCounters;
 use crate::l3::{NeighborTable, RouterTables};

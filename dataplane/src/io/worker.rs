@@ -21,6 +21,7 @@ use std::time::Duration;
 use xsk_rs::FrameDesc;
 
 use super::glean::GleanSender;
+use super::options::PollMode;
 use super::xsk::{PortRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::l2::{self, Fdb, Learn};
@@ -39,25 +40,6 @@ const POLL_TIMEOUT_MS: i32 = 10;
 const XSK_STATS_EVERY: Duration = Duration::from_millis(250);
 /// Most kicks per TX flush: 2048 descriptors at the kernel's 32 per kick, and some slack.
 const MAX_KICKS: u32 = RING_SIZE / 32 + 8;
-
-/// How a worker waits for frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PollMode {
-    /// Spin on the rings without ever sleeping.
-    Busy,
-    /// Spin briefly after work, then sleep in poll(2) until frames arrive (bounded timeout).
-    #[default]
-    Adaptive,
-}
-
-impl std::fmt::Display for PollMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PollMode::Busy => "busy",
-            PollMode::Adaptive => "adaptive",
-        })
-    }
-}
 
 /// The decision a worker applies to each received frame.
 pub trait Decide: Send {

@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
+use super::options::XdpMode;
 use super::port::PortInfo;
 use crate::{MAX_PORTS, MAX_QUEUES};
 
@@ -40,28 +41,6 @@ pub enum ProgramMode<'a> {
         /// The box's addresses and its subnets' broadcast addresses.
         local: &'a [(std::net::Ipv4Addr, LocalKind)],
     },
-}
-
-/// How the XDP program is attached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum XdpMode {
-    /// In the driver (fastest); fails where the driver has no XDP support.
-    Native,
-    /// In the generic network stack path (works everywhere, slower).
-    Generic,
-    /// Native where the driver supports it, generic otherwise.
-    #[default]
-    Auto,
-}
-
-impl std::fmt::Display for XdpMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            XdpMode::Native => "native",
-            XdpMode::Generic => "generic",
-            XdpMode::Auto => "auto",
-        })
-    }
 }
 
 /// The program's per-port counters (mirrors `enum xfwd_counter` in the C source).

@@ -12,11 +12,11 @@
 
 use std::net::Ipv4Addr;
 
-use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError, ZeroCopy};
+use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError};
 use crate::io::drivers::{self, QueueIndex};
+use crate::io::options::{PollMode, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
-use crate::io::worker::PollMode;
-use crate::io::xdp::{LocalKind, XdpMode};
+use crate::io::xdp::LocalKind;
 use crate::io::xsk::{BindOptions, OpenError};
 use crate::l3::{PortSpec, Prefix};
 use crate::{MAX_PORTS, MAX_QUEUES};

@@ -1,0 +1,218 @@
+//! The values of the options that choose how the data plane runs: [`PollMode`], [`XdpMode`] and
+//! [`ZeroCopy`]. Each is defined here once; the command line and the router's file take them
+//! from here instead of keeping their own copies to map by hand.
+//!
+//! - The command line parses them with `clap::ValueEnum`, derived with the `clap` feature (off by
+//!   default, so that the data plane alone does not build clap). A variant's `value(help)` is
+//!   reset: its doc comment is for readers of this crate, and `--help` keeps the option's one
+//!   line, which already says what each value does.
+//! - The router's file (`[workers]`) reads `poll` and `xdp_mode` with `serde::Deserialize`,
+//!   derived always: serde is a dependency of the data plane anyway, for its reports. A word that
+//!   is not a value is refused by [`FromStr`], whose error names the option and its values.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Deserialize;
+
+/// How a worker waits for frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum PollMode {
+    /// Spin on the rings without ever sleeping.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Busy,
+    /// Spin briefly after work, then sleep in poll(2) until frames arrive (bounded timeout).
+    #[default]
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Adaptive,
+}
+
+impl PollMode {
+    /// Every value, in the order `--help` lists them.
+    pub const ALL: [PollMode; 2] = [PollMode::Busy, PollMode::Adaptive];
+
+    /// The value's word on the command line and in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            PollMode::Busy => "busy",
+            PollMode::Adaptive => "adaptive",
+        }
+    }
+}
+
+/// How the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum XdpMode {
+    /// In the driver (fastest); fails where the driver has no XDP support.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Native,
+    /// In the generic network stack path (works everywhere, slower).
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Generic,
+    /// Native where the driver supports it, generic otherwise.
+    #[default]
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Auto,
+}
+
+impl XdpMode {
+    /// Every value, in the order `--help` lists them.
+    pub const ALL: [XdpMode; 3] = [XdpMode::Native, XdpMode::Generic, XdpMode::Auto];
+
+    /// The value's word on the command line and in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+            XdpMode::Auto => "auto",
+        }
+    }
+}
+
+/// Whether AF_XDP sockets bind in zero-copy mode. One worker's sockets share a UMEM, which has
+/// one mode for all of them, so zero-copy needs every port's driver to support it. (The
+/// command line sets it; the router's file has no key for it.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum ZeroCopy {
+    /// Zero-copy where every port supports it, copy mode otherwise (said at start).
+    #[default]
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Auto,
+    /// Zero-copy or refuse to start.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    On,
+    /// Copy mode.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Off,
+}
+
+/// A word that is not one of an option's values.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{option} `{given}` is not one of {}", .expected.join(", "))]
+pub struct UnknownValue {
+    /// The option, as the router's file spells it.
+    pub option: &'static str,
+    /// The word given.
+    pub given: String,
+    /// The option's values, in order.
+    pub expected: Vec<&'static str>,
+}
+
+/// The value of `all` whose name is `text`, or why there is none.
+fn value_of<T: Copy>(
+    option: &'static str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+    text: &str,
+) -> Result<T, UnknownValue> {
+    all.iter().copied().find(|&v| name(v) == text).ok_or_else(|| UnknownValue {
+        option,
+        given: text.to_owned(),
+        expected: all.iter().map(|&v| name(v)).collect(),
+    })
+}
+
+impl FromStr for PollMode {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        value_of("poll", &PollMode::ALL, PollMode::name, text)
+    }
+}
+
+impl FromStr for XdpMode {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        value_of("xdp_mode", &XdpMode::ALL, XdpMode::name, text)
+    }
+}
+
+/// For `serde(try_from)`: the file's word through [`FromStr`], so that its error is the file's.
+impl TryFrom<String> for PollMode {
+    type Error = UnknownValue;
+
+    fn try_from(text: String) -> Result<Self, UnknownValue> {
+        text.parse()
+    }
+}
+
+/// For `serde(try_from)`: the file's word through [`FromStr`], so that its error is the file's.
+impl TryFrom<String> for XdpMode {
+    type Error = UnknownValue;
+
+    fn try_from(text: String) -> Result<Self, UnknownValue> {
+        text.parse()
+    }
+}
+
+impl fmt::Display for PollMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_and_others_are_refused_with_the_values() {
+        for m in PollMode::ALL {
+            assert_eq!(m.name().parse::<PollMode>(), Ok(m));
+            assert_eq!(m.to_string(), m.name());
+        }
+        for m in XdpMode::ALL {
+            assert_eq!(m.name().parse::<XdpMode>(), Ok(m));
+            assert_eq!(m.to_string(), m.name());
+        }
+        assert_eq!(
+            "sometimes".parse::<PollMode>().unwrap_err().to_string(),
+            "poll `sometimes` is not one of busy, adaptive"
+        );
+        assert_eq!(
+            "offload".parse::<XdpMode>().unwrap_err().to_string(),
+            "xdp_mode `offload` is not one of native, generic, auto"
+        );
+        assert!("Busy".parse::<PollMode>().is_err(), "words are lower case, as on the command line");
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        assert_eq!(PollMode::default(), PollMode::Adaptive);
+        assert_eq!(XdpMode::default(), XdpMode::Auto);
+        assert_eq!(ZeroCopy::default(), ZeroCopy::Auto);
+    }
+
+    /// The command line's words and their order (what `--help` lists) are the ones above.
+    #[cfg(feature = "clap")]
+    #[test]
+    fn the_command_line_spells_them_the_same() {
+        use clap::ValueEnum;
+        fn words<T: ValueEnum>() -> Vec<String> {
+            T::value_variants().iter().map(|v| v.to_possible_value().unwrap().get_name().to_owned()).collect()
+        }
+        assert_eq!(words::<PollMode>(), PollMode::ALL.map(PollMode::name));
+        assert_eq!(words::<XdpMode>(), XdpMode::ALL.map(XdpMode::name));
+        assert_eq!(words::<ZeroCopy>(), ["auto", "on", "off"]);
+        fn helps<T: ValueEnum>() -> usize {
+            T::value_variants().iter().filter(|v| v.to_possible_value().unwrap().get_help().is_some()).count()
+        }
+        assert_eq!(
+            helps::<PollMode>() + helps::<XdpMode>() + helps::<ZeroCopy>(),
+            0,
+            "a value with help makes `--help` list the values on lines of their own"
+        );
+    }
+}
