@@ -206,6 +206,26 @@ struct KnownFlow {
     text: String,
 }
 
+impl KnownFlow {
+    /// The flow lost no more of its 60 probes than [`loss_allowance`] grants for the flood's own
+    /// loss over the same window: `offered` frames of which `through` got past the places the
+    /// probes must pass (`through_what` says which).
+    fn assert_not_starved(&self, flood: &str, offered: u64, through: u64, through_what: &str) {
+        let p = lost_fraction(offered, through);
+        let (lost, allowed) = (60 - self.received, loss_allowance(60, p));
+        eprintln!(
+            "{flood}, known flow's window: {offered} offered, {through} {through_what}: the flood lost {:.1} %; the flow lost {lost} of 60, {allowed} allowed",
+            p * 100.0
+        );
+        assert!(
+            lost <= allowed,
+            "the known flow lost {lost} of 60 while the flood lost {:.1} % ({allowed} allowed)\n{}",
+            p * 100.0,
+            self.text
+        );
+    }
+}
+
 type Report = xfwd_dataplane::io::Report;
 
 /// The index of port `name` in a report (the router file's order, or the command line's).
@@ -301,22 +321,7 @@ fn a_million_random_source_macs_keep_the_fdb_at_its_bound_and_a_known_flow_forwa
     // The known flow is not starved: it loses no more than the flood loses end to end over
     // the same seconds (veth queue, socket, TX ring), plus chance.
     let w = since(known.after.0, known.before.0);
-    let p = lost_fraction(w.offered(), w.receiver_rx);
-    let allowed = loss_allowance(60, p);
-    eprintln!(
-        "mac flood, known flow's window: h1 offered {}, h2 received {}: the flood lost {:.1} %; the flow lost {} of 60, {allowed} allowed",
-        w.offered(),
-        w.receiver_rx,
-        p * 100.0,
-        60 - known.received
-    );
-    assert!(
-        60 - known.received <= allowed,
-        "the known flow lost {} of 60 while the flood lost {:.1} % ({allowed} allowed)\n{}",
-        60 - known.received,
-        p * 100.0,
-        known.text
-    );
+    known.assert_not_starved("mac flood", w.offered(), w.receiver_rx, "h2 received");
     common::stop_clean(&mut x);
 }
 
@@ -408,22 +413,7 @@ fn an_arp_flood_keeps_the_neighbour_table_bounded_and_resolved_flows_forwarding(
     let (h0, s0) = &known.before;
     let (h1, s1) = &known.after;
     let w = since(*h1, *h0);
-    let reached = reached_decision(s1, s0, "eth4");
-    let p = lost_fraction(w.offered(), reached);
-    let allowed = loss_allowance(60, p);
-    eprintln!(
-        "arp flood, known flow's window: h2 offered {}, {reached} reached a decision: the flood lost {:.1} %; the flow lost {} of 60, {allowed} allowed",
-        w.offered(),
-        p * 100.0,
-        60 - known.received
-    );
-    assert!(
-        60 - known.received <= allowed,
-        "the resolved flow lost {} of 60 while the flood lost {:.1} % ({allowed} allowed)\n{}",
-        60 - known.received,
-        p * 100.0,
-        known.text
-    );
+    known.assert_not_starved("arp flood", w.offered(), reached_decision(s1, s0, "eth4"), "reached a decision");
     common::stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();
 }
