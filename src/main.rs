@@ -55,6 +55,10 @@ enum Cmd {
         /// Where to write the plots (default: beside each file).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// ARM=FILE: the box's samples from `xfwd monitor` while `xfwd load` ran that arm; its
+        /// runs get the box's CPU and cost per packet, written into the report file.
+        #[arg(long, value_parser = parse_monitor_arg)]
+        monitor: Vec<(String, PathBuf)>,
     },
     /// What will work on these ports and why: driver, queues, XDP and AF_XDP support,
     /// interrupts, with the command that fixes each finding. Changes nothing.
@@ -153,6 +157,14 @@ struct BridgeArgs {
     workers: WorkerArgs,
 }
 
+/// `--monitor ARM=FILE`.
+fn parse_monitor_arg(text: &str) -> Result<(String, PathBuf), String> {
+    match text.split_once('=') {
+        Some((arm, file)) if !arm.is_empty() && !file.is_empty() => Ok((arm.to_owned(), PathBuf::from(file))),
+        _ => Err(format!("`{text}`: write ARM=FILE, e.g. kernel=kernel-cpu.json")),
+    }
+}
+
 /// `--cores`: a list, or `irq`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum CoresArg {
@@ -244,7 +256,9 @@ fn main() -> ExitCode {
         Cmd::Load(args) => xfwd::remote::load(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Monitor(args) => xfwd::remote::monitor(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(args) => xfwd::bench::run(&args).map(|()| ExitCode::SUCCESS),
-        Cmd::Report { files, out } => xfwd::bench::report_files(&files, out.as_deref()).map(|()| ExitCode::SUCCESS),
+        Cmd::Report { files, out, monitor } => {
+            xfwd::bench::report_files(&files, out.as_deref(), &monitor).map(|()| ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,

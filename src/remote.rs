@@ -119,6 +119,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             servers.push(rig::Spawned { child: c.spawn().context("starting iperf3 -s (is iperf3 installed?)")? });
         }
         std::thread::sleep(Duration::from_millis(500));
+        // The measured part begins once the omitted seconds are over and lasts --time.
+        let started_unix_ms = unix_ms() + u64::from(args.omit) * 1000;
         let mut clients = Vec::new();
         for (k, cport) in cports.iter().enumerate() {
             let port = (u32::from(args.port) + k as u32).to_string();
@@ -161,6 +163,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             rtt_ms: Vec::new(),
             rtt_idle_ms: Vec::new(),
             idle_busy_cores: None,
+            started_unix_ms: Some(started_unix_ms),
+            ended_unix_ms: Some(started_unix_ms + u64::from(args.time) * 1000),
         });
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {
@@ -202,6 +206,99 @@ pub struct Monitor {
     pub cpu: Vec<Sample>,
     /// Per port: (name, packets received per queue over the whole run).
     pub queues: Vec<(String, Vec<u64>)>,
+    /// Wall-clock time sampling started, ms since the Unix epoch: samples' `t_ms` count from it.
+    #[serde(default)]
+    pub started_unix_ms: Option<u64>,
+    /// (t_ms, packets received by all the ports so far), at each interval: what the box
+    /// forwarded, for the CPU cost per packet of a run.
+    #[serde(default)]
+    pub packets: Vec<(u64, u64)>,
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Packets received by `ports` so far (sysfs `rx_packets`; a port that cannot be read counts 0).
+fn rx_packets(ports: &[String]) -> u64 {
+    ports
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/sys/class/net/{p}/statistics/rx_packets")).ok())
+        .filter_map(|t| t.trim().parse::<u64>().ok())
+        .sum()
+}
+
+/// The value of a cumulative counter sampled at `points` (time, value) at time `t`, by linear
+/// interpolation between the samples around it; `None` outside them.
+fn counter_at(points: &[(u64, u64)], t: u64) -> Option<f64> {
+    let after = points.iter().position(|&(pt, _)| pt >= t)?;
+    let (t1, v1) = points[after];
+    if t1 == t {
+        return Some(v1 as f64);
+    }
+    let (t0, v0) = *points.get(after.checked_sub(1)?)?;
+    Some(v0 as f64 + (v1 as f64 - v0 as f64) * (t - t0) as f64 / (t1 - t0) as f64)
+}
+
+/// Fills each run of `arm` that has wall-clock times (from `xfwd load`) with what the box's
+/// monitor `m` saw during it: the per-core samples that ended inside the run, their averages,
+/// the busy CPU-seconds they add up to, the packets the box's ports received, and the CPU
+/// cost per packet. Returns what could not be matched, in words (the two machines' clocks
+/// must agree: see the README's runbook).
+pub fn join_monitor(arm: &mut ArmResult, m: &Monitor) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(t0) = m.started_unix_ms else {
+        problems
+            .push(format!("{}: the monitor file has no start time (an older xfwd monitor): nothing joined", arm.name));
+        return problems;
+    };
+    let interval_s = m.interval_ms as f64 / 1000.0;
+    for run in &mut arm.runs {
+        let (Some(start), Some(end)) = (run.started_unix_ms, run.ended_unix_ms) else {
+            problems.push(format!("{} run {}: no wall-clock times (not from xfwd load)", arm.name, run.run));
+            continue;
+        };
+        if start < t0 {
+            problems.push(format!(
+                "{} run {}: it began before the monitor did: start the monitor first (or the clocks disagree)",
+                arm.name, run.run
+            ));
+            continue;
+        }
+        let (from, to) = (start - t0, end.saturating_sub(t0));
+        // A sample covers the interval before its time: take those whose middle is inside.
+        let samples: Vec<Sample> = m
+            .cpu
+            .iter()
+            .filter(|s| s.t_ms > from + m.interval_ms / 2 && s.t_ms <= to + m.interval_ms / 2)
+            .map(|s| Sample { t_ms: s.t_ms - from, cpus: s.cpus.clone() })
+            .collect();
+        if samples.is_empty() {
+            problems.push(format!(
+                "{} run {}: no monitor sample falls in it: did the monitor run then, and do the two machines' clocks agree?",
+                arm.name, run.run
+            ));
+            continue;
+        }
+        run.busy_cpu_s = samples
+            .iter()
+            .map(|s| s.cpus.iter().map(|c| (100.0 - c.idle).max(0.0) / 100.0 * interval_s).sum::<f64>())
+            .sum();
+        run.cpu_avg = cpu::averages(&samples);
+        run.cpu = samples;
+        match (counter_at(&m.packets, from), counter_at(&m.packets, to)) {
+            (Some(a), Some(b)) if b > a => {
+                run.packets = (b - a).round() as u64;
+                run.us_per_packet = run.busy_cpu_s * 1e6 / (b - a);
+            }
+            _ => problems.push(format!(
+                "{} run {}: the monitor counted no packets in it: its CPU is joined, its cost per packet is not",
+                arm.name, run.run
+            )),
+        }
+    }
+    problems
 }
 
 /// Per-queue receive packet counters from `ethtool -S` text, whatever the driver calls them
@@ -253,12 +350,20 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
     let before: Vec<Vec<u64>> = args.ports.iter().map(|p| queue_counters(p)).collect();
+    let started_unix_ms = unix_ms();
     let sampler = Sampler::start(args.interval)?;
     let start = Instant::now();
+    let mut packets = vec![(0, rx_packets(&args.ports))];
     let mut last = before.clone();
+    let mut last_line = Instant::now();
     eprintln!("xfwd monitor: sampling every {:?}; Ctrl-C to stop", args.interval);
     while !stop.load(Ordering::Relaxed) && args.time.is_none_or(|t| start.elapsed() < t) {
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(args.interval.min(Duration::from_secs(1)));
+        packets.push((start.elapsed().as_millis() as u64, rx_packets(&args.ports)));
+        if last_line.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        last_line = Instant::now();
         // Live per-queue packet rates, one line: is every queue used?
         let now: Vec<Vec<u64>> = args.ports.iter().map(|p| queue_counters(p)).collect();
         let line: Vec<String> = args
@@ -292,7 +397,14 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
             )
         })
         .collect();
-    let m = Monitor { schema: 1, interval_ms: args.interval.as_millis() as u64, cpu, queues };
+    let m = Monitor {
+        schema: 1,
+        interval_ms: args.interval.as_millis() as u64,
+        cpu,
+        queues,
+        started_unix_ms: Some(started_unix_ms),
+        packets,
+    };
     for (c, avg) in cpu::averages(&m.cpu).iter().enumerate() {
         println!(
             "cpu{c}: usr {:.1} % sys {:.1} % softirq {:.1} % idle {:.1} % other {:.1} %",
@@ -315,7 +427,67 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_ethtool_queues;
+    use super::*;
+    use crate::bench::cpu::Shares;
+
+    fn half_busy(t_ms: u64) -> Sample {
+        let c = Shares { usr: 0.0, sys: 0.0, softirq: 50.0, idle: 50.0, other: 0.0 };
+        Sample { t_ms, cpus: vec![c, c] }
+    }
+
+    fn run(n: u32, start: Option<u64>, end: Option<u64>) -> RunResult {
+        RunResult { started_unix_ms: start, ended_unix_ms: end, ..crate::bench::report::test_run(n, 4.0, 0) }
+    }
+
+    #[test]
+    fn a_monitors_samples_are_matched_to_the_runs_by_wall_clock_time() {
+        // Sampling from t = 1 s (Unix ms 1000) every 0.5 s; two CPUs half busy; 2,000 packets/s.
+        let m = Monitor {
+            schema: 1,
+            interval_ms: 500,
+            cpu: (1..=10).map(|i| half_busy(i * 500)).collect(),
+            queues: Vec::new(),
+            started_unix_ms: Some(1000),
+            packets: (0..=10).map(|i| (i * 500, i * 1000)).collect(),
+        };
+        let mut arm = ArmResult::new("kernel");
+        arm.runs = vec![
+            run(1, Some(2000), Some(4000)),
+            run(2, Some(500), Some(1500)),      // before the monitor began
+            run(3, Some(60_000), Some(61_000)), // after it ended: no sample
+            run(4, None, None),                 // not from xfwd load
+        ];
+        let before = arm.runs.clone();
+        let problems = join_monitor(&mut arm, &m);
+        let r = &arm.runs[0];
+        // The run is 1 s..3 s of the monitor's time: the samples ending at 1.5, 2, 2.5 and 3 s.
+        assert_eq!(r.cpu.iter().map(|s| s.t_ms).collect::<Vec<_>>(), [500, 1000, 1500, 2000]);
+        assert!((r.busy_cpu_s - 2.0).abs() < 1e-9, "4 samples x 2 CPUs x 50 % x 0.5 s: {}", r.busy_cpu_s);
+        assert_eq!(r.packets, 4000);
+        assert!((r.us_per_packet - 500.0).abs() < 1e-9, "{}", r.us_per_packet);
+        assert_eq!(r.cpu_avg.len(), 2);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[0].contains("run 2") && problems[0].contains("before the monitor"));
+        assert!(problems[1].contains("run 3") && problems[1].contains("clocks agree"));
+        assert!(problems[2].contains("run 4") && problems[2].contains("no wall-clock times"));
+        assert_eq!(arm.runs[1..], before[1..], "runs that could not be matched are left as they were");
+        // An older monitor file without a start time joins nothing, and says so.
+        let old = Monitor { started_unix_ms: None, ..m };
+        let mut arm2 = ArmResult::new("xfwd");
+        arm2.runs = vec![run(1, Some(2000), Some(4000))];
+        assert_eq!(join_monitor(&mut arm2, &old).len(), 1);
+        assert!(arm2.runs[0].cpu.is_empty());
+    }
+
+    #[test]
+    fn counters_are_interpolated_between_samples() {
+        let p = [(0, 0), (1000, 100), (2000, 300)];
+        assert_eq!(counter_at(&p, 500), Some(50.0));
+        assert_eq!(counter_at(&p, 1000), Some(100.0));
+        assert_eq!(counter_at(&p, 1500), Some(200.0));
+        assert_eq!(counter_at(&p, 2500), None);
+        assert_eq!(counter_at(&[(100, 5)], 50), None);
+    }
 
     #[test]
     fn queue_counters_of_several_drivers() {

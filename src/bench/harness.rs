@@ -359,6 +359,9 @@ fn measure(
         rtt_ms,
         rtt_idle_ms,
         idle_busy_cores,
+        // On the rig the CPU is sampled here, in the same run: no other machine's samples to match.
+        started_unix_ms: None,
+        ended_unix_ms: None,
     })
 }
 

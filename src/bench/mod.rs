@@ -11,7 +11,7 @@ pub mod stats;
 pub mod table;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -99,8 +99,20 @@ fn failed_runs(reports: &[Report]) -> Vec<String> {
         .collect()
 }
 
-/// `xfwd report FILE…`: the table and plots again from saved reports.
-pub fn report_files(files: &[std::path::PathBuf], out: Option<&Path>) -> Result<()> {
+/// `xfwd report FILE… [--monitor ARM=FILE]…`: the table and plots again from saved reports.
+/// With monitors (what `xfwd monitor` wrote on the box while `xfwd load` ran arm ARM), each
+/// arm's runs get the box's CPU samples, busy CPU and cost per packet, written back into the
+/// report file.
+pub fn report_files(files: &[PathBuf], out: Option<&Path>, monitors: &[(String, PathBuf)]) -> Result<()> {
+    let monitors: Vec<(String, crate::remote::Monitor)> = monitors
+        .iter()
+        .map(|(arm, path)| {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let m: crate::remote::Monitor = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not what xfwd monitor writes", path.display()))?;
+            Ok((arm.clone(), m))
+        })
+        .collect::<Result<_>>()?;
     for f in files {
         let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
         let mut r: Report =
@@ -112,13 +124,33 @@ pub fn report_files(files: &[std::path::PathBuf], out: Option<&Path>) -> Result<
             r.schema,
             report::SCHEMA
         );
+        for (name, m) in &monitors {
+            let names = arm_names(&r);
+            let arm =
+                r.arms.iter_mut().find(|a| &a.name == name).with_context(|| {
+                    format!("--monitor {name}=…: {} has no arm {name} (it has {names})", f.display())
+                })?;
+            for problem in crate::remote::join_monitor(arm, m) {
+                eprintln!("xfwd report: warning: {problem}");
+                if !r.warnings.contains(&problem) {
+                    r.warnings.push(problem);
+                }
+            }
+        }
         r.compute_stats();
+        if !monitors.is_empty() {
+            std::fs::write(f, serde_json::to_string_pretty(&r)?).with_context(|| format!("writing {}", f.display()))?;
+        }
         println!("{}", table::render(&r));
         let dir = out.map(Path::to_path_buf).unwrap_or_else(|| f.parent().map(Path::to_path_buf).unwrap_or_default());
         let files = plots(&r, &dir)?;
         println!("  plots: {} in {}", files.join(", "), dir.display());
     }
     Ok(())
+}
+
+fn arm_names(r: &Report) -> String {
+    r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

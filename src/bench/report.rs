@@ -88,6 +88,13 @@ pub struct RunResult {
     /// (what a busy-polling forwarder costs when there is nothing to do).
     #[serde(default)]
     pub idle_busy_cores: Option<f64>,
+    /// Wall-clock start and end of the measured part of the run, ms since the Unix epoch: what
+    /// `xfwd report --monitor` matches a box's samples to (`xfwd load` records them).
+    #[serde(default)]
+    pub started_unix_ms: Option<u64>,
+    /// See `started_unix_ms`.
+    #[serde(default)]
+    pub ended_unix_ms: Option<u64>,
 }
 
 /// A run that did not complete, and why. Its arm is the [`ArmResult`] that lists it.
@@ -219,6 +226,8 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         rtt_ms: vec![0.5],
         rtt_idle_ms: vec![0.1],
         idle_busy_cores: Some(0.1),
+        started_unix_ms: None,
+        ended_unix_ms: None,
     }
 }
 
