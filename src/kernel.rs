@@ -188,7 +188,7 @@ fn wait(stop: &AtomicBool) -> Result<()> {
 /// Refuses a file whose addresses or routes the kernel has already: applying it would change
 /// them, and undoing it would remove what xfwd did not make.
 fn refuse_conflicts(c: &RouterConfig) -> Result<()> {
-    let usage = |m: String| anyhow::Error::from(xfwd_dataplane::io::StartError::Usage(m));
+    let usage = |m: String| anyhow::Error::from(crate::UsageError(m));
     let addrs =
         String::from_utf8_lossy(&Command::new("ip").args(["-o", "-4", "addr", "show"]).output()?.stdout).into_owned();
     for i in &c.interfaces {
@@ -270,7 +270,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
         }
         KernelCmd::Bridge { ports, name, keep } => {
             for (i, p) in ports.iter().enumerate() {
-                let usage = |m: String| anyhow::Error::from(xfwd_dataplane::io::StartError::Usage(m));
+                let usage = |m: String| anyhow::Error::from(crate::UsageError(m));
                 if !xfwd_dataplane::io::port::exists(p) {
                     return Err(usage(format!(
                         "{p}: no such interface in this network namespace (see `ip link show`)"
@@ -281,7 +281,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
                 }
             }
             if xfwd_dataplane::io::port::exists(&name) {
-                return Err(anyhow::Error::from(xfwd_dataplane::io::StartError::Usage(format!(
+                return Err(anyhow::Error::from(crate::UsageError(format!(
                     "{name} exists already; pick another --name (xfwd kernel only removes what it made)"
                 ))));
             }

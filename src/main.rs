@@ -365,9 +365,9 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
 /// Starts the forwarder with the control socket bound and, before any thread runs, every
 /// capability dropped (and the user switched with `--user`); then serves the control socket.
 fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, control::ControlServer)> {
-    let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| StartError::Usage(e.to_string()))?;
+    let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| xfwd::UsageError(e.to_string()))?;
     // Bound as root, the socket file stays root's: only root may query a running xfwd.
-    let mut control = control::ControlServer::bind(&w.control).map_err(|e| StartError::Usage(format!("{e:#}")))?;
+    let mut control = control::ControlServer::bind(&w.control).map_err(|e| xfwd::UsageError(format!("{e:#}")))?;
     let keep: Vec<caps::Capability> = privs::keep_for_map_reads_here().into_iter().collect();
     let mut dropped = None;
     let fwd = Forwarder::start_with(cfg, || {

@@ -231,156 +231,11 @@ impl RouterConfig {
             });
         }
 
-        let mut interfaces: Vec<Interface> = Vec::new();
-        let mut subnets: Vec<(Prefix, Ipv4Addr, String)> = Vec::new();
-        for ri in &raw.interface {
-            let name = ri.name.get_ref().trim().to_owned();
-            if name.is_empty() {
-                return Err(cx.err(ri.name.span(), "interface name is empty"));
-            }
-            if interfaces.iter().any(|i| i.name == name) {
-                return Err(cx.err(
-                    ri.name.span(),
-                    format!("interface {name} is configured twice; merge its addresses into one [[interface]]"),
-                ));
-            }
-            if ri.addresses.get_ref().is_empty() {
-                return Err(cx.err(
-                    ri.addresses.span(),
-                    format!("interface {name} has no addresses; give it at least one, e.g. [\"192.168.10.2/24\"]"),
-                ));
-            }
-            let mut addresses = Vec::new();
-            for a in ri.addresses.get_ref() {
-                let (addr, len) = parse_addr(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
-                let subnet = Prefix::truncate(addr, len);
-                if let Some((other, oaddr, oname)) = subnets.iter().find(|(s, _, _)| s.overlaps(&subnet)) {
-                    let what = if *oaddr == addr { "repeats" } else { "overlaps" };
-                    return Err(cx.err(
-                        a.span(),
-                        format!(
-                            "{addr}/{len} {what} {oaddr}/{} on {oname}; each subnet belongs to one interface, once",
-                            other.prefix_len()
-                        ),
-                    ));
-                }
-                subnets.push((subnet, addr, name.clone()));
-                addresses.push((addr, len));
-            }
-            let p = pos_of(text, ri.name.span().start);
-            interfaces.push(Interface { name, name_pos: p, addresses });
-        }
-
-        let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
-        let not_a_host = |ip: Ipv4Addr| not_a_host(&subnets, ip);
-        let mut routes = Vec::new();
-        let mut seen_prefix: HashSet<Prefix> = HashSet::new();
-        for rr in &raw.route {
-            let prefix: Prefix =
-                rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
-            let target = match (&rr.via, &rr.dev) {
-                (Some(v), None) => {
-                    let gw = parse_ip(v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
-                    if !connected(gw) {
-                        return Err(cx.err(v.span(), format!("next hop {gw} is not on any connected subnet; use an address inside one of the interfaces' subnets")));
-                    }
-                    if let Some(why) = not_a_host(gw) {
-                        return Err(cx.err(v.span(), format!("next hop {gw} {why}")));
-                    }
-                    RouteTarget::Via(gw)
-                }
-                (None, Some(d)) => {
-                    RouteTarget::Dev(port_of(&interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
-                }
-                (Some(_), Some(d)) => return Err(cx.err(d.span(), "a route takes `via` or `dev`, not both")),
-                (None, None) => {
-                    return Err(cx.err(
-                        rr.prefix.span(),
-                        format!("route {prefix} needs `via = \"ADDRESS\"` or `dev = \"INTERFACE\"`"),
-                    ))
-                }
-            };
-            if !seen_prefix.insert(prefix) {
-                return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
-            }
-            routes.push((prefix, target));
-        }
-
-        let mut neighbors: Vec<(Ipv4Addr, MacAddr)> = Vec::new();
-        for rn in &raw.neighbor {
-            let ip = parse_ip(rn.ip.get_ref()).map_err(|m| cx.err(rn.ip.span(), m))?;
-            let mac: MacAddr = rn
-                .mac
-                .get_ref()
-                .parse()
-                .map_err(|e: xfwd_dataplane::wire::ethernet::ParseMacError| cx.err(rn.mac.span(), e.to_string()))?;
-            if mac.is_multicast() || mac.is_zero() {
-                return Err(
-                    cx.err(rn.mac.span(), format!("{mac} is not a station address (group bit set or all zeroes)"))
-                );
-            }
-            if !connected(ip) {
-                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is not on any connected subnet")));
-            }
-            if let Some(why) = not_a_host(ip) {
-                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} {why}")));
-            }
-            if neighbors.iter().any(|(n, _)| *n == ip) {
-                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is given twice")));
-            }
-            neighbors.push((ip, mac));
-        }
-
-        let w = &raw.workers;
-        if let Some(q) = &w.queues {
-            if *q.get_ref() == 0 {
-                return Err(cx.err(q.span(), "workers.queues must be at least 1"));
-            }
-        }
-        let workers = Workers {
-            queues: w.queues.as_ref().map(|q| *q.get_ref()),
-            cores: w.cores.clone(),
-            poll: w.poll,
-            xdp_mode: w.xdp_mode,
-        };
-
-        let d = RouterLimits::default();
-        let l = &raw.limits;
-        for (v, name, max) in [(&l.neighbors, "neighbors", 1usize << 22), (&l.glean_queue, "glean_queue", 4096)] {
-            if let Some(v) = v {
-                if *v.get_ref() > max {
-                    return Err(cx.err(v.span(), format!("limits.{name} is at most {max}")));
-                }
-            }
-        }
-        if let Some(r) = &l.icmp_rate {
-            if *r.get_ref() > 1_000_000 {
-                return Err(cx.err(r.span(), "limits.icmp_rate is at most 1000000 per second (0: unlimited)"));
-            }
-        }
-        if let Some(b) = &l.icmp_burst {
-            if *b.get_ref() > 100_000 {
-                return Err(cx.err(b.span(), "limits.icmp_burst is at most 100000"));
-            }
-        }
-        for (v, name) in [(&l.neighbors, "neighbors"), (&l.glean_queue, "glean_queue")] {
-            if let Some(v) = v {
-                if *v.get_ref() == 0 {
-                    return Err(cx.err(v.span(), format!("limits.{name} must be at least 1")));
-                }
-            }
-        }
-        if let Some(b) = &l.icmp_burst {
-            if *b.get_ref() == 0 {
-                return Err(cx.err(b.span(), "limits.icmp_burst must be at least 1"));
-            }
-        }
-        let limits = RouterLimits {
-            neighbors: l.neighbors.as_ref().map_or(d.neighbors, |v| *v.get_ref()),
-            glean_queue: l.glean_queue.as_ref().map_or(d.glean_queue, |v| *v.get_ref()),
-            icmp_rate: l.icmp_rate.as_ref().map_or(d.icmp_rate, |v| *v.get_ref()),
-            icmp_burst: l.icmp_burst.as_ref().map_or(d.icmp_burst, |v| *v.get_ref()),
-        };
+        let (interfaces, subnets) = interfaces_of(&cx, &raw)?;
+        let (mut routes, mut seen_prefix) = routes_of(&cx, &raw, &interfaces, &subnets)?;
+        let neighbors = neighbors_of(&cx, &raw, &subnets)?;
+        let workers = workers_of(&cx, &raw)?;
+        let limits = limits_of(&cx, &raw)?;
 
         if let Some(rf) = &raw.routes_file {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
@@ -450,6 +305,187 @@ impl RouterConfig {
         }
         None
     }
+}
+
+type Subnets = Vec<(Prefix, Ipv4Addr, String)>;
+type Routes = Vec<(Prefix, RouteTarget)>;
+
+/// The `[[interface]]` tables: each interface with its addresses, and every connected subnet
+/// with the address and interface it belongs to.
+fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets), ConfigError> {
+    let text = cx.text;
+    let mut interfaces: Vec<Interface> = Vec::new();
+    let mut subnets: Subnets = Vec::new();
+    for ri in &raw.interface {
+        let name = ri.name.get_ref().trim().to_owned();
+        if name.is_empty() {
+            return Err(cx.err(ri.name.span(), "interface name is empty"));
+        }
+        if interfaces.iter().any(|i| i.name == name) {
+            return Err(cx.err(
+                ri.name.span(),
+                format!("interface {name} is configured twice; merge its addresses into one [[interface]]"),
+            ));
+        }
+        if ri.addresses.get_ref().is_empty() {
+            return Err(cx.err(
+                ri.addresses.span(),
+                format!("interface {name} has no addresses; give it at least one, e.g. [\"192.168.10.2/24\"]"),
+            ));
+        }
+        let mut addresses = Vec::new();
+        for a in ri.addresses.get_ref() {
+            let (addr, len) = parse_addr(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
+            let subnet = Prefix::truncate(addr, len);
+            if let Some((other, oaddr, oname)) = subnets.iter().find(|(s, _, _)| s.overlaps(&subnet)) {
+                let what = if *oaddr == addr { "repeats" } else { "overlaps" };
+                return Err(cx.err(
+                    a.span(),
+                    format!(
+                        "{addr}/{len} {what} {oaddr}/{} on {oname}; each subnet belongs to one interface, once",
+                        other.prefix_len()
+                    ),
+                ));
+            }
+            subnets.push((subnet, addr, name.clone()));
+            addresses.push((addr, len));
+        }
+        let p = pos_of(text, ri.name.span().start);
+        interfaces.push(Interface { name, name_pos: p, addresses });
+    }
+    Ok((interfaces, subnets))
+}
+
+/// The `[[route]]` tables, with the prefixes seen (a routes file may not repeat them).
+fn routes_of(
+    cx: &Ctx,
+    raw: &RawConfig,
+    interfaces: &[Interface],
+    subnets: &Subnets,
+) -> Result<(Routes, HashSet<Prefix>), ConfigError> {
+    let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
+    let not_a_host = |ip: Ipv4Addr| not_a_host(subnets, ip);
+    let mut routes = Vec::new();
+    let mut seen_prefix: HashSet<Prefix> = HashSet::new();
+    for rr in &raw.route {
+        let prefix: Prefix =
+            rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
+        let target = match (&rr.via, &rr.dev) {
+            (Some(v), None) => {
+                let gw = parse_ip(v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
+                if !connected(gw) {
+                    return Err(cx.err(v.span(), format!("next hop {gw} is not on any connected subnet; use an address inside one of the interfaces' subnets")));
+                }
+                if let Some(why) = not_a_host(gw) {
+                    return Err(cx.err(v.span(), format!("next hop {gw} {why}")));
+                }
+                RouteTarget::Via(gw)
+            }
+            (None, Some(d)) => {
+                RouteTarget::Dev(port_of(interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
+            }
+            (Some(_), Some(d)) => return Err(cx.err(d.span(), "a route takes `via` or `dev`, not both")),
+            (None, None) => {
+                return Err(cx.err(
+                    rr.prefix.span(),
+                    format!("route {prefix} needs `via = \"ADDRESS\"` or `dev = \"INTERFACE\"`"),
+                ))
+            }
+        };
+        if !seen_prefix.insert(prefix) {
+            return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
+        }
+        routes.push((prefix, target));
+    }
+    Ok((routes, seen_prefix))
+}
+
+/// The `[[neighbor]]` tables: static neighbours on connected subnets.
+fn neighbors_of(cx: &Ctx, raw: &RawConfig, subnets: &Subnets) -> Result<Vec<(Ipv4Addr, MacAddr)>, ConfigError> {
+    let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
+    let not_a_host = |ip: Ipv4Addr| not_a_host(subnets, ip);
+    let mut neighbors: Vec<(Ipv4Addr, MacAddr)> = Vec::new();
+    for rn in &raw.neighbor {
+        let ip = parse_ip(rn.ip.get_ref()).map_err(|m| cx.err(rn.ip.span(), m))?;
+        let mac: MacAddr = rn
+            .mac
+            .get_ref()
+            .parse()
+            .map_err(|e: xfwd_dataplane::wire::ethernet::ParseMacError| cx.err(rn.mac.span(), e.to_string()))?;
+        if mac.is_multicast() || mac.is_zero() {
+            return Err(cx.err(rn.mac.span(), format!("{mac} is not a station address (group bit set or all zeroes)")));
+        }
+        if !connected(ip) {
+            return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is not on any connected subnet")));
+        }
+        if let Some(why) = not_a_host(ip) {
+            return Err(cx.err(rn.ip.span(), format!("neighbor {ip} {why}")));
+        }
+        if neighbors.iter().any(|(n, _)| *n == ip) {
+            return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is given twice")));
+        }
+        neighbors.push((ip, mac));
+    }
+    Ok(neighbors)
+}
+
+/// The `[workers]` table.
+fn workers_of(cx: &Ctx, raw: &RawConfig) -> Result<Workers, ConfigError> {
+    let w = &raw.workers;
+    if let Some(q) = &w.queues {
+        if *q.get_ref() == 0 {
+            return Err(cx.err(q.span(), "workers.queues must be at least 1"));
+        }
+    }
+    let workers = Workers {
+        queues: w.queues.as_ref().map(|q| *q.get_ref()),
+        cores: w.cores.clone(),
+        poll: w.poll,
+        xdp_mode: w.xdp_mode,
+    };
+    Ok(workers)
+}
+
+/// The `[limits]` table, with the data plane's defaults for what it leaves out.
+fn limits_of(cx: &Ctx, raw: &RawConfig) -> Result<RouterLimits, ConfigError> {
+    let d = RouterLimits::default();
+    let l = &raw.limits;
+    for (v, name, max) in [(&l.neighbors, "neighbors", 1usize << 22), (&l.glean_queue, "glean_queue", 4096)] {
+        if let Some(v) = v {
+            if *v.get_ref() > max {
+                return Err(cx.err(v.span(), format!("limits.{name} is at most {max}")));
+            }
+        }
+    }
+    if let Some(r) = &l.icmp_rate {
+        if *r.get_ref() > 1_000_000 {
+            return Err(cx.err(r.span(), "limits.icmp_rate is at most 1000000 per second (0: unlimited)"));
+        }
+    }
+    if let Some(b) = &l.icmp_burst {
+        if *b.get_ref() > 100_000 {
+            return Err(cx.err(b.span(), "limits.icmp_burst is at most 100000"));
+        }
+    }
+    for (v, name) in [(&l.neighbors, "neighbors"), (&l.glean_queue, "glean_queue")] {
+        if let Some(v) = v {
+            if *v.get_ref() == 0 {
+                return Err(cx.err(v.span(), format!("limits.{name} must be at least 1")));
+            }
+        }
+    }
+    if let Some(b) = &l.icmp_burst {
+        if *b.get_ref() == 0 {
+            return Err(cx.err(b.span(), "limits.icmp_burst must be at least 1"));
+        }
+    }
+    let limits = RouterLimits {
+        neighbors: l.neighbors.as_ref().map_or(d.neighbors, |v| *v.get_ref()),
+        glean_queue: l.glean_queue.as_ref().map_or(d.glean_queue, |v| *v.get_ref()),
+        icmp_rate: l.icmp_rate.as_ref().map_or(d.icmp_rate, |v| *v.get_ref()),
+        icmp_burst: l.icmp_burst.as_ref().map_or(d.icmp_burst, |v| *v.get_ref()),
+    };
+    Ok(limits)
 }
 
 /// The port of the interface `name`: its place in the file, which is its place in the

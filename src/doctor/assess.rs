@@ -146,8 +146,9 @@ pub fn assess(ports: Vec<PortFacts>, system: SystemFacts, max_mtu: u32) -> Diagn
     Diagnosis { ports, system, findings }
 }
 
+/// What stops xfwd on the port itself (state, MTU, another program), then [`driver_findings`].
 fn port_findings(p: &PortFacts, sys: &SystemFacts, max_mtu: u32, out: &mut Out) {
-    use Severity::{Error, Info, Warn};
+    use Severity::{Error, Warn};
     let name = &p.name;
     if !p.up {
         out.add(
@@ -177,6 +178,14 @@ fn port_findings(p: &PortFacts, sys: &SystemFacts, max_mtu: u32, out: &mut Out) 
             format!("stop what attached it, or: ip link set dev {name} {mode} off"),
         );
     }
+    driver_findings(p, sys, out);
+}
+
+/// What the port's driver can and cannot do for xfwd: its advertised features, the table of
+/// known drivers, VLAN stripping, queues and interrupts.
+fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
+    use Severity::{Info, Warn};
+    let name = &p.name;
     let driver = p.driver.as_ref().map_or("an unknown driver", |d| d.driver.as_str());
     let quirk = p.driver.as_ref().and_then(|d| quirks::lookup(&d.driver));
     match p.features {
