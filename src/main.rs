@@ -187,13 +187,9 @@ fn resolve_cores(arg: Option<&CoresArg>, ports: &[String]) -> anyhow::Result<Opt
         Some(CoresArg::List(l)) => Ok(Some(l.clone())),
         Some(CoresArg::Irq) => {
             let first = ports.first().map(String::as_str).unwrap_or("");
-            let cpus: Vec<usize> = xfwd::doctor::queue_irqs(first).iter().map_while(|q| q.cpu()).collect();
-            if cpus.is_empty() {
-                return Err(xfwd::UsageError(format!(
-                    "--cores irq: {first} has no interrupt per RX queue that the kernel names (a virtual device has none): give --cores LIST (xfwd doctor {first})"
-                ))
-                .into());
-            }
+            let cpus = xfwd::doctor::irq_cores(&xfwd::doctor::queue_irqs(first)).map_err(|why| {
+                xfwd::UsageError(format!("--cores irq: {first} {why}: give --cores LIST (xfwd doctor {first})"))
+            })?;
             Ok(Some(cpus))
         }
     }

@@ -267,6 +267,14 @@ pub fn join_monitor(arm: &mut ArmResult, m: &Monitor) -> Vec<String> {
             continue;
         }
         let (from, to) = (start - t0, end.saturating_sub(t0));
+        let monitored_until = m.packets.last().map_or(0, |p| p.0).min(m.cpu.last().map_or(0, |s| s.t_ms));
+        if to > monitored_until {
+            problems.push(format!(
+                "{} run {}: the monitor stopped before the run ended: stop the monitor after the load",
+                arm.name, run.run
+            ));
+            continue;
+        }
         // A sample covers the interval before its time: take those whose middle is inside.
         let samples: Vec<Sample> = m
             .cpu
@@ -454,7 +462,7 @@ mod tests {
         arm.runs = vec![
             run(1, Some(2000), Some(4000)),
             run(2, Some(500), Some(1500)),      // before the monitor began
-            run(3, Some(60_000), Some(61_000)), // after it ended: no sample
+            run(3, Some(60_000), Some(61_000)), // after it ended
             run(4, None, None),                 // not from xfwd load
         ];
         let before = arm.runs.clone();
@@ -468,7 +476,7 @@ mod tests {
         assert_eq!(r.cpu_avg.len(), 2);
         assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(problems[0].contains("run 2") && problems[0].contains("before the monitor"));
-        assert!(problems[1].contains("run 3") && problems[1].contains("clocks agree"));
+        assert!(problems[1].contains("run 3") && problems[1].contains("stopped before the run ended"));
         assert!(problems[2].contains("run 4") && problems[2].contains("no wall-clock times"));
         assert_eq!(arm.runs[1..], before[1..], "runs that could not be matched are left as they were");
         // An older monitor file without a start time joins nothing, and says so.

@@ -181,11 +181,12 @@ fn ping_received(text: &str) -> u32 {
 }
 
 /// A known flow of 60 pings (20 a second) from `from` to `addr` while a flood runs: the counters
-/// on the path at its start and after its last probe left, and how many were answered.
+/// on the path at its start and 3 s later (its sending time), and how many were answered.
 fn known_flow(r: &Rig, from: &rig::Netns, to: &rig::Netns, addr: &str, control: &str) -> KnownFlow {
     let before = (Hops::read(from, &r.boxns, to), common::stats(control));
-    // Late answers count (-W 10): the flood's frames count as delivered however late they
-    // are, so the flow's must too; on a starved machine the queues hold seconds.
+    // Late answers count (-W 10): on a starved machine the queues hold seconds, and a probe
+    // answered late was not lost. (The flood's frames still queued when the window closes
+    // count as lost, which only makes the flood's loss look larger.)
     let mut c = from.command("ping");
     c.args(["-i", "0.05", "-c", "60", "-W", "10", addr]).stdout(Stdio::piped()).stderr(Stdio::null());
     let ping = c.spawn().unwrap();

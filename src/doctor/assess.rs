@@ -175,7 +175,10 @@ fn port_findings(p: &PortFacts, sys: &SystemFacts, max_mtu: u32, out: &mut Out) 
             format!(
                 "already has an XDP program attached ({mode}, id {id}): another xfwd, or another tool, owns this port"
             ),
-            format!("stop what attached it, or: ip link set dev {name} {mode} off"),
+            format!(
+                "stop what attached it, or: ip link set dev {name} {} off",
+                if mode == "xdpmulti" { "xdp off xdpgeneric" } else { mode.as_str() }
+            ),
         );
     }
     driver_findings(p, sys, out);
@@ -192,7 +195,7 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
         None => out.add(
             Info,
             "features-unknown",
-            "the kernel does not say what XDP and AF_XDP features the driver has (no netdev netlink family: Linux 6.3+); xfwd finds out at start".into(),
+            "the kernel did not say what XDP and AF_XDP features the driver has (its netdev netlink family, Linux 6.3+, is missing or did not answer for this port); xfwd finds out at start".into(),
             "",
         ),
         Some(f) if !f.native() => out.add(

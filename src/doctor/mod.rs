@@ -113,10 +113,13 @@ pub struct QueueIrq {
 }
 
 impl QueueIrq {
-    /// The CPU the interrupt runs on: the first of its effective affinity, else of the CPUs it
-    /// may run on.
+    /// The one CPU the interrupt runs on: its effective affinity, else the CPUs it may run on,
+    /// when that is a single CPU; `None` when it may move between several.
     pub fn cpu(&self) -> Option<usize> {
-        self.irq.effective.as_ref().and_then(|e| e.first()).or(self.irq.cpus.first()).copied()
+        match self.irq.effective.as_deref().unwrap_or(&self.irq.cpus) {
+            [one] => Some(*one),
+            _ => None,
+        }
     }
 }
 
@@ -152,6 +155,34 @@ pub fn queue_irqs(ifname: &str) -> Vec<QueueIrq> {
             },
         })
         .collect()
+}
+
+/// Queue *i*'s interrupt CPU for queues 0, 1, … in order, as far as each queue's interrupt is
+/// known and pinned to one CPU, or why there is none to give.
+pub fn irq_cores(irqs: &[QueueIrq]) -> Result<Vec<usize>, String> {
+    if irqs.is_empty() {
+        return Err("has no interrupt per RX queue that the kernel names (a virtual device has none)".into());
+    }
+    let mut cpus = Vec::new();
+    for (i, q) in irqs.iter().enumerate() {
+        if q.queue != i as u32 {
+            break;
+        }
+        match q.cpu() {
+            Some(c) => cpus.push(c),
+            None if cpus.is_empty() => {
+                return Err(format!(
+                    "queue {i}'s interrupt {} may run on CPUs {:?}, not one: pin it first (echo CPU > /proc/irq/{}/smp_affinity_list)",
+                    q.irq.irq, q.irq.cpus, q.irq.irq
+                ))
+            }
+            None => break,
+        }
+    }
+    if cpus.is_empty() {
+        return Err("has no interrupt for queue 0".into());
+    }
+    Ok(cpus)
 }
 
 /// Whether irqbalance runs (it may move interrupts under the workers).
@@ -404,6 +435,25 @@ mod tests {
         let q =
             QueueIrq { queue: 0, irq: Irq { irq: 9, name: String::new(), cpus: vec![2, 3], effective: Some(vec![3]) } };
         assert_eq!(q.cpu(), Some(3));
+        // Allowed on several CPUs and no effective affinity: no one CPU to name.
+        let q = QueueIrq { queue: 0, irq: Irq { irq: 9, name: String::new(), cpus: vec![0, 1], effective: None } };
+        assert_eq!(q.cpu(), None);
+    }
+
+    #[test]
+    fn cores_follow_the_queues_interrupts_in_queue_order() {
+        let q = |queue: u32, cpus: &[usize]| QueueIrq {
+            queue,
+            irq: Irq { irq: 40 + queue, name: String::new(), cpus: cpus.to_vec(), effective: None },
+        };
+        assert_eq!(irq_cores(&[q(0, &[2]), q(1, &[3])]), Ok(vec![2, 3]));
+        // A queue missing from the list ends it: queue 2's CPU is not worker 1's.
+        assert_eq!(irq_cores(&[q(0, &[2]), q(2, &[3])]), Ok(vec![2]));
+        // Queue 0's interrupt not pinned to one CPU: refused with the fix.
+        let e = irq_cores(&[q(0, &[0, 1, 2, 3])]).unwrap_err();
+        assert!(e.contains("/proc/irq/40/smp_affinity_list"), "{e}");
+        assert!(irq_cores(&[]).unwrap_err().contains("no interrupt per RX queue"));
+        assert!(irq_cores(&[q(1, &[1])]).unwrap_err().contains("no interrupt for queue 0"));
     }
 
     #[test]

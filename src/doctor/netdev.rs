@@ -297,10 +297,17 @@ impl Netdev {
             while rest.len() >= NLMSG_HDRLEN {
                 let len = u32::from_ne_bytes(rest[0..4].try_into().unwrap_or_default()) as usize;
                 let kind = u16::from_ne_bytes([rest[4], rest[5]]);
+                let seq = u32::from_ne_bytes(rest[8..12].try_into().unwrap_or_default());
                 if len < NLMSG_HDRLEN || len > rest.len() {
                     return Err(io::Error::new(io::ErrorKind::InvalidData, "truncated netlink answer"));
                 }
                 let body = &rest[NLMSG_HDRLEN..len];
+                let next = &rest[len.next_multiple_of(4).min(rest.len())..];
+                if seq != self.seq {
+                    // A late answer to an earlier request that timed out: not this one's.
+                    rest = next;
+                    continue;
+                }
                 match kind as i32 {
                     libc::NLMSG_DONE => return Ok(out),
                     libc::NLMSG_ERROR => {
@@ -311,9 +318,11 @@ impl Netdev {
                         // The acknowledgement that ends a request that was not a dump.
                         return Ok(out);
                     }
+                    // Other control messages (NOOP, OVERRUN) carry no answer.
+                    k if k < libc::NLMSG_MIN_TYPE => {}
                     _ => out.push(body.get(GENL_HDRLEN..).unwrap_or_default().to_vec()),
                 }
-                rest = &rest[len.next_multiple_of(4).min(rest.len())..];
+                rest = next;
             }
         }
     }
