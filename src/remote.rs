@@ -59,15 +59,12 @@ pub struct LoadArgs {
     pub mode: String,
 }
 
-fn client_command(program: &str) -> std::process::Command {
-    std::process::Command::new(program)
-}
-
 /// `xfwd load`.
 pub fn load(args: &LoadArgs) -> Result<()> {
     let cports: Vec<u16> =
         if args.cports.is_empty() { (0..args.flows).map(|k| 55000 + k).collect() } else { args.cports.clone() };
-    let server_ns = args.server_netns.clone().map(Netns::attach);
+    let server_ns = args.server_netns.clone().map_or_else(Netns::here, Netns::attach);
+    let client_ns = Netns::here();
     let mut report = if args.append && args.out.exists() {
         let text = std::fs::read_to_string(&args.out)?;
         serde_json::from_str::<Report>(&text).with_context(|| format!("{}: not an xfwd report", args.out.display()))?
@@ -90,7 +87,10 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                 xdp_mode: "-".into(),
                 xsk_mode: "-".into(),
                 offloads: "as configured on the machines".into(),
-                endpoints: "iperf3 on the load machine, as started by xfwd load".into(),
+                endpoints: format!(
+                    "iperf3 on the load machine at nice {}, clients started together, not pinned",
+                    rig::ENDPOINT_NICE
+                ),
                 versions: vec![("xfwd".into(), env!("CARGO_PKG_VERSION").into())],
             },
             arms: Vec::new(),
@@ -108,38 +108,22 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             args.server,
             args.time
         );
-        let mut servers = Vec::new();
-        for k in 0..cports.len() {
-            let port = (u32::from(args.port) + k as u32).to_string();
-            let mut c = match &server_ns {
-                Some(ns) => ns.command("iperf3"),
-                None => client_command("iperf3"),
-            };
-            c.args(["-s", "-1", "-p", &port]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-            servers.push(rig::Spawned { child: c.spawn().context("starting iperf3 -s (is iperf3 installed?)")? });
-        }
-        std::thread::sleep(Duration::from_millis(500));
+        let tcp = rig::run_flows(&rig::Flows {
+            server: &server_ns,
+            client: &client_ns,
+            server_addr: &args.server,
+            server_port0: u32::from(args.port),
+            client_ports: cports.iter().map(|&p| u32::from(p)).collect(),
+            queues: None,
+            secs: args.time,
+            omit: args.omit,
+            // Another machine's sockets are waited for, never destroyed.
+            destroy_lingering: false,
+        })
+        .with_context(|| format!("{} run {run}", args.arm))?;
         // The measured part begins once the omitted seconds are over and lasts --time.
-        let started_unix_ms = unix_ms() + u64::from(args.omit) * 1000;
-        let mut clients = Vec::new();
-        for (k, cport) in cports.iter().enumerate() {
-            let port = (u32::from(args.port) + k as u32).to_string();
-            let (t, o, cp) = (args.time.to_string(), args.omit.to_string(), cport.to_string());
-            let mut c = client_command("iperf3");
-            c.args(["-c", &args.server, "-p", &port, "--cport", &cp, "-t", &t, "-O", &o, "-J"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            clients.push(c.spawn().context("starting iperf3 -c")?);
-        }
-        let mut flows_bps = Vec::new();
-        for (c, cport) in clients.into_iter().zip(&cports) {
-            let out = c.wait_with_output()?;
-            let bps = rig::iperf3_sender_bps(&String::from_utf8_lossy(&out.stdout)).with_context(|| {
-                format!("flow from client port {cport}: if the port is taken, find its holder with `ss -tnp sport = :{cport}`")
-            })?;
-            flows_bps.push(bps);
-        }
-        drop(servers);
+        let started_unix_ms = tcp.started_unix_ms + u64::from(args.omit) * 1000;
+        let flows_bps = tcp.flows_bps;
         let gbps = flows_bps.iter().sum::<f64>() / 1e9;
         println!(
             "{} run {run}: {gbps:.2} Gb/s ({})",

@@ -20,7 +20,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
@@ -43,13 +43,16 @@ pub const ENDPOINT_NICE: i32 = 19;
 pub struct Netns {
     name: String,
     owned: bool,
+    /// The namespace this process runs in (no `ip netns exec`, no setns): the load machine of
+    /// the two-machine method.
+    here: bool,
 }
 
 impl Netns {
     /// Creates a namespace called `name` with its loopback up.
     pub fn new(name: String) -> Result<Netns> {
         run("ip", &["netns", "add", &name])?;
-        let ns = Netns { name, owned: true };
+        let ns = Netns { name, owned: true, here: false };
         ns.ip(&["link", "set", "lo", "up"])?;
         // No IPv6 on the rig: hosts would send router solicitations and MLD reports, noise in
         // every counter a test reads.
@@ -62,7 +65,12 @@ impl Netns {
 
     /// A handle on an existing namespace, which is left alone on drop.
     pub fn attach(name: String) -> Netns {
-        Netns { name, owned: false }
+        Netns { name, owned: false, here: false }
+    }
+
+    /// The namespace this process runs in, left alone on drop.
+    pub fn here() -> Netns {
+        Netns { name: "this network namespace".into(), owned: false, here: true }
     }
 
     /// The namespace's name.
@@ -72,6 +80,9 @@ impl Netns {
 
     /// `ip -n NAME args…`.
     pub fn ip(&self, args: &[&str]) -> Result<Output> {
+        if self.here {
+            return run("ip", args);
+        }
         let mut all = vec!["-n", &self.name];
         all.extend_from_slice(args);
         run("ip", &all)
@@ -79,6 +90,10 @@ impl Netns {
 
     /// Runs a command inside the namespace and waits for it.
     pub fn exec(&self, args: &[&str]) -> Result<Output> {
+        if self.here {
+            let (program, rest) = args.split_first().context("nothing to run")?;
+            return run(program, rest);
+        }
         let mut all = vec!["netns", "exec", &self.name];
         all.extend_from_slice(args);
         run("ip", &all)
@@ -86,6 +101,9 @@ impl Netns {
 
     /// A command that will run inside the namespace.
     pub fn command(&self, program: &str) -> Command {
+        if self.here {
+            return Command::new(program);
+        }
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.name, program]);
         c
@@ -107,14 +125,18 @@ impl Netns {
     /// second; flows stalled until iperf3 gave up on them). At nice 19 the endpoints take what
     /// the path leaves, in both arms alike.
     pub fn endpoint_command(&self, program: &str, cpu: Option<usize>) -> Result<Command> {
-        let path = format!("/run/netns/{}", self.name);
-        let ns = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        let ns = if self.here {
+            None
+        } else {
+            let path = format!("/run/netns/{}", self.name);
+            Some(std::fs::File::open(&path).with_context(|| format!("opening {path}"))?)
+        };
         let mut c = Command::new(program);
         // The file is opened close-on-exec: the program does not inherit it.
         let enter = move || -> std::io::Result<()> {
             // SAFETY: setns(2) with a namespace file this closure owns (open for as long as the
             // command exists); it changes only the calling process, the forked child.
-            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            if ns.as_ref().is_some_and(|ns| unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0) {
                 return Err(std::io::Error::last_os_error());
             }
             // SAFETY: setpriority(2) on the calling process (who 0).
@@ -437,6 +459,9 @@ pub struct TcpResult {
     /// Per flow, bytes the server received, in flow order: a lower bound on the data that
     /// crossed the path, whatever the rate.
     pub flows_received_bytes: Vec<u64>,
+    /// When the clients were let go, ms since the Unix epoch (for matching another machine's
+    /// samples to the run).
+    pub started_unix_ms: u64,
 }
 
 impl TcpResult {
@@ -556,8 +581,55 @@ pub fn iperf3_tcp_omit(
     if flows == 0 || flows > MAX_FLOWS {
         bail!("{flows} flows: the fixed client ports {CLIENT_PORT0}+k allow 1 to {MAX_FLOWS}");
     }
+    run_flows(&Flows {
+        server,
+        client,
+        server_addr,
+        server_port0: SERVER_PORT0,
+        client_ports: (CLIENT_PORT0..CLIENT_PORT0 + flows).collect(),
+        queues: Some(queues),
+        secs,
+        omit,
+        destroy_lingering: true,
+    })
+}
+
+/// A set of TCP flows, the reference method's: iperf3 servers in one namespace, clients in
+/// another, flow *k* from the fixed client port `client_ports[k]` to port `server_port0 + k`.
+#[derive(Debug)]
+pub struct Flows<'a> {
+    /// Where the servers run.
+    pub server: &'a Netns,
+    /// Where the clients run.
+    pub client: &'a Netns,
+    /// The servers' address, as the clients reach it.
+    pub server_addr: &'a str,
+    /// The first server port.
+    pub server_port0: u32,
+    /// Each flow's fixed client port.
+    pub client_ports: Vec<u32>,
+    /// On the rig: client *k* is pinned to CPU *k mod queues*, where XPS puts it on that queue.
+    /// `None`: not pinned (a load machine's RSS spreads flows by their ports).
+    pub queues: Option<u32>,
+    /// Seconds per flow.
+    pub secs: u32,
+    /// Seconds left out at the start of each flow.
+    pub omit: u32,
+    /// Whether sockets no process owns that still hold a client port are destroyed before the
+    /// run (`ss -K`; on the rig, see [`free_client_ports`]), rather than only waited for.
+    pub destroy_lingering: bool,
+}
+
+/// Runs `f`'s flows together and returns each one's sender rate and received bytes. Nothing of
+/// the run outlives it ([`iperf3_tcp_omit`] says how).
+pub fn run_flows(f: &Flows) -> Result<TcpResult> {
+    let (server, client, server_addr, secs, omit) = (f.server, f.client, f.server_addr, f.secs, f.omit);
+    let flows = f.client_ports.len() as u32;
+    if flows == 0 {
+        bail!("no flows to run");
+    }
     let logs = TempDir::new("iperf3")?;
-    let server_ports = SERVER_PORT0..SERVER_PORT0 + flows;
+    let server_ports = f.server_port0..f.server_port0 + flows;
     let mut servers = Vec::new();
     for port in server_ports.clone() {
         let log = logs.file(&format!("server-{port}.log"))?;
@@ -566,18 +638,18 @@ pub fn iperf3_tcp_omit(
         servers.push(Spawned { child: c.spawn().context("starting iperf3 -s")? });
     }
     wait_listening(server, &mut servers, server_ports, &logs)?;
-    free_client_ports(client, CLIENT_PORT0..CLIENT_PORT0 + flows, PORTS_FREE_TIMEOUT)?;
+    free_client_ports(client, &f.client_ports, PORTS_FREE_TIMEOUT, f.destroy_lingering)?;
     // Every client waits at a gate (a shell reading its stdin, one end of a socket pair) until
     // all are started, then all go at once: the flows overlap for the whole run, and no
     // client's start waits for CPU taken by flows already running.
     let (gate, gate_in) = UnixStream::pair().context("socket pair for the clients' start")?;
     let mut clients = Vec::new();
-    for k in 0..flows {
-        let cpu = (k % queues.max(1)) as usize;
-        let port = (SERVER_PORT0 + k).to_string();
-        let cport = (CLIENT_PORT0 + k).to_string();
+    for (k, cport) in (0..flows).zip(&f.client_ports) {
+        let cpu = f.queues.map(|q| (k % q.max(1)) as usize);
+        let port = (f.server_port0 + k).to_string();
+        let cport = cport.to_string();
         let (t, o) = (secs.to_string(), omit.to_string());
-        let mut c = client.endpoint_command("sh", Some(cpu))?;
+        let mut c = client.endpoint_command("sh", cpu)?;
         c.args(["-c", "read -r go; exec iperf3 \"$@\"", "iperf3"])
             .args(["-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-O", &o, "-J"])
             .stdin(Stdio::from(OwnedFd::from(gate_in.try_clone()?)))
@@ -586,6 +658,7 @@ pub fn iperf3_tcp_omit(
         clients.push(Spawned { child: c.spawn().context("starting iperf3 -c")? });
     }
     // The gate opens: every client's read ends (EOF) and it becomes iperf3.
+    let started_unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     drop((gate, gate_in));
     let deadline = Instant::now() + Duration::from_secs(u64::from(secs) + u64::from(omit)) + CLIENT_GRACE;
     let ended = wait_all(&mut clients, deadline);
@@ -596,7 +669,7 @@ pub fn iperf3_tcp_omit(
     let (mut flows_bps, mut flows_received_bytes) = (Vec::new(), Vec::new());
     let mut failed = Vec::new();
     for (k, ended) in (0..flows).zip(ended) {
-        let (port, cport) = (SERVER_PORT0 + k, CLIENT_PORT0 + k);
+        let (port, cport) = (f.server_port0 + k, f.client_ports[k as usize]);
         let json = logs.read(&format!("client-{k}.json"));
         let rate = if ended {
             iperf3_sender_bps(&json).and_then(|bps| Ok((bps, iperf3_received_bytes(&json)?))).map_err(|e| {
@@ -628,7 +701,7 @@ pub fn iperf3_tcp_omit(
     if let Some(first) = failed.first() {
         bail!("{} of {flows} flows failed; the first: {first}", failed.len());
     }
-    Ok(TcpResult { flows_bps, flows_received_bytes })
+    Ok(TcpResult { flows_bps, flows_received_bytes, started_unix_ms })
 }
 
 /// Waits until each process has exited or `deadline` passes; returns, per process, whether it
@@ -702,10 +775,15 @@ fn wait_listening(ns: &Netns, servers: &mut [Spawned], ports: Range<u32>, logs: 
 ///
 /// Chosen over `tcp_max_tw_buckets=0` (no TIME_WAIT at all, but nothing for the other closing
 /// states) and over waiting alone (up to a minute before each run).
-pub fn free_client_ports(ns: &Netns, ports: Range<u32>, timeout: Duration) -> Result<()> {
+pub fn free_client_ports(ns: &Netns, ports: &[u32], timeout: Duration, destroy: bool) -> Result<()> {
     let start = Instant::now();
-    let (lo, hi) = (ports.start, ports.end.saturating_sub(1));
-    let range = format!("( sport >= :{lo} and sport <= :{hi} )");
+    let named = port_ranges(ports);
+    // ss's filter for exactly these ports: one clause per run of consecutive ports.
+    let filter = port_runs(ports)
+        .iter()
+        .map(|(lo, hi)| format!("( sport >= :{lo} and sport <= :{hi} )"))
+        .collect::<Vec<_>>()
+        .join(" or ");
     let mut destroyed = 0;
     loop {
         let held: Vec<SsSocket> =
@@ -713,21 +791,21 @@ pub fn free_client_ports(ns: &Netns, ports: Range<u32>, timeout: Duration) -> Re
         if held.is_empty() {
             return Ok(());
         }
-        if held.iter().all(|s| s.users.is_empty()) {
+        if destroy && held.iter().all(|s| s.users.is_empty()) {
             // `ss -K` prints what it destroyed, and nothing for what the kernel refused.
-            let out = ns.exec(&["ss", "-HtanK", "state", "all", &range])?;
+            let out = ns.exec(&["ss", "-HtanK", "state", "all", &format!("( {filter} )")])?;
             destroyed += String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()).count();
         }
         if start.elapsed() > timeout {
             let list: Vec<String> = held.iter().take(20).map(SsSocket::describe).collect();
             let more = if held.len() > 20 { format!(" and {} more", held.len() - 20) } else { String::new() };
-            let hint = if destroyed == 0 && held.iter().all(|s| s.users.is_empty()) {
+            let hint = if destroy && destroyed == 0 && held.iter().all(|s| s.users.is_empty()) {
                 " (ss -K destroyed none: does the kernel have CONFIG_INET_DIAG_DESTROY?)"
             } else {
                 ""
             };
             bail!(
-                "fixed client ports {lo}-{hi} in {} still held after {timeout:?} (waited for every state): {}{more}{hint}",
+                "fixed client ports {named} in {} still held after {timeout:?} (waited for every state): {}{more}{hint}",
                 ns.name(),
                 list.join(", ")
             );
@@ -788,22 +866,28 @@ pub fn tcp_sockets(ns: &Netns, owners: bool) -> Result<Vec<SsSocket>> {
     Ok(parse_ss_tcp(&String::from_utf8_lossy(&out.stdout)))
 }
 
-/// Ports as sorted ranges: `5201-5203, 5207`.
-pub fn port_ranges(ports: &[u32]) -> String {
+/// Ports as sorted runs of consecutive ports: `[(5201, 5203), (5207, 5207)]`.
+pub fn port_runs(ports: &[u32]) -> Vec<(u32, u32)> {
     let mut v = ports.to_vec();
     v.sort_unstable();
     v.dedup();
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for p in v {
+        match out.last_mut() {
+            Some((_, hi)) if *hi + 1 == p => *hi = p,
+            _ => out.push((p, p)),
         }
-        out.push(if i == j { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
-        i = j + 1;
     }
-    out.join(", ")
+    out
+}
+
+/// Ports as sorted ranges: `5201-5203, 5207`.
+pub fn port_ranges(ports: &[u32]) -> String {
+    port_runs(ports)
+        .iter()
+        .map(|&(lo, hi)| if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Rig {
@@ -891,6 +975,8 @@ a line ss would never print
     fn port_lists_are_written_as_ranges() {
         assert_eq!(port_ranges(&[5203, 5201, 5202, 5207, 5209, 5208, 5201]), "5201-5203, 5207-5209");
         assert_eq!(port_ranges(&[5201]), "5201");
+        // The reference's client ports, as `xfwd load` takes them: two runs of ports.
+        assert_eq!(port_runs(&[55000, 55002, 55006, 55001]), [(55000, 55002), (55006, 55006)]);
         assert_eq!(port_ranges(&[]), "");
     }
 
