@@ -538,10 +538,13 @@ pub fn run_mode(
             offloads:
                 "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box"
                     .into(),
-            endpoints: format!(
-                "iperf3 clients and servers at nice {} in every arm, client k pinned to CPU k mod queues, started together",
-                rig::ENDPOINT_NICE
-            ),
+            endpoints: match args.frame {
+                None => format!(
+                    "iperf3 clients and servers at nice {} in every arm, client k pinned to CPU k mod queues, started together",
+                    rig::ENDPOINT_NICE
+                ),
+                Some(_) => "trafgen from the client host on its queues' CPUs, at normal priority, in every arm".into(),
+            },
             versions: vec![
                 ("xfwd".into(), env!("CARGO_PKG_VERSION").into()),
                 ("iperf3".into(), command_version("iperf3", "--version")),
