@@ -5,10 +5,14 @@
  * forwarding; that is the user-space worker's job.
  *
  * Maps (filled by the loader in dataplane/src/io/xdp.rs before attaching):
- *   xfwd_config    one u32: the mode (XFWD_MODE_BRIDGE or XFWD_MODE_ROUTER)
+ *   xfwd_config    u32s: [XFWD_CONFIG_MODE] the mode (XFWD_MODE_BRIDGE or XFWD_MODE_ROUTER),
+ *                  [XFWD_CONFIG_STEER] how a socket is chosen (XFWD_STEER_*), [XFWD_CONFIG_QUEUE]
+ *                  the queue every socket binds under XFWD_STEER_CPU
  *   xfwd_ports     ifindex -> port index (0..XFWD_MAX_PORTS)
  *   xfwd_local     router mode: the box's IPv4 addresses (network order) -> XFWD_LOCAL_*
- *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + rx queue
+ *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + slot, where the slot is the rx
+ *                  queue (XFWD_STEER_QUEUE) or the receiving CPU modulo XFWD_MAX_QUEUES
+ *                  (XFWD_STEER_CPU: drivers that give every frame one queue from every CPU)
  *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
  *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
  *
@@ -29,6 +33,14 @@
 
 #define XFWD_MODE_BRIDGE 0
 #define XFWD_MODE_ROUTER 1
+
+#define XFWD_CONFIG_MODE 0
+#define XFWD_CONFIG_STEER 1
+#define XFWD_CONFIG_QUEUE 2
+#define XFWD_NR_CONFIG 3
+
+#define XFWD_STEER_QUEUE 0 /* one socket per (port, queue) */
+#define XFWD_STEER_CPU 1   /* one socket per (port, CPU), all bound to one queue */
 
 #define XFWD_LOCAL_ADDRESS 1 /* one of the box's addresses */
 #define XFWD_LOCAL_BROADCAST 2 /* a connected subnet's broadcast address */
@@ -54,7 +66,7 @@ enum xfwd_counter {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, XFWD_NR_CONFIG);
 	__type(key, __u32);
 	__type(value, __u32);
 } xfwd_config SEC(".maps");
@@ -174,8 +186,8 @@ int xfwd_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	__u32 zero = 0;
-	__u32 *mode = bpf_map_lookup_elem(&xfwd_config, &zero);
+	__u32 slot_key = XFWD_CONFIG_MODE;
+	__u32 *mode = bpf_map_lookup_elem(&xfwd_config, &slot_key);
 
 	if (mode && *mode == XFWD_MODE_ROUTER) {
 		if (!router_wants(data, data_end)) {
@@ -194,15 +206,37 @@ int xfwd_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	if (ctx->rx_queue_index >= XFWD_MAX_QUEUES) {
+	slot_key = XFWD_CONFIG_STEER;
+	__u32 *steer = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+	__u32 slot;
+
+	if (steer && *steer == XFWD_STEER_CPU) {
+		slot_key = XFWD_CONFIG_QUEUE;
+		__u32 *bound = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+
+		if (!bound || ctx->rx_queue_index != *bound) {
+			/* Every socket is bound to one queue: a frame on another
+			 * could not enter any of them. */
+			count(*port, XFWD_PASS_NO_SOCKET);
+			missed(*port, ctx->rx_queue_index);
+			return XDP_PASS;
+		}
+		/* The socket of the worker that serves this CPU: frames from
+		 * several CPUs at once each go to their own socket, and the
+		 * kernel serialises the shared fill ring (generic receive
+		 * holds the buffer pool's lock). */
+		slot = bpf_get_smp_processor_id() % XFWD_MAX_QUEUES;
+	} else if (ctx->rx_queue_index >= XFWD_MAX_QUEUES) {
 		/* Queue ids beyond the map (some drivers number queues by
 		 * hardware id): counted so the loss is visible, kernel keeps it. */
 		count(*port, XFWD_PASS_NO_SOCKET);
 		missed(*port, ctx->rx_queue_index);
 		return XDP_PASS;
+	} else {
+		slot = ctx->rx_queue_index;
 	}
 
-	key = *port * XFWD_MAX_QUEUES + ctx->rx_queue_index;
+	key = *port * XFWD_MAX_QUEUES + slot;
 	/* The flags' low bits are the verdict when the key has no socket. */
 	verdict = bpf_redirect_map(&xfwd_xsks, key, XDP_PASS);
 	if (verdict == XDP_REDIRECT) {
@@ -211,7 +245,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 		count(*port, XFWD_REDIRECTED);
 		return XDP_REDIRECT;
 	}
-	/* No socket on this (port, queue): the worker never sees it. Either
+	/* No socket on this (port, slot): the worker never sees it. Either
 	 * the port has more queues than xfwd runs workers (warned at start)
 	 * or the driver numbers queues unexpectedly; xfwd warns when this
 	 * counter moves. */

@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
-use xfwd_dataplane::io::{Forwarder, ForwarderConfig, LiveView, Mode, PollMode, StartError, XdpMode, ZeroCopy};
+use xfwd_dataplane::io::start::plan::Layout;
+use xfwd_dataplane::io::{
+    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, Sockets, StartError, XdpMode, ZeroCopy,
+};
 
 #[derive(Parser, Debug)]
 #[command(name = "xfwd", version, about = "User-space packet forwarder on AF_XDP")]
@@ -111,6 +114,11 @@ struct WorkerArgs {
     /// AF_XDP zero-copy: auto uses it where every port's driver supports it [default: auto].
     #[arg(long, value_enum)]
     zero_copy: Option<ZeroCopy>,
+    /// Socket layout: per-queue (worker i on queue i), per-cpu (every worker on queue 0, chosen
+    /// by the CPU a frame arrived on, for drivers that give all frames queue 0), or auto
+    /// (per-cpu in generic XDP mode on veth and dpaa_eth) [default: auto].
+    #[arg(long, value_enum)]
+    sockets: Option<Sockets>,
     /// Back each worker's UMEM with 2 MiB huge pages (reserve them first: vm.nr_hugepages).
     #[arg(long)]
     huge_pages: bool,
@@ -285,6 +293,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         poll: w.poll.unwrap_or_default(),
         xdp_mode: w.xdp_mode.unwrap_or_default(),
         zero_copy: w.zero_copy.unwrap_or_default(),
+        sockets: w.sockets.unwrap_or_default(),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
@@ -332,6 +341,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         poll: w.poll.or(c.workers.poll).unwrap_or_default(),
         xdp_mode: w.xdp_mode.or(c.workers.xdp_mode).unwrap_or_default(),
         zero_copy: w.zero_copy.unwrap_or_default(),
+        sockets: w.sockets.unwrap_or_default(),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
@@ -435,6 +445,16 @@ fn run(
     for (q, c) in fwd.cores.iter().enumerate() {
         println!("  {q:<5}  {}", c.map_or_else(|| "unpinned".into(), |c| c.to_string()));
     }
+    if let Layout::PerCpu { slots } = &fwd.layout {
+        println!(
+            "xfwd: sockets per-cpu: every worker binds queue 0 of every port, on one UMEM; a frame goes to the worker of the CPU it arrived on"
+        );
+        println!("  cpu    queue");
+        let ncpus = std::thread::available_parallelism().map_or(1, usize::from);
+        for (cpu, w) in slots.iter().take(ncpus).enumerate() {
+            println!("  {cpu:<5}  {w}");
+        }
+    }
     print_queue_irqs(&view.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>());
     println!("  port   xdp");
     for (p, m) in view.ports.iter().zip(&fwd.xdp_modes) {
@@ -521,7 +541,7 @@ fn warn_unbound_queues(view: &LiveView, workers: usize, warned: &mut [bool]) {
         let driver = info.driver.as_deref().unwrap_or("an unknown driver");
         let way_out = match info.driver.as_deref().and_then(drivers::lookup).map(|q| q.queue_index) {
             Some(QueueIndex::HardwareQueueId) => format!(
-                "{driver} gives XDP hardware frame-queue ids, which no socket can match: run with --xdp-mode generic --queues 1 (xfwd doctor {name})"
+                "{driver} gives XDP hardware frame-queue ids, which no socket can match: run with --xdp-mode generic --sockets per-cpu (xfwd doctor {name})"
             ),
             _ => format!("check the port's queues (ethtool -l {name}) against --queues (xfwd doctor {name})"),
         };

@@ -53,15 +53,25 @@ pub fn port_line(p: &PortReport, prev: Option<&PortReport>, dt: Duration) -> Str
     s
 }
 
-/// The frame accounting of every worker, one line each.
+/// The frame accounting of every UMEM, one line each: a worker's own (per-queue layout), or
+/// the one the workers share (per-CPU layout).
 pub fn frame_lines(r: &Report) -> Vec<String> {
-    r.queues
+    r.pools
         .iter()
-        .map(|q| {
-            let f = q.frames;
+        .map(|pool| {
+            let f = pool.frames;
+            // A UMEM of its own per port (per-CPU layout) is named by its port.
+            let port = if pool.ports.len() == 1 && r.ports.len() > 1 {
+                format!(" on {}", pool.ports[0])
+            } else {
+                String::new()
+            };
+            let who = match pool.workers {
+                (a, b) if a == b => format!("queue {a}{port}"),
+                (a, b) => format!("queues {a}-{b}{port}"),
+            };
             format!(
-                "queue {}: frames total {} free {} fill {} (ring {} rx {} kernel {}) tx {} (ring {} completion {} kernel {}) unaccounted {}",
-                q.queue,
+                "{who}: frames total {} free {} fill {} (ring {} rx {} kernel {}) tx {} (ring {} completion {} kernel {}) unaccounted {}",
                 f.total,
                 f.free,
                 f.fill,

@@ -349,3 +349,72 @@ fn rt_priority_puts_the_workers_alone_under_sched_fifo() {
     }
     stop_clean(&mut x);
 }
+
+/// The dpaa_eth case on veth: in generic mode every frame of a port arrives as queue 0, from
+/// whichever CPU received it. With per-CPU sockets (chosen by `auto` for veth in generic mode)
+/// both workers bind queue 0 of each one-queue port and share its fill and completion rings;
+/// frames received on CPU k go to the worker of CPU k.
+#[test]
+fn one_queue_fed_from_two_cpus_keeps_two_workers_busy_with_per_cpu_sockets() {
+    let test = "one_queue_fed_from_two_cpus_keeps_two_workers_busy_with_per_cpu_sockets";
+    if !root_or_skip(test) || !cpus_or_skip(test, 2) {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("percpu");
+    let args = ["bridge", "eth4", "eth5", "--xdp-mode", "generic", "--stats", "1s", "--control", &control];
+    let mut x = r.start_xfwd(XFWD, &args).unwrap();
+    assert!(
+        x.seen.iter().any(|l| l.starts_with("xfwd: sockets per-cpu")),
+        "auto did not take per-CPU sockets for veth in generic mode: {:#?}",
+        x.seen
+    );
+    let table: Vec<Vec<&str>> = x.seen.iter().map(|l| l.split_whitespace().collect()).collect();
+    assert!(table.contains(&vec!["0", "0"]) && table.contains(&vec!["1", "1"]), "worker tables: {:#?}", x.seen);
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    let before = stats(&control);
+    // Two flows, client k pinned to CPU k: h1's one-queue veth hands each segment to eth4 on
+    // the CPU that sent it, where generic XDP runs and picks that CPU's worker.
+    let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 2, 3).unwrap();
+    assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
+    let s = stats(&control);
+    let eth4: Vec<u64> =
+        (0..2).map(|w| s.ports[0].per_queue[w].rx_frames - before.ports[0].per_queue[w].rx_frames).collect();
+    let total: u64 = eth4.iter().sum();
+    eprintln!("{test}: eth4 frames per worker {eth4:?}, TCP {:.2} Gb/s", tcp.gbps());
+    for (w, &n) in eth4.iter().enumerate() {
+        // Each client sends from its own CPU (in process context), so each worker gets its
+        // flow's segments at least; a quarter is far below the half each should see.
+        assert!(n * 4 >= total, "worker {w} took {n} of eth4's {total} frames: {eth4:?}");
+    }
+    let need = min_segments(tcp.flows_received_bytes.iter().sum());
+    assert!(total >= need, "eth4 received {total} frames, the data takes {need}");
+    // Every frame found its socket, and each port's UMEM served both workers.
+    assert_eq!(xdp(&s, 0, "pass-no-socket"), 0);
+    let pools: Vec<((u32, u32), Vec<String>)> = s.pools.iter().map(|p| (p.workers, p.ports.clone())).collect();
+    assert_eq!(pools, [((0, 1), vec!["eth4".to_owned()]), ((0, 1), vec!["eth5".to_owned()])]);
+    for p in &s.ports {
+        let (rx, tx): (u64, u64) = (p.total.rx_frames, p.total.tx_frames);
+        assert!(rx > 0 && tx > 0, "{}: rx {rx} tx {tx}", p.name);
+        assert_eq!(p.total.xsk.tx_invalid + p.total.xsk.rx_invalid, 0, "{}: invalid descriptors", p.name);
+    }
+    // Received = sent + dropped with a reason, over both workers, once the last stragglers
+    // (TCP closing) are through.
+    let balance = |s: &xfwd_dataplane::io::Report| {
+        let sum = |f: fn(&xfwd_dataplane::stats::PortSnapshot) -> u64| s.ports.iter().map(|p| f(&p.total)).sum::<u64>();
+        (sum(|t| t.rx_frames), sum(|t| t.tx_frames) + sum(|t| t.dropped()))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut b = balance(&s);
+    while b.0 != b.1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        b = balance(&stats(&control));
+    }
+    assert_eq!(b.0, b.1, "received = sent + dropped");
+    stop_clean(&mut x);
+    for port in ["eth4", "eth5"] {
+        let line = format!("queues 0-1 on {port}: frames total");
+        assert!(x.seen.iter().any(|l| l.starts_with(&line)), "no frame accounting for {port}: {:#?}", x.seen);
+    }
+}

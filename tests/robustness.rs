@@ -461,7 +461,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     let full = |s: &Report| s.ports[1].total.drops.iter().find(|(n, _)| n == "tx-ring-full").map_or(0, |(_, v)| *v);
     let ring = u64::from(xfwd_dataplane::io::xsk::RING_SIZE);
     for s in [&early, &late] {
-        assert!(s.queues[0].frames.tx_ring >= ring - 64, "the TX ring was full: {:?}", s.queues[0].frames);
+        assert!(s.pools[0].frames.tx_ring >= ring - 64, "the TX ring was full: {:?}", s.pools[0].frames);
     }
     assert!(full(&late) > full(&early), "frames kept meeting a full TX ring: {} then {}", full(&early), full(&late));
 
@@ -494,7 +494,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
         d(|h| h.eth5_tx),
         d(|h| h.eth5_tx_dropped),
         d(|h| h.receiver_rx),
-        s.queues[0].frames
+        s.pools[0].frames
     );
     // (veth counts one end's TX and the other's RX with the same counter: the wire itself is
     // not checked, only the counters each program keeps.) The XDP program gives every frame
@@ -509,7 +509,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     // What xfwd put on eth5's TX ring the device sent or dropped.
     assert_eq!(forwarded, d(|h| h.eth5_tx) + d(|h| h.eth5_tx_dropped), "xfwd's TX -> eth5");
     // Every UMEM frame is in one known place, and the kernel holds none once all is quiet.
-    let f = s.queues[0].frames;
+    let f = s.pools[0].frames;
     assert_eq!(f.unaccounted(), 0, "{f:?}");
     assert_eq!((f.rx_kernel, f.tx_ring, f.completion, f.tx_kernel), (0, 0, 0, 0), "{f:?}");
     assert_eq!(f.fill_ring + f.rx_ring, f.fill, "{f:?}");

@@ -5,9 +5,10 @@
 //! printer, the control socket) load it relaxed and may see a value a few frames old. Each
 //! worker's block is cache-line aligned and allocated on its own, so no two workers write the
 //! same line. Plain `u64`s shared between threads would be a data race; atomics with relaxed
-//! ordering compile to the same plain moves on x86-64 and aarch64.
+//! ordering compile to the same plain moves on x86-64 and aarch64. The one exception is the
+//! count of frames in rings that several workers share ([`PoolGauges`]).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
@@ -103,32 +104,88 @@ impl PortCounters {
     }
 }
 
-/// Where one worker's UMEM frames are. Frames are only ever in one of these places, so the
-/// gauges add up to `total` whenever the worker is between batches (see `io` for the rule).
+/// Where the frames of one UMEM are. A UMEM is one worker's in the per-queue layout and every
+/// worker's in the per-CPU layout, so its frames are counted where its workers meet: per port,
+/// the rings every member's socket there shares (fill and completion), and per member, what
+/// only that worker holds or reads (its free list, its RX and TX rings). Frames are only ever
+/// in one of these places, so [`PoolGauges::snapshot`] adds up to `total` whenever the workers
+/// are between batches (see `io` for the rule).
+///
+/// The per-port `fill` and `tx` counts are the one exception to the single-writer rule: every
+/// member adds to and takes from them (atomic read-modify-write, relaxed: they order nothing).
+/// Each is raised before the kernel can see the frames and lowered after the worker took them
+/// back, so it never counts fewer than the kernel holds.
+#[derive(Debug)]
+pub struct PoolGauges {
+    /// The workers (by queue number) whose sockets use this UMEM.
+    pub workers: Vec<u32>,
+    /// The names of the ports whose sockets use it.
+    pub port_names: Vec<String>,
+    /// Per port, in port order.
+    pub ports: Box<[PortFrames]>,
+    /// Per member, in `workers` order.
+    pub members: Box<[MemberFrames]>,
+}
+
+/// One port's share of a [`PoolGauges`]: the frames its shared rings carry, and its spare list.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-pub struct FrameGauges {
-    /// Frames in the UMEM.
-    pub total: Counter,
-    /// In the worker's free list.
-    pub free: Counter,
-    /// Handed to the kernel through a fill ring, not yet received.
-    pub fill: Counter,
-    /// Handed to the kernel through a TX ring, not yet completed.
-    pub tx: Counter,
-    /// `fill` split by where the frames are, read from the rings every statistics period and
-    /// at exit: still in the fill ring, ...
+pub struct PortFrames {
+    /// Handed to the kernel through the fill ring, not yet taken off any member's RX ring.
+    pub fill: AtomicI64,
+    /// Put on a member's TX ring, not yet reaped from the completion ring.
+    pub tx: AtomicI64,
+    /// Still in the fill ring (read under the rings' lock, every statistics period and at exit).
     pub fill_ring: Counter,
-    /// ... received and waiting in the RX ring, ...
-    pub rx_ring: Counter,
-    /// ... or taken off the fill ring by the kernel and not yet on the RX ring.
-    pub rx_kernel: Counter,
-    /// `tx` split likewise: still in the TX ring, ...
-    pub tx_ring: Counter,
-    /// ... sent and waiting in the completion ring, ...
+    /// Sent and waiting in the completion ring (read likewise).
     pub completion: Counter,
-    /// ... or taken off the TX ring by the kernel and not yet completed.
-    pub tx_kernel: Counter,
+    /// Free, in the pool's spare list rather than a member's (set under the rings' lock).
+    pub spare: Counter,
+}
+
+/// One member worker's share of a [`PoolGauges`], written by that worker only.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct MemberFrames {
+    /// Frames it was given at start.
+    pub total: Counter,
+    /// In its free list.
+    pub free: Counter,
+    /// Received and waiting in its RX rings (summed over the ports).
+    pub rx_ring: Counter,
+    /// Still in its TX rings, not yet taken by the kernel.
+    pub tx_ring: Counter,
+}
+
+impl PoolGauges {
+    /// Zeroed gauges for `workers` sharing one UMEM over the ports `port_names`.
+    pub fn new(workers: Vec<u32>, port_names: Vec<String>) -> PoolGauges {
+        let members = workers.iter().map(|_| MemberFrames::default()).collect();
+        let ports = port_names.iter().map(|_| PortFrames::default()).collect();
+        PoolGauges { workers, port_names, ports, members }
+    }
+
+    /// Where the frames are, summed; what no ring holds, the kernel does.
+    pub fn snapshot(&self) -> FrameSnapshot {
+        let sum = |f: fn(&MemberFrames) -> u64| self.members.iter().map(f).sum::<u64>();
+        let fill: u64 = self.ports.iter().map(|p| p.fill.load(Relaxed).max(0) as u64).sum();
+        let tx: u64 = self.ports.iter().map(|p| p.tx.load(Relaxed).max(0) as u64).sum();
+        let fill_ring: u64 = self.ports.iter().map(|p| p.fill_ring.get()).sum();
+        let completion: u64 = self.ports.iter().map(|p| p.completion.get()).sum();
+        let (rx_ring, tx_ring) = (sum(|m| m.rx_ring.get()), sum(|m| m.tx_ring.get()));
+        FrameSnapshot {
+            total: sum(|m| m.total.get()),
+            free: sum(|m| m.free.get()) + self.ports.iter().map(|p| p.spare.get()).sum::<u64>(),
+            fill,
+            tx,
+            fill_ring,
+            rx_ring,
+            rx_kernel: fill.saturating_sub(fill_ring + rx_ring),
+            tx_ring,
+            completion,
+            tx_kernel: tx.saturating_sub(tx_ring + completion),
+        }
+    }
 }
 
 /// Everything one worker (one queue) counts.
@@ -140,8 +197,6 @@ pub struct QueueCounters {
     pub core: Option<usize>,
     /// Per port, in port order.
     pub ports: Box<[PortCounters]>,
-    /// Frame accounting.
-    pub frames: FrameGauges,
     /// Times the worker slept in poll(2) for lack of work (adaptive mode).
     pub sleeps: Counter,
     /// Router: ICMP errors not sent because of the rate limit.
@@ -155,7 +210,6 @@ impl QueueCounters {
             queue,
             core,
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
-            frames: FrameGauges::default(),
             sleeps: Counter::default(),
             icmp_rate_limited: Counter::default(),
         }
@@ -167,18 +221,6 @@ impl QueueCounters {
             queue: self.queue,
             core: self.core,
             ports: self.ports.iter().map(PortCounters::snapshot).collect(),
-            frames: FrameSnapshot {
-                total: self.frames.total.get(),
-                free: self.frames.free.get(),
-                fill: self.frames.fill.get(),
-                tx: self.frames.tx.get(),
-                fill_ring: self.frames.fill_ring.get(),
-                rx_ring: self.frames.rx_ring.get(),
-                rx_kernel: self.frames.rx_kernel.get(),
-                tx_ring: self.frames.tx_ring.get(),
-                completion: self.frames.completion.get(),
-                tx_kernel: self.frames.tx_kernel.get(),
-            },
             sleeps: self.sleeps.get(),
             icmp_rate_limited: self.icmp_rate_limited.get(),
         }
@@ -282,9 +324,10 @@ impl PortSnapshot {
     }
 }
 
-/// A copy of [`FrameGauges`].
+/// Where one pool's frames are ([`PoolGauges::snapshot`]): `fill` split into `fill_ring`,
+/// `rx_ring` and `rx_kernel`, `tx` into `tx_ring`, `completion` and `tx_kernel`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs, reason = "fields mirror FrameGauges")]
+#[allow(missing_docs, reason = "fields mirror PoolGauges")]
 pub struct FrameSnapshot {
     pub total: u64,
     pub free: u64,
@@ -318,7 +361,6 @@ pub struct QueueSnapshot {
     pub queue: u32,
     pub core: Option<usize>,
     pub ports: Vec<PortSnapshot>,
-    pub frames: FrameSnapshot,
     pub sleeps: u64,
     pub icmp_rate_limited: u64,
 }
@@ -326,6 +368,30 @@ pub struct QueueSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_snapshot_sums_its_members_and_splits_what_the_kernel_holds() {
+        let g = PoolGauges::new(vec![0, 1], vec!["eth4".into(), "eth5".into()]);
+        for (m, (total, free, rx, tx)) in g.members.iter().zip([(100, 30, 5, 2), (100, 50, 1, 0)]) {
+            m.total.set(total);
+            m.free.set(free);
+            m.rx_ring.set(rx);
+            m.tx_ring.set(tx);
+        }
+        // Port 0: 80 in the fill path (70 still in the ring), port 1: 20 in the TX path.
+        g.ports[0].fill.fetch_add(80, Relaxed);
+        g.ports[0].fill_ring.set(70);
+        g.ports[1].tx.fetch_add(20, Relaxed);
+        g.ports[1].completion.set(15);
+        let f = g.snapshot();
+        assert_eq!((f.total, f.free, f.fill, f.tx), (200, 80, 80, 20));
+        assert_eq!(f.unaccounted(), 20, "200 - 80 free - 80 fill - 20 tx");
+        assert_eq!((f.fill_ring, f.rx_ring, f.rx_kernel), (70, 6, 4));
+        assert_eq!((f.tx_ring, f.completion, f.tx_kernel), (2, 15, 3));
+        // A count lowered before it was raised (never, by the rule) reads as none, not as 2^64.
+        g.ports[1].fill.fetch_sub(5, Relaxed);
+        assert_eq!(g.snapshot().fill, 80);
+    }
 
     #[test]
     fn counters_add_and_snapshot() {

@@ -229,9 +229,9 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
                 "queue-index-not-zero-based",
                 format!(
                     "{driver} gives XDP its hardware frame-queue id as the queue index: in native mode no AF_XDP socket matches and xfwd would forward nothing; \
-                     in generic mode every frame arrives as queue 0, from every CPU, so one worker takes all (--xdp-mode auto, the default, does this)"
+                     in generic mode every frame arrives as queue 0, from every CPU, and per-CPU sockets give each CPU's frames to its own worker (--xdp-mode auto and --sockets auto, the defaults, do this)"
                 ),
-                "--xdp-mode generic --queues 1",
+                "--xdp-mode generic --sockets per-cpu",
             );
         }
         Some(QueueIndex::SenderTxQueue) if p.rx_queues > 1 => out.add(
@@ -400,7 +400,7 @@ mod tests {
         let d = assess(vec![p], sys(), 1774);
         assert!(d.can_run());
         let q = d.findings.iter().find(|f| f.code == "queue-index-not-zero-based").unwrap();
-        assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --queues 1"));
+        assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --sockets per-cpu"));
         assert!(codes(&d).contains(&"attach-restarts-link") && codes(&d).contains(&"copy-mode"));
         assert_eq!(d.ports[0].queue_index, QueueIndex::HardwareQueueId);
     }

@@ -467,7 +467,7 @@ mod tests {
         // Its interrupts are the CPUs' QMan portals, not the port's: none is attributed to it.
         assert!(p.facts.irqs.is_empty());
         let q = finding(&d, "queue-index-not-zero-based").unwrap();
-        assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --queues 1"));
+        assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --sockets per-cpu"));
         assert!(finding(&d, "attach-restarts-link").is_some() && finding(&d, "copy-mode").is_some());
         assert!(finding(&d, "irqbalance").is_none() && finding(&d, "rx-vlan-stripped").is_none());
         assert!(d.can_run());

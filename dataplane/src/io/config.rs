@@ -3,7 +3,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::options::{PollMode, XdpMode, ZeroCopy};
+use super::options::{PollMode, Sockets, XdpMode, ZeroCopy};
 use super::port::PortError;
 use super::xdp::XdpError;
 use crate::l3::{Prefix, RouteTarget};
@@ -24,6 +24,8 @@ pub struct ForwarderConfig {
     pub xdp_mode: XdpMode,
     /// Whether the sockets bind in zero-copy mode.
     pub zero_copy: ZeroCopy,
+    /// How the sockets are laid out over the ports' queues.
+    pub sockets: Sockets,
     /// Back each worker's UMEM with huge pages.
     pub huge_pages: bool,
     /// Busy mode: frames per preferred busy poll of the driver (`SO_BUSY_POLL_BUDGET`); 0 turns

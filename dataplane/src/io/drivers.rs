@@ -23,6 +23,15 @@ pub enum QueueIndex {
     HardwareQueueId,
 }
 
+impl QueueIndex {
+    /// Whether generic XDP sees every frame as queue 0 (the driver records no RX queue in the
+    /// skb), from whichever CPU received it: one socket per queue then leaves all but queue
+    /// 0's idle, and the sockets must be chosen per CPU instead.
+    pub fn generic_queue_zero(self) -> bool {
+        matches!(self, QueueIndex::SenderTxQueue | QueueIndex::HardwareQueueId)
+    }
+}
+
 /// One driver's known behaviour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Quirk {

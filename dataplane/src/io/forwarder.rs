@@ -25,6 +25,8 @@ pub struct Forwarder {
     pub xdp_modes: Vec<XdpMode>,
     /// Whether the sockets are bound in zero-copy mode (else copy mode).
     pub zero_copy: bool,
+    /// How the sockets are laid out over the ports' queues.
+    pub layout: super::start::plan::Layout,
     /// Things the operator should know (no carrier, unused queues, tuning advice).
     pub warnings: Vec<String>,
     pub(super) stop: Arc<AtomicBool>,

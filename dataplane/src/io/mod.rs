@@ -6,8 +6,8 @@
 //! Where frames go:
 //! - [`xdp`]: loads and attaches `bpf/xfwd.bpf.c`, which redirects each frame to the AF_XDP
 //!   socket of its (port, queue) or hands it to the kernel, and counts what it does;
-//! - [`xsk`]: a worker's UMEM and its sockets, one per port;
-//! - [`worker`]: one per queue: RX rings → decision ([`crate::l2`], [`crate::l3`]) → TX rings,
+//! - [`xsk`]: the UMEMs and the workers' sockets, one per port each;
+//! - [`worker`]: one per queue (or CPU): RX rings → decision ([`crate::l2`], [`crate::l3`]) → TX rings,
 //!   counting every outcome in its [`crate::stats::QueueCounters`];
 //! - [`glean`] and [`arp`]: frames whose next hop is unresolved, handed to the ARP thread,
 //!   which resolves it over packet sockets and sends them;
@@ -24,22 +24,34 @@
 //!
 //! # Shape
 //!
-//! One worker thread per queue id, pinned to its own core. Worker *q* owns one UMEM and, for
-//! every port, the AF_XDP socket bound to (port, *q*), all sharing that UMEM: a frame received
-//! on one port leaves by another's TX ring as the same descriptor, never copied (a flood makes
-//! one copy per extra egress port). One UMEM per worker, not one for all, keeps every ring
-//! single-producer, single-consumer without locks.
+//! One worker thread per queue id, pinned to its own core. In the **per-queue layout**
+//! ([`start::plan::Layout::PerQueue`]) worker *q* owns one UMEM and, for every port, the AF_XDP
+//! socket bound to (port, *q*), all sharing that UMEM: a frame received on one port leaves by
+//! another's TX ring as the same descriptor, never copied (a flood makes one copy per extra
+//! egress port). One UMEM per worker, not one for all, keeps every ring single-producer,
+//! single-consumer; each port's fill and completion rings sit behind a lock that only their
+//! worker ever takes.
+//!
+//! In the **per-CPU layout** ([`start::plan::Layout::PerCpu`]), for drivers that give every
+//! frame queue 0 from every CPU (generic XDP on veth and `dpaa_eth`), every worker binds queue
+//! 0 of every port and the XDP program picks the socket by the CPU the frame arrived on. The
+//! kernel keeps one fill and one completion ring per (device, queue, UMEM), so the workers
+//! share each port's pair under that lock ([`xsk::Pool`]); a worker that finds it taken leaves
+//! the work to the holder. Each port has a UMEM of its own (the kernel shares a queue's rings
+//! only with a socket bound through a socket of that queue, and libxdp binds through a UMEM's
+//! first socket), so a frame forwarded to another port is copied once into that port's UMEM.
 //!
 //! # Frame ownership
 //!
 //! Every UMEM frame is, at every moment, in exactly one place, and only that place touches it:
-//! a port's **fill ring** (kernel may write it), that port's **RX ring** (received, kernel done),
-//! the **worker** (between RX and TX, or while copying), a port's **TX ring** (kernel may read
-//! it), that port's **completion ring** (kernel done), or the worker's **free list**. The worker
-//! moves descriptors between those places and nowhere else, and counts what it hands to the
-//! kernel, so `free + in fill rings + in TX/completion rings = total` between batches
-//! ([`crate::stats::FrameGauges`]). Every `unsafe` ring or UMEM access in this module relies on
-//! that rule: a descriptor is used only while the worker holds it.
+//! a port's **fill ring** (kernel may write it), an **RX ring** of that port (received, kernel
+//! done), a **worker** (between RX and TX, or while copying), a **TX ring** (kernel may read
+//! it), the port's **completion ring** (kernel done), a worker's **free list**, or a shared
+//! pool's **spare list**. Workers move descriptors between those places and nowhere else, and
+//! count what they hand to the kernel, so `free + in fill rings + in TX/completion rings =
+//! total` for each UMEM between batches ([`crate::stats::PoolGauges`]). Every `unsafe` ring or
+//! UMEM access in this module relies on that rule: a descriptor is used only while its worker
+//! holds it.
 
 pub mod arp;
 pub mod config;
@@ -57,7 +69,7 @@ pub mod xsk;
 
 pub use config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError};
 pub use forwarder::Forwarder;
-pub use options::{PollMode, XdpMode, ZeroCopy};
+pub use options::{PollMode, Sockets, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};
 pub use view::{LiveView, PortReport, Report, RouterView};
 pub use xdp::XdpCounter;

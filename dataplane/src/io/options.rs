@@ -1,5 +1,5 @@
-//! The values of the options that choose how the data plane runs: [`PollMode`], [`XdpMode`] and
-//! [`ZeroCopy`]. Each is defined here once; the command line and the router's file take them
+//! The values of the options that choose how the data plane runs: [`PollMode`], [`XdpMode`],
+//! [`ZeroCopy`] and [`Sockets`]. Each is defined here once; the command line and the router's file take them
 //! from here instead of keeping their own copies to map by hand.
 //!
 //! - The command line parses them with `clap::ValueEnum`, derived with the `clap` feature (off by
@@ -89,6 +89,44 @@ pub enum ZeroCopy {
     /// Copy mode.
     #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Off,
+}
+
+/// How the workers' AF_XDP sockets are laid out over the ports' queues. (The command line sets
+/// it; the router's file has no key for it.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum Sockets {
+    /// Per CPU where the mode and every port's driver give all frames queue 0 (generic XDP on
+    /// veth or dpaa_eth, see [`super::drivers`]), per queue otherwise (said at start).
+    #[default]
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Auto,
+    /// Worker *q* binds queue *q* of every port with a UMEM of its own; the XDP program picks
+    /// the socket by the frame's queue index.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    PerQueue,
+    /// Every worker binds queue 0 of every port, all on one UMEM whose fill and completion
+    /// rings per port they share under a lock; the XDP program picks the socket by the CPU the
+    /// frame arrived on. For drivers that give every frame queue 0 from several CPUs.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    PerCpu,
+}
+
+impl Sockets {
+    /// The value's word on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sockets::Auto => "auto",
+            Sockets::PerQueue => "per-queue",
+            Sockets::PerCpu => "per-cpu",
+        }
+    }
+}
+
+impl fmt::Display for Sockets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A word that is not one of an option's values.
@@ -193,6 +231,7 @@ mod tests {
         assert_eq!(PollMode::default(), PollMode::Adaptive);
         assert_eq!(XdpMode::default(), XdpMode::Auto);
         assert_eq!(ZeroCopy::default(), ZeroCopy::Auto);
+        assert_eq!(Sockets::default(), Sockets::Auto);
     }
 
     /// The command line's words and their order (what `--help` lists) are the ones above.
@@ -206,11 +245,12 @@ mod tests {
         assert_eq!(words::<PollMode>(), PollMode::ALL.map(PollMode::name));
         assert_eq!(words::<XdpMode>(), XdpMode::ALL.map(XdpMode::name));
         assert_eq!(words::<ZeroCopy>(), ["auto", "on", "off"]);
+        assert_eq!(words::<Sockets>(), [Sockets::Auto, Sockets::PerQueue, Sockets::PerCpu].map(Sockets::name));
         fn helps<T: ValueEnum>() -> usize {
             T::value_variants().iter().filter(|v| v.to_possible_value().unwrap().get_help().is_some()).count()
         }
         assert_eq!(
-            helps::<PollMode>() + helps::<XdpMode>() + helps::<ZeroCopy>(),
+            helps::<PollMode>() + helps::<XdpMode>() + helps::<ZeroCopy>() + helps::<Sockets>(),
             0,
             "a value with help makes `--help` list the values on lines of their own"
         );

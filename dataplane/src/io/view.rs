@@ -17,7 +17,7 @@ use super::xdp::{XdpCounter, XdpCounters};
 use crate::l2::{Fdb, FdbEntry};
 use crate::l3::arp::ArpCounters;
 use crate::l3::{NeighborTable, RouterTables};
-use crate::stats::{PortSnapshot, QueueCounters, QueueSnapshot};
+use crate::stats::{FrameSnapshot, PoolGauges, PortSnapshot, QueueCounters, QueueSnapshot};
 use crate::time::Clock;
 
 /// The router's live tables, for `show routes` and `show neighbors`.
@@ -38,6 +38,8 @@ pub struct LiveView {
     pub ports: Vec<PortInfo>,
     /// Each worker's counters, by queue.
     pub queues: Vec<Arc<QueueCounters>>,
+    /// Where each UMEM's frames are: one per worker (per-queue layout) or one for all.
+    pub pools: Vec<Arc<PoolGauges>>,
     /// The shared FDB (bridge; an empty one in router mode).
     pub fdb: Arc<Fdb>,
     /// Router mode: tables, neighbours, ARP counters.
@@ -80,8 +82,11 @@ pub struct PortReport {
 pub struct Report {
     /// Per port.
     pub ports: Vec<PortReport>,
-    /// Per worker (frame accounting, sleeps, core).
+    /// Per worker (sleeps, core, what it did per port).
     pub queues: Vec<QueueSnapshot>,
+    /// Frame accounting, per UMEM.
+    #[serde(default)]
+    pub pools: Vec<PoolSnapshot>,
     /// Live FDB entries.
     pub fdb_entries: usize,
     /// FDB capacity.
@@ -98,6 +103,17 @@ pub struct Report {
     /// xfwd said).
     #[serde(default)]
     pub zero_copy: Option<bool>,
+}
+
+/// Where one UMEM's frames are, at one instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolSnapshot {
+    /// The first and last worker (by queue number) sharing the UMEM.
+    pub workers: (u32, u32),
+    /// The ports whose sockets use it.
+    pub ports: Vec<String>,
+    /// Where its frames are.
+    pub frames: FrameSnapshot,
 }
 
 impl LiveView {
@@ -130,6 +146,15 @@ impl LiveView {
         Report {
             ports,
             queues,
+            pools: self
+                .pools
+                .iter()
+                .map(|g| PoolSnapshot {
+                    workers: (g.workers.first().copied().unwrap_or(0), g.workers.last().copied().unwrap_or(0)),
+                    ports: g.port_names.clone(),
+                    frames: g.snapshot(),
+                })
+                .collect(),
             fdb_entries: self.fdb.len(now),
             fdb_capacity: self.fdb.capacity(),
             xdp_foreign: self.xdp.foreign_frames(),

@@ -1,4 +1,4 @@
-//! The per-queue worker: RX rings → decision → TX rings, in batches, with frame accounting.
+//! The worker: RX rings → decision → TX rings, in batches, with frame accounting.
 //!
 //! One round: for each port, take up to [`BATCH`] frames off its RX ring, decide each, and
 //! queue it for its egress port(s); put each port's queued frames on its TX ring and kick once;
@@ -7,6 +7,13 @@
 //! counter. Batch 64: large enough to amortise a kick and a ring index update over many frames,
 //! small enough that a batch's descriptors and headers stay in L1.
 //!
+//! Fill and completion rings belong to a (port, queue), not to a worker: in the per-CPU layout
+//! every worker's socket on a port shares them (see `io`). A worker takes their lock to reap or
+//! refill, and leaves the work to a member already holding it, except where the work must be
+//! done (at start, before sleeping, on the way out). Completions are the reaper's whoever sent
+//! them, so a member's free list is bounded ([`super::xsk::Pool::spill`]) and the rest kept in
+//! the pool's spare list, where refills and a member short of frames take from.
+//!
 //! Polling: `busy` spins on the rings (lowest latency, one core burnt per worker even when
 //! idle); `adaptive` spins a short while after the last work, then sleeps in poll(2) on the RX
 //! sockets with a bounded timeout, after topping up the fill rings so that the kernel never
@@ -14,15 +21,16 @@
 
 use std::io;
 use std::net::Ipv4Addr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
 use xsk_rs::FrameDesc;
 
 use super::glean::GleanSender;
 use super::options::PollMode;
-use super::xsk::{PortRings, QueueSockets, RING_SIZE};
+use super::xsk::{FrameRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::l2::{self, Fdb, Learn};
 use crate::l3::{self, NeighborTable, RouterState, RouterTables, TokenBucket};
@@ -178,20 +186,14 @@ pub struct Worker<D: Decide> {
     stop: Arc<AtomicBool>,
     poll: PollMode,
     clock: Clock,
-    /// Free frames (the only place the worker takes frames from).
-    free: Vec<FrameDesc>,
-    /// Frames handed to each port's fill ring and not yet received.
-    in_fill: Vec<u32>,
-    /// Frames handed to each port's TX ring and not yet completed.
-    in_tx: Vec<u32>,
+    /// Free frames, per UMEM (the only place the worker takes frames from).
+    free: Vec<Vec<FrameDesc>>,
     /// Frames queued for each egress port during a round.
     tx_batch: Vec<Vec<FrameDesc>>,
     /// Scratch for RX and completion descriptors.
     scratch: Vec<FrameDesc>,
     /// Where decisions build answers (ICMP errors).
     answer: [u8; SCRATCH_LEN],
-    fill_target: u32,
-    total: u64,
     /// Busy mode with preferred busy polling: drive the driver from idle rounds.
     busy_poll: bool,
 }
@@ -216,10 +218,18 @@ impl<D: Decide> Worker<D> {
     ) -> Self {
         let nports = sockets.ports.len();
         let mut sockets = sockets;
-        let free = std::mem::take(&mut sockets.frames);
-        let total = free.len() as u64;
-        // Keep half the frames for the fill rings, the rest for frames in flight to TX.
-        let fill_target = ((free.len() / nports / 2) as u32).min(RING_SIZE);
+        // Room for every frame of each UMEM: in a shared pool frames move between members, and
+        // no list may grow while frames flow.
+        let free = sockets
+            .pools
+            .iter_mut()
+            .map(|s| {
+                let total: u64 = s.pool.gauges.members.iter().map(|m| m.total.get()).sum();
+                let mut free = Vec::with_capacity(total as usize);
+                free.append(&mut s.frames);
+                free
+            })
+            .collect();
         let mut w = Worker {
             sockets,
             decide,
@@ -228,18 +238,13 @@ impl<D: Decide> Worker<D> {
             poll,
             clock,
             free,
-            in_fill: vec![0; nports],
-            in_tx: vec![0; nports],
             tx_batch: (0..nports).map(|_| Vec::with_capacity(BATCH)).collect(),
             scratch: vec![FrameDesc::default(); BATCH.max(RING_SIZE as usize)],
             answer: [0; SCRATCH_LEN],
-            fill_target,
-            total,
             busy_poll: false,
         };
-        w.counters.frames.total.set(w.total);
         for p in 0..nports {
-            w.refill(p);
+            w.refill(p, Lock::Wait);
         }
         w.publish_frames();
         w
@@ -270,19 +275,19 @@ impl<D: Decide> Worker<D> {
                 work += got;
             }
             for p in 0..nports {
-                work += self.reap(p);
-                // Frames still in a TX ring after reaping were not sent by the last kick
-                // (busy device, budget): kick again, every round, busy or idle.
-                if self.in_tx[p] > 0 {
+                work += self.reap(p, Lock::Try);
+                // Frames still in the TX ring were not sent by the last kick (busy device,
+                // budget): kick again, every round, busy or idle.
+                if self.tx_outstanding(p) > 0 {
                     work += self.kick(p);
                 }
-                self.refill(p);
+                self.refill(p, Lock::Try);
             }
             self.publish_frames();
             self.decide.publish(&self.counters);
             // The round's one clock read serves the statistics timer too.
             if now_ms.saturating_sub(last_xsk_ms) >= XSK_STATS_EVERY.as_millis() as u64 {
-                self.read_xsk_stats();
+                self.read_xsk_stats(Lock::Try);
                 last_xsk_ms = now_ms;
             }
             if work > 0 {
@@ -294,34 +299,43 @@ impl<D: Decide> Worker<D> {
                 PollMode::Adaptive => {
                     idle_rounds += 1;
                     if idle_rounds >= SPIN_ROUNDS {
-                        // Every fill ring was topped up this round, after the last reap.
+                        // Top every fill ring up before sleeping, waiting for a member that
+                        // holds its lock, so that the kernel never waits on this worker's frames.
+                        for p in 0..nports {
+                            self.refill(p, Lock::Wait);
+                        }
                         self.sleep();
                     }
                 }
             }
         }
         self.settle();
-        self.read_xsk_stats();
+        self.read_xsk_stats(Lock::Wait);
         self.publish_frames();
     }
 
     /// On the way out (the program is already detached, so nothing new arrives): lets the
     /// kernel finish what it holds — TX frames sent and completed, RX frames it took from a
     /// fill ring posted — for up to 100 ms, so that the final accounting finds every frame in
-    /// a ring or the free list.
+    /// a ring or a free list. Other members of the pool settle at the same time; what the
+    /// kernel holds is judged over the whole pool, from what each member last published.
     fn settle(&mut self) {
         let nports = self.sockets.ports.len();
         let deadline = std::time::Instant::now() + Duration::from_millis(100);
         while std::time::Instant::now() < deadline {
             for p in 0..nports {
-                self.reap(p);
-                if self.in_tx[p] > 0 {
+                self.reap(p, Lock::Wait);
+                if self.tx_outstanding(p) > 0 {
                     self.kick(p);
                 }
             }
             // Completions were just reaped: what is not in a ring is still the kernel's.
-            let c = self.ring_census();
-            if c.rx_kernel + c.tx_kernel == 0 {
+            self.census(Lock::Wait);
+            let held = |s: &super::xsk::PoolShare| {
+                let f = s.pool.gauges.snapshot();
+                f.rx_kernel + f.tx_kernel
+            };
+            if self.sockets.pools.iter().map(held).sum::<u64>() == 0 {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -338,7 +352,8 @@ impl<D: Decide> Worker<D> {
         if n == 0 {
             return 0;
         }
-        self.in_fill[p] -= n as u32;
+        let u = ring.pool;
+        self.sockets.pools[u].pool.gauges.ports[ring.ring].fill.fetch_sub(n as i64, Relaxed);
         self.counters.ports[p].rx_frames.add(n as u64);
         let ingress = PortId(p as u8);
         // A pipeline over the batch: each frame's table lines are asked for D frames before
@@ -346,36 +361,36 @@ impl<D: Decide> Worker<D> {
         let d = D::PREFETCH_DISTANCE;
         if d > 0 {
             for j in 0..2 * d {
-                self.prefetch_frame(j, n, Stage::Header);
+                self.prefetch_frame(u, j, n, Stage::Header);
             }
             for j in 0..d {
-                self.prefetch_frame(j, n, Stage::Tables);
+                self.prefetch_frame(u, j, n, Stage::Tables);
             }
         }
         for i in 0..n {
             if d > 0 {
-                self.prefetch_frame(i + 2 * d, n, Stage::Header);
-                self.prefetch_frame(i + d, n, Stage::Tables);
+                self.prefetch_frame(u, i + 2 * d, n, Stage::Header);
+                self.prefetch_frame(u, i + d, n, Stage::Tables);
             }
             let mut desc = self.scratch[i];
             let action = {
                 // SAFETY: the worker holds this frame (just received) and nothing aliases it.
-                let mut data = unsafe { self.sockets.umem.data_mut(&mut desc) };
+                let mut data = unsafe { self.sockets.pools[u].umem.data_mut(&mut desc) };
                 let frame = data.contents_mut();
                 let pc = &self.counters.ports[p];
                 pc.rx_bytes.add(frame.len() as u64);
                 self.decide.decide(frame, ingress, now_ms, pc, &mut self.answer)
             };
             match action {
-                Action::Forward(q) if q.index() < nports => self.tx_batch[q.index()].push(desc),
+                Action::Forward(q) if q.index() < nports => self.queue_tx(desc, p, q.index()),
                 Action::ForwardTrimmed { port, len } if port.index() < nports => {
                     // SAFETY: the worker still holds this frame; nothing aliases it.
-                    let mut data = unsafe { self.sockets.umem.data_mut(&mut desc) };
+                    let mut data = unsafe { self.sockets.pools[u].umem.data_mut(&mut desc) };
                     let mut cur = data.cursor();
                     if usize::from(len) < cur.pos() {
                         cur.set_pos(usize::from(len));
                     }
-                    self.tx_batch[port.index()].push(desc);
+                    self.queue_tx(desc, p, port.index());
                 }
                 Action::Flood => {
                     self.counters.ports[p].flooded.inc();
@@ -383,7 +398,7 @@ impl<D: Decide> Worker<D> {
                 }
                 Action::Drop(reason) => {
                     self.counters.ports[p].drop(reason);
-                    self.free.push(desc);
+                    self.free[u].push(desc);
                 }
                 Action::Reply { port, len, cause } if port.index() < nports => {
                     // The original is not forwarded (counted under its cause); its frame
@@ -392,17 +407,17 @@ impl<D: Decide> Worker<D> {
                     pc.drop(cause);
                     pc.icmp_sent.inc();
                     // SAFETY: the worker still holds this frame; nothing aliases it.
-                    let mut data = unsafe { self.sockets.umem.data_mut(&mut desc) };
+                    let mut data = unsafe { self.sockets.pools[u].umem.data_mut(&mut desc) };
                     let mut cur = data.cursor();
                     cur.set_pos(0);
                     // An answer (at most SCRATCH_LEN bytes) always fits a UMEM frame.
                     let _ = io::Write::write_all(&mut cur, &self.answer[..usize::from(len)]);
-                    self.tx_batch[port.index()].push(desc);
+                    self.queue_tx(desc, p, port.index());
                 }
                 Action::Glean { port, next_hop } => {
                     let queued = {
                         // SAFETY: the worker still holds this frame; it is only read.
-                        let data = unsafe { self.sockets.umem.data(&desc) };
+                        let data = unsafe { self.sockets.pools[u].umem.data(&desc) };
                         self.decide.glean(data.contents(), ingress, port, next_hop)
                     };
                     if queued {
@@ -410,12 +425,12 @@ impl<D: Decide> Worker<D> {
                     } else {
                         self.counters.ports[p].drop(crate::Reason::GleanQueueFull);
                     }
-                    self.free.push(desc);
+                    self.free[u].push(desc);
                 }
                 Action::Forward(_) | Action::ForwardTrimmed { .. } | Action::Reply { .. } => {
                     // A port index beyond the ports is a decision bug; never seen, but never a panic.
                     self.counters.ports[p].drop(crate::Reason::NoEgress);
-                    self.free.push(desc);
+                    self.free[u].push(desc);
                 }
             }
         }
@@ -428,14 +443,14 @@ impl<D: Decide> Worker<D> {
     }
 
     /// One prefetch of the receive pipeline for frame `j` of the `n` in `scratch` (none past
-    /// the end): its header, or the table lines its decision will read.
+    /// the end; frames of UMEM `u`): its header, or the table lines its decision will read.
     #[inline(always)]
-    fn prefetch_frame(&mut self, j: usize, n: usize, stage: Stage) {
+    fn prefetch_frame(&mut self, u: usize, j: usize, n: usize, stage: Stage) {
         let Some(desc) = self.scratch[..n].get(j) else {
             return;
         };
         // SAFETY: the worker holds this frame (just received); it is only read.
-        let data = unsafe { self.sockets.umem.data(desc) };
+        let data = unsafe { self.sockets.pools[u].umem.data(desc) };
         match stage {
             Stage::Header => crate::prefetch::read(data.contents().as_ptr()),
             Stage::Tables => self.decide.prefetch(data.contents()),
@@ -446,30 +461,58 @@ impl<D: Decide> Worker<D> {
     /// the original for the last.
     fn flood(&mut self, desc: FrameDesc, ingress: usize) {
         let nports = self.sockets.ports.len();
+        let u = self.sockets.ports[ingress].pool;
         let Some(last) = (0..nports).rev().find(|&q| q != ingress) else {
             self.counters.ports[ingress].drop(crate::Reason::NoEgress);
-            self.free.push(desc);
+            self.free[u].push(desc);
             return;
         };
         for q in (0..nports).filter(|&q| q != ingress && q != last) {
-            let Some(mut copy) = self.free.pop() else {
-                self.counters.ports[q].drop(crate::Reason::NoFreeFrame);
-                continue;
-            };
-            let umem = &self.sockets.umem;
-            // SAFETY: `desc` and `copy` are distinct frames of this UMEM, both held by the
-            // worker; the source is only read and the copy only written.
-            unsafe {
-                let src = umem.data(&desc);
-                let mut dst = umem.data_mut(&mut copy);
-                let mut cur = dst.cursor();
-                cur.set_pos(0);
-                // A frame of the same UMEM always fits another frame of it.
-                let _ = io::Write::write_all(&mut cur, src.contents());
+            match self.copy_frame(&desc, u, self.sockets.ports[q].pool) {
+                Some(copy) => self.tx_batch[q].push(copy),
+                None => self.counters.ports[q].drop(crate::Reason::NoFreeFrame),
             }
-            self.tx_batch[q].push(copy);
         }
-        self.tx_batch[last].push(desc);
+        self.queue_tx(desc, ingress, last);
+    }
+
+    /// Queues `desc`, a frame received on port `from`, for port `to`: the frame itself where
+    /// both ports' sockets share a UMEM; else (per-CPU layout, a UMEM per port) a copy in a
+    /// free frame of `to`'s UMEM, the original going back to the free list, or a drop counted
+    /// on `to` when that UMEM has no free frame.
+    #[inline]
+    fn queue_tx(&mut self, desc: FrameDesc, from: usize, to: usize) {
+        let (a, b) = (self.sockets.ports[from].pool, self.sockets.ports[to].pool);
+        if a == b {
+            self.tx_batch[to].push(desc);
+            return;
+        }
+        let copy = self.copy_frame(&desc, a, b);
+        self.free[a].push(desc);
+        match copy {
+            Some(c) => self.tx_batch[to].push(c),
+            None => self.counters.ports[to].drop(crate::Reason::NoFreeFrame),
+        }
+    }
+
+    /// A copy of `desc`, a frame of UMEM `a`, in a free frame of UMEM `b` (`None`: none free).
+    fn copy_frame(&mut self, desc: &FrameDesc, a: usize, b: usize) -> Option<FrameDesc> {
+        if self.free[b].is_empty() && !self.restock(b) {
+            return None;
+        }
+        let mut copy = self.free[b].pop()?;
+        let (src, dst) = (&self.sockets.pools[a].umem, &self.sockets.pools[b].umem);
+        // SAFETY: `desc` and `copy` are distinct frames, both held by the worker (the same
+        // UMEM or two); the source is only read and the copy only written.
+        unsafe {
+            let src = src.data(desc);
+            let mut dst = dst.data_mut(&mut copy);
+            let mut cur = dst.cursor();
+            cur.set_pos(0);
+            // Every UMEM has frames of one size: a frame always fits another.
+            let _ = io::Write::write_all(&mut cur, src.contents());
+        }
+        Some(copy)
     }
 
     /// Puts port `q`'s queued frames on its TX ring and kicks. When the ring lacks room, it
@@ -477,41 +520,55 @@ impl<D: Decide> Worker<D> {
     fn transmit(&mut self, q: usize) {
         let want = self.tx_batch[q].len() as u32;
         if self.sockets.ports[q].tx.nb_free(want) < want {
-            self.reap(q);
+            self.reap(q, Lock::Try);
             self.kick(q);
         }
         let ring = &mut self.sockets.ports[q];
         let batch = &mut self.tx_batch[q];
         let k = (ring.tx.nb_free(want) as usize).min(batch.len());
+        // Counted before the kernel can complete them (see PoolGauges).
+        let u = ring.pool;
+        let in_tx = &self.sockets.pools[u].pool.gauges.ports[ring.ring].tx;
+        in_tx.fetch_add(k as i64, Relaxed);
         // SAFETY: the worker holds every frame in `batch`; after this call the first `sent`
         // belong to the TX ring until they come back on the completion ring.
         let sent = unsafe { ring.tx.produce(&batch[..k]) };
+        if sent < k {
+            in_tx.fetch_sub((k - sent) as i64, Relaxed);
+        }
         let pc = &self.counters.ports[q];
         pc.tx_frames.add(sent as u64);
         let bytes: usize = batch[..sent].iter().map(|d| d.lengths().data()).sum();
         pc.tx_bytes.add(bytes as u64);
-        self.in_tx[q] += sent as u32;
         for d in batch.drain(..).skip(sent) {
             pc.drop(crate::Reason::TxRingFull);
-            self.free.push(d);
+            self.free[u].push(d);
         }
         self.kick(q);
+    }
+
+    /// Frames on this worker's TX ring of port `q` that the kernel has not taken yet.
+    #[inline]
+    fn tx_outstanding(&mut self, q: usize) -> u32 {
+        RING_SIZE - self.sockets.ports[q].tx.nb_free_exact()
     }
 
     /// Asks the kernel to send what is on port `q`'s TX ring, if it wants asking, reaping the
     /// completions as it goes. In copy mode one kick sends a budget of frames (32) and answers
     /// EAGAIN while more remain or the completion ring is full, EBUSY when the device dropped
-    /// one (no carrier): kick again while each kick makes progress; without progress, stop and
-    /// let the next round retry. Returns the frames completed.
+    /// one (no carrier): kick again while each kick makes progress (the ring drains, or frames
+    /// complete); without progress, stop and let the next round retry. Returns the frames
+    /// completed.
     fn kick(&mut self, q: usize) -> usize {
         let mut completed = 0;
         for _ in 0..MAX_KICKS {
-            if self.in_tx[q] == 0 || !self.sockets.ports[q].tx.needs_wakeup() {
+            let before = self.tx_outstanding(q);
+            if before == 0 || !self.sockets.ports[q].tx.needs_wakeup() {
                 break;
             }
             self.counters.ports[q].kicks.inc();
             let r = sendto_kick(self.sockets.ports[q].fd);
-            let reaped = self.reap(q);
+            let reaped = self.reap(q, Lock::Try);
             completed += reaped;
             let pc = &self.counters.ports[q];
             match r {
@@ -525,52 +582,98 @@ impl<D: Decide> Worker<D> {
                     }
                 },
             }
-            if reaped == 0 {
+            if reaped == 0 && self.tx_outstanding(q) >= before {
                 break;
             }
         }
         completed
     }
 
-    /// Moves port `q`'s completed frames to the free list. Returns how many.
-    fn reap(&mut self, q: usize) -> usize {
-        if self.in_tx[q] == 0 {
+    /// Moves port `q`'s completed frames to the free list. Returns how many. Under
+    /// [`Lock::Try`], a member already reaping there is left to it.
+    fn reap(&mut self, q: usize, lock: Lock) -> usize {
+        let (u, r) = (self.sockets.ports[q].pool, self.sockets.ports[q].ring);
+        let pool = &self.sockets.pools[u].pool;
+        let in_tx = &pool.gauges.ports[r].tx;
+        if in_tx.load(Relaxed) <= 0 {
             return 0;
         }
+        let Some(mut rings) = lock.take(&pool.rings[r]) else {
+            return 0;
+        };
         let mut total = 0;
         loop {
-            let ring = &mut self.sockets.ports[q];
             // SAFETY: completed descriptors name frames the kernel has finished with; they
-            // become the worker's.
-            let n = unsafe { ring.comp.consume(&mut self.scratch[..]) };
+            // become this worker's.
+            let n = unsafe { rings.comp.consume(&mut self.scratch[..]) };
             if n == 0 {
                 break;
             }
-            self.in_tx[q] -= n as u32;
-            self.free.extend_from_slice(&self.scratch[..n]);
+            in_tx.fetch_sub(n as i64, Relaxed);
+            self.free[u].extend_from_slice(&self.scratch[..n]);
             total += n;
+        }
+        // Completions of other members' frames: past the spill mark, down to half of it, the
+        // rest to the spare list (only pools with several members have a mark).
+        let free = &mut self.free[u];
+        if free.len() > pool.spill {
+            rings.spare.extend(free.drain(pool.spill / 2..));
+            pool.gauges.ports[r].spare.set(rings.spare.len() as u64);
         }
         total
     }
 
-    /// Tops port `p`'s fill ring up to its target from the free list.
-    fn refill(&mut self, p: usize) {
-        let want = self.fill_target.saturating_sub(self.in_fill[p]) as usize;
-        if want == 0 || self.free.is_empty() {
+    /// Takes up to a spill's half of free frames from the spare lists of UMEM `u` (for a copy
+    /// into it when the worker has none). Returns whether it got any.
+    #[cold]
+    fn restock(&mut self, u: usize) -> bool {
+        let pool = &self.sockets.pools[u].pool;
+        let free = &mut self.free[u];
+        for (rings, g) in pool.rings.iter().zip(pool.gauges.ports.iter()) {
+            let Some(mut rings) = Lock::Wait.take(rings) else { continue };
+            let k = rings.spare.len().min((pool.spill / 2).clamp(BATCH, 4 * BATCH));
+            let from = rings.spare.len() - k;
+            free.extend(rings.spare.drain(from..));
+            g.spare.set(rings.spare.len() as u64);
+        }
+        !free.is_empty()
+    }
+
+    /// Tops port `p`'s fill ring up to its target from the free list. Under [`Lock::Try`], a
+    /// member already filling it is left to it.
+    fn refill(&mut self, p: usize, lock: Lock) {
+        let (u, r) = (self.sockets.ports[p].pool, self.sockets.ports[p].ring);
+        let pool = &self.sockets.pools[u].pool;
+        let free = &mut self.free[u];
+        let in_fill = &pool.gauges.ports[r].fill;
+        let want = (i64::from(pool.fill_target) - in_fill.load(Relaxed)).max(0) as usize;
+        if want == 0 {
             return;
         }
-        let ring: &mut PortRings = &mut self.sockets.ports[p];
-        let k = want.min(self.free.len());
-        let k = (ring.fill.nb_free(k as u32) as usize).min(k);
-        let from = self.free.len() - k;
+        let Some(mut rings) = lock.take(&pool.rings[r]) else {
+            return;
+        };
+        if free.len() < want && !rings.spare.is_empty() {
+            let from = rings.spare.len() - (want - free.len()).min(rings.spare.len());
+            free.extend(rings.spare.drain(from..));
+            pool.gauges.ports[r].spare.set(rings.spare.len() as u64);
+        }
+        let k = want.min(free.len());
+        let k = (rings.fill.nb_free(k as u32) as usize).min(k);
+        let from = free.len() - k;
+        // Counted before the kernel can take them (see PoolGauges).
+        in_fill.fetch_add(k as i64, Relaxed);
         // SAFETY: the worker holds these free frames; once produced they are the kernel's
-        // until received on this port's RX ring.
-        let n = unsafe { ring.fill.produce(&self.free[from..]) };
-        self.free.truncate(self.free.len() - n);
-        self.in_fill[p] += n as u32;
-        if n > 0 && ring.fill.needs_wakeup() {
-            // SAFETY: the fd is this port's open socket; poll(2) with a zero timeout only wakes it.
-            let _ = unsafe { poll_in(&[ring.fd], 0) };
+        // until received on an RX ring of this port.
+        let n = unsafe { rings.fill.produce(&free[from..]) };
+        if n < k {
+            in_fill.fetch_sub((k - n) as i64, Relaxed);
+        }
+        free.truncate(free.len() - n);
+        if n > 0 && rings.fill.needs_wakeup() {
+            // SAFETY: the fd is this worker's open socket on the port; poll(2) with a zero
+            // timeout only wakes it.
+            let _ = unsafe { poll_in(&[self.sockets.ports[p].fd], 0) };
         }
     }
 
@@ -583,40 +686,38 @@ impl<D: Decide> Worker<D> {
     }
 
     fn publish_frames(&self) {
-        let g = &self.counters.frames;
-        g.free.set(self.free.len() as u64);
-        g.fill.set(self.in_fill.iter().map(|&n| u64::from(n)).sum());
-        g.tx.set(self.in_tx.iter().map(|&n| u64::from(n)).sum());
+        for (share, free) in self.sockets.pools.iter().zip(&self.free) {
+            share.pool.gauges.members[share.member].free.set(free.len() as u64);
+        }
     }
 
-    /// Where the frames handed to the kernel are, counted off the rings themselves (the worker
-    /// owns the producer side of fill and TX and the consumer side of RX and completion, so
-    /// these reads are its own), summed over the ports; what no ring holds, the kernel does.
-    fn ring_census(&mut self) -> RingCensus {
-        let mut c = RingCensus::default();
-        for (p, r) in self.sockets.ports.iter_mut().enumerate() {
-            let (fill, rx) = (RING_SIZE - r.fill.nb_free_exact(), r.rx.nb_avail_exact());
-            let (tx, comp) = (RING_SIZE - r.tx.nb_free_exact(), r.comp.nb_avail_exact());
-            c.fill_ring += u64::from(fill);
-            c.rx_ring += u64::from(rx);
-            c.rx_kernel += u64::from(self.in_fill[p].saturating_sub(fill + rx));
-            c.tx_ring += u64::from(tx);
-            c.completion += u64::from(comp);
-            c.tx_kernel += u64::from(self.in_tx[p].saturating_sub(tx + comp));
+    /// Counts the frames in the rings: this worker's RX and TX rings (it owns the consumer
+    /// side of one and the producer side of the other, so these reads are its own), and each
+    /// port's shared fill and completion rings, read under their lock ([`Lock::Try`]: a port
+    /// whose lock another member holds keeps its last count, which that member refreshes).
+    fn census(&mut self, lock: Lock) {
+        let mut rings = [(0u64, 0u64); crate::MAX_PORTS];
+        for p in 0..self.sockets.ports.len() {
+            let u = self.sockets.ports[p].pool;
+            rings[u].0 += u64::from(self.sockets.ports[p].rx.nb_avail_exact());
+            rings[u].1 += u64::from(self.tx_outstanding(p));
         }
-        c
+        for (share, (rx_ring, tx_ring)) in self.sockets.pools.iter().zip(rings) {
+            let me = &share.pool.gauges.members[share.member];
+            me.rx_ring.set(rx_ring);
+            me.tx_ring.set(tx_ring);
+            for (m, g) in share.pool.rings.iter().zip(share.pool.gauges.ports.iter()) {
+                if let Some(mut r) = lock.take(m) {
+                    g.fill_ring.set(u64::from(RING_SIZE - r.fill.nb_free_exact()));
+                    g.completion.set(u64::from(r.comp.nb_avail_exact()));
+                }
+            }
+        }
     }
 
     /// Reads the socket statistics and the ring census into the counters.
-    fn read_xsk_stats(&mut self) {
-        let c = self.ring_census();
-        let g = &self.counters.frames;
-        g.fill_ring.set(c.fill_ring);
-        g.rx_ring.set(c.rx_ring);
-        g.rx_kernel.set(c.rx_kernel);
-        g.tx_ring.set(c.tx_ring);
-        g.completion.set(c.completion);
-        g.tx_kernel.set(c.tx_kernel);
+    fn read_xsk_stats(&mut self, lock: Lock) {
+        self.census(lock);
         for (p, ring) in self.sockets.ports.iter().enumerate() {
             if let Ok(s) = ring.rx.fd().xdp_statistics() {
                 let x = &self.counters.ports[p].xsk;
@@ -631,6 +732,31 @@ impl<D: Decide> Worker<D> {
     }
 }
 
+/// Whether a worker waits for a pool lock another member holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lock {
+    /// No: the holder is doing the same work; skip it this round.
+    Try,
+    /// Yes: at start, before sleeping and on the way out, where the work must be done.
+    Wait,
+}
+
+impl Lock {
+    /// The guard of `m`, unless it is held and this is [`Lock::Try`]. A lock poisoned by a
+    /// member that panicked still guards rings in a sound state (each ring call is whole).
+    #[inline]
+    fn take(self, m: &Mutex<FrameRings>) -> Option<MutexGuard<'_, FrameRings>> {
+        match self {
+            Lock::Try => match m.try_lock() {
+                Ok(g) => Some(g),
+                Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            },
+            Lock::Wait => Some(m.lock().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+}
+
 /// What a pipeline prefetch brings in for a frame.
 #[derive(Debug, Clone, Copy)]
 enum Stage {
@@ -638,17 +764,6 @@ enum Stage {
     Header,
     /// The table lines its decision reads.
     Tables,
-}
-
-/// Frames handed to the kernel, by where they are (see [`crate::stats::FrameGauges`]).
-#[derive(Debug, Default, Clone, Copy)]
-struct RingCensus {
-    fill_ring: u64,
-    rx_ring: u64,
-    rx_kernel: u64,
-    tx_ring: u64,
-    completion: u64,
-    tx_kernel: u64,
 }
 
 /// A zero-length non-blocking recvfrom: on a socket set for preferred busy polling, the kernel

@@ -43,6 +43,19 @@ pub enum ProgramMode<'a> {
     },
 }
 
+/// How the program picks a frame's socket (mirrors `XFWD_STEER_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Steer {
+    /// By the frame's queue index: slot = queue.
+    ByQueue,
+    /// By the CPU that received the frame (slot = CPU mod [`MAX_QUEUES`]); every socket is
+    /// bound to `queue`, and a frame on another queue goes to the kernel, counted.
+    ByCpu {
+        /// The queue the sockets are bound to.
+        queue: u32,
+    },
+}
+
 /// The program's per-port counters (mirrors `enum xfwd_counter` in the C source).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -132,9 +145,9 @@ pub struct XdpLink {
 }
 
 impl XdpProgram {
-    /// Loads the program for `mode` and registers `ports` (in order: the first is port 0).
-    /// Nothing is attached yet.
-    pub fn load(ports: &[PortInfo], mode: ProgramMode) -> Result<XdpProgram, XdpError> {
+    /// Loads the program for `mode`, picking sockets as `steer` says, and registers `ports` (in
+    /// order: the first is port 0). Nothing is attached yet.
+    pub fn load(ports: &[PortInfo], mode: ProgramMode, steer: Steer) -> Result<XdpProgram, XdpError> {
         if ports.len() > MAX_PORTS {
             return Err(XdpError::Limit(format!("at most {MAX_PORTS} ports, {} given", ports.len())));
         }
@@ -154,9 +167,16 @@ impl XdpProgram {
             ProgramMode::Bridge => 0,
             ProgramMode::Router { .. } => 1,
         };
-        config
-            .update(&0u32.to_ne_bytes(), &mode_value.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|e| XdpError::Map { map: "xfwd_config", cause: format!("{e:#}") })?;
+        let (steer_value, queue): (u32, u32) = match steer {
+            Steer::ByQueue => (0, 0),
+            Steer::ByCpu { queue } => (1, queue),
+        };
+        // Slots: XFWD_CONFIG_MODE, XFWD_CONFIG_STEER, XFWD_CONFIG_QUEUE.
+        for (slot, value) in [mode_value, steer_value, queue].into_iter().enumerate() {
+            config
+                .update(&(slot as u32).to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|e| XdpError::Map { map: "xfwd_config", cause: format!("{e:#}") })?;
+        }
         if let ProgramMode::Router { local: addrs } = mode {
             if addrs.len() > MAX_LOCAL {
                 return Err(XdpError::Limit(format!(
@@ -183,12 +203,13 @@ impl XdpProgram {
         Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new() })
     }
 
-    /// Makes frames from (`port`, `queue`) go to the AF_XDP socket `fd`.
-    pub fn register_socket(&self, port: usize, queue: u32, fd: RawFd) -> Result<(), XdpError> {
-        if queue as usize >= MAX_QUEUES {
-            return Err(XdpError::Limit(format!("queue {queue} is beyond the {MAX_QUEUES} queues the program maps")));
+    /// Makes frames of `port` in `slot` (their queue, or their CPU's slot: [`Steer`]) go to
+    /// the AF_XDP socket `fd`.
+    pub fn register_socket(&self, port: usize, slot: u32, fd: RawFd) -> Result<(), XdpError> {
+        if slot as usize >= MAX_QUEUES {
+            return Err(XdpError::Limit(format!("queue {slot} is beyond the {MAX_QUEUES} queues the program maps")));
         }
-        let key = (port * MAX_QUEUES) as u32 + queue;
+        let key = (port * MAX_QUEUES) as u32 + slot;
         self.xsks
             .update(&key.to_ne_bytes(), &(fd as u32).to_ne_bytes(), MapFlags::ANY)
             .map_err(|e| XdpError::Map { map: "xfwd_xsks", cause: format!("{e:#}") })

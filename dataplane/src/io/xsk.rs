@@ -1,13 +1,18 @@
-//! Creating one worker's UMEM and its AF_XDP sockets (one per port, same queue id).
+//! Creating a UMEM and its workers' AF_XDP sockets: per worker one socket per port, all bound to
+//! one queue id, with each port's fill and completion rings shared by the workers ([`Pool`]).
+//! The per-queue layout has one UMEM per worker for all ports; the per-CPU layout one UMEM per
+//! port for all workers ([`open`] says why).
 
 use std::ffi::CString;
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use xsk_rs::config::{BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
+use crate::stats::PoolGauges;
 use crate::wire::ethernet;
 
 /// Bytes per UMEM frame (one page half: the kernel's default, and a power of two as required).
@@ -21,33 +26,94 @@ pub const L2_OVERHEAD: u32 = (ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN) as 
 /// The largest port MTU whose frames fit a UMEM frame.
 pub const MAX_MTU: u32 = FRAME_SIZE - XDP_HEADROOM - L2_OVERHEAD;
 
-/// One port's four rings on one queue.
+/// One worker's own rings on one port: its socket's RX and TX rings.
 #[derive(Debug)]
 pub struct PortRings {
     /// Received frames.
     pub rx: RxQueue,
     /// Frames to send.
     pub tx: TxQueue,
+    /// The socket's fd (for kicks, poll and statistics).
+    pub fd: RawFd,
+    /// The UMEM the socket is bound with: an index into [`QueueSockets::pools`].
+    pub pool: usize,
+    /// The port's place among that pool's ports ([`Pool::rings`], [`PoolGauges::ports`]).
+    pub ring: usize,
+}
+
+/// One (port, queue)'s fill and completion rings. The kernel keeps one pair per (device,
+/// queue, UMEM) and every socket bound there shares it (`XDP_SHARED_UMEM`), so the workers
+/// whose sockets are bound there share it too, under a lock of their own.
+#[derive(Debug)]
+pub struct FrameRings {
     /// Free frames handed to the kernel for receiving.
     pub fill: FillQueue,
     /// Sent frames handed back.
     pub comp: CompQueue,
-    /// The socket's fd (for kicks, poll and statistics).
-    pub fd: RawFd,
+    /// Free frames no member holds: where a member with more than [`Pool::spill`] puts the
+    /// rest, and where one short of frames finds some (sized at start for every frame).
+    pub spare: Vec<FrameDesc>,
 }
 
-/// A worker's UMEM, its frames and one socket per port.
+/// What the workers of one UMEM share: each port's fill and completion rings, and where the
+/// frames are ([`PoolGauges`]).
+#[derive(Debug)]
+pub struct Pool {
+    /// Per port, in port order. Uncontended in the per-queue layout (one member).
+    pub rings: Box<[Mutex<FrameRings>]>,
+    /// The frame accounting, which the live view reads too.
+    pub gauges: Arc<PoolGauges>,
+    /// Frames each port's fill ring is kept topped up to: half the frames, over the ports.
+    pub fill_target: u32,
+    /// Most free frames a member keeps. A member's completions are often another's frames
+    /// (they share the completion ring), so without this one member's free list would fill
+    /// while another's ran dry; unbounded where the pool has one member.
+    pub spill: usize,
+}
+
+/// One worker's part of one UMEM: its share of the frames and the pool it shares.
+#[derive(Debug)]
+pub struct PoolShare {
+    /// The UMEM (a handle on the one every member uses).
+    pub umem: Umem,
+    /// This worker's share of the frames, all free.
+    pub frames: Vec<FrameDesc>,
+    /// The shared rings and accounting.
+    pub pool: Arc<Pool>,
+    /// This worker's index among the pool's members.
+    pub member: usize,
+}
+
+/// One worker's sockets (one per port) and its part of each UMEM they are bound with: one
+/// UMEM for every port (per-queue layout), or one per port (per-CPU layout).
 #[derive(Debug)]
 pub struct QueueSockets {
-    /// The shared UMEM.
-    pub umem: Umem,
-    /// Every frame of it, all free.
-    pub frames: Vec<FrameDesc>,
+    /// The UMEMs.
+    pub pools: Vec<PoolShare>,
     /// Per port, in port order.
     pub ports: Vec<PortRings>,
     /// Whether every socket took the preferred-busy-polling options.
     pub busy_poll: bool,
 }
+
+impl QueueSockets {
+    /// One worker's sockets made port by port ([`open`] over one port each), as one: the
+    /// ports in the order given, each on its own UMEM.
+    pub fn join(parts: Vec<QueueSockets>) -> QueueSockets {
+        let mut all = QueueSockets { pools: Vec::new(), ports: Vec::new(), busy_poll: true };
+        for part in parts {
+            let base = all.pools.len();
+            all.busy_poll &= part.busy_poll;
+            all.ports.extend(part.ports.into_iter().map(|r| PortRings { pool: base + r.pool, ..r }));
+            all.pools.extend(part.pools);
+        }
+        all
+    }
+}
+
+/// Free frames a member of a shared pool keeps ([`Pool::spill`]): a few batches for every port,
+/// enough for a round's copies and a refill without a trip to the spare list.
+pub const SPILL: usize = 512;
 
 /// How long to retry a bind that finds the queue busy: the kernel releases a dead process's
 /// sockets in the background, so a restart right after a crash can race it.
@@ -108,29 +174,35 @@ fn set_opt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: T) 
     }
 }
 
-/// Creates the UMEM and binds a socket on `queue` of each port in `ports` (in order). Options
-/// that only tune (busy polling, TX budget) and that the kernel refuses are reported in the
-/// returned notes rather than failing the start.
+/// Creates one UMEM for `workers` (by queue number) and binds, for each of them, a socket on
+/// `queue` of each port in `ports` (in order). One worker over every port is the per-queue
+/// layout. Several workers share each port's fill and completion rings; the kernel lets a
+/// socket share them only when it binds through a socket of the same (port, queue), and
+/// libxdp binds every socket through the UMEM's first, so several workers need one port per
+/// UMEM (the per-CPU layout opens one per port and [`QueueSockets::join`]s them). Options that only tune (busy polling, TX budget) and
+/// that the kernel refuses are reported in the returned notes rather than failing the start.
 pub fn open(
     ports: &[String],
     queue: u32,
+    workers: &[u32],
     frames_per_port: u32,
     opts: BindOptions,
-) -> Result<(QueueSockets, Vec<String>), OpenError> {
+) -> Result<(Vec<QueueSockets>, Vec<String>), OpenError> {
     let umem_cfg = UmemConfig::builder()
         .frame_size(FrameSize::new(FRAME_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
         .fill_queue_size(QueueSize::new(RING_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
         .comp_queue_size(QueueSize::new(RING_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
         .build()
         .map_err(|e| OpenError::new(0, e.to_string()))?;
-    let count = NonZeroU32::new(frames_per_port * ports.len() as u32).ok_or_else(|| OpenError::new(0, "no ports"))?;
-    let (umem, frames) = Umem::new(umem_cfg, count, opts.huge_pages).map_err(|e| {
+    let per_worker = frames_per_port * ports.len() as u32;
+    let count = NonZeroU32::new(per_worker * workers.len() as u32).ok_or_else(|| OpenError::new(0, "no ports"))?;
+    let (umem, mut frames) = Umem::new(umem_cfg, count, opts.huge_pages).map_err(|e| {
         let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
         let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
         let kib = u64::from(count.get()) * u64::from(FRAME_SIZE) / 1024;
         let fix = if opts.huge_pages {
             format!(
-                "--huge-pages needs {} free 2 MiB huge pages per worker (see HugePages_Free in /proc/meminfo; \
+                "--huge-pages needs {} free 2 MiB huge pages for it (see HugePages_Free in /proc/meminfo; \
                  reserve them with sysctl vm.nr_hugepages), or leave --huge-pages off",
                 kib.div_ceil(2048)
             )
@@ -153,47 +225,108 @@ pub fn open(
         .build();
     let mut notes = Vec::new();
     let mut busy_poll = opts.busy_poll_budget.is_some();
-    let mut rings = Vec::with_capacity(ports.len());
-    for (i, name) in ports.iter().enumerate() {
-        let ifname = Interface::new(CString::new(name.as_str()).map_err(|e| OpenError::new(i, e.to_string()))?);
-        let started = Instant::now();
-        let (tx, rx, fq_cq) = loop {
-            // SAFETY: the socket is bound with INHIBIT_PROG_LOAD (xsk-rs's shared-UMEM rule),
-            // each (port, queue) pair is bound once from this UMEM, and `umem` outlives the
-            // queues (they hold clones of it).
-            match unsafe { Socket::new(sock_cfg, &umem, &ifname, queue) } {
-                Ok(q) => break q,
-                Err(e) => {
-                    let text = format!("{e}");
-                    let errno = std::error::Error::source(&e)
-                        .and_then(|s| s.downcast_ref::<std::io::Error>())
-                        .and_then(std::io::Error::raw_os_error);
-                    if errno == Some(libc::EBUSY) && started.elapsed() < BUSY_RETRY {
-                        std::thread::sleep(Duration::from_millis(50));
-                        continue;
-                    }
-                    let cause = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or(text);
-                    return Err(OpenError { port: i, cause, errno });
-                }
-            }
-        };
-        let (fill, comp) = fq_cq.ok_or_else(|| OpenError::new(i, "the kernel gave no fill/completion rings"))?;
-        let fd = rx.fd().as_raw_fd();
-        if let Some(budget) = opts.busy_poll_budget {
-            let set = set_opt(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1 as libc::c_int)
-                .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20 as libc::c_int))
-                .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, libc::c_int::from(budget)));
-            if let Err(e) = set {
-                busy_poll = false;
-                notes.push(format!("{name}: preferred busy polling refused ({e}); busy mode polls the rings only"));
-            }
-        }
-        if let (Some(budget), false) = (opts.tx_budget, opts.zero_copy) {
-            if let Err(e) = set_opt(fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget.clamp(32, RING_SIZE) as libc::c_uint) {
-                notes.push(format!("{name}: TX budget per kick left at the kernel's 32 ({e})"));
-            }
-        }
-        rings.push(PortRings { rx, tx, fill, comp, fd });
+    let mut shared: Vec<Option<FrameRings>> = ports.iter().map(|_| None).collect();
+    if workers.len() > 1 && ports.len() > 1 {
+        return Err(OpenError::new(1, "workers sharing a queue need a UMEM per port"));
     }
-    Ok((QueueSockets { umem, frames, ports: rings, busy_poll }, notes))
+    let mut members = Vec::with_capacity(workers.len());
+    for _ in workers {
+        let mut rings = Vec::with_capacity(ports.len());
+        for (i, name) in ports.iter().enumerate() {
+            let (rx, tx, fq_cq) = bind(sock_cfg, &umem, i, name, queue)?;
+            match (fq_cq, shared[i].is_some()) {
+                (Some((fill, comp)), false) => {
+                    let spare = Vec::with_capacity(count.get() as usize);
+                    shared[i] = Some(FrameRings { fill, comp, spare });
+                }
+                // A later socket on the same (port, queue) uses the first one's rings.
+                (None, true) => {}
+                (Some(_), true) => {
+                    return Err(OpenError::new(i, "the kernel gave a second socket on this queue rings of its own"))
+                }
+                (None, false) => return Err(OpenError::new(i, "the kernel gave no fill/completion rings")),
+            }
+            let fd = rx.fd().as_raw_fd();
+            tune(fd, name, opts, &mut busy_poll, &mut notes);
+            rings.push(PortRings { rx, tx, fd, pool: 0, ring: i });
+        }
+        members.push(rings);
+    }
+    let rings: Box<[Mutex<FrameRings>]> = shared.into_iter().flatten().map(Mutex::new).collect();
+    let gauges = Arc::new(PoolGauges::new(workers.to_vec(), ports.to_vec()));
+    // Keep half the frames for the fill rings, the rest for frames in flight to TX.
+    let fill_target = (count.get() / ports.len() as u32 / 2).min(RING_SIZE);
+    let spill = if workers.len() > 1 { SPILL } else { usize::MAX };
+    let pool = Arc::new(Pool { rings, gauges, fill_target, spill });
+    let mut out = Vec::with_capacity(workers.len());
+    for (member, rings) in members.into_iter().enumerate() {
+        let rest = frames.split_off(frames.len().min(per_worker as usize));
+        let mine = std::mem::replace(&mut frames, rest);
+        pool.gauges.members[member].total.set(mine.len() as u64);
+        out.push(QueueSockets {
+            pools: vec![PoolShare { umem: umem.clone(), frames: mine, pool: Arc::clone(&pool), member }],
+            ports: rings,
+            busy_poll,
+        });
+    }
+    Ok((out, notes))
+}
+
+/// The fill and completion rings a socket gets when it is the first on its (port, queue).
+type NewRings = Option<(FillQueue, CompQueue)>;
+
+/// Binds a socket on `queue` of port `i` (`name`) from `umem`, retrying while the queue is busy.
+fn bind(
+    sock_cfg: SocketConfig,
+    umem: &Umem,
+    i: usize,
+    name: &str,
+    queue: u32,
+) -> Result<(RxQueue, TxQueue, NewRings), OpenError> {
+    let ifname = Interface::new(CString::new(name).map_err(|e| OpenError::new(i, e.to_string()))?);
+    let started = Instant::now();
+    loop {
+        // SAFETY: the socket is bound with INHIBIT_PROG_LOAD (xsk-rs's shared-UMEM rule), and
+        // `umem` outlives the queues (they hold clones of it).
+        let r: Result<(TxQueue, RxQueue, NewRings), _> = unsafe { Socket::new(sock_cfg, umem, &ifname, queue) };
+        match r {
+            Ok((tx, rx, fq_cq)) => return Ok((rx, tx, fq_cq)),
+            Err(e) => {
+                let text = format!("{e}");
+                let errno = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<std::io::Error>())
+                    .and_then(std::io::Error::raw_os_error);
+                if errno == Some(libc::EBUSY) && started.elapsed() < BUSY_RETRY {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+                let cause = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or(text);
+                return Err(OpenError { port: i, cause, errno });
+            }
+        }
+    }
+}
+
+/// Sets the tuning options on socket `fd` of port `name`; what the kernel refuses is noted.
+fn tune(fd: RawFd, name: &str, opts: BindOptions, busy_poll: &mut bool, notes: &mut Vec<String>) {
+    if let Some(budget) = opts.busy_poll_budget {
+        let set = set_opt(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1 as libc::c_int)
+            .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20 as libc::c_int))
+            .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, libc::c_int::from(budget)));
+        if let Err(e) = set {
+            *busy_poll = false;
+            let note = format!("{name}: preferred busy polling refused ({e}); busy mode polls the rings only");
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+    }
+    if let (Some(budget), false) = (opts.tx_budget, opts.zero_copy) {
+        if let Err(e) = set_opt(fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget.clamp(32, RING_SIZE) as libc::c_uint) {
+            let note = format!("{name}: TX budget per kick left at the kernel's 32 ({e})");
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+    }
 }

@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 
 use arc_swap::ArcSwap;
 
-use self::plan::{Plan, Role, RouterPlan};
+use self::plan::{Layout, Plan, Role, RouterPlan};
 use self::sched::RealTime;
 use super::arp::{self, ArpConfig, ArpCounters, ArpPort, ArpReady};
 use super::config::{ForwarderConfig, RouterLimits, StartError};
@@ -42,7 +42,7 @@ use super::options::{PollMode, XdpMode};
 use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
 use super::view::{LiveView, RouterView};
 use super::worker::{BridgeDecide, RouterDecide, Worker};
-use super::xdp::{ProgramMode, XdpProgram};
+use super::xdp::{ProgramMode, Steer, XdpProgram};
 use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU, RING_SIZE};
 use crate::l2::Fdb;
 use crate::l3::{icmp_share, NeighborTable, PortSpec, RouterState, RouterTables};
@@ -80,6 +80,12 @@ impl Forwarder {
         let shared = Shared::new(&plan)?;
         let mut xdp = load_program(&ports, &plan)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
+        let pools = sockets
+            .iter()
+            .flat_map(|s| &s.pools)
+            .filter(|p| p.member == 0)
+            .map(|p| Arc::clone(&p.pool.gauges))
+            .collect();
         let (workers, counters) = make_workers(sockets, &shared, &plan.cores, cfg.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
         let Shared { fdb, router } = shared;
@@ -94,6 +100,7 @@ impl Forwarder {
         let view = Arc::new(LiveView {
             ports,
             queues: counters,
+            pools,
             fdb,
             router: router_view,
             clock,
@@ -123,6 +130,7 @@ impl Forwarder {
             cores,
             xdp_modes,
             zero_copy,
+            layout: plan.layout.clone(),
             warnings,
             stop,
             threads: threads.keep(),
@@ -210,12 +218,18 @@ fn load_program(ports: &[PortInfo], plan: &Plan<'_>) -> Result<XdpProgram, Start
         Role::Bridge { .. } => ProgramMode::Bridge,
         Role::Router(r) => ProgramMode::Router { local: &r.local },
     };
-    Ok(XdpProgram::load(ports, mode)?)
+    let steer = match plan.layout {
+        Layout::PerQueue => Steer::ByQueue,
+        Layout::PerCpu { .. } => Steer::ByCpu { queue: plan.layout.bind_queue(0) },
+    };
+    Ok(XdpProgram::load(ports, mode, steer)?)
 }
 
-/// Step 4: each worker's UMEM and sockets, bound and registered in the program's XSKMAP. The
-/// first queue settles zero-copy against copy mode for all ([`plan::BindMode`]). Returns the
-/// sockets by queue and whether they are zero-copy.
+/// Step 4: the UMEMs and every worker's sockets, bound and registered in the program's XSKMAP:
+/// per queue, a UMEM for each worker ([`Layout::PerQueue`]), or one UMEM for all of them on
+/// queue 0, each worker's socket registered for the CPUs it serves ([`Layout::PerCpu`]). The
+/// first bind settles zero-copy against copy mode for all ([`plan::BindMode`]). Returns the
+/// sockets by worker and whether they are zero-copy.
 fn open_sockets(
     cfg: &ForwarderConfig,
     plan: &Plan<'_>,
@@ -224,26 +238,49 @@ fn open_sockets(
 ) -> Result<(Vec<QueueSockets>, bool), StartError> {
     let mode = plan::bind_mode(cfg.zero_copy, plan.xdp_mode)?;
     let mut zero_copy = mode.tries_zero_copy();
-    let mut all = Vec::with_capacity(plan.queues as usize);
-    for q in 0..plan.queues {
-        let opened = match xsk::open(&cfg.ports, q, FRAMES_PER_PORT, plan.bind_options(zero_copy)) {
-            Err(e) if zero_copy && mode.falls_back(q, &e) => {
-                warnings.push(plan::fallback_warning(&cfg.ports[e.port]));
-                zero_copy = false;
-                xsk::open(&cfg.ports, q, FRAMES_PER_PORT, plan.bind_options(false))
-            }
-            r => r,
-        };
+    // Each UMEM: the queue its sockets bind, its workers and its ports.
+    let all_ports: Vec<usize> = (0..cfg.ports.len()).collect();
+    let umems: Vec<(u32, Vec<u32>, Vec<usize>)> = match plan.layout {
+        Layout::PerQueue => (0..plan.queues).map(|q| (q, vec![q], all_ports.clone())).collect(),
+        Layout::PerCpu { .. } => {
+            all_ports.iter().map(|&p| (plan.layout.bind_queue(0), (0..plan.queues).collect(), vec![p])).collect()
+        }
+    };
+    // By worker, its sockets from each UMEM it is a member of.
+    let mut parts: Vec<Vec<QueueSockets>> = (0..plan.queues).map(|_| Vec::new()).collect();
+    for (q, workers, ports) in umems {
+        let names: Vec<String> = ports.iter().map(|&p| cfg.ports[p].clone()).collect();
+        let port_of = |e: xsk::OpenError| xsk::OpenError { port: ports[e.port], ..e };
+        let opened =
+            match xsk::open(&names, q, &workers, FRAMES_PER_PORT, plan.bind_options(zero_copy)).map_err(port_of) {
+                Err(e) if zero_copy && mode.falls_back(q, &e) => {
+                    warnings.push(plan::fallback_warning(&cfg.ports[e.port]));
+                    zero_copy = false;
+                    xsk::open(&names, q, &workers, FRAMES_PER_PORT, plan.bind_options(false)).map_err(port_of)
+                }
+                r => r,
+            };
         let (sockets, notes) = opened.map_err(|e| plan::socket_error(&cfg.ports, q, zero_copy, &e))?;
         for n in notes {
             if !warnings.contains(&n) {
                 warnings.push(n);
             }
         }
-        for (p, ring) in sockets.ports.iter().enumerate() {
-            xdp.register_socket(p, q, ring.fd)?;
+        for (&w, s) in workers.iter().zip(sockets) {
+            parts[w as usize].push(s);
         }
-        all.push(sockets);
+    }
+    let all: Vec<QueueSockets> = parts.into_iter().map(QueueSockets::join).collect();
+    for (w, sockets) in all.iter().enumerate() {
+        let slots: Vec<u32> = match &plan.layout {
+            Layout::PerQueue => vec![w as u32],
+            Layout::PerCpu { slots } => (0..slots.len() as u32).filter(|&s| slots[s as usize] == w as u32).collect(),
+        };
+        for (p, ring) in sockets.ports.iter().enumerate() {
+            for &slot in &slots {
+                xdp.register_socket(p, slot, ring.fd)?;
+            }
+        }
     }
     Ok((all, zero_copy))
 }

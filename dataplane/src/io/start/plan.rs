@@ -14,7 +14,7 @@ use std::net::Ipv4Addr;
 
 use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError};
 use crate::io::drivers::{self, QueueIndex};
-use crate::io::options::{PollMode, XdpMode, ZeroCopy};
+use crate::io::options::{PollMode, Sockets, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
 use crate::io::xdp::LocalKind;
 use crate::io::xsk::{BindOptions, OpenError};
@@ -49,8 +49,11 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
 /// What start-up will make.
 #[derive(Debug)]
 pub struct Plan<'a> {
-    /// Workers, one per queue id.
+    /// Workers: one per queue id ([`Layout::PerQueue`]), or as many as asked, else one per
+    /// core ([`Layout::PerCpu`]).
     pub queues: u32,
+    /// How the workers' sockets are laid out over the ports' queues.
+    pub layout: Layout,
     /// The XDP mode to attach in: as asked, except that `auto` takes generic mode on a driver
     /// known to break native AF_XDP ([`xdp_mode`]).
     pub xdp_mode: XdpMode,
@@ -66,6 +69,40 @@ pub struct Plan<'a> {
     pub crowded: Option<String>,
     /// Whether to read the ports' interrupt deferral settings for advice ([`deferral_advice`]).
     pub deferral_advice: bool,
+}
+
+/// How the workers' sockets are laid out (the resolved [`Sockets`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout {
+    /// Worker *q* binds queue *q* of every port, on a UMEM of its own; the XDP program picks
+    /// the socket by the frame's queue index.
+    PerQueue,
+    /// Every worker binds queue 0 of every port, all on one UMEM, sharing each port's fill and
+    /// completion rings; the XDP program picks the socket by the CPU the frame arrived on.
+    PerCpu {
+        /// For each CPU slot of the program's socket map (CPU *c* uses slot *c* mod
+        /// [`MAX_QUEUES`]), the worker whose socket takes its frames: the worker pinned to that
+        /// CPU, else one in turn.
+        slots: Vec<u32>,
+    },
+}
+
+impl Layout {
+    /// The queue every socket of a worker binds.
+    pub fn bind_queue(&self, worker: u32) -> u32 {
+        match self {
+            Layout::PerQueue => worker,
+            Layout::PerCpu { .. } => 0,
+        }
+    }
+
+    /// The option's word for the layout.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Layout::PerQueue => Sockets::PerQueue.name(),
+            Layout::PerCpu { .. } => Sockets::PerCpu.name(),
+        }
+    }
 }
 
 /// The mode, with what the router needs made from the ports.
@@ -103,30 +140,55 @@ impl<'a> Plan<'a> {
         }
         let (xdp_mode, why) = xdp_mode(cfg.xdp_mode, ports);
         warnings.extend(why);
-        // A driver that gives hardware queue ids gives every frame queue 0 in generic mode:
-        // one worker takes all, so one is what runs unless more are asked for.
-        let queue_zero = hardware_queue_ids(ports).next().filter(|_| xdp_mode == XdpMode::Generic);
-        let asked = cfg.queues.or(queue_zero.map(|_| 1));
-        let queues = queue_count(asked, ports, ncores)?;
-        if let (Some(p), true) = (queue_zero, queues > 1) {
+        let xdp_mode = match (cfg.sockets, xdp_mode) {
+            (Sockets::PerCpu, XdpMode::Native) => {
+                return Err(StartError::Usage(
+                    "--sockets per-cpu with --xdp-mode native: in native mode a queue's frames are taken on one CPU at a time, so no CPU has frames of its own to hand over; use --xdp-mode generic".into(),
+                ))
+            }
+            (Sockets::PerCpu, XdpMode::Auto) => XdpMode::Generic,
+            (_, m) => m,
+        };
+        // Ports whose driver gives every frame queue 0 in this mode, from whichever CPU
+        // received it (generic XDP on veth and dpaa_eth).
+        let zero: Vec<&PortInfo> = ports.iter().filter(|p| xdp_mode == XdpMode::Generic && queue_zero(p)).collect();
+        let per_cpu = match cfg.sockets {
+            Sockets::PerCpu => true,
+            Sockets::PerQueue => false,
+            Sockets::Auto => zero.len() == ports.len() && cfg.queues.unwrap_or(ncores as u32) > 1,
+        };
+        let queues = if per_cpu {
+            worker_count(cfg.queues.unwrap_or(ncores as u32))?
+        } else {
+            // On a queue-0 port one worker takes all, so one is what runs unless more are asked.
+            let asked = cfg.queues.or(zero.first().map(|_| 1));
+            queue_count(asked, ports, ncores)?
+        };
+        if let (Some(p), false, true) = (zero.first(), per_cpu, queues > 1) {
             warnings.push(format!(
-                "{}: in generic mode {} gives every frame queue 0: the workers of queues 1..{} receive nothing from it; use --queues 1",
+                "{}: in generic mode {} gives every frame queue 0: the workers of queues 1..{} receive nothing from it; use --sockets per-cpu",
                 p.name,
                 p.driver.as_deref().unwrap_or("its driver"),
                 queues - 1
             ));
         }
-        // (In generic mode a driver with hardware queue ids gives every frame queue 0: its other
-        // queues are no loss, and the warning above has said what runs.)
-        let all_queue_zero =
-            |p: &PortInfo| queue_zero.is_some() && hardware_queue_ids(std::slice::from_ref(p)).next().is_some();
-        for p in ports.iter().filter(|p| p.rx_queues > queues && !all_queue_zero(p)) {
-            warnings.push(format!(
-                "{}: {} RX queues but {queues} worker(s): frames on queues {}..{} go to the kernel (counted as pass-no-socket); use --queues {} or ethtool -L {} combined {queues}",
-                p.name, p.rx_queues, queues, p.rx_queues - 1, p.rx_queues, p.name
-            ));
+        // (On a queue-0 port the other queues are no loss: nothing arrives there.)
+        let bound = if per_cpu { 1 } else { queues };
+        for p in ports.iter().filter(|p| p.rx_queues > bound && !zero.iter().any(|z| z.name == p.name)) {
+            warnings.push(if per_cpu {
+                format!(
+                    "{}: {} RX queues, but --sockets per-cpu binds queue 0 only: frames on queues 1..{} go to the kernel (counted as pass-no-socket); use ethtool -L {} combined 1, or --sockets per-queue",
+                    p.name, p.rx_queues, p.rx_queues - 1, p.name
+                )
+            } else {
+                format!(
+                    "{}: {} RX queues but {queues} worker(s): frames on queues {}..{} go to the kernel (counted as pass-no-socket); use --queues {} or ethtool -L {} combined {queues}",
+                    p.name, p.rx_queues, queues, p.rx_queues - 1, p.rx_queues, p.name
+                )
+            });
         }
         let cores = assign_cores(cfg.cores.as_deref(), queues, ncores)?;
+        let layout = if per_cpu { Layout::PerCpu { slots: cpu_slots(&cores) } } else { Layout::PerQueue };
         let role = match &cfg.mode {
             Mode::Bridge { fdb_size, ageing_s } => Role::Bridge { fdb_size: *fdb_size, ageing_s: *ageing_s },
             Mode::Router(setup) => Role::Router(RouterPlan::new(setup, ports)?),
@@ -139,6 +201,7 @@ impl<'a> Plan<'a> {
         });
         Ok(Plan {
             queues,
+            layout,
             xdp_mode,
             cores,
             bind: BindOptions {
@@ -194,6 +257,27 @@ pub fn xdp_mode(asked: XdpMode, ports: &[PortInfo]) -> (XdpMode, Option<String>)
             )),
         ),
         XdpMode::Generic => (XdpMode::Generic, None),
+    }
+}
+
+/// Whether `p`'s driver gives every frame queue 0 in generic mode (the table in [`drivers`]).
+fn queue_zero(p: &PortInfo) -> bool {
+    p.driver.as_deref().and_then(drivers::lookup).is_some_and(|q| q.queue_index.generic_queue_zero())
+}
+
+/// For each CPU slot of the program's socket map, the worker that takes its frames: the first
+/// worker pinned to a CPU of that slot, else the workers in turn.
+pub fn cpu_slots(cores: &[usize]) -> Vec<u32> {
+    let n = cores.len().max(1);
+    (0..MAX_QUEUES).map(|s| cores.iter().position(|&c| c % MAX_QUEUES == s).unwrap_or(s % n) as u32).collect()
+}
+
+/// A worker count asked for (or the cores) where queues do not bound it.
+fn worker_count(n: u32) -> Result<u32, StartError> {
+    match n {
+        0 => Err(StartError::Usage("--queues must be at least 1".into())),
+        n if n as usize > MAX_QUEUES => Err(StartError::Usage(format!("at most {MAX_QUEUES} queues, {n} asked"))),
+        n => Ok(n),
     }
 }
 
@@ -369,6 +453,7 @@ mod tests {
             poll: PollMode::Adaptive,
             xdp_mode: XdpMode::Auto,
             zero_copy: ZeroCopy::Auto,
+            sockets: Sockets::Auto,
             huge_pages: false,
             busy_poll_budget: 64,
             tx_budget: None,
@@ -395,11 +480,15 @@ mod tests {
     }
 
     #[test]
-    fn auto_takes_generic_mode_and_one_queue_on_a_driver_with_hardware_queue_ids() {
+    fn auto_takes_generic_mode_and_per_cpu_sockets_on_a_driver_with_hardware_queue_ids() {
         let ports = [dpaa("eth4"), dpaa("eth5")];
         let cfg = bridge(&["eth4", "eth5"]);
         let plan = Plan::new(&cfg, &ports, 4).unwrap();
-        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 1));
+        // Every CPU's portal delivers frames as queue 0: a worker per core, chosen by CPU.
+        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 4));
+        let Layout::PerCpu { slots } = &plan.layout else { panic!("{:?}", plan.layout) };
+        assert_eq!(slots[..6], [0, 1, 2, 3, 0, 1], "CPU k to the worker on core k, the others in turn");
+        assert_eq!(slots.len(), MAX_QUEUES);
         // One warning, the mode's: not "frames on queues 1..7 go to the kernel", which in
         // generic mode is untrue there.
         assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
@@ -409,29 +498,77 @@ mod tests {
             "{:?}",
             plan.warnings
         );
-        // More queues asked for: kept, with what it costs.
-        let cfg = ForwarderConfig { queues: Some(2), ..bridge(&["eth4", "eth5"]) };
+        // Per-queue sockets asked for: one worker takes all, unless more are asked, which is
+        // kept with what it costs.
+        let cfg = ForwarderConfig { sockets: Sockets::PerQueue, ..bridge(&["eth4", "eth5"]) };
+        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        assert_eq!((plan.queues, &plan.layout), (1, &Layout::PerQueue));
+        let cfg = ForwarderConfig { queues: Some(2), sockets: Sockets::PerQueue, ..bridge(&["eth4", "eth5"]) };
         let plan = Plan::new(&cfg, &ports, 4).unwrap();
         assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 2));
         assert!(
-            plan.warnings.iter().any(|w| w.contains("workers of queues 1..1 receive nothing")),
+            plan.warnings
+                .iter()
+                .any(|w| w.contains("workers of queues 1..1 receive nothing") && w.ends_with("use --sockets per-cpu")),
             "{:?}",
             plan.warnings
         );
+        // One core: one worker, per queue.
+        let cfg = bridge(&["eth4", "eth5"]);
+        let plan = Plan::new(&cfg, &ports, 1).unwrap();
+        assert_eq!((plan.queues, &plan.layout), (1, &Layout::PerQueue));
         // Native forced: kept, and said to forward nothing.
         let cfg = ForwarderConfig { xdp_mode: XdpMode::Native, ..bridge(&["eth4", "eth5"]) };
         let plan = Plan::new(&cfg, &ports, 4).unwrap();
-        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Native, 4));
+        assert_eq!((plan.xdp_mode, plan.queues, &plan.layout), (XdpMode::Native, 4, &Layout::PerQueue));
         assert!(plan.warnings.iter().any(|w| w.contains("in native mode nothing will reach the workers")));
         // Any other driver: the mode as asked, no word about it.
         let veth = [port("eth4", 2), port("eth5", 2)];
         let cfg = bridge(&["eth4", "eth5"]);
         let plan = Plan::new(&cfg, &veth, 4).unwrap();
-        assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Auto, 2));
+        assert_eq!((plan.xdp_mode, plan.queues, &plan.layout), (XdpMode::Auto, 2, &Layout::PerQueue));
         assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
         // One such port among others is enough: the program has one mode per start.
         let mixed = [port("eth4", 2), dpaa("eth5")];
         assert_eq!(xdp_mode(XdpMode::Auto, &mixed).0, XdpMode::Generic);
+    }
+
+    #[test]
+    fn per_cpu_sockets_where_generic_mode_gives_every_frame_queue_zero() {
+        let veth = [port("eth4", 1), port("eth5", 1)];
+        // veth in generic mode: per CPU, a worker per core, however many queues the ports have.
+        let generic = ForwarderConfig { xdp_mode: XdpMode::Generic, ..bridge(&["eth4", "eth5"]) };
+        let plan = Plan::new(&generic, &veth, 2).unwrap();
+        assert_eq!((plan.queues, plan.layout.name()), (2, "per-cpu"));
+        assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+        assert_eq!((plan.layout.bind_queue(0), plan.layout.bind_queue(1)), (0, 0), "every worker on queue 0");
+        let cfg = ForwarderConfig { queues: Some(3), cores: Some(vec![1, 0, 1]), ..generic.clone() };
+        let plan = Plan::new(&cfg, &veth, 2).unwrap();
+        let Layout::PerCpu { slots } = &plan.layout else { panic!("{:?}", plan.layout) };
+        assert_eq!(slots[..4], [1, 0, 2, 0], "CPU 0 to the worker pinned there; slots no core has in turn");
+        // Per-CPU sockets asked for in auto mode attach in generic mode; native is refused.
+        let cfg = ForwarderConfig { sockets: Sockets::PerCpu, ..bridge(&["eth4", "eth5"]) };
+        let plan = Plan::new(&cfg, &veth, 2).unwrap();
+        assert_eq!((plan.xdp_mode, plan.layout.name()), (XdpMode::Generic, "per-cpu"));
+        let native = ForwarderConfig { xdp_mode: XdpMode::Native, ..cfg.clone() };
+        assert!(usage(Plan::new(&native, &veth, 2)).starts_with("--sockets per-cpu with --xdp-mode native"));
+        // A driver that records its RX queues keeps them in generic mode: per queue, unless
+        // forced, and then its other queues' frames are lost to the kernel, said at start.
+        let mlx = |n| PortInfo { driver: Some("mlx5_core".into()), ..port(n, 4) };
+        let ports = [mlx("eth4"), mlx("eth5")];
+        let plan = Plan::new(&generic, &ports, 4).unwrap();
+        assert_eq!((plan.queues, &plan.layout), (4, &Layout::PerQueue));
+        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        assert_eq!(plan.layout.name(), "per-cpu");
+        assert_eq!(plan.warnings.len(), 2, "{:?}", plan.warnings);
+        assert!(plan.warnings[0].starts_with("eth4: 4 RX queues, but --sockets per-cpu binds queue 0 only"));
+        // Mixed drivers: per queue (veth's workers past the first idle, mlx5's queues served).
+        let mixed = [port("eth4", 4), mlx("eth5")];
+        assert_eq!(Plan::new(&generic, &mixed, 4).unwrap().layout, Layout::PerQueue);
+        assert_eq!(
+            usage(Plan::new(&ForwarderConfig { queues: Some(0), ..cfg }, &veth, 2)),
+            "--queues must be at least 1"
+        );
     }
 
     #[test]
