@@ -110,6 +110,7 @@ impl Arm {
                         "xdp-mode",
                         "cores",
                         "zero-copy",
+                        "sockets",
                         "busy-poll-budget",
                         "tx-budget",
                         "huge-pages",
@@ -636,6 +637,10 @@ mod tests {
         assert_eq!(
             Arm::parse("xfwd:poll=busy+xdp-mode=generic").unwrap(),
             Arm::Xfwd(vec!["--poll".into(), "busy".into(), "--xdp-mode".into(), "generic".into()])
+        );
+        assert_eq!(
+            Arm::parse("xfwd:xdp-mode=generic+sockets=per-queue").unwrap(),
+            Arm::Xfwd(vec!["--xdp-mode".into(), "generic".into(), "--sockets".into(), "per-queue".into()])
         );
         assert!(Arm::parse("xfwd:fast=yes").is_err());
         assert!(Arm::parse("dpdk").is_err());
