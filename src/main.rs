@@ -447,7 +447,7 @@ fn run(
     }
     if let Layout::PerCpu { slots } = &fwd.layout {
         println!(
-            "xfwd: sockets per-cpu: every worker binds queue 0 of every port, on one UMEM; a frame goes to the worker of the CPU it arrived on"
+            "xfwd: sockets per-cpu: every worker binds queue 0 of every port, a UMEM per port shared by the workers; a frame goes to the worker of the CPU it arrived on"
         );
         println!("  cpu    queue");
         let ncpus = std::thread::available_parallelism().map_or(1, usize::from);
@@ -494,7 +494,7 @@ fn run(
         }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
-            warn_unbound_queues(&view, fwd.cores.len(), &mut warned_no_socket);
+            warn_unbound_queues(&view, fwd.cores.len(), &fwd.layout, &mut warned_no_socket);
             if let Some(gone) = watch_links(&view, &mut carrier) {
                 eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
                 failed = true;
@@ -528,7 +528,7 @@ fn run(
 /// Says once per port when frames arrive on a queue that has no socket: they went to the kernel
 /// and the forwarder never saw them (a queue count mismatch, or a driver numbering queues from
 /// something other than 0). Names the highest queue index seen, the driver, and the way out.
-fn warn_unbound_queues(view: &LiveView, workers: usize, warned: &mut [bool]) {
+fn warn_unbound_queues(view: &LiveView, workers: usize, layout: &Layout, warned: &mut [bool]) {
     use xfwd_dataplane::io::drivers::{self, QueueIndex};
     for (p, info) in view.ports.iter().enumerate() {
         let missed = view.xdp.port(p)[xfwd_dataplane::io::XdpCounter::PassNoSocket as usize];
@@ -539,16 +539,24 @@ fn warn_unbound_queues(view: &LiveView, workers: usize, warned: &mut [bool]) {
         let name = &info.name;
         let index = view.xdp.missed_queue(p).map_or_else(|| "-".into(), |q| q.to_string());
         let driver = info.driver.as_deref().unwrap_or("an unknown driver");
+        let per_cpu = matches!(layout, Layout::PerCpu { .. });
         let way_out = match info.driver.as_deref().and_then(drivers::lookup).map(|q| q.queue_index) {
-            Some(QueueIndex::HardwareQueueId) => format!(
+            Some(QueueIndex::HardwareQueueId) if !per_cpu => format!(
                 "{driver} gives XDP hardware frame-queue ids, which no socket can match: run with --xdp-mode generic --sockets per-cpu (xfwd doctor {name})"
+            ),
+            _ if per_cpu => format!(
+                "per-CPU sockets take queue 0 only, and {driver} gives frames other queues here: run with --sockets per-queue (xfwd doctor {name})"
             ),
             _ => format!("check the port's queues (ethtool -l {name}) against --queues (xfwd doctor {name})"),
         };
+        let sockets = if per_cpu {
+            "sockets on queue 0 only".to_owned()
+        } else {
+            format!("sockets on 0..{}", workers.saturating_sub(1))
+        };
         eprintln!(
             "xfwd: warning: {name}: {missed} frame(s) arrived on a queue without an AF_XDP socket (highest queue index {index}, \
-             sockets on 0..{}, driver {driver}) and went to the kernel; {way_out} (see `xfwd show stats`, xdp pass-no-socket)",
-            workers.saturating_sub(1)
+             {sockets}, driver {driver}) and went to the kernel; {way_out} (see `xfwd show stats`, xdp pass-no-socket)"
         );
     }
 }

@@ -356,3 +356,41 @@ fn differential_against_the_kernel_router() {
     assert_eq!(k.len(), 8, "kernel ICMP errors: {k:?}");
     assert_eq!(o, k, "ICMP errors differ");
 }
+
+/// The router with per-CPU sockets (generic mode on one-queue veths, as on dpaa_eth): its own
+/// ARP, answers from the port a frame came in on (no copy), and TCP forwarded across ports
+/// (one copy into the other port's UMEM) by both workers, each taking its CPU's frames.
+#[test]
+fn per_cpu_sockets_route_answer_and_share_a_one_queue_port_between_two_workers() {
+    let test = "per_cpu_sockets_route_answer_and_share_a_one_queue_port_between_two_workers";
+    if !root_or_skip(test) || !cpus_or_skip(test, 2) {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let control = control_path("rt-percpu");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--xdp-mode", "generic"]);
+    assert!(x.seen.iter().any(|l| l.starts_with("xfwd: sockets per-cpu")), "{:#?}", x.seen);
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    // Answers the router builds itself leave by the ingress port.
+    let out = ping(&r.h2, &["-c", "3", "-i", "0.2", "-W", "2", "198.18.30.1"]);
+    assert!(out.contains("3 received"), "echo to the router's address: {out}");
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "-t", "1", "198.18.10.1"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("Time to live exceeded"), "{out}");
+    let before = stats(&control);
+    // Clients pinned to CPU 0 and 1 send into one-queue eth4 from both CPUs.
+    let tcp = rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 2, 2, 3).unwrap();
+    assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
+    let s = stats(&control);
+    let eth4: Vec<u64> =
+        (0..2).map(|w| s.ports[1].per_queue[w].rx_frames - before.ports[1].per_queue[w].rx_frames).collect();
+    let total: u64 = eth4.iter().sum();
+    eprintln!("{test}: eth4 frames per worker {eth4:?}, TCP {:.2} Gb/s", tcp.gbps());
+    assert!(eth4.iter().all(|&n| n * 4 >= total), "each worker takes its CPU's frames: {eth4:?}");
+    assert!(total >= min_segments(tcp.flows_received_bytes.iter().sum()), "eth4 received {total} frames");
+    for p in &s.ports {
+        let no_free = p.total.drops.iter().find(|(k, _)| k == "no-free-frame").map_or(0, |(_, v)| *v);
+        assert_eq!(no_free, 0, "{}: copies found no free frame: {:?}", p.name, p.total.drops);
+    }
+    stop_clean(&mut x);
+}

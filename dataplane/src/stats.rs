@@ -5,8 +5,8 @@
 //! printer, the control socket) load it relaxed and may see a value a few frames old. Each
 //! worker's block is cache-line aligned and allocated on its own, so no two workers write the
 //! same line. Plain `u64`s shared between threads would be a data race; atomics with relaxed
-//! ordering compile to the same plain moves on x86-64 and aarch64. The one exception is the
-//! count of frames in rings that several workers share ([`PoolGauges`]).
+//! ordering compile to the same plain moves on x86-64 and aarch64. Frames in rings that several
+//! workers share are counted per worker, for what each moved ([`PoolGauges`]).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
@@ -104,78 +104,100 @@ impl PortCounters {
     }
 }
 
-/// Where the frames of one UMEM are. A UMEM is one worker's in the per-queue layout and every
-/// worker's in the per-CPU layout, so its frames are counted where its workers meet: per port,
-/// the rings every member's socket there shares (fill and completion), and per member, what
-/// only that worker holds or reads (its free list, its RX and TX rings). Frames are only ever
-/// in one of these places, so [`PoolGauges::snapshot`] adds up to `total` whenever the workers
-/// are between batches (see `io` for the rule).
+/// Where the frames of one UMEM are. A UMEM is one worker's in the per-queue layout and one
+/// port's, for every worker, in the per-CPU layout, so its frames are counted by each member
+/// worker for what it moved: frames it holds, frames it handed to the kernel through a fill or
+/// TX ring less those it took back from an RX or completion ring (which may be another
+/// member's), and frames it put in the pool's spare list less those it took. Each member
+/// publishes all of these together, between batches, so that they add up to `total`
+/// ([`PoolGauges::snapshot`]) whenever the members are between batches (see `io` for the rule).
 ///
-/// The per-port `fill` and `tx` counts are the one exception to the single-writer rule: every
-/// member adds to and takes from them (atomic read-modify-write, relaxed: they order nothing).
-/// Each is raised before the kernel can see the frames and lowered after the worker took them
-/// back, so it never counts fewer than the kernel holds.
+/// What the rings hold is read from the rings: each member's RX and TX rings by that member,
+/// each port's shared fill and completion rings by whichever member holds their lock.
 #[derive(Debug)]
 pub struct PoolGauges {
     /// The workers (by queue number) whose sockets use this UMEM.
     pub workers: Vec<u32>,
     /// The names of the ports whose sockets use it.
     pub port_names: Vec<String>,
-    /// Per port, in port order.
+    /// Frames in the UMEM.
+    pub total: u64,
+    /// Frames put in the spare list at start, before any member ran.
+    pub spare_at_start: u64,
+    /// Per port, in `port_names` order.
     pub ports: Box<[PortFrames]>,
     /// Per member, in `workers` order.
     pub members: Box<[MemberFrames]>,
 }
 
-/// One port's share of a [`PoolGauges`]: the frames its shared rings carry, and its spare list.
+/// One port's share of a [`PoolGauges`]: what its shared rings hold.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 pub struct PortFrames {
-    /// Handed to the kernel through the fill ring, not yet taken off any member's RX ring.
-    pub fill: AtomicI64,
-    /// Put on a member's TX ring, not yet reaped from the completion ring.
-    pub tx: AtomicI64,
     /// Still in the fill ring (read under the rings' lock, every statistics period and at exit).
     pub fill_ring: Counter,
     /// Sent and waiting in the completion ring (read likewise).
     pub completion: Counter,
-    /// Free, in the pool's spare list rather than a member's (set under the rings' lock).
-    pub spare: Counter,
 }
 
-/// One member worker's share of a [`PoolGauges`], written by that worker only.
+/// One member worker's share of a [`PoolGauges`], written by that worker only. The flows are
+/// signed: a member may take back more frames than it handed over, when another handed them.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 pub struct MemberFrames {
-    /// Frames it was given at start.
-    pub total: Counter,
     /// In its free list.
     pub free: Counter,
+    /// Handed to fill rings less taken off its RX rings.
+    pub fill: SignedCounter,
+    /// Handed to its TX rings less reaped from completion rings.
+    pub tx: SignedCounter,
+    /// Put in the spare list less taken from it.
+    pub spare: SignedCounter,
     /// Received and waiting in its RX rings (summed over the ports).
     pub rx_ring: Counter,
     /// Still in its TX rings, not yet taken by the kernel.
     pub tx_ring: Counter,
 }
 
+/// A single-writer gauge that may go below zero (see [`MemberFrames`]).
+#[derive(Debug, Default)]
+pub struct SignedCounter(AtomicI64);
+
+impl SignedCounter {
+    /// Sets it. Only the owning worker may call this.
+    #[inline]
+    pub fn set(&self, v: i64) {
+        self.0.store(v, Relaxed);
+    }
+
+    /// The current value.
+    #[inline]
+    pub fn get(&self) -> i64 {
+        self.0.load(Relaxed)
+    }
+}
+
 impl PoolGauges {
-    /// Zeroed gauges for `workers` sharing one UMEM over the ports `port_names`.
-    pub fn new(workers: Vec<u32>, port_names: Vec<String>) -> PoolGauges {
+    /// Zeroed gauges for `workers` sharing a UMEM of `total` frames over the ports
+    /// `port_names`, `spare_at_start` of them in its spare list.
+    pub fn new(workers: Vec<u32>, port_names: Vec<String>, total: u64, spare_at_start: u64) -> PoolGauges {
         let members = workers.iter().map(|_| MemberFrames::default()).collect();
         let ports = port_names.iter().map(|_| PortFrames::default()).collect();
-        PoolGauges { workers, port_names, ports, members }
+        PoolGauges { workers, port_names, total, spare_at_start, ports, members }
     }
 
     /// Where the frames are, summed; what no ring holds, the kernel does.
     pub fn snapshot(&self) -> FrameSnapshot {
-        let sum = |f: fn(&MemberFrames) -> u64| self.members.iter().map(f).sum::<u64>();
-        let fill: u64 = self.ports.iter().map(|p| p.fill.load(Relaxed).max(0) as u64).sum();
-        let tx: u64 = self.ports.iter().map(|p| p.tx.load(Relaxed).max(0) as u64).sum();
+        let sum = |f: fn(&MemberFrames) -> i64| self.members.iter().map(f).sum::<i64>().max(0) as u64;
+        let fill = sum(|m| m.fill.get());
+        let tx = sum(|m| m.tx.get());
+        let spare = self.spare_at_start as i64 + self.members.iter().map(|m| m.spare.get()).sum::<i64>();
         let fill_ring: u64 = self.ports.iter().map(|p| p.fill_ring.get()).sum();
         let completion: u64 = self.ports.iter().map(|p| p.completion.get()).sum();
-        let (rx_ring, tx_ring) = (sum(|m| m.rx_ring.get()), sum(|m| m.tx_ring.get()));
+        let (rx_ring, tx_ring) = (sum(|m| m.rx_ring.get() as i64), sum(|m| m.tx_ring.get() as i64));
         FrameSnapshot {
-            total: sum(|m| m.total.get()),
-            free: sum(|m| m.free.get()) + self.ports.iter().map(|p| p.spare.get()).sum::<u64>(),
+            total: self.total,
+            free: sum(|m| m.free.get() as i64) + spare.max(0) as u64,
             fill,
             tx,
             fill_ring,
@@ -370,27 +392,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pool_snapshot_sums_its_members_and_splits_what_the_kernel_holds() {
-        let g = PoolGauges::new(vec![0, 1], vec!["eth4".into(), "eth5".into()]);
-        for (m, (total, free, rx, tx)) in g.members.iter().zip([(100, 30, 5, 2), (100, 50, 1, 0)]) {
-            m.total.set(total);
-            m.free.set(free);
-            m.rx_ring.set(rx);
-            m.tx_ring.set(tx);
-        }
-        // Port 0: 80 in the fill path (70 still in the ring), port 1: 20 in the TX path.
-        g.ports[0].fill.fetch_add(80, Relaxed);
-        g.ports[0].fill_ring.set(70);
-        g.ports[1].tx.fetch_add(20, Relaxed);
-        g.ports[1].completion.set(15);
+    fn a_pool_snapshot_sums_its_members_flows_and_splits_what_the_kernel_holds() {
+        let g = PoolGauges::new(vec![0, 1], vec!["eth4".into()], 200, 40);
+        // Member 0 filled 80 and sent 20 of which it reaped 5; member 1 received 30 of those 80
+        // and reaped 10 of member 0's 20, and put 5 frames in the spare list.
+        let (m0, m1) = (&g.members[0], &g.members[1]);
+        m0.free.set(40);
+        m0.fill.set(80);
+        m0.tx.set(15);
+        m1.free.set(35);
+        m1.fill.set(-30);
+        m1.tx.set(-10);
+        m1.spare.set(5);
+        m0.rx_ring.set(0);
+        m1.rx_ring.set(6);
+        m0.tx_ring.set(2);
+        g.ports[0].fill_ring.set(40);
+        g.ports[0].completion.set(1);
         let f = g.snapshot();
-        assert_eq!((f.total, f.free, f.fill, f.tx), (200, 80, 80, 20));
-        assert_eq!(f.unaccounted(), 20, "200 - 80 free - 80 fill - 20 tx");
-        assert_eq!((f.fill_ring, f.rx_ring, f.rx_kernel), (70, 6, 4));
-        assert_eq!((f.tx_ring, f.completion, f.tx_kernel), (2, 15, 3));
-        // A count lowered before it was raised (never, by the rule) reads as none, not as 2^64.
-        g.ports[1].fill.fetch_sub(5, Relaxed);
-        assert_eq!(g.snapshot().fill, 80);
+        // Spare: 40 at start + 5 = 45, free 40 + 35 + 45 = 120; fill 50; tx 5.
+        assert_eq!((f.total, f.free, f.fill, f.tx), (200, 120, 50, 5));
+        assert_eq!(f.unaccounted(), 25, "200 - 120 - 50 - 5");
+        assert_eq!((f.fill_ring, f.rx_ring, f.rx_kernel), (40, 6, 4));
+        assert_eq!((f.tx_ring, f.completion, f.tx_kernel), (2, 1, 2));
+        // Flows that sum below zero (never, between batches) read as none, not as 2^64.
+        m1.tx.set(-100);
+        assert_eq!(g.snapshot().tx, 0);
     }
 
     #[test]

@@ -237,7 +237,7 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
         Some(QueueIndex::SenderTxQueue) if p.rx_queues > 1 => out.add(
             Info,
             "queue-is-senders",
-            format!("{driver}: a frame arrives on the queue its sender transmitted it on; in generic mode every frame shows as queue 0"),
+            format!("{driver}: a frame arrives on the queue its sender transmitted it on; in generic mode on that queue less one (queue 0 for the first two)"),
             "--xdp-mode native for more than one queue; pin senders and set XPS to spread them",
         ),
         _ => {}

@@ -15,8 +15,10 @@ use serde::Serialize;
 pub enum QueueIndex {
     /// 0 … n−1, one per RX queue: one socket per queue works.
     ZeroBased,
-    /// veth: the sender's TX queue (no RSS of its own); native mode only — in generic mode
-    /// every frame shows as queue 0.
+    /// veth: the sender's TX queue (no RSS of its own) in native mode. In generic mode the
+    /// sender's TX queue less one (the kernel reads the TX queue it kept as a recorded RX
+    /// queue, which is stored plus one): queue 0 for TX queues 0 and 1, so on a veth of at
+    /// most two queues every frame shows as queue 0, from whichever CPU sent it.
     SenderTxQueue,
     /// A hardware frame-queue id, large and different per frame queue: no socket can be bound
     /// to it in native mode; in generic mode every frame shows as queue 0, from every CPU.
@@ -24,11 +26,15 @@ pub enum QueueIndex {
 }
 
 impl QueueIndex {
-    /// Whether generic XDP sees every frame as queue 0 (the driver records no RX queue in the
-    /// skb), from whichever CPU received it: one socket per queue then leaves all but queue
-    /// 0's idle, and the sockets must be chosen per CPU instead.
-    pub fn generic_queue_zero(self) -> bool {
-        matches!(self, QueueIndex::SenderTxQueue | QueueIndex::HardwareQueueId)
+    /// Whether generic XDP sees every frame of a port with `rx_queues` RX queues as queue 0,
+    /// from whichever CPU received it: one socket per queue then leaves all but queue 0's
+    /// idle, and the sockets must be chosen per CPU instead.
+    pub fn generic_queue_zero(self, rx_queues: u32) -> bool {
+        match self {
+            QueueIndex::HardwareQueueId => true,
+            QueueIndex::SenderTxQueue => rx_queues <= 2,
+            QueueIndex::ZeroBased => false,
+        }
     }
 }
 
@@ -71,7 +77,7 @@ pub const QUIRKS: &[Quirk] = &[
         attach_restarts_link: false,
         strips_vlan_before_xdp: false,
         reason: "a frame arrives on the queue its sender transmitted it on; no zero-copy; in generic \
-                 mode the program sees queue 0",
+                 mode the program sees that queue less one (queue 0 for the first two)",
     },
     Quirk {
         driver: "dpaa2-eth",

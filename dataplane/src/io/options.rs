@@ -105,8 +105,8 @@ pub enum Sockets {
     /// the socket by the frame's queue index.
     #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     PerQueue,
-    /// Every worker binds queue 0 of every port, all on one UMEM whose fill and completion
-    /// rings per port they share under a lock; the XDP program picks the socket by the CPU the
+    /// Every worker binds queue 0 of every port, on a UMEM per port whose fill and completion
+    /// rings the workers share under a lock; the XDP program picks the socket by the CPU the
     /// frame arrived on. For drivers that give every frame queue 0 from several CPUs.
     #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     PerCpu,

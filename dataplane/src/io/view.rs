@@ -38,7 +38,7 @@ pub struct LiveView {
     pub ports: Vec<PortInfo>,
     /// Each worker's counters, by queue.
     pub queues: Vec<Arc<QueueCounters>>,
-    /// Where each UMEM's frames are: one per worker (per-queue layout) or one for all.
+    /// Where each UMEM's frames are: one per worker (per-queue layout) or per port (per-CPU).
     pub pools: Vec<Arc<PoolGauges>>,
     /// The shared FDB (bridge; an empty one in router mode).
     pub fdb: Arc<Fdb>,

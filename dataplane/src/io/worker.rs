@@ -188,6 +188,8 @@ pub struct Worker<D: Decide> {
     clock: Clock,
     /// Free frames, per UMEM (the only place the worker takes frames from).
     free: Vec<Vec<FrameDesc>>,
+    /// What this worker moved, per UMEM (published with `free`: [`crate::stats::MemberFrames`]).
+    flows: Vec<Flows>,
     /// Frames queued for each egress port during a round.
     tx_batch: Vec<Vec<FrameDesc>>,
     /// Scratch for RX and completion descriptors.
@@ -224,12 +226,12 @@ impl<D: Decide> Worker<D> {
             .pools
             .iter_mut()
             .map(|s| {
-                let total: u64 = s.pool.gauges.members.iter().map(|m| m.total.get()).sum();
-                let mut free = Vec::with_capacity(total as usize);
+                let mut free = Vec::with_capacity(s.pool.gauges.total as usize);
                 free.append(&mut s.frames);
                 free
             })
             .collect();
+        let flows = vec![Flows::default(); sockets.pools.len()];
         let mut w = Worker {
             sockets,
             decide,
@@ -238,6 +240,7 @@ impl<D: Decide> Worker<D> {
             poll,
             clock,
             free,
+            flows,
             tx_batch: (0..nports).map(|_| Vec::with_capacity(BATCH)).collect(),
             scratch: vec![FrameDesc::default(); BATCH.max(RING_SIZE as usize)],
             answer: [0; SCRATCH_LEN],
@@ -275,13 +278,23 @@ impl<D: Decide> Worker<D> {
                 work += got;
             }
             for p in 0..nports {
-                work += self.reap(p, Lock::Try);
+                // Completions are work when they are this worker's own; in a shared pool they
+                // may be another member's, which must not keep an idle worker awake.
+                let reaped = self.reap(p, Lock::Try);
+                if self.sockets.pools[self.sockets.ports[p].pool].pool.spill == usize::MAX {
+                    work += reaped;
+                }
                 // Frames still in the TX ring were not sent by the last kick (busy device,
                 // budget): kick again, every round, busy or idle.
                 if self.tx_outstanding(p) > 0 {
                     work += self.kick(p);
                 }
                 self.refill(p, Lock::Try);
+            }
+            for u in 0..self.free.len() {
+                if self.free[u].len() > self.sockets.pools[u].pool.spill {
+                    self.spill(u);
+                }
             }
             self.publish_frames();
             self.decide.publish(&self.counters);
@@ -299,11 +312,14 @@ impl<D: Decide> Worker<D> {
                 PollMode::Adaptive => {
                     idle_rounds += 1;
                     if idle_rounds >= SPIN_ROUNDS {
-                        // Top every fill ring up before sleeping, waiting for a member that
-                        // holds its lock, so that the kernel never waits on this worker's frames.
+                        // Reap and top every fill ring up before sleeping, waiting for a member
+                        // that holds a lock, so that the kernel never waits on frames this
+                        // worker could give.
                         for p in 0..nports {
+                            self.reap(p, Lock::Wait);
                             self.refill(p, Lock::Wait);
                         }
+                        self.publish_frames();
                         self.sleep();
                     }
                 }
@@ -330,6 +346,7 @@ impl<D: Decide> Worker<D> {
                 }
             }
             // Completions were just reaped: what is not in a ring is still the kernel's.
+            self.publish_frames();
             self.census(Lock::Wait);
             let held = |s: &super::xsk::PoolShare| {
                 let f = s.pool.gauges.snapshot();
@@ -353,7 +370,8 @@ impl<D: Decide> Worker<D> {
             return 0;
         }
         let u = ring.pool;
-        self.sockets.pools[u].pool.gauges.ports[ring.ring].fill.fetch_sub(n as i64, Relaxed);
+        self.sockets.pools[u].pool.in_flight[ring.ring].fill.fetch_sub(n as i64, Relaxed);
+        self.flows[u].fill -= n as i64;
         self.counters.ports[p].rx_frames.add(n as u64);
         let ingress = PortId(p as u8);
         // A pipeline over the batch: each frame's table lines are asked for D frames before
@@ -528,7 +546,7 @@ impl<D: Decide> Worker<D> {
         let k = (ring.tx.nb_free(want) as usize).min(batch.len());
         // Counted before the kernel can complete them (see PoolGauges).
         let u = ring.pool;
-        let in_tx = &self.sockets.pools[u].pool.gauges.ports[ring.ring].tx;
+        let in_tx = &self.sockets.pools[u].pool.in_flight[ring.ring].tx;
         in_tx.fetch_add(k as i64, Relaxed);
         // SAFETY: the worker holds every frame in `batch`; after this call the first `sent`
         // belong to the TX ring until they come back on the completion ring.
@@ -536,6 +554,7 @@ impl<D: Decide> Worker<D> {
         if sent < k {
             in_tx.fetch_sub((k - sent) as i64, Relaxed);
         }
+        self.flows[u].tx += sent as i64;
         let pc = &self.counters.ports[q];
         pc.tx_frames.add(sent as u64);
         let bytes: usize = batch[..sent].iter().map(|d| d.lengths().data()).sum();
@@ -594,7 +613,7 @@ impl<D: Decide> Worker<D> {
     fn reap(&mut self, q: usize, lock: Lock) -> usize {
         let (u, r) = (self.sockets.ports[q].pool, self.sockets.ports[q].ring);
         let pool = &self.sockets.pools[u].pool;
-        let in_tx = &pool.gauges.ports[r].tx;
+        let in_tx = &pool.in_flight[r].tx;
         if in_tx.load(Relaxed) <= 0 {
             return 0;
         }
@@ -613,55 +632,87 @@ impl<D: Decide> Worker<D> {
             self.free[u].extend_from_slice(&self.scratch[..n]);
             total += n;
         }
-        // Completions of other members' frames: past the spill mark, down to half of it, the
-        // rest to the spare list (only pools with several members have a mark).
-        let free = &mut self.free[u];
-        if free.len() > pool.spill {
-            rings.spare.extend(free.drain(pool.spill / 2..));
-            pool.gauges.ports[r].spare.set(rings.spare.len() as u64);
-        }
+        self.flows[u].tx -= total as i64;
         total
     }
 
-    /// Takes up to a spill's half of free frames from the spare lists of UMEM `u` (for a copy
-    /// into it when the worker has none). Returns whether it got any.
+    /// Puts this worker's free frames of UMEM `u` past half its spill mark in the pool's spare
+    /// list (a member whose lock is taken tries again next round). Frames come to a member
+    /// from completions and receives that other members started, so without this one member's
+    /// free list would fill while another's ran dry.
     #[cold]
-    fn restock(&mut self, u: usize) -> bool {
+    fn spill(&mut self, u: usize) {
         let pool = &self.sockets.pools[u].pool;
+        let Ok(mut spare) = pool.spare.try_lock() else {
+            return;
+        };
         let free = &mut self.free[u];
-        for (rings, g) in pool.rings.iter().zip(pool.gauges.ports.iter()) {
-            let Some(mut rings) = Lock::Wait.take(rings) else { continue };
-            let k = rings.spare.len().min((pool.spill / 2).clamp(BATCH, 4 * BATCH));
-            let from = rings.spare.len() - k;
-            free.extend(rings.spare.drain(from..));
-            g.spare.set(rings.spare.len() as u64);
-        }
-        !free.is_empty()
+        let keep = pool.spill / 2;
+        let moved = free.len().saturating_sub(keep);
+        spare.extend(free.drain(keep..));
+        pool.spare_len.store(spare.len(), Relaxed);
+        self.flows[u].spare += moved as i64;
     }
 
-    /// Tops port `p`'s fill ring up to its target from the free list. Under [`Lock::Try`], a
-    /// member already filling it is left to it.
+    /// Moves up to `n` frames of UMEM `u` from the pool's spare list to this worker's free
+    /// list. Returns how many.
+    fn take_spare(&mut self, u: usize, n: usize, lock: Lock) -> usize {
+        let pool = &self.sockets.pools[u].pool;
+        if n == 0 || pool.spare_len.load(Relaxed) == 0 {
+            return 0;
+        }
+        let mut spare = match lock {
+            Lock::Try => match pool.spare.try_lock() {
+                Ok(g) => g,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => return 0,
+            },
+            Lock::Wait => pool.spare.lock().unwrap_or_else(PoisonError::into_inner),
+        };
+        let k = n.min(spare.len());
+        let from = spare.len() - k;
+        self.free[u].extend(spare.drain(from..));
+        pool.spare_len.store(spare.len(), Relaxed);
+        self.flows[u].spare -= k as i64;
+        k
+    }
+
+    /// Frames for a copy into UMEM `u` when this worker has none: some from the spare list.
+    /// Returns whether it got any.
+    #[cold]
+    fn restock(&mut self, u: usize) -> bool {
+        let n = (self.sockets.pools[u].pool.spill / 2).clamp(BATCH, 4 * BATCH);
+        self.take_spare(u, n, Lock::Wait) > 0
+    }
+
+    /// Tops port `p`'s fill ring up to its target from the free list, taking from the pool's
+    /// spare list what the free list lacks. Under [`Lock::Try`], a member already filling it
+    /// is left to it.
     fn refill(&mut self, p: usize, lock: Lock) {
         let (u, r) = (self.sockets.ports[p].pool, self.sockets.ports[p].ring);
+        let target = i64::from(self.sockets.pools[u].pool.fill_target);
+        let want = (target - self.sockets.pools[u].pool.in_flight[r].fill.load(Relaxed)).max(0) as usize;
+        if want == 0 {
+            return;
+        }
+        if self.free[u].len() < want {
+            self.take_spare(u, want - self.free[u].len(), lock);
+        }
         let pool = &self.sockets.pools[u].pool;
         let free = &mut self.free[u];
-        let in_fill = &pool.gauges.ports[r].fill;
-        let want = (i64::from(pool.fill_target) - in_fill.load(Relaxed)).max(0) as usize;
-        if want == 0 {
+        if free.is_empty() {
             return;
         }
         let Some(mut rings) = lock.take(&pool.rings[r]) else {
             return;
         };
-        if free.len() < want && !rings.spare.is_empty() {
-            let from = rings.spare.len() - (want - free.len()).min(rings.spare.len());
-            free.extend(rings.spare.drain(from..));
-            pool.gauges.ports[r].spare.set(rings.spare.len() as u64);
-        }
+        // Again under the lock: another member may have filled it meanwhile.
+        let in_fill = &pool.in_flight[r].fill;
+        let want = (target - in_fill.load(Relaxed)).max(0) as usize;
         let k = want.min(free.len());
         let k = (rings.fill.nb_free(k as u32) as usize).min(k);
         let from = free.len() - k;
-        // Counted before the kernel can take them (see PoolGauges).
+        // Counted before the kernel can take them (see InFlight).
         in_fill.fetch_add(k as i64, Relaxed);
         // SAFETY: the worker holds these free frames; once produced they are the kernel's
         // until received on an RX ring of this port.
@@ -670,6 +721,7 @@ impl<D: Decide> Worker<D> {
             in_fill.fetch_sub((k - n) as i64, Relaxed);
         }
         free.truncate(free.len() - n);
+        self.flows[u].fill += n as i64;
         if n > 0 && rings.fill.needs_wakeup() {
             // SAFETY: the fd is this worker's open socket on the port; poll(2) with a zero
             // timeout only wakes it.
@@ -685,9 +737,14 @@ impl<D: Decide> Worker<D> {
         let _ = unsafe { poll_in(&fds[..self.sockets.ports.len()], POLL_TIMEOUT_MS) };
     }
 
+    /// Publishes, per UMEM, the frames this worker holds and what it moved, all together.
     fn publish_frames(&self) {
-        for (share, free) in self.sockets.pools.iter().zip(&self.free) {
-            share.pool.gauges.members[share.member].free.set(free.len() as u64);
+        for ((share, free), flows) in self.sockets.pools.iter().zip(&self.free).zip(&self.flows) {
+            let me = &share.pool.gauges.members[share.member];
+            me.free.set(free.len() as u64);
+            me.fill.set(flows.fill);
+            me.tx.set(flows.tx);
+            me.spare.set(flows.spare);
         }
     }
 
@@ -730,6 +787,15 @@ impl<D: Decide> Worker<D> {
             }
         }
     }
+}
+
+/// Frames one worker moved for one UMEM: handed to the kernel less taken back, put in the spare
+/// list less taken from it (signed: it may take back what another member handed over).
+#[derive(Debug, Default, Clone, Copy)]
+struct Flows {
+    fill: i64,
+    tx: i64,
+    spare: i64,
 }
 
 /// Whether a worker waits for a pool lock another member holds.

@@ -6,6 +6,7 @@
 use std::ffi::CString;
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicI64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,9 +51,19 @@ pub struct FrameRings {
     pub fill: FillQueue,
     /// Sent frames handed back.
     pub comp: CompQueue,
-    /// Free frames no member holds: where a member with more than [`Pool::spill`] puts the
-    /// rest, and where one short of frames finds some (sized at start for every frame).
-    pub spare: Vec<FrameDesc>,
+}
+
+/// Frames the kernel holds through one port's shared rings, counted by every member (atomic
+/// read-modify-write): what refills and reaps go by. Each count is raised before the kernel
+/// can see the frames and lowered after a member took them back, so it never falls below what
+/// the kernel holds. (The accounting that must add up is each member's own, [`PoolGauges`].)
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct InFlight {
+    /// Handed over through the fill ring, not yet taken off any member's RX ring.
+    pub fill: AtomicI64,
+    /// Put on a member's TX ring, not yet reaped from the completion ring.
+    pub tx: AtomicI64,
 }
 
 /// What the workers of one UMEM share: each port's fill and completion rings, and where the
@@ -61,6 +72,14 @@ pub struct FrameRings {
 pub struct Pool {
     /// Per port, in port order. Uncontended in the per-queue layout (one member).
     pub rings: Box<[Mutex<FrameRings>]>,
+    /// Per port, in port order.
+    pub in_flight: Box<[InFlight]>,
+    /// Free frames no member holds: where a member with more than [`Pool::spill`] puts the
+    /// rest, and where one short of frames finds some (room for every frame, from the start).
+    pub spare: Mutex<Vec<FrameDesc>>,
+    /// How many frames `spare` holds, set under its lock: lets a member skip the lock when
+    /// there is nothing to take.
+    pub spare_len: AtomicUsize,
     /// The frame accounting, which the live view reads too.
     pub gauges: Arc<PoolGauges>,
     /// Frames each port's fill ring is kept topped up to: half the frames, over the ports.
@@ -235,10 +254,7 @@ pub fn open(
         for (i, name) in ports.iter().enumerate() {
             let (rx, tx, fq_cq) = bind(sock_cfg, &umem, i, name, queue)?;
             match (fq_cq, shared[i].is_some()) {
-                (Some((fill, comp)), false) => {
-                    let spare = Vec::with_capacity(count.get() as usize);
-                    shared[i] = Some(FrameRings { fill, comp, spare });
-                }
+                (Some((fill, comp)), false) => shared[i] = Some(FrameRings { fill, comp }),
                 // A later socket on the same (port, queue) uses the first one's rings.
                 (None, true) => {}
                 (Some(_), true) => {
@@ -253,16 +269,28 @@ pub fn open(
         members.push(rings);
     }
     let rings: Box<[Mutex<FrameRings>]> = shared.into_iter().flatten().map(Mutex::new).collect();
-    let gauges = Arc::new(PoolGauges::new(workers.to_vec(), ports.to_vec()));
     // Keep half the frames for the fill rings, the rest for frames in flight to TX.
     let fill_target = (count.get() / ports.len() as u32 / 2).min(RING_SIZE);
-    let spill = if workers.len() > 1 { SPILL } else { usize::MAX };
-    let pool = Arc::new(Pool { rings, gauges, fill_target, spill });
+    // One member holds every frame; several start with half a spill mark each, the rest spare
+    // (a member's share only ever leaves it through the spare list).
+    let (spill, share) = if workers.len() > 1 { (SPILL, SPILL / 2) } else { (usize::MAX, frames.len()) };
+    let mut spare = Vec::with_capacity(frames.len());
+    spare.extend(frames.drain(share * workers.len()..));
+    let gauges =
+        Arc::new(PoolGauges::new(workers.to_vec(), ports.to_vec(), u64::from(count.get()), spare.len() as u64));
+    let pool = Arc::new(Pool {
+        rings,
+        in_flight: ports.iter().map(|_| InFlight::default()).collect(),
+        spare_len: AtomicUsize::new(spare.len()),
+        spare: Mutex::new(spare),
+        gauges,
+        fill_target,
+        spill,
+    });
     let mut out = Vec::with_capacity(workers.len());
     for (member, rings) in members.into_iter().enumerate() {
-        let rest = frames.split_off(frames.len().min(per_worker as usize));
+        let rest = frames.split_off(frames.len().min(share));
         let mine = std::mem::replace(&mut frames, rest);
-        pool.gauges.members[member].total.set(mine.len() as u64);
         out.push(QueueSockets {
             pools: vec![PoolShare { umem: umem.clone(), frames: mine, pool: Arc::clone(&pool), member }],
             ports: rings,

@@ -72,7 +72,7 @@ impl Forwarder {
     ) -> Result<Forwarder, StartError> {
         plan::check_request(cfg)?;
         let ports = check_ports(&cfg.ports, MAX_MTU)?;
-        let plan = Plan::new(cfg, &ports, core_count())?;
+        let plan = Plan::new(cfg, &ports, core_count(), running_kernel())?;
         let mut warnings = plan.warnings.clone();
         sched::raise_memlock();
         let clock = Clock::start();
@@ -138,6 +138,19 @@ impl Forwarder {
             router: router_control,
         })
     }
+}
+
+/// The running Linux's major and minor version (`uname`), if it can be read.
+fn running_kernel() -> Option<(u32, u32)> {
+    // SAFETY: `uname` fills the zeroed struct it is given; its fields are NUL-terminated.
+    let release = unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(u.release.as_ptr()).to_string_lossy().into_owned()
+    };
+    plan::kernel_version(&release)
 }
 
 /// Cores this process may run on (at least one).
@@ -226,8 +239,9 @@ fn load_program(ports: &[PortInfo], plan: &Plan<'_>) -> Result<XdpProgram, Start
 }
 
 /// Step 4: the UMEMs and every worker's sockets, bound and registered in the program's XSKMAP:
-/// per queue, a UMEM for each worker ([`Layout::PerQueue`]), or one UMEM for all of them on
-/// queue 0, each worker's socket registered for the CPUs it serves ([`Layout::PerCpu`]). The
+/// per queue, a UMEM for each worker ([`Layout::PerQueue`]), or per port, a UMEM for all the
+/// workers on queue 0, each worker's socket registered for the CPUs it serves
+/// ([`Layout::PerCpu`]). The
 /// first bind settles zero-copy against copy mode for all ([`plan::BindMode`]). Returns the
 /// sockets by worker and whether they are zero-copy.
 fn open_sockets(

@@ -77,8 +77,8 @@ pub enum Layout {
     /// Worker *q* binds queue *q* of every port, on a UMEM of its own; the XDP program picks
     /// the socket by the frame's queue index.
     PerQueue,
-    /// Every worker binds queue 0 of every port, all on one UMEM, sharing each port's fill and
-    /// completion rings; the XDP program picks the socket by the CPU the frame arrived on.
+    /// Every worker binds queue 0 of every port, on a UMEM per port, sharing each port's fill
+    /// and completion rings; the XDP program picks the socket by the CPU the frame arrived on.
     PerCpu {
         /// For each CPU slot of the program's socket map (CPU *c* uses slot *c* mod
         /// [`MAX_QUEUES`]), the worker whose socket takes its frames: the worker pinned to that
@@ -132,8 +132,14 @@ pub struct RouterPlan<'a> {
 
 impl<'a> Plan<'a> {
     /// Plans a start of `cfg` (already through [`check_request`]) over `ports` (its ports'
-    /// facts, in order) on a machine of `ncores` cores.
-    pub fn new(cfg: &'a ForwarderConfig, ports: &[PortInfo], ncores: usize) -> Result<Plan<'a>, StartError> {
+    /// facts, in order) on a machine of `ncores` cores running Linux `kernel` (major, minor;
+    /// `None`: could not tell).
+    pub fn new(
+        cfg: &'a ForwarderConfig,
+        ports: &[PortInfo],
+        ncores: usize,
+        kernel: Option<(u32, u32)>,
+    ) -> Result<Plan<'a>, StartError> {
         let mut warnings = Vec::new();
         for p in ports.iter().filter(|p| !p.carrier) {
             warnings.push(format!("{}: no carrier (link down); frames will flow once it comes up", p.name));
@@ -152,11 +158,29 @@ impl<'a> Plan<'a> {
         // Ports whose driver gives every frame queue 0 in this mode, from whichever CPU
         // received it (generic XDP on veth and dpaa_eth).
         let zero: Vec<&PortInfo> = ports.iter().filter(|p| xdp_mode == XdpMode::Generic && queue_zero(p)).collect();
+        let fit = zero.len() == ports.len() && cfg.queues.unwrap_or(ncores as u32) > 1;
+        let fixed = kernel.is_some_and(|k| k >= PER_CPU_KERNEL);
         let per_cpu = match cfg.sockets {
             Sockets::PerCpu => true,
             Sockets::PerQueue => false,
-            Sockets::Auto => zero.len() == ports.len() && cfg.queues.unwrap_or(ncores as u32) > 1,
+            Sockets::Auto => fit && fixed,
         };
+        let release = kernel.map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a}.{b}"));
+        if !fixed && (per_cpu || (fit && cfg.sockets == Sockets::Auto)) {
+            let (a, b) = PER_CPU_KERNEL;
+            warnings.push(if per_cpu {
+                format!(
+                    "--sockets per-cpu on Linux {release}: workers sharing a queue need Linux {a}.{b}+ (generic receive serialised per buffer pool, completions written only once sent); \
+                     unless this kernel carries both fixes, two CPUs can take one frame at once: use --sockets per-queue --queues 1 there"
+                )
+            } else {
+                format!(
+                    "{}: every frame arrives as queue 0, but per-CPU sockets need Linux {a}.{b}+ (this is {release}): one worker takes all; \
+                     if this kernel carries the fixes (generic receive serialised per buffer pool, completions written only once sent), use --sockets per-cpu",
+                    zero[0].name
+                )
+            });
+        }
         let queues = if per_cpu {
             worker_count(cfg.queues.unwrap_or(ncores as u32))?
         } else {
@@ -189,6 +213,19 @@ impl<'a> Plan<'a> {
         }
         let cores = assign_cores(cfg.cores.as_deref(), queues, ncores)?;
         let layout = if per_cpu { Layout::PerCpu { slots: cpu_slots(&cores) } } else { Layout::PerQueue };
+        if let Layout::PerCpu { slots } = &layout {
+            let idle: Vec<String> = (0..queues)
+                .filter(|w| !slots.iter().take(ncores.min(MAX_QUEUES)).any(|s| s == w))
+                .map(|w| w.to_string())
+                .collect();
+            if !idle.is_empty() {
+                warnings.push(format!(
+                    "--sockets per-cpu: queue(s) {} serve no CPU (workers share cores or outnumber them) and receive nothing; use --queues {} with one core each",
+                    idle.join(","),
+                    ncores
+                ));
+            }
+        }
         let role = match &cfg.mode {
             Mode::Bridge { fdb_size, ageing_s } => Role::Bridge { fdb_size: *fdb_size, ageing_s: *ageing_s },
             Mode::Router(setup) => Role::Router(RouterPlan::new(setup, ports)?),
@@ -260,9 +297,22 @@ pub fn xdp_mode(asked: XdpMode, ports: &[PortInfo]) -> (XdpMode, Option<String>)
     }
 }
 
-/// Whether `p`'s driver gives every frame queue 0 in generic mode (the table in [`drivers`]).
+/// The first mainline Linux whose AF_XDP lets sockets on several CPUs share one queue's rings
+/// in generic mode: receive serialised per buffer pool (6.15, "xsk: Fix race condition in
+/// AF_XDP generic RX path") and a completion written only once its frame is sent (6.17, "xsk:
+/// Fix immature cq descriptor production"). Stable kernels may carry both as backports.
+pub const PER_CPU_KERNEL: (u32, u32) = (6, 17);
+
+/// Linux's major and minor version from a release string (`uname -r`: "6.18.44-foo").
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Whether `p`'s driver gives every frame queue 0 in generic mode (the table in [`drivers`]),
+/// with as many queues as it has.
 fn queue_zero(p: &PortInfo) -> bool {
-    p.driver.as_deref().and_then(drivers::lookup).is_some_and(|q| q.queue_index.generic_queue_zero())
+    p.driver.as_deref().and_then(drivers::lookup).is_some_and(|q| q.queue_index.generic_queue_zero(p.rx_queues))
 }
 
 /// For each CPU slot of the program's socket map, the worker that takes its frames: the first
@@ -432,6 +482,11 @@ mod tests {
     use crate::io::config::RouterLimits;
     use crate::wire::MacAddr;
 
+    /// A plan on a kernel with what per-CPU sockets need.
+    fn plan_new<'a>(cfg: &'a ForwarderConfig, ports: &[PortInfo], ncores: usize) -> Result<Plan<'a>, StartError> {
+        Plan::new(cfg, ports, ncores, Some((6, 18)))
+    }
+
     fn port(name: &str, rx_queues: u32) -> PortInfo {
         PortInfo {
             name: name.into(),
@@ -483,7 +538,7 @@ mod tests {
     fn auto_takes_generic_mode_and_per_cpu_sockets_on_a_driver_with_hardware_queue_ids() {
         let ports = [dpaa("eth4"), dpaa("eth5")];
         let cfg = bridge(&["eth4", "eth5"]);
-        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        let plan = plan_new(&cfg, &ports, 4).unwrap();
         // Every CPU's portal delivers frames as queue 0: a worker per core, chosen by CPU.
         assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 4));
         let Layout::PerCpu { slots } = &plan.layout else { panic!("{:?}", plan.layout) };
@@ -501,10 +556,10 @@ mod tests {
         // Per-queue sockets asked for: one worker takes all, unless more are asked, which is
         // kept with what it costs.
         let cfg = ForwarderConfig { sockets: Sockets::PerQueue, ..bridge(&["eth4", "eth5"]) };
-        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        let plan = plan_new(&cfg, &ports, 4).unwrap();
         assert_eq!((plan.queues, &plan.layout), (1, &Layout::PerQueue));
         let cfg = ForwarderConfig { queues: Some(2), sockets: Sockets::PerQueue, ..bridge(&["eth4", "eth5"]) };
-        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        let plan = plan_new(&cfg, &ports, 4).unwrap();
         assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 2));
         assert!(
             plan.warnings
@@ -515,17 +570,17 @@ mod tests {
         );
         // One core: one worker, per queue.
         let cfg = bridge(&["eth4", "eth5"]);
-        let plan = Plan::new(&cfg, &ports, 1).unwrap();
+        let plan = plan_new(&cfg, &ports, 1).unwrap();
         assert_eq!((plan.queues, &plan.layout), (1, &Layout::PerQueue));
         // Native forced: kept, and said to forward nothing.
         let cfg = ForwarderConfig { xdp_mode: XdpMode::Native, ..bridge(&["eth4", "eth5"]) };
-        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        let plan = plan_new(&cfg, &ports, 4).unwrap();
         assert_eq!((plan.xdp_mode, plan.queues, &plan.layout), (XdpMode::Native, 4, &Layout::PerQueue));
         assert!(plan.warnings.iter().any(|w| w.contains("in native mode nothing will reach the workers")));
         // Any other driver: the mode as asked, no word about it.
         let veth = [port("eth4", 2), port("eth5", 2)];
         let cfg = bridge(&["eth4", "eth5"]);
-        let plan = Plan::new(&cfg, &veth, 4).unwrap();
+        let plan = plan_new(&cfg, &veth, 4).unwrap();
         assert_eq!((plan.xdp_mode, plan.queues, &plan.layout), (XdpMode::Auto, 2, &Layout::PerQueue));
         assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
         // One such port among others is enough: the program has one mode per start.
@@ -538,37 +593,70 @@ mod tests {
         let veth = [port("eth4", 1), port("eth5", 1)];
         // veth in generic mode: per CPU, a worker per core, however many queues the ports have.
         let generic = ForwarderConfig { xdp_mode: XdpMode::Generic, ..bridge(&["eth4", "eth5"]) };
-        let plan = Plan::new(&generic, &veth, 2).unwrap();
+        let plan = plan_new(&generic, &veth, 2).unwrap();
         assert_eq!((plan.queues, plan.layout.name()), (2, "per-cpu"));
         assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
         assert_eq!((plan.layout.bind_queue(0), plan.layout.bind_queue(1)), (0, 0), "every worker on queue 0");
+        // A veth of more than two queues gives generic XDP the sender's queue less one: per queue.
+        let wide = [port("eth4", 4), port("eth5", 4)];
+        let plan = plan_new(&generic, &wide, 2).unwrap();
+        assert_eq!((plan.queues, &plan.layout), (2, &Layout::PerQueue));
         let cfg = ForwarderConfig { queues: Some(3), cores: Some(vec![1, 0, 1]), ..generic.clone() };
-        let plan = Plan::new(&cfg, &veth, 2).unwrap();
+        let plan = plan_new(&cfg, &veth, 2).unwrap();
         let Layout::PerCpu { slots } = &plan.layout else { panic!("{:?}", plan.layout) };
         assert_eq!(slots[..4], [1, 0, 2, 0], "CPU 0 to the worker pinned there; slots no core has in turn");
+        assert_eq!(
+            plan.warnings,
+            ["--sockets per-cpu: queue(s) 2 serve no CPU (workers share cores or outnumber them) and receive nothing; use --queues 2 with one core each"]
+        );
         // Per-CPU sockets asked for in auto mode attach in generic mode; native is refused.
         let cfg = ForwarderConfig { sockets: Sockets::PerCpu, ..bridge(&["eth4", "eth5"]) };
-        let plan = Plan::new(&cfg, &veth, 2).unwrap();
+        let plan = plan_new(&cfg, &veth, 2).unwrap();
         assert_eq!((plan.xdp_mode, plan.layout.name()), (XdpMode::Generic, "per-cpu"));
         let native = ForwarderConfig { xdp_mode: XdpMode::Native, ..cfg.clone() };
-        assert!(usage(Plan::new(&native, &veth, 2)).starts_with("--sockets per-cpu with --xdp-mode native"));
+        assert!(usage(plan_new(&native, &veth, 2)).starts_with("--sockets per-cpu with --xdp-mode native"));
         // A driver that records its RX queues keeps them in generic mode: per queue, unless
         // forced, and then its other queues' frames are lost to the kernel, said at start.
         let mlx = |n| PortInfo { driver: Some("mlx5_core".into()), ..port(n, 4) };
         let ports = [mlx("eth4"), mlx("eth5")];
-        let plan = Plan::new(&generic, &ports, 4).unwrap();
+        let plan = plan_new(&generic, &ports, 4).unwrap();
         assert_eq!((plan.queues, &plan.layout), (4, &Layout::PerQueue));
-        let plan = Plan::new(&cfg, &ports, 4).unwrap();
+        let plan = plan_new(&cfg, &ports, 4).unwrap();
         assert_eq!(plan.layout.name(), "per-cpu");
         assert_eq!(plan.warnings.len(), 2, "{:?}", plan.warnings);
         assert!(plan.warnings[0].starts_with("eth4: 4 RX queues, but --sockets per-cpu binds queue 0 only"));
         // Mixed drivers: per queue (veth's workers past the first idle, mlx5's queues served).
         let mixed = [port("eth4", 4), mlx("eth5")];
-        assert_eq!(Plan::new(&generic, &mixed, 4).unwrap().layout, Layout::PerQueue);
+        assert_eq!(plan_new(&generic, &mixed, 4).unwrap().layout, Layout::PerQueue);
         assert_eq!(
-            usage(Plan::new(&ForwarderConfig { queues: Some(0), ..cfg }, &veth, 2)),
+            usage(plan_new(&ForwarderConfig { queues: Some(0), ..cfg }, &veth, 2)),
             "--queues must be at least 1"
         );
+    }
+
+    #[test]
+    fn per_cpu_sockets_wait_for_a_kernel_that_serialises_shared_receive() {
+        assert_eq!(kernel_version("6.18.44-fc-v669"), Some((6, 18)));
+        assert_eq!(kernel_version("5.10.35-lts"), Some((5, 10)));
+        assert_eq!(kernel_version("6"), None);
+        assert_eq!(kernel_version(""), None);
+        let veth = [port("eth4", 1), port("eth5", 1)];
+        let generic = ForwarderConfig { xdp_mode: XdpMode::Generic, ..bridge(&["eth4", "eth5"]) };
+        for old in [Some((6, 16)), Some((5, 10)), None] {
+            // Auto: per queue, one worker, and why.
+            let plan = Plan::new(&generic, &veth, 2, old).unwrap();
+            assert_eq!((plan.queues, &plan.layout), (1, &Layout::PerQueue), "{old:?}");
+            assert_eq!(plan.warnings.len(), 1, "{:?}", plan.warnings);
+            assert!(plan.warnings[0]
+                .starts_with("eth4: every frame arrives as queue 0, but per-CPU sockets need Linux 6.17+"));
+            // Asked for: kept, with the risk named.
+            let asked = ForwarderConfig { sockets: Sockets::PerCpu, ..generic.clone() };
+            let plan = Plan::new(&asked, &veth, 2, old).unwrap();
+            assert_eq!(plan.layout.name(), "per-cpu");
+            assert!(plan.warnings[0].contains("two CPUs can take one frame at once"), "{:?}", plan.warnings);
+        }
+        let plan = Plan::new(&generic, &veth, 2, Some((6, 17))).unwrap();
+        assert_eq!((plan.layout.name(), plan.warnings.len()), ("per-cpu", 0));
     }
 
     #[test]
@@ -597,7 +685,7 @@ mod tests {
     #[test]
     fn workers_default_to_the_fewest_rx_queues_capped_by_the_cores() {
         let cfg = bridge(&["a", "b"]);
-        let plan = |rx: [u32; 2], ncores| Plan::new(&cfg, &[port("a", rx[0]), port("b", rx[1])], ncores).unwrap();
+        let plan = |rx: [u32; 2], ncores| plan_new(&cfg, &[port("a", rx[0]), port("b", rx[1])], ncores).unwrap();
         assert_eq!(plan([4, 2], 8).queues, 2);
         assert_eq!(plan([4, 8], 3).queues, 3);
         assert_eq!(plan([1, 1], 2).queues, 1);
@@ -612,9 +700,9 @@ mod tests {
     fn an_asked_queue_count_must_fit_every_port() {
         let ports = [port("a", 4), port("b", 2)];
         let cfg = |q| ForwarderConfig { queues: Some(q), ..bridge(&["a", "b"]) };
-        assert_eq!(Plan::new(&cfg(2), &ports, 2).unwrap().queues, 2, "more queues than cores is allowed when asked");
-        assert_eq!(usage(Plan::new(&cfg(0), &ports, 2)), "--queues must be at least 1");
-        match Plan::new(&cfg(3), &ports, 8) {
+        assert_eq!(plan_new(&cfg(2), &ports, 2).unwrap().queues, 2, "more queues than cores is allowed when asked");
+        assert_eq!(usage(plan_new(&cfg(0), &ports, 2)), "--queues must be at least 1");
+        match plan_new(&cfg(3), &ports, 8) {
             Err(StartError::Port(e)) => {
                 assert_eq!(e.port, "b");
                 assert!(matches!(e.kind, PortErrorKind::TooFewQueues { has: 2, want: 3, .. }), "{e}");
@@ -623,7 +711,7 @@ mod tests {
         }
         let wide = [port("a", 100), port("b", 100)];
         assert_eq!(
-            usage(Plan::new(&cfg(MAX_QUEUES as u32 + 1), &wide, 2)),
+            usage(plan_new(&cfg(MAX_QUEUES as u32 + 1), &wide, 2)),
             format!("at most {MAX_QUEUES} queues, {} asked", MAX_QUEUES + 1)
         );
     }
@@ -640,7 +728,7 @@ mod tests {
         assert_eq!(usage(assign_cores(Some(&[0, 4]), 2, 4)), "--cores: core 4 does not exist (cores 0..3)");
         // Through the plan: the cores follow the queue count.
         let cfg = ForwarderConfig { queues: Some(2), cores: Some(vec![1, 1]), ..bridge(&["a", "b"]) };
-        assert_eq!(Plan::new(&cfg, &[port("a", 2), port("b", 2)], 2).unwrap().cores, vec![1, 1]);
+        assert_eq!(plan_new(&cfg, &[port("a", 2), port("b", 2)], 2).unwrap().cores, vec![1, 1]);
     }
 
     #[test]
@@ -648,13 +736,13 @@ mod tests {
         let mut down = port("a", 1);
         down.carrier = false;
         let cfg = bridge(&["a", "b"]);
-        let p = Plan::new(&cfg, &[down, port("b", 1)], 2).unwrap();
+        let p = plan_new(&cfg, &[down, port("b", 1)], 2).unwrap();
         assert_eq!(p.warnings, vec!["a: no carrier (link down); frames will flow once it comes up".to_owned()]);
         assert_eq!(p.crowded, None);
         let busy = ForwarderConfig { poll: PollMode::Busy, queues: Some(2), ..bridge(&["a", "b"]) };
-        let p = Plan::new(&busy, &[port("a", 2), port("b", 2)], 2).unwrap();
+        let p = plan_new(&busy, &[port("a", 2), port("b", 2)], 2).unwrap();
         assert!(p.crowded.unwrap().starts_with("busy polling with 2 worker(s) on 2 core(s)"));
-        let p = Plan::new(&busy, &[port("a", 2), port("b", 2)], 3).unwrap();
+        let p = plan_new(&busy, &[port("a", 2), port("b", 2)], 3).unwrap();
         assert_eq!(p.crowded, None, "a core to spare");
     }
 
@@ -662,16 +750,16 @@ mod tests {
     fn busy_poll_options_apply_to_busy_mode_only() {
         let ports = [port("a", 1), port("b", 1)];
         let adaptive = bridge(&["a", "b"]);
-        let p = Plan::new(&adaptive, &ports, 2).unwrap();
+        let p = plan_new(&adaptive, &ports, 2).unwrap();
         assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (None, false));
         let busy = ForwarderConfig { poll: PollMode::Busy, tx_budget: Some(512), huge_pages: true, ..adaptive.clone() };
-        let p = Plan::new(&busy, &ports, 2).unwrap();
+        let p = plan_new(&busy, &ports, 2).unwrap();
         assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (Some(64), true));
         assert_eq!((p.bind.tx_budget, p.bind.huge_pages), (Some(512), true));
         assert!(p.bind_options(true).zero_copy && !p.bind_options(false).zero_copy);
         assert_eq!(p.bind_options(true).busy_poll_budget, Some(64));
         let off = ForwarderConfig { busy_poll_budget: 0, ..busy };
-        let p = Plan::new(&off, &ports, 2).unwrap();
+        let p = plan_new(&off, &ports, 2).unwrap();
         assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (None, false), "budget 0 turns it off");
     }
 
@@ -747,9 +835,9 @@ mod tests {
         let a = |s: &str| s.parse::<Ipv4Addr>().unwrap();
         let ports = [port("eth4", 1), port("eth5", 1)];
         let cfg = router(vec![vec![(a("198.18.10.2"), 24)]]);
-        assert_eq!(usage(Plan::new(&cfg, &ports, 2)), "every port needs its addresses");
+        assert_eq!(usage(plan_new(&cfg, &ports, 2)), "every port needs its addresses");
         let cfg = router(vec![vec![(a("198.18.10.2"), 24), (a("198.18.11.1"), 31)], vec![(a("198.18.30.1"), 32)]]);
-        let plan = Plan::new(&cfg, &ports, 2).unwrap();
+        let plan = plan_new(&cfg, &ports, 2).unwrap();
         let Role::Router(r) = &plan.role else { panic!("{:?}", plan.role) };
         assert_eq!(
             r.specs.iter().map(|s| (s.name.as_str(), s.addrs.len())).collect::<Vec<_>>(),
