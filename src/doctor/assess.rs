@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::facts::{PortFacts, SystemFacts};
 use xfwd_dataplane::io::drivers::{self as quirks, QueueIndex};
+use xfwd_dataplane::io::start::plan::{kernel_version, PER_CPU_KERNEL};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -233,6 +234,19 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
                 ),
                 "--xdp-mode generic --sockets per-cpu",
             );
+            let (a, b) = PER_CPU_KERNEL;
+            if kernel_version(&sys.kernel).is_none_or(|k| k < PER_CPU_KERNEL) {
+                out.add(
+                    Warn,
+                    "per-cpu-needs-kernel",
+                    format!(
+                        "per-CPU sockets share queue 0's rings between CPUs, safe from Linux {a}.{b} (generic receive serialised per buffer pool, completions written only once sent); \
+                         this kernel is {}: xfwd runs one worker here unless asked for per-CPU sockets, which is safe only if it carries both fixes as backports",
+                        if sys.kernel.is_empty() { "unknown" } else { sys.kernel.as_str() }
+                    ),
+                    format!("a Linux {a}.{b}+ kernel; or, if this one has the fixes, --sockets per-cpu"),
+                );
+            }
         }
         Some(QueueIndex::SenderTxQueue) if p.rx_queues > 1 => out.add(
             Info,
@@ -403,6 +417,20 @@ mod tests {
         assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --sockets per-cpu"));
         assert!(codes(&d).contains(&"attach-restarts-link") && codes(&d).contains(&"copy-mode"));
         assert_eq!(d.ports[0].queue_index, QueueIndex::HardwareQueueId);
+    }
+
+    #[test]
+    fn per_cpu_sockets_on_the_boards_driver_want_a_kernel_with_the_shared_ring_fixes() {
+        let dpaa = || port("dpaa_eth", Some(xdp_act::BASIC | xdp_act::REDIRECT | xdp_act::NDO_XMIT));
+        let on = |kernel: &str| codes(&assess(vec![dpaa()], SystemFacts { kernel: kernel.into(), ..sys() }, 1774));
+        assert!(on("6.6.52-lts").contains(&"per-cpu-needs-kernel"));
+        assert!(on("").contains(&"per-cpu-needs-kernel"), "unknown counts as old");
+        assert!(!on("6.17.0").contains(&"per-cpu-needs-kernel"));
+        assert!(!on("6.18.44-fc-v669").contains(&"per-cpu-needs-kernel"));
+        // Only where per-CPU sockets would be chosen.
+        let veth = port("veth", Some(xdp_act::BASIC | xdp_act::REDIRECT));
+        assert!(!codes(&assess(vec![veth], SystemFacts { kernel: "5.10.0".into(), ..sys() }, 1774))
+            .contains(&"per-cpu-needs-kernel"));
     }
 
     #[test]
