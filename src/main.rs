@@ -16,7 +16,7 @@ use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
 use xfwd_dataplane::io::start::plan::Layout;
 use xfwd_dataplane::io::{
-    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, Sockets, StartError, XdpMode, ZeroCopy,
+    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RtPriority, Sockets, StartError, XdpMode, ZeroCopy,
 };
 
 #[derive(Parser, Debug)]
@@ -129,10 +129,11 @@ struct WorkerArgs {
     /// Copy mode: frames one TX kick may send, 32 to 2048 (Linux 6.17+) [default: the kernel's 32].
     #[arg(long, value_parser = clap::value_parser!(u32).range(32..=2048))]
     tx_budget: Option<u32>,
-    /// Run the workers under SCHED_FIFO at this priority (1-99), ahead of ordinary processes,
-    /// as the kernel's own packet processing is; with --poll adaptive only.
-    #[arg(long)]
-    rt_priority: Option<u8>,
+    /// Workers under SCHED_FIFO, ahead of ordinary processes as the kernel's own packet
+    /// processing is: auto (priority 10 where allowed, said otherwise; off with --poll busy),
+    /// off, or a priority 1-99 (refused if not allowed) [default: auto].
+    #[arg(long, value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<RtPriority>()))]
+    rt_priority: Option<RtPriority>,
     /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
     #[arg(long)]
     user: Option<String>,
@@ -297,7 +298,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
-        rt_priority: w.rt_priority,
+        rt_priority: w.rt_priority.unwrap_or_default(),
         mode: Mode::Bridge {
             fdb_size: args.fdb_size,
             ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
@@ -345,7 +346,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
-        rt_priority: w.rt_priority,
+        rt_priority: w.rt_priority.unwrap_or_default(),
         mode: Mode::Router(c.setup()),
     };
     let stop = signals()?;
@@ -444,6 +445,16 @@ fn run(
     println!("  queue  core");
     for (q, c) in fwd.cores.iter().enumerate() {
         println!("  {q:<5}  {}", c.map_or_else(|| "unpinned".into(), |c| c.to_string()));
+    }
+    match view.rt_priority {
+        Some(p) if xfwd_dataplane::io::start::sched::may_step_up(p) => println!(
+            "xfwd: workers under SCHED_FIFO {p}, ahead of ordinary processes; after {} ms of work without a pause a worker takes a normal thread's share until the next",
+            xfwd_dataplane::io::worker::YIELD_AFTER_MS
+        ),
+        Some(p) => println!(
+            "xfwd: workers under SCHED_FIFO {p}, ahead of ordinary processes, under sustained load too: a worker could not step back up after stepping down (RLIMIT_RTPRIO could not be raised: it needs CAP_SYS_RESOURCE at start), so the kernel's real-time throttling (sched_rt_runtime_us) is the limit"
+        ),
+        None => println!("xfwd: workers are normal threads"),
     }
     if let Layout::PerCpu { slots } = &fwd.layout {
         println!(

@@ -124,10 +124,11 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
     for q in &r.queues {
         let _ = writeln!(
             s,
-            "queue {} on core {}: sleeps {}",
+            "queue {} on core {}: sleeps {}, real-time yields {}",
             q.queue,
             q.core.map_or_else(|| "-".into(), |c| c.to_string()),
-            q.sleeps
+            q.sleeps,
+            q.rt_yields
         );
     }
     for line in frame_lines(r) {

@@ -336,18 +336,33 @@ fn rt_priority_puts_the_workers_alone_under_sched_fifo() {
         &["bridge", "eth4", "eth5", "--rt-priority", "10", "--poll", "busy", "--control", &c],
         "--rt-priority with --poll busy",
     );
-    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--rt-priority", "10", "--control", &c]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
-    let threads = thread_policies(x.proc.child.id());
-    assert!(threads.len() >= 3, "{threads:?}");
-    for (name, policy, prio) in &threads {
-        if name.starts_with("xfwd-q") {
-            assert_eq!((*policy, *prio), (libc::SCHED_FIFO as u32, 10), "{name}: {threads:?}");
-        } else {
-            assert_eq!((*policy, *prio), (libc::SCHED_OTHER as u32, 0), "{name}: {threads:?}");
+    // Asked for by number, by default (auto: 10, as root), and off.
+    for (args, want) in
+        [(&["--rt-priority", "20"][..], Some(20)), (&[][..], Some(10)), (&["--rt-priority", "off"][..], None)]
+    {
+        let mut all = vec!["bridge", "eth4", "eth5", "--control", &c];
+        all.extend_from_slice(args);
+        let mut x = r.start_xfwd(XFWD, &all).unwrap();
+        let said = match want {
+            Some(p) => format!("xfwd: workers under SCHED_FIFO {p},"),
+            None => "xfwd: workers are normal threads".to_owned(),
+        };
+        assert!(x.seen.iter().any(|l| l.starts_with(&said)), "{args:?}: {:#?}", x.seen);
+        Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+        let threads = thread_policies(x.proc.child.id());
+        assert!(threads.len() >= 3, "{threads:?}");
+        for (name, policy, prio) in &threads {
+            // (A worker under sustained load steps down until its next pause; a ping is not that.)
+            let fifo = (libc::SCHED_FIFO as u32, u32::from(want.unwrap_or(0)));
+            if name.starts_with("xfwd-q") && want.is_some() {
+                assert_eq!((*policy, *prio), fifo, "{args:?} {name}: {threads:?}");
+            } else {
+                assert_eq!((*policy, *prio), (libc::SCHED_OTHER as u32, 0), "{args:?} {name}: {threads:?}");
+            }
         }
+        assert_eq!(stats(&c).rt_priority, want, "{args:?}: the stats say how the workers run");
+        stop_clean(&mut x);
     }
-    stop_clean(&mut x);
 }
 
 /// The dpaa_eth case on veth: in generic mode every frame of a port arrives as queue 0, from

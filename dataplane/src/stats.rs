@@ -221,6 +221,9 @@ pub struct QueueCounters {
     pub ports: Box<[PortCounters]>,
     /// Times the worker slept in poll(2) for lack of work (adaptive mode).
     pub sleeps: Counter,
+    /// Times the worker, running under SCHED_FIFO, went back to a normal thread's share after
+    /// working without a pause for [`crate::io::worker::YIELD_AFTER_MS`].
+    pub rt_yields: Counter,
     /// Router: ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: Counter,
 }
@@ -233,6 +236,7 @@ impl QueueCounters {
             core,
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
             sleeps: Counter::default(),
+            rt_yields: Counter::default(),
             icmp_rate_limited: Counter::default(),
         }
     }
@@ -244,6 +248,7 @@ impl QueueCounters {
             core: self.core,
             ports: self.ports.iter().map(PortCounters::snapshot).collect(),
             sleeps: self.sleeps.get(),
+            rt_yields: self.rt_yields.get(),
             icmp_rate_limited: self.icmp_rate_limited.get(),
         }
     }
@@ -384,6 +389,8 @@ pub struct QueueSnapshot {
     pub core: Option<usize>,
     pub ports: Vec<PortSnapshot>,
     pub sleeps: u64,
+    #[serde(default)]
+    pub rt_yields: u64,
     pub icmp_rate_limited: u64,
 }
 

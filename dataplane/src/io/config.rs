@@ -3,7 +3,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::options::{PollMode, Sockets, XdpMode, ZeroCopy};
+use super::options::{PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use super::port::PortError;
 use super::xdp::XdpError;
 use crate::l3::{Prefix, RouteTarget};
@@ -33,9 +33,9 @@ pub struct ForwarderConfig {
     pub busy_poll_budget: u16,
     /// Copy mode: frames one TX kick may send (`None`: the kernel's 32).
     pub tx_budget: Option<u32>,
-    /// Run the workers under SCHED_FIFO at this priority (1–99), so that they, like the
-    /// kernel's own packet processing, run before ordinary processes; `None`: normal threads.
-    pub rt_priority: Option<u8>,
+    /// Whether the workers run under SCHED_FIFO, so that they, like the kernel's own packet
+    /// processing, run before ordinary processes.
+    pub rt_priority: RtPriority,
     /// What the ports do.
     pub mode: Mode,
 }

@@ -129,6 +129,52 @@ impl fmt::Display for Sockets {
     }
 }
 
+/// Whether the workers run under SCHED_FIFO, ahead of ordinary processes, as the kernel's own
+/// packet processing (softirq) does. (The command line sets it; the router's file has no key.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RtPriority {
+    /// Normal threads.
+    Off,
+    /// SCHED_FIFO at [`RtPriority::AUTO`] where the system allows it (CAP_SYS_NICE, and a
+    /// real-time budget for the cgroup), normal threads otherwise, said at start; normal
+    /// threads with `--poll busy`.
+    #[default]
+    Auto,
+    /// SCHED_FIFO at this priority (1–99), or no start.
+    Fixed(u8),
+}
+
+impl RtPriority {
+    /// The priority `auto` takes: above ordinary work and the kernel's own threads at their
+    /// default (ksoftirqd is not real-time), below real-time services that set their own.
+    pub const AUTO: u8 = 10;
+}
+
+impl fmt::Display for RtPriority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RtPriority::Off => f.write_str("off"),
+            RtPriority::Auto => f.write_str("auto"),
+            RtPriority::Fixed(p) => write!(f, "{p}"),
+        }
+    }
+}
+
+impl FromStr for RtPriority {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "off" => Ok(RtPriority::Off),
+            "auto" => Ok(RtPriority::Auto),
+            n => match n.parse::<u8>() {
+                Ok(p @ 1..=99) => Ok(RtPriority::Fixed(p)),
+                _ => Err(format!("`{text}` is not off, auto or a priority from 1 to 99")),
+            },
+        }
+    }
+}
+
 /// A word that is not one of an option's values.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{option} `{given}` is not one of {}", .expected.join(", "))]
@@ -224,6 +270,21 @@ mod tests {
             "xdp_mode `offload` is not one of native, generic, auto"
         );
         assert!("Busy".parse::<PollMode>().is_err(), "words are lower case, as on the command line");
+        for (text, want) in [
+            ("off", RtPriority::Off),
+            ("auto", RtPriority::Auto),
+            ("1", RtPriority::Fixed(1)),
+            ("99", RtPriority::Fixed(99)),
+        ] {
+            assert_eq!(text.parse::<RtPriority>(), Ok(want));
+            assert_eq!(want.to_string(), text);
+        }
+        for bad in ["0", "100", "high", ""] {
+            assert!(
+                bad.parse::<RtPriority>().unwrap_err().contains("not off, auto or a priority from 1 to 99"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -232,6 +293,7 @@ mod tests {
         assert_eq!(XdpMode::default(), XdpMode::Auto);
         assert_eq!(ZeroCopy::default(), ZeroCopy::Auto);
         assert_eq!(Sockets::default(), Sockets::Auto);
+        assert_eq!(RtPriority::default(), RtPriority::Auto);
     }
 
     /// The command line's words and their order (what `--help` lists) are the ones above.

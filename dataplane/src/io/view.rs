@@ -52,6 +52,8 @@ pub struct LiveView {
     pub xdp_modes: Vec<XdpMode>,
     /// Whether the sockets are bound in zero-copy mode (else copy mode).
     pub zero_copy: bool,
+    /// The workers' SCHED_FIFO priority (`None`: normal threads).
+    pub rt_priority: Option<u8>,
 }
 
 /// One port's totals in a [`Report`].
@@ -103,6 +105,10 @@ pub struct Report {
     /// xfwd said).
     #[serde(default)]
     pub zero_copy: Option<bool>,
+    /// The workers' SCHED_FIFO priority (`None`: normal threads, or a report from before xfwd
+    /// said).
+    #[serde(default)]
+    pub rt_priority: Option<u8>,
 }
 
 /// Where one UMEM's frames are, at one instant.
@@ -161,6 +167,7 @@ impl LiveView {
             arp: self.router.as_ref().map(|r| r.arp.snapshot()).unwrap_or_default(),
             neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
             zero_copy: Some(self.zero_copy),
+            rt_priority: self.rt_priority,
         }
     }
 

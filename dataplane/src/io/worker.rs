@@ -30,6 +30,7 @@ use xsk_rs::FrameDesc;
 
 use super::glean::GleanSender;
 use super::options::PollMode;
+use super::start::sched;
 use super::xsk::{FrameRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::l2::{self, Fdb, Learn};
@@ -46,6 +47,14 @@ const SPIN_ROUNDS: u32 = 128;
 const POLL_TIMEOUT_MS: i32 = 10;
 /// How often the kernel's socket statistics are copied into the counters.
 const XSK_STATS_EVERY: Duration = Duration::from_millis(250);
+/// How long a worker under SCHED_FIFO works without a pause before it steps down to a normal
+/// thread's share until its next pause: the kernel's own budget for a softirq run before it
+/// defers the rest to ksoftirqd, a normal thread. Light load keeps the latency of a real-time
+/// thread; sustained load shares the core with everything else, as the kernel path does.
+pub const YIELD_AFTER_MS: u64 = 2;
+/// Rounds with work in a row before a worker counts as under sustained load (so that one slow
+/// round, a first touch of memory, say, is not taken for it).
+const YIELD_AFTER_ROUNDS: u32 = 32;
 /// Most kicks per TX flush: 2048 descriptors at the kernel's 32 per kick, and some slack.
 const MAX_KICKS: u32 = RING_SIZE / 32 + 8;
 
@@ -267,6 +276,12 @@ impl<D: Decide> Worker<D> {
         let nports = self.sockets.ports.len();
         let mut idle_rounds = 0u32;
         let mut last_xsk_ms = 0u64;
+        // SCHED_FIFO, inherited from start-up: stepped down under sustained load, where the
+        // worker may step up again afterwards.
+        let mut realtime = sched::fifo_priority().filter(|&p| sched::may_step_up(p));
+        let mut stepped_down = false;
+        let mut last_pause_ms = self.clock.now_ms();
+        let mut busy_rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             let now_ms = self.clock.now_ms();
             let mut work = 0usize;
@@ -305,7 +320,28 @@ impl<D: Decide> Worker<D> {
             }
             if work > 0 {
                 idle_rounds = 0;
+                busy_rounds = busy_rounds.saturating_add(1);
+                if realtime.is_some()
+                    && !stepped_down
+                    && busy_rounds >= YIELD_AFTER_ROUNDS
+                    && now_ms.saturating_sub(last_pause_ms) >= YIELD_AFTER_MS
+                {
+                    stepped_down = sched::step_down().is_ok();
+                    if stepped_down {
+                        self.counters.rt_yields.inc();
+                    }
+                }
                 continue;
+            }
+            // A round without work: the load let up.
+            last_pause_ms = now_ms;
+            busy_rounds = 0;
+            if let (Some(p), true) = (realtime, stepped_down) {
+                stepped_down = false;
+                if sched::step_up(p).is_err() {
+                    // Not allowed back (no real-time limit): a normal thread from now on.
+                    realtime = None;
+                }
             }
             match self.poll {
                 PollMode::Busy => std::hint::spin_loop(),

@@ -97,6 +97,9 @@ impl Forwarder {
             None => (None, None, None),
         };
         let xdp_counters = xdp.counter_reader()?;
+        // Taken here, before the view that reports it; the workers inherit it at step 9.
+        let (rt, note) = RealTime::enter(plan.realtime)?;
+        warnings.extend(note);
         let view = Arc::new(LiveView {
             ports,
             queues: counters,
@@ -107,9 +110,9 @@ impl Forwarder {
             xdp: xdp_counters,
             xdp_modes: xdp_modes.clone(),
             zero_copy,
+            rt_priority: rt.priority(),
         });
 
-        let rt = RealTime::enter(cfg.rt_priority)?;
         before_threads().map_err(StartError::Privileges)?;
         // Declared after `rt`, dropped before it: on a failure the threads are joined first.
         let mut threads = Threads::new(Arc::clone(&stop));

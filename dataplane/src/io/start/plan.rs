@@ -14,7 +14,7 @@ use std::net::Ipv4Addr;
 
 use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError};
 use crate::io::drivers::{self, QueueIndex};
-use crate::io::options::{PollMode, Sockets, XdpMode, ZeroCopy};
+use crate::io::options::{PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
 use crate::io::xdp::LocalKind;
 use crate::io::xsk::{BindOptions, OpenError};
@@ -30,7 +30,7 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
     if cfg.ports.len() > MAX_PORTS {
         return Err(StartError::Usage(format!("at most {MAX_PORTS} ports, {} given", cfg.ports.len())));
     }
-    if let Some(p) = cfg.rt_priority {
+    if let RtPriority::Fixed(p) = cfg.rt_priority {
         if !(1..=99).contains(&p) {
             return Err(StartError::Usage(format!("--rt-priority {p}: give 1 to 99")));
         }
@@ -69,6 +69,18 @@ pub struct Plan<'a> {
     pub crowded: Option<String>,
     /// Whether to read the ports' interrupt deferral settings for advice ([`deferral_advice`]).
     pub deferral_advice: bool,
+    /// The workers' real-time priority, if they are to have one ([`RtPriority`]).
+    pub realtime: Option<RealTimeAsk>,
+}
+
+/// SCHED_FIFO for the workers, and whether a refusal stops the start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RealTimeAsk {
+    /// The priority.
+    pub priority: u8,
+    /// Asked for by number (`--rt-priority N`): a refusal is an error. Else (`auto`) the
+    /// workers run as normal threads, said at start.
+    pub required: bool,
 }
 
 /// How the workers' sockets are laid out (the resolved [`Sockets`]).
@@ -251,6 +263,13 @@ impl<'a> Plan<'a> {
             warnings,
             crowded,
             deferral_advice: busy && cfg.busy_poll_budget > 0,
+            realtime: match cfg.rt_priority {
+                RtPriority::Off => None,
+                // A real-time worker that never sleeps would take its core from everything else.
+                RtPriority::Auto if busy => None,
+                RtPriority::Auto => Some(RealTimeAsk { priority: RtPriority::AUTO, required: false }),
+                RtPriority::Fixed(priority) => Some(RealTimeAsk { priority, required: true }),
+            },
         })
     }
 
@@ -512,7 +531,7 @@ mod tests {
             huge_pages: false,
             busy_poll_budget: 64,
             tx_budget: None,
-            rt_priority: None,
+            rt_priority: RtPriority::Auto,
             mode: Mode::Bridge { fdb_size: 4096, ageing_s: 300 },
         }
     }
@@ -671,12 +690,12 @@ mod tests {
         let cfg = ForwarderConfig { ports: many, ..bridge(&[]) };
         assert_eq!(usage(check_request(&cfg)), format!("at most {MAX_PORTS} ports, {} given", MAX_PORTS + 1));
         for p in [0, 100] {
-            let cfg = ForwarderConfig { rt_priority: Some(p), ..bridge(&["a", "b"]) };
+            let cfg = ForwarderConfig { rt_priority: RtPriority::Fixed(p), ..bridge(&["a", "b"]) };
             assert_eq!(usage(check_request(&cfg)), format!("--rt-priority {p}: give 1 to 99"));
         }
-        let cfg = ForwarderConfig { rt_priority: Some(10), poll: PollMode::Busy, ..bridge(&["a", "b"]) };
+        let cfg = ForwarderConfig { rt_priority: RtPriority::Fixed(10), poll: PollMode::Busy, ..bridge(&["a", "b"]) };
         assert!(usage(check_request(&cfg)).starts_with("--rt-priority with --poll busy"));
-        let cfg = ForwarderConfig { rt_priority: Some(99), ..bridge(&["a", "b"]) };
+        let cfg = ForwarderConfig { rt_priority: RtPriority::Fixed(99), ..bridge(&["a", "b"]) };
         assert!(check_request(&cfg).is_ok());
         let cfg = ForwarderConfig { mode: Mode::Bridge { fdb_size: 0, ageing_s: 300 }, ..bridge(&["a", "b"]) };
         assert_eq!(usage(check_request(&cfg)), "--fdb-size must be at least 1");
@@ -744,6 +763,20 @@ mod tests {
         assert!(p.crowded.unwrap().starts_with("busy polling with 2 worker(s) on 2 core(s)"));
         let p = plan_new(&busy, &[port("a", 2), port("b", 2)], 3).unwrap();
         assert_eq!(p.crowded, None, "a core to spare");
+    }
+
+    #[test]
+    fn workers_are_real_time_by_default_except_when_busy_polling_or_off() {
+        let ports = [port("a", 1), port("b", 1)];
+        let with = |rt, poll| {
+            let cfg = ForwarderConfig { rt_priority: rt, poll, ..bridge(&["a", "b"]) };
+            plan_new(&cfg, &ports, 2).unwrap().realtime
+        };
+        let auto = RealTimeAsk { priority: RtPriority::AUTO, required: false };
+        assert_eq!(with(RtPriority::Auto, PollMode::Adaptive), Some(auto), "the default");
+        assert_eq!(with(RtPriority::Auto, PollMode::Busy), None, "a spinning worker stays a normal thread");
+        assert_eq!(with(RtPriority::Off, PollMode::Adaptive), None);
+        assert_eq!(with(RtPriority::Fixed(30), PollMode::Adaptive), Some(RealTimeAsk { priority: 30, required: true }));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Process and thread settings start-up makes: the locked-memory limit for the UMEMs, and the
 //! real-time policy the workers inherit ([`RealTime`]).
 
+use super::plan::RealTimeAsk;
 use crate::io::config::StartError;
 
 /// Lifts this process's RLIMIT_MEMLOCK where allowed: UMEM pages count against it unless the
@@ -22,21 +23,43 @@ pub fn raise_memlock() {
 #[derive(Debug)]
 pub struct RealTime {
     saved: Option<Policy>,
+    priority: Option<u8>,
 }
 
 impl RealTime {
-    /// Takes SCHED_FIFO at `priority`; with `None`, changes nothing.
-    pub fn enter(priority: Option<u8>) -> Result<RealTime, StartError> {
-        let Some(p) = priority else {
-            return Ok(RealTime { saved: None });
+    /// Takes SCHED_FIFO at the priority asked; with `None`, changes nothing. A refusal stops
+    /// the start when the priority was asked for by number, and is returned as a note
+    /// otherwise (the workers then run as normal threads). Where it is taken, the process's
+    /// real-time limit (RLIMIT_RTPRIO, its own) is raised to the priority, so that a worker
+    /// that stepped down under sustained load ([`step_down`]) may step up again after the
+    /// privileges are gone.
+    pub fn enter(ask: Option<RealTimeAsk>) -> Result<(RealTime, Option<String>), StartError> {
+        let Some(RealTimeAsk { priority: p, required }) = ask else {
+            return Ok((RealTime { saved: None, priority: None }, None));
         };
         let saved = Policy::current();
-        set_policy(libc::SCHED_FIFO, p).map_err(|e| {
-            StartError::System(format!(
-                "--rt-priority {p}: cannot take SCHED_FIFO ({e}); it needs CAP_SYS_NICE at start"
-            ))
-        })?;
-        Ok(RealTime { saved: Some(saved) })
+        match set_policy(libc::SCHED_FIFO, p) {
+            Ok(()) => {
+                let lim = libc::rlimit { rlim_cur: libc::rlim_t::from(p), rlim_max: libc::rlim_t::from(p) };
+                // SAFETY: setrlimit reads a valid, initialised rlimit struct.
+                let _ = unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &lim) };
+                Ok((RealTime { saved: Some(saved), priority: Some(p) }, None))
+            }
+            Err(e) if required => Err(StartError::System(format!(
+                "--rt-priority {p}: cannot take SCHED_FIFO ({e}); it needs CAP_SYS_NICE at start, and under cgroup v1 real-time group scheduling a real-time budget for xfwd's cgroup"
+            ))),
+            Err(e) => Ok((
+                RealTime { saved: None, priority: None },
+                Some(format!(
+                    "the workers run as normal threads: SCHED_FIFO {p} refused ({e}; it needs CAP_SYS_NICE, and under cgroup v1 real-time group scheduling a budget for xfwd's cgroup), so frames may wait behind other processes; --rt-priority off makes this the intent"
+                )),
+            )),
+        }
+    }
+
+    /// The priority the workers will inherit, if any.
+    pub fn priority(&self) -> Option<u8> {
+        self.priority
     }
 
     /// Goes back to the policy the thread had, for it and the threads it starts from now on.
@@ -51,6 +74,33 @@ impl Drop for RealTime {
             let _ = p.restore();
         }
     }
+}
+
+/// The calling thread's SCHED_FIFO priority, if it runs under SCHED_FIFO.
+pub fn fifo_priority() -> Option<u8> {
+    let p = Policy::current();
+    (p.policy == libc::SCHED_FIFO).then(|| u8::try_from(p.priority).unwrap_or(0))
+}
+
+/// The calling thread steps down to a normal thread's share (SCHED_OTHER), as the kernel
+/// defers softirq work that runs too long to ksoftirqd, a normal thread.
+pub fn step_down() -> std::io::Result<()> {
+    set_policy(libc::SCHED_OTHER, 0)
+}
+
+/// Whether a thread of this process may take SCHED_FIFO at `priority` without privileges: the
+/// RLIMIT_RTPRIO that [`RealTime::enter`] raises where the system lets it (CAP_SYS_RESOURCE).
+pub fn may_step_up(priority: u8) -> bool {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes into the valid rlimit struct it is given.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut lim) } == 0;
+    ok && lim.rlim_cur >= libc::rlim_t::from(priority)
+}
+
+/// The calling thread steps up to SCHED_FIFO at `priority` again (allowed without privileges
+/// up to the RLIMIT_RTPRIO that [`RealTime::enter`] set).
+pub fn step_up(priority: u8) -> std::io::Result<()> {
+    set_policy(libc::SCHED_FIFO, priority)
 }
 
 /// A thread's scheduling policy and priority, to put back.
@@ -98,18 +148,35 @@ mod tests {
     #[test]
     fn a_real_time_policy_is_given_back_on_leave_and_on_drop() {
         let before = Policy::current();
-        assert!(RealTime::enter(None).unwrap().leave().is_ok());
+        let (rt, note) = RealTime::enter(None).unwrap();
+        assert_eq!((rt.priority(), note), (None, None));
+        assert!(rt.leave().is_ok());
         assert_eq!(Policy::current(), before, "no priority: nothing changes");
-        // With CAP_SYS_NICE (root) the thread takes SCHED_FIFO; without, the refusal says why.
-        match RealTime::enter(Some(5)) {
-            Ok(rt) => {
+        // With CAP_SYS_NICE (root) the thread takes SCHED_FIFO; without, the refusal says why:
+        // an error when asked for by number, a note under auto.
+        let fixed = Some(RealTimeAsk { priority: 5, required: true });
+        let auto = Some(RealTimeAsk { priority: 5, required: false });
+        match RealTime::enter(fixed) {
+            Ok((rt, None)) => {
                 assert_eq!(Policy::current(), Policy { policy: libc::SCHED_FIFO, priority: 5 });
+                assert_eq!((rt.priority(), fifo_priority()), (Some(5), Some(5)));
+                // A worker may step down and up again.
+                step_down().unwrap();
+                assert_eq!(fifo_priority(), None);
+                step_up(5).unwrap();
+                assert_eq!(fifo_priority(), Some(5));
                 rt.leave().unwrap();
                 assert_eq!(Policy::current(), before);
-                let rt = RealTime::enter(Some(5)).unwrap();
+                let (rt, _) = RealTime::enter(auto).unwrap();
                 drop(rt);
             }
-            Err(e) => assert!(e.to_string().ends_with("it needs CAP_SYS_NICE at start"), "{e}"),
+            Ok((_, note)) => panic!("a note for a required priority: {note:?}"),
+            Err(e) => {
+                assert!(e.to_string().contains("it needs CAP_SYS_NICE at start"), "{e}");
+                let (rt, note) = RealTime::enter(auto).unwrap();
+                assert_eq!(rt.priority(), None);
+                assert!(note.unwrap().starts_with("the workers run as normal threads"));
+            }
         }
         assert_eq!(Policy::current(), before);
     }
