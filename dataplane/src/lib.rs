@@ -6,6 +6,8 @@
 //! - [`l2`]: the forwarding database and the bridge decision;
 //! - [`l3`]: the FIB, the neighbour table, the router decision and the ARP state machine (what
 //!   to do with a frame, as an [`Action`]);
+//! - [`aqm`]: the queues between a frame's decision and its TX ring: CoDel, flow fair queueing,
+//!   flow keys and ECN marking (pure code, clock passed in, not yet used by the workers);
 //! - [`io`]: everything that needs the kernel: the XDP program's loader, the AF_XDP sockets, the
 //!   per-queue workers that move frames between rings and call the decision, the ARP thread,
 //!   start-up and the live view;
@@ -23,11 +25,12 @@
 //! - **is counted**: in its worker's [`stats::QueueCounters`] on every path, drops by
 //!   [`Reason`]; the XDP program and the ARP thread count their own; [`io::view`] reads them.
 //!
-//! Decision and table code (`wire`, `l2`, `l3`) does no I/O, makes no system calls and reads no
-//! clock (see [`time`]); it is tested without root. The decisions allocate nothing per frame.
-//! Everything that needs the kernel lives in `io`.
+//! Decision and table code (`wire`, `l2`, `l3`, `aqm`) does no I/O, makes no system calls and
+//! reads no clock (see [`time`]); it is tested without root. The decisions allocate nothing per
+//! frame. Everything that needs the kernel lives in `io`.
 
 pub mod action;
+pub mod aqm;
 pub mod io;
 pub mod l2;
 pub mod l3;

@@ -27,6 +27,8 @@ pub const MIN_FRAME_LEN: usize = 60;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// The EtherType of ARP.
 pub const ETHERTYPE_ARP: u16 = 0x0806;
+/// The EtherType of IPv6.
+pub const ETHERTYPE_IPV6: u16 = 0x86DD;
 /// The 802.1Q tag protocol identifier.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 
@@ -108,6 +110,22 @@ impl core::str::FromStr for MacAddr {
         }
         Ok(MacAddr(out))
     }
+}
+
+/// The network layer of a frame, found through at most one 802.1Q tag: its EtherType, where its
+/// header starts in the frame, and the tag's VLAN ID (0 when untagged). `None` when the frame is
+/// too short for the Ethernet header (and the tag, if there is one). A second tag is not looked
+/// through: the frame is then reported with EtherType [`ETHERTYPE_VLAN`].
+#[inline]
+pub fn network_layer(frame: &[u8]) -> Option<(u16, usize, u16)> {
+    let et = field::ETHERTYPE.start;
+    let outer = u16::from_be_bytes([*frame.get(et)?, *frame.get(et + 1)?]);
+    if outer != ETHERTYPE_VLAN {
+        return Some((outer, HEADER_LEN, 0));
+    }
+    let tci = u16::from_be_bytes([*frame.get(HEADER_LEN)?, *frame.get(HEADER_LEN + 1)?]);
+    let inner = u16::from_be_bytes([*frame.get(HEADER_LEN + 2)?, *frame.get(HEADER_LEN + 3)?]);
+    Some((inner, HEADER_LEN + VLAN_TAG_LEN, tci & 0x0fff))
 }
 
 /// A view of an Ethernet frame. After [`EthernetFrame::new_checked`] no accessor panics.
@@ -235,6 +253,7 @@ mod tests {
         assert_eq!(VLAN_TAG_LEN, SingleVlanHeader::LEN);
         assert_eq!(ETHERTYPE_IPV4, u16::from(EtherType::IPV4));
         assert_eq!(ETHERTYPE_ARP, u16::from(EtherType::ARP));
+        assert_eq!(ETHERTYPE_IPV6, u16::from(EtherType::IPV6));
         assert_eq!(ETHERTYPE_VLAN, u16::from(EtherType::VLAN_TAGGED_FRAME));
         // As etherparse writes them, the views read them.
         let mut v = Vec::new();
@@ -246,6 +265,21 @@ mod tests {
             (f.src(), f.dst(), f.ethertype()),
             (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2]), 0x0806)
         );
+    }
+
+    #[test]
+    fn network_layer_looks_through_one_tag() {
+        let mut buf = [0u8; 22];
+        buf[12..14].copy_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        assert_eq!(network_layer(&buf), Some((ETHERTYPE_IPV4, 14, 0)));
+        assert_eq!(network_layer(&buf[..13]), None);
+        // Priority 5, VLAN 0x123, IPv6 inside.
+        buf[12..18].copy_from_slice(&[0x81, 0x00, 0xa1, 0x23, 0x86, 0xdd]);
+        assert_eq!(network_layer(&buf), Some((ETHERTYPE_IPV6, 18, 0x123)));
+        assert_eq!(network_layer(&buf[..17]), None, "the tag must fit");
+        // A second tag is reported, not looked through.
+        buf[16..18].copy_from_slice(&ETHERTYPE_VLAN.to_be_bytes());
+        assert_eq!(network_layer(&buf), Some((ETHERTYPE_VLAN, 18, 0x123)));
     }
 
     #[test]

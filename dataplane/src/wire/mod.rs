@@ -16,11 +16,13 @@ pub mod checksum;
 pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
+pub mod ipv6;
 
 pub use arp::ArpPacket;
 pub use ethernet::{EthernetFrame, MacAddr};
 pub use icmp::IcmpPacket;
 pub use ipv4::Ipv4Packet;
+pub use ipv6::Ipv6Packet;
 
 /// Why a buffer is not a valid frame of the expected format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
