@@ -7,7 +7,8 @@
  * Maps (filled by the loader in dataplane/src/io/xdp.rs before attaching):
  *   xfwd_config    u32s: [XFWD_CONFIG_MODE] the mode (XFWD_MODE_BRIDGE or XFWD_MODE_ROUTER),
  *                  [XFWD_CONFIG_STEER] how a socket is chosen (XFWD_STEER_*), [XFWD_CONFIG_QUEUE]
- *                  the queue every socket binds under XFWD_STEER_CPU
+ *                  the queue every socket binds under XFWD_STEER_CPU, [XFWD_CONFIG_STAMP]
+ *                  1 to stamp every redirected frame with its arrival time (stamp())
  *   xfwd_ports     ifindex -> port index (0..XFWD_MAX_PORTS)
  *   xfwd_local     router mode: the box's IPv4 addresses (network order) -> XFWD_LOCAL_*
  *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + slot, where the slot is the rx
@@ -37,7 +38,16 @@
 #define XFWD_CONFIG_MODE 0
 #define XFWD_CONFIG_STEER 1
 #define XFWD_CONFIG_QUEUE 2
-#define XFWD_NR_CONFIG 3
+#define XFWD_CONFIG_STAMP 3
+#define XFWD_NR_CONFIG 4
+
+/* The stamp appended to a frame for its worker: arrival time, then XFWD_STAMP_MAGIC. Mirrored in
+ * dataplane/src/io/xdp.rs (STAMP_LEN, STAMP_MAGIC, STAMP_MAX_FRAME). */
+#define XFWD_STAMP_LEN 16
+#define XFWD_STAMP_MAGIC 0x78667764u /* "xfwd" */
+/* Frames longer than this are not stamped: with the stamp they would not fit a UMEM frame
+ * (2048 bytes less the 256 the kernel keeps in front). */
+#define XFWD_STAMP_MAX_FRAME (2048 - 256 - XFWD_STAMP_LEN)
 
 #define XFWD_STEER_QUEUE 0 /* one socket per (port, queue) */
 #define XFWD_STEER_CPU 1   /* one socket per (port, CPU), all bound to one queue */
@@ -125,6 +135,34 @@ static __always_inline void count(__u32 port, __u32 counter)
 
 	if (value)
 		*value += 1; /* per-CPU slot: no other writer */
+}
+
+/* Appends the frame's arrival time (CLOCK_MONOTONIC, ns) and a check word to a frame bound for
+ * the AF_XDP socket at `key`, when stamping is on: the worker reads how long the frame waited
+ * from it and strips it before forwarding. (At the end, not in the metadata area in front: the
+ * worker's view of a UMEM frame starts at the frame's first byte.) A frame that cannot grow —
+ * no tailroom, or too long — goes unstamped, which the worker counts. */
+static __always_inline void stamp(struct xdp_md *ctx, __u32 key)
+{
+	__u32 slot_key = XFWD_CONFIG_STAMP;
+	__u32 *on = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+
+	if (!on || !*on || !bpf_map_lookup_elem(&xfwd_xsks, &key))
+		return; /* off, or no socket: the kernel gets the frame as it came */
+	if (ctx->data_end - ctx->data > XFWD_STAMP_MAX_FRAME)
+		return;
+	if (bpf_xdp_adjust_tail(ctx, XFWD_STAMP_LEN))
+		return;
+
+	unsigned char *data = (unsigned char *)(long)ctx->data;
+	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
+	__u32 off = (__u32)(data_end - data - XFWD_STAMP_LEN) & 0x3fff;
+	unsigned char *at = data + off;
+	__u64 words[2] = { bpf_ktime_get_ns(), XFWD_STAMP_MAGIC };
+
+	if (at + XFWD_STAMP_LEN > data_end)
+		return;
+	__builtin_memcpy(at, words, XFWD_STAMP_LEN);
 }
 
 /* Router mode: does the worker want this frame? Yes for IPv4 to a unicast MAC that is not for
@@ -237,6 +275,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 	}
 
 	key = *port * XFWD_MAX_QUEUES + slot;
+	stamp(ctx, key);
 	/* The flags' low bits are the verdict when the key has no socket. */
 	verdict = bpf_redirect_map(&xfwd_xsks, key, XDP_PASS);
 	if (verdict == XDP_REDIRECT) {

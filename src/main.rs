@@ -16,7 +16,7 @@ use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
 use xfwd_dataplane::io::start::plan::Layout;
 use xfwd_dataplane::io::{
-    Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RtPriority, Sockets, StartError, XdpMode, ZeroCopy,
+    AqmMode, Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RtPriority, Sockets, StartError, XdpMode, ZeroCopy,
 };
 
 #[derive(Parser, Debug)]
@@ -114,6 +114,17 @@ struct WorkerArgs {
     /// AF_XDP zero-copy: auto uses it where every port's driver supports it [default: auto].
     #[arg(long, value_enum)]
     zero_copy: Option<ZeroCopy>,
+    /// Queue management: codel (drop, or mark ECN-capable frames, once frames have waited
+    /// longer than --aqm-target for --aqm-interval; the XDP program stamps arrival times) or off
+    /// [default: codel].
+    #[arg(long, value_enum)]
+    aqm: Option<AqmMode>,
+    /// CoDel's target sojourn time [default: 5ms].
+    #[arg(long, value_parser = xfwd_config::parse_duration)]
+    aqm_target: Option<Duration>,
+    /// CoDel's interval [default: 100ms].
+    #[arg(long, value_parser = xfwd_config::parse_duration)]
+    aqm_interval: Option<Duration>,
     /// Socket layout: per-queue (worker i on queue i), per-cpu (every worker on queue 0, chosen
     /// by the CPU a frame arrived on, for drivers that give all frames queue 0), or auto
     /// (per-cpu in generic XDP mode on veth and dpaa_eth) [default: auto].
@@ -277,6 +288,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// A duration in whole nanoseconds (saturating).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 fn xsk_mode(fwd: &Forwarder) -> &'static str {
     if fwd.zero_copy {
         "AF_XDP zero-copy mode"
@@ -295,6 +311,9 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         xdp_mode: w.xdp_mode.unwrap_or_default(),
         zero_copy: w.zero_copy.unwrap_or_default(),
         sockets: w.sockets.unwrap_or_default(),
+        aqm: w.aqm.unwrap_or_default(),
+        aqm_target_ns: nanos(w.aqm_target.unwrap_or(Duration::from_millis(5))),
+        aqm_interval_ns: nanos(w.aqm_interval.unwrap_or(Duration::from_millis(100))),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
@@ -343,6 +362,9 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         xdp_mode: w.xdp_mode.or(c.workers.xdp_mode).unwrap_or_default(),
         zero_copy: w.zero_copy.unwrap_or_default(),
         sockets: w.sockets.unwrap_or_default(),
+        aqm: w.aqm.unwrap_or_default(),
+        aqm_target_ns: nanos(w.aqm_target.unwrap_or(Duration::from_millis(5))),
+        aqm_interval_ns: nanos(w.aqm_interval.unwrap_or(Duration::from_millis(100))),
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,

@@ -51,11 +51,14 @@ pub enum Reason {
     LocalDelivery,
     /// Router: the next hop is unresolved and the queue to the ARP thread is full.
     GleanQueueFull,
+    /// CoDel: the frame waited too long, for too long ([`crate::aqm::codel`]); an ECN-capable
+    /// frame is marked instead (counted as `ecn-marked`), unless the queue is at its hard limit.
+    AqmDrop,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 21;
+    pub const COUNT: usize = 22;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -80,6 +83,7 @@ impl Reason {
         Reason::TooBigToForward,
         Reason::LocalDelivery,
         Reason::GleanQueueFull,
+        Reason::AqmDrop,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -106,6 +110,7 @@ impl Reason {
             Reason::TooBigToForward => "too-big-to-forward",
             Reason::LocalDelivery => "local-delivery",
             Reason::GleanQueueFull => "glean-queue-full",
+            Reason::AqmDrop => "aqm-drop",
         }
     }
 }

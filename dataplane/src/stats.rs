@@ -62,6 +62,8 @@ pub struct PortCounters {
     pub fdb_full: Counter,
     /// Router: ICMP errors sent about frames received on this port.
     pub icmp_sent: Counter,
+    /// Received frames that CoDel marked CE instead of dropping (ECN).
+    pub ecn_marked: Counter,
     /// Router: frames handed to the ARP thread to wait for their next hop's MAC.
     pub gleaned: Counter,
     /// Drops, indexed by [`Reason`]; counted on the port the frame came in on, except
@@ -210,6 +212,47 @@ impl PoolGauges {
     }
 }
 
+/// Buckets of the sojourn histogram: two per power of two from 1 ns up to about 18 minutes.
+pub const SOJOURN_BUCKETS: usize = 82;
+
+/// The histogram bucket of a sojourn of `ns` nanoseconds: two per power of two (the power,
+/// and whether the next bit is set), so a bucket's values are within a factor 1.5 of its floor.
+#[inline]
+pub fn sojourn_bucket(ns: u64) -> usize {
+    if ns < 2 {
+        return ns as usize;
+    }
+    let log = 63 - ns.leading_zeros() as usize;
+    let half = ((ns >> (log - 1)) & 1) as usize;
+    (2 * log + half).min(SOJOURN_BUCKETS - 1)
+}
+
+/// The smallest sojourn (ns) that falls in `bucket`.
+pub fn sojourn_floor(bucket: usize) -> u64 {
+    if bucket < 2 {
+        return bucket as u64;
+    }
+    let (log, half) = (bucket / 2, bucket % 2);
+    (1u64 << log) | ((half as u64) << (log - 1))
+}
+
+/// The `q` quantile (0 < q ≤ 1) of a sojourn histogram, as its bucket's floor: the value at or
+/// below which at least that share of the samples fall. `None` for an empty histogram.
+pub fn sojourn_quantile(hist: &[u64], q: f64) -> Option<u64> {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    hist.iter()
+        .position(|&n| {
+            seen += n;
+            seen >= rank
+        })
+        .map(sojourn_floor)
+}
+
 /// Everything one worker (one queue) counts.
 #[derive(Debug)]
 pub struct QueueCounters {
@@ -224,6 +267,11 @@ pub struct QueueCounters {
     /// Times the worker, running under SCHED_FIFO, went back to a normal thread's share after
     /// working without a pause for [`crate::io::worker::YIELD_AFTER_MS`].
     pub rt_yields: Counter,
+    /// How long received frames waited between the XDP program and the worker (from the
+    /// program's stamp), by [`sojourn_bucket`].
+    pub sojourn: Box<[Counter]>,
+    /// Received frames without a stamp (stamping off, or a driver without metadata room).
+    pub unstamped: Counter,
     /// Router: ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: Counter,
 }
@@ -237,6 +285,8 @@ impl QueueCounters {
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
             sleeps: Counter::default(),
             rt_yields: Counter::default(),
+            sojourn: (0..SOJOURN_BUCKETS).map(|_| Counter::default()).collect(),
+            unstamped: Counter::default(),
             icmp_rate_limited: Counter::default(),
         }
     }
@@ -249,6 +299,8 @@ impl QueueCounters {
             ports: self.ports.iter().map(PortCounters::snapshot).collect(),
             sleeps: self.sleeps.get(),
             rt_yields: self.rt_yields.get(),
+            sojourn: self.sojourn.iter().map(Counter::get).collect(),
+            unstamped: self.unstamped.get(),
             icmp_rate_limited: self.icmp_rate_limited.get(),
         }
     }
@@ -265,6 +317,7 @@ impl PortCounters {
             flooded: self.flooded.get(),
             fdb_full: self.fdb_full.get(),
             icmp_sent: self.icmp_sent.get(),
+            ecn_marked: self.ecn_marked.get(),
             gleaned: self.gleaned.get(),
             drops: Reason::ALL.iter().map(|r| (r.name().to_owned(), self.drops[*r as usize].get())).collect(),
             kicks: self.kicks.get(),
@@ -294,6 +347,8 @@ pub struct PortSnapshot {
     pub flooded: u64,
     pub fdb_full: u64,
     pub icmp_sent: u64,
+    #[serde(default)]
+    pub ecn_marked: u64,
     pub gleaned: u64,
     /// (reason name, count), in [`Reason::ALL`] order.
     pub drops: Vec<(String, u64)>,
@@ -331,6 +386,7 @@ impl PortSnapshot {
         self.flooded += other.flooded;
         self.fdb_full += other.fdb_full;
         self.icmp_sent += other.icmp_sent;
+        self.ecn_marked += other.ecn_marked;
         self.gleaned += other.gleaned;
         if self.drops.is_empty() {
             self.drops = other.drops.iter().map(|(n, _)| (n.clone(), 0)).collect();
@@ -391,6 +447,11 @@ pub struct QueueSnapshot {
     pub sleeps: u64,
     #[serde(default)]
     pub rt_yields: u64,
+    /// By [`sojourn_bucket`].
+    #[serde(default)]
+    pub sojourn: Vec<u64>,
+    #[serde(default)]
+    pub unstamped: u64,
     pub icmp_rate_limited: u64,
 }
 
@@ -425,6 +486,31 @@ mod tests {
         // Flows that sum below zero (never, between batches) read as none, not as 2^64.
         m1.tx.set(-100);
         assert_eq!(g.snapshot().tx, 0);
+    }
+
+    #[test]
+    fn sojourn_buckets_are_two_per_power_of_two_and_quantiles_read_their_floor() {
+        assert_eq!((sojourn_bucket(0), sojourn_bucket(1)), (0, 1));
+        assert_eq!((sojourn_bucket(2), sojourn_bucket(3), sojourn_bucket(4)), (2, 3, 4));
+        assert_eq!((sojourn_bucket(5), sojourn_bucket(6), sojourn_bucket(7)), (4, 5, 5));
+        for b in 0..SOJOURN_BUCKETS - 1 {
+            let f = sojourn_floor(b);
+            assert_eq!(sojourn_bucket(f), b, "floor of {b}");
+            if b > 0 {
+                assert_eq!(sojourn_bucket(f - 1), b - 1, "just below {b}");
+            }
+        }
+        assert_eq!(sojourn_bucket(u64::MAX), SOJOURN_BUCKETS - 1);
+        // 5 ms is bucket floor 4,194,304 ns (2^22), its next bucket starts at 6,291,456.
+        assert_eq!(sojourn_floor(sojourn_bucket(5_000_000)), 4_194_304);
+        let mut hist = vec![0u64; SOJOURN_BUCKETS];
+        assert_eq!(sojourn_quantile(&hist, 0.5), None);
+        hist[sojourn_bucket(1_000)] = 98;
+        hist[sojourn_bucket(5_000_000)] = 2;
+        assert_eq!(sojourn_quantile(&hist, 0.5), Some(sojourn_floor(sojourn_bucket(1_000))));
+        assert_eq!(sojourn_quantile(&hist, 0.98), Some(sojourn_floor(sojourn_bucket(1_000))));
+        assert_eq!(sojourn_quantile(&hist, 0.99), Some(4_194_304));
+        assert_eq!(sojourn_quantile(&hist, 1.0), Some(4_194_304));
     }
 
     #[test]

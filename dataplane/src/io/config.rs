@@ -3,7 +3,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::options::{PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
+use super::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use super::port::PortError;
 use super::xdp::XdpError;
 use crate::l3::{Prefix, RouteTarget};
@@ -36,6 +36,12 @@ pub struct ForwarderConfig {
     /// Whether the workers run under SCHED_FIFO, so that they, like the kernel's own packet
     /// processing, run before ordinary processes.
     pub rt_priority: RtPriority,
+    /// Queue management on the workers' queues.
+    pub aqm: AqmMode,
+    /// CoDel's target sojourn, nanoseconds (RFC 8289: 5 ms).
+    pub aqm_target_ns: u64,
+    /// CoDel's interval, nanoseconds (RFC 8289: 100 ms).
+    pub aqm_interval_ns: u64,
     /// What the ports do.
     pub mode: Mode,
 }

@@ -69,7 +69,7 @@ pub mod xsk;
 
 pub use config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError};
 pub use forwarder::Forwarder;
-pub use options::{PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
+pub use options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};
 pub use view::{LiveView, PortReport, Report, RouterView};
 pub use xdp::XdpCounter;

@@ -129,6 +129,22 @@ impl fmt::Display for Sockets {
     }
 }
 
+/// Queue management on the workers' queues. (The command line sets it; the router's file has
+/// no key for it yet.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum AqmMode {
+    /// CoDel (RFC 8289) on each worker's RX ring of each port, by how long frames waited there
+    /// (the XDP program stamps their arrival): drops, or marks ECN-capable frames, once frames
+    /// have waited longer than the target for an interval.
+    #[default]
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Codel,
+    /// No queue management: the rings are plain FIFOs; no stamp either.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Off,
+}
+
 /// Whether the workers run under SCHED_FIFO, ahead of ordinary processes, as the kernel's own
 /// packet processing (softirq) does. (The command line sets it; the router's file has no key.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

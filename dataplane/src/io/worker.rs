@@ -31,10 +31,13 @@ use xsk_rs::FrameDesc;
 use super::glean::GleanSender;
 use super::options::PollMode;
 use super::start::sched;
+use super::xdp::{STAMP_LEN, STAMP_MAGIC};
 use super::xsk::{FrameRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
+use crate::aqm::{is_ect, mark_ce, Codel, CodelParams, EcnOutcome, Verdict};
 use crate::l2::{self, Fdb, Learn};
 use crate::l3::{self, NeighborTable, RouterState, RouterTables, TokenBucket};
+use crate::stats::sojourn_bucket;
 use crate::stats::{PortCounters, QueueCounters};
 use crate::time::{Clock, Seconds};
 use crate::PortId;
@@ -207,6 +210,8 @@ pub struct Worker<D: Decide> {
     answer: [u8; SCRATCH_LEN],
     /// Busy mode with preferred busy polling: drive the driver from idle rounds.
     busy_poll: bool,
+    /// CoDel on this worker's RX ring of each port, by port (empty: queue management off).
+    codel: Vec<Codel>,
 }
 
 impl<D: Decide> std::fmt::Debug for Worker<D> {
@@ -254,6 +259,7 @@ impl<D: Decide> Worker<D> {
             scratch: vec![FrameDesc::default(); BATCH.max(RING_SIZE as usize)],
             answer: [0; SCRATCH_LEN],
             busy_poll: false,
+            codel: Vec::new(),
         };
         for p in 0..nports {
             w.refill(p, Lock::Wait);
@@ -268,6 +274,14 @@ impl<D: Decide> Worker<D> {
     /// an interrupt.
     pub fn drive_busy_poll(mut self, on: bool) -> Self {
         self.busy_poll = on && self.poll == PollMode::Busy;
+        self
+    }
+
+    /// CoDel (`Some`) on this worker's RX ring of each port, judging each frame by the arrival
+    /// time the XDP program stamped on it (which is then removed): a frame that waited beyond
+    /// the target for long enough is dropped, or marked CE where it is ECN-capable.
+    pub fn manage_queues(mut self, codel: Option<CodelParams>) -> Self {
+        self.codel = codel.map(|c| (0..self.sockets.ports.len()).map(|_| Codel::new(c)).collect()).unwrap_or_default();
         self
     }
 
@@ -403,8 +417,14 @@ impl<D: Decide> Worker<D> {
         // they name are now the worker's (see the ownership rule in `io`).
         let n = unsafe { ring.rx.consume(&mut self.scratch[..BATCH]) };
         if n == 0 {
+            if let Some(c) = self.codel.get_mut(p) {
+                c.on_empty();
+            }
             return 0;
         }
+        // The dequeue time of this batch for CoDel, and the frames still queued behind it.
+        let aqm = !self.codel.is_empty();
+        let (now_ns, behind) = if aqm { (monotonic_ns(), ring.rx.nb_avail_exact() as usize) } else { (0, 0) };
         let u = ring.pool;
         self.sockets.pools[u].pool.in_flight[ring.ring].fill.fetch_sub(n as i64, Relaxed);
         self.flows[u].fill -= n as i64;
@@ -430,10 +450,17 @@ impl<D: Decide> Worker<D> {
             let action = {
                 // SAFETY: the worker holds this frame (just received) and nothing aliases it.
                 let mut data = unsafe { self.sockets.pools[u].umem.data_mut(&mut desc) };
+                let verdict = match self.codel.get_mut(p) {
+                    Some(codel) => judge(codel, &self.counters, &mut data, p, now_ns, n - i + behind),
+                    None => Verdict::Pass,
+                };
                 let frame = data.contents_mut();
                 let pc = &self.counters.ports[p];
                 pc.rx_bytes.add(frame.len() as u64);
-                self.decide.decide(frame, ingress, now_ms, pc, &mut self.answer)
+                match verdict {
+                    Verdict::Drop => Action::Drop(crate::Reason::AqmDrop),
+                    Verdict::Mark | Verdict::Pass => self.decide.decide(frame, ingress, now_ms, pc, &mut self.answer),
+                }
             };
             match action {
                 Action::Forward(q) if q.index() < nports => self.queue_tx(desc, p, q.index()),
@@ -866,6 +893,59 @@ enum Stage {
     Header,
     /// The table lines its decision reads.
     Tables,
+}
+
+/// `codel`'s verdict on a frame received on port `p` at `now_ns` with `queued` frames (itself
+/// included) still in the RX ring: from the arrival time the XDP program appended, which is
+/// removed here. A frame marked CE is marked here; an unstamped one passes, counted.
+#[inline]
+fn judge(
+    codel: &mut Codel,
+    counters: &QueueCounters,
+    data: &mut xsk_rs::umem::frame::DataMut<'_>,
+    p: usize,
+    now_ns: u64,
+    queued: usize,
+) -> Verdict {
+    let Some(arrived) = take_stamp(data) else {
+        counters.unstamped.inc();
+        return Verdict::Pass;
+    };
+    let sojourn = now_ns.saturating_sub(arrived);
+    counters.sojourn[sojourn_bucket(sojourn)].inc();
+    let frame = data.contents_mut();
+    // The ring's bytes are not known: its frames at this one's length stand in for them.
+    let backlog = u32::try_from(queued.saturating_mul(frame.len())).unwrap_or(u32::MAX);
+    let verdict = codel.on_dequeue(sojourn, now_ns, backlog, is_ect(frame));
+    if verdict == Verdict::Mark && mark_ce(frame) == EcnOutcome::Marked {
+        counters.ports[p].ecn_marked.inc();
+    }
+    verdict
+}
+
+/// The arrival time the XDP program appended to a frame ([`STAMP_LEN`] bytes: the time, then
+/// [`STAMP_MAGIC`]), taken off the frame; `None` where the frame carries none.
+fn take_stamp(data: &mut xsk_rs::umem::frame::DataMut<'_>) -> Option<u64> {
+    let f = data.contents();
+    let len = f.len();
+    if len < STAMP_LEN + crate::wire::ethernet::HEADER_LEN {
+        return None;
+    }
+    let word = |at: usize| f.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes);
+    if word(len - 8)? != STAMP_MAGIC {
+        return None;
+    }
+    let arrived = word(len - STAMP_LEN)?;
+    data.cursor().set_pos(len - STAMP_LEN);
+    Some(arrived)
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock the XDP program stamps with (`bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the valid timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
 }
 
 /// A zero-length non-blocking recvfrom: on a socket set for preferred busy polling, the kernel

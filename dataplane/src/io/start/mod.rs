@@ -86,7 +86,7 @@ impl Forwarder {
             .filter(|p| p.member == 0)
             .map(|p| Arc::clone(&p.pool.gauges))
             .collect();
-        let (workers, counters) = make_workers(sockets, &shared, &plan.cores, cfg.poll, &stop, clock);
+        let (workers, counters) = make_workers(sockets, &shared, &plan, cfg.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
         let Shared { fdb, router } = shared;
         let (arp, router_view, router_control) = match router {
@@ -238,7 +238,7 @@ fn load_program(ports: &[PortInfo], plan: &Plan<'_>) -> Result<XdpProgram, Start
         Layout::PerQueue => Steer::ByQueue,
         Layout::PerCpu { .. } => Steer::ByCpu { queue: plan.layout.bind_queue(0) },
     };
-    Ok(XdpProgram::load(ports, mode, steer)?)
+    Ok(XdpProgram::load(ports, mode, steer, plan.codel.is_some())?)
 }
 
 /// Step 4: the UMEMs and every worker's sockets, bound and registered in the program's XSKMAP:
@@ -307,7 +307,7 @@ fn open_sockets(
 fn make_workers(
     sockets: Vec<QueueSockets>,
     shared: &Shared,
-    cores: &[usize],
+    plan: &Plan<'_>,
     poll: PollMode,
     stop: &Arc<AtomicBool>,
     clock: Clock,
@@ -315,7 +315,7 @@ fn make_workers(
     let queues = sockets.len() as u32;
     let mut jobs: Vec<Job> = Vec::with_capacity(sockets.len());
     let mut counters = Vec::with_capacity(sockets.len());
-    for (q, (sockets, &core)) in sockets.into_iter().zip(cores).enumerate() {
+    for (q, (sockets, &core)) in sockets.into_iter().zip(&plan.cores).enumerate() {
         let qc = Arc::new(QueueCounters::new(q as u32, Some(core), sockets.ports.len()));
         counters.push(Arc::clone(&qc));
         let busy_poll = sockets.busy_poll;
@@ -323,11 +323,15 @@ fn make_workers(
         jobs.push(match &shared.router {
             None => {
                 let decide = BridgeDecide { fdb: Arc::clone(&shared.fdb) };
-                let w = Worker::new(sockets, decide, qc, stop, poll, clock).drive_busy_poll(busy_poll);
+                let w = Worker::new(sockets, decide, qc, stop, poll, clock)
+                    .drive_busy_poll(busy_poll)
+                    .manage_queues(plan.codel);
                 Box::new(move || w.run())
             }
             Some(r) => {
-                let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock).drive_busy_poll(busy_poll);
+                let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock)
+                    .drive_busy_poll(busy_poll)
+                    .manage_queues(plan.codel);
                 Box::new(move || w.run())
             }
         });

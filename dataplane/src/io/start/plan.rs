@@ -12,9 +12,10 @@
 
 use std::net::Ipv4Addr;
 
+use crate::aqm::codel::CodelParams;
 use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError};
 use crate::io::drivers::{self, QueueIndex};
-use crate::io::options::{PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
+use crate::io::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
 use crate::io::xdp::LocalKind;
 use crate::io::xsk::{BindOptions, OpenError};
@@ -39,6 +40,13 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
                 "--rt-priority with --poll busy: a real-time worker that never sleeps takes its core from everything else, the kernel's own threads included; use --poll adaptive".into(),
             ));
         }
+    }
+    if cfg.aqm == AqmMode::Codel && (cfg.aqm_target_ns == 0 || cfg.aqm_target_ns >= cfg.aqm_interval_ns) {
+        return Err(StartError::Usage(format!(
+            "--aqm-target {} ms with --aqm-interval {} ms: give a target above zero and below the interval (RFC 8289: 5 ms and 100 ms)",
+            cfg.aqm_target_ns as f64 / 1e6,
+            cfg.aqm_interval_ns as f64 / 1e6
+        )));
     }
     if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
         return Err(StartError::Usage("--fdb-size must be at least 1".into()));
@@ -71,6 +79,8 @@ pub struct Plan<'a> {
     pub deferral_advice: bool,
     /// The workers' real-time priority, if they are to have one ([`RtPriority`]).
     pub realtime: Option<RealTimeAsk>,
+    /// CoDel on the workers' RX rings, if on; the XDP program then stamps arrival times.
+    pub codel: Option<CodelParams>,
 }
 
 /// SCHED_FIFO for the workers, and whether a refusal stops the start.
@@ -263,6 +273,11 @@ impl<'a> Plan<'a> {
             warnings,
             crowded,
             deferral_advice: busy && cfg.busy_poll_budget > 0,
+            codel: (cfg.aqm == AqmMode::Codel).then(|| CodelParams {
+                target_ns: cfg.aqm_target_ns,
+                interval_ns: cfg.aqm_interval_ns,
+                ..CodelParams::default()
+            }),
             realtime: match cfg.rt_priority {
                 RtPriority::Off => None,
                 // A real-time worker that never sleeps would take its core from everything else.
@@ -532,6 +547,9 @@ mod tests {
             busy_poll_budget: 64,
             tx_budget: None,
             rt_priority: RtPriority::Auto,
+            aqm: AqmMode::Codel,
+            aqm_target_ns: 5_000_000,
+            aqm_interval_ns: 100_000_000,
             mode: Mode::Bridge { fdb_size: 4096, ageing_s: 300 },
         }
     }
@@ -697,6 +715,11 @@ mod tests {
         assert!(usage(check_request(&cfg)).starts_with("--rt-priority with --poll busy"));
         let cfg = ForwarderConfig { rt_priority: RtPriority::Fixed(99), ..bridge(&["a", "b"]) };
         assert!(check_request(&cfg).is_ok());
+        let cfg = ForwarderConfig { aqm_target_ns: 100_000_000, ..bridge(&["a", "b"]) };
+        assert!(usage(check_request(&cfg))
+            .starts_with("--aqm-target 100 ms with --aqm-interval 100 ms: give a target above zero"));
+        let cfg = ForwarderConfig { aqm_target_ns: 100_000_000, aqm: AqmMode::Off, ..bridge(&["a", "b"]) };
+        assert!(check_request(&cfg).is_ok(), "off: the settings do not matter");
         let cfg = ForwarderConfig { mode: Mode::Bridge { fdb_size: 0, ageing_s: 300 }, ..bridge(&["a", "b"]) };
         assert_eq!(usage(check_request(&cfg)), "--fdb-size must be at least 1");
     }
