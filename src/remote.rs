@@ -147,6 +147,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             cpu_avg: Vec::new(),
             queue_rx: Vec::new(),
             rtt_ms: Vec::new(),
+            pings_sent: None,
             rtt_idle_ms: Vec::new(),
             idle_busy_cores: None,
             started_unix_ms: Some(started_unix_ms),

@@ -239,13 +239,14 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool) -> Result<()> {
 /// The interval between pings, idle and under load, in ms.
 ///
 /// 10 ms gives about 100 samples per second of run: a default bench (5 runs of 10 + 2 s) has
-/// some 6,000 per arm, `--quick` (2 runs of 3 s) some 700, so that a p99 is a percentile and
+/// some 6,000 per arm, `--quick` (2 runs of 3 s) 600 and more (the pings also cover the
+/// servers' start), so that a p99 is a percentile and
 /// not the largest of a few dozen (at the 0.2 s this replaced, a quick arm had 30). What it
 /// adds to the path: 100 requests and 100 replies a second of 98-byte frames, 0.16 Mb/s, which
 /// is 0.2 % of the 64-byte test's default 100,000 frames/s and less than 0.1 % of the frames of
 /// a TCP run on the rig (1-15 Gb/s of 1,514-byte frames: 80,000 to 1.2 million a second).
-/// Root may ping faster (iputils allows 2 ms to anyone), but 10 ms is enough samples for a
-/// p99 and keeps ping's own wake-ups (100 a second) out of the CPU figures.
+/// Root may ping faster, but 10 ms already gives the samples a p99 needs, and ping's own
+/// wake-ups (100 a second) stay small beside the CPU figures.
 pub const PING_INTERVAL_MS: u32 = 10;
 
 /// Pings in the idle measurement before each run: half a second at [`PING_INTERVAL_MS`].
@@ -256,23 +257,44 @@ fn ping_interval() -> String {
     format!("{:.3}", f64::from(PING_INTERVAL_MS) / 1000.0)
 }
 
-/// Pings `addr` from `from` every [`PING_INTERVAL_MS`] until stopped; returns the RTTs in ms.
-fn start_pings(from: &Netns, addr: &str) -> Result<rig::Spawned> {
+/// A ping running until [`stop_pings`], its output read as it comes: a pipe left unread fills
+/// after some 1,000 lines, and ping then blocks on it (at 10 ms, some 11 s into a run) and
+/// stops sending.
+struct Pings {
+    proc: rig::Spawned,
+    output: std::thread::JoinHandle<String>,
+}
+
+/// Pings `addr` from `from` every [`PING_INTERVAL_MS`] until stopped.
+fn start_pings(from: &Netns, addr: &str) -> Result<Pings> {
     let mut c = from.command("ping");
     c.args(["-i", &ping_interval(), "-W", "1", addr])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
-    Ok(rig::Spawned { child: c.spawn().context("starting ping")? })
+    let mut proc = rig::Spawned { child: c.spawn().context("starting ping")? };
+    let mut stdout = proc.child.stdout.take().context("ping's output")?;
+    let output = std::thread::spawn(move || {
+        let mut out = String::new();
+        // Until ping exits (or is killed): its pipe's end is the end of the output.
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        out
+    });
+    Ok(Pings { proc, output })
 }
 
-fn stop_pings(mut p: rig::Spawned) -> Vec<f64> {
-    p.signal(libc::SIGINT);
-    let _ = p.wait_timeout(Duration::from_secs(3));
-    let mut out = String::new();
-    if let Some(mut so) = p.child.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut so, &mut out);
-    }
-    parse_ping_rtts(&out)
+/// Stops the pings; returns their RTTs in ms and how many were sent (None when ping did not
+/// say).
+fn stop_pings(mut p: Pings) -> (Vec<f64>, Option<u64>) {
+    p.proc.signal(libc::SIGINT);
+    // A ping that does not exit is killed here, which ends its output too.
+    let _ = p.proc.wait_timeout(Duration::from_secs(3));
+    let out = p.output.join().unwrap_or_default();
+    (parse_ping_rtts(&out), parse_ping_sent(&out))
+}
+
+/// How many pings were sent, from ping's summary (`500 packets transmitted, 322 received, …`).
+pub fn parse_ping_sent(text: &str) -> Option<u64> {
+    text.lines().find(|l| l.contains(" packets transmitted"))?.split_whitespace().next()?.parse().ok()
 }
 
 /// RTTs (ms) from ping's output lines (`… time=0.123 ms`).
@@ -354,7 +376,7 @@ fn measure(
     let b1 = busy_jiffies()?;
     let (d1, o1) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
     let srv_rx1 = rx_packets(p.server, "eth0");
-    let rtt_ms = stop_pings(pings);
+    let (rtt_ms, pings_sent) = stop_pings(pings);
     let cpu = sampler.stop();
     let queue_rx = match xfwd {
         Some(_) => {
@@ -387,6 +409,7 @@ fn measure(
         cpu,
         queue_rx,
         rtt_ms,
+        pings_sent,
         rtt_idle_ms,
         idle_busy_cores,
         // On the rig the CPU is sampled here, in the same run: no other machine's samples to match.
@@ -604,6 +627,9 @@ pub const P99_MIN_SAMPLES: usize = 100;
 pub struct LoadRtt {
     /// How many samples (answered pings) the percentiles rest on.
     pub samples: usize,
+    /// How many pings were sent, when every run counted them: those not among `samples` went
+    /// unanswered (lost, or still in flight when the run ended).
+    pub sent: Option<u64>,
     /// Median, ms; None without samples.
     pub p50_ms: Option<f64>,
     /// 99th percentile, ms; None with fewer than [`P99_MIN_SAMPLES`] samples.
@@ -617,6 +643,7 @@ pub fn rtt(arm: &ArmResult) -> LoadRtt {
     let all: Vec<f64> = arm.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
     LoadRtt {
         samples: all.len(),
+        sent: arm.runs.iter().map(|r| r.pings_sent).sum(),
         p50_ms: percentile(&all, 50.0),
         p99_ms: if all.len() >= P99_MIN_SAMPLES { percentile(&all, 99.0) } else { None },
     }
@@ -709,8 +736,11 @@ mod tests {
 
     #[test]
     fn ping_output_gives_rtts() {
-        let text = "PING 198.18.10.1 (198.18.10.1) 56(84) bytes of data.\n64 bytes from 198.18.10.1: icmp_seq=1 ttl=63 time=0.115 ms\n64 bytes from 198.18.10.1: icmp_seq=2 ttl=63 time=1.02 ms\n\n--- 198.18.10.1 ping statistics ---\nrtt min/avg/max/mdev = 0.115/0.567/1.020/0.452 ms\n";
+        let text = "PING 198.18.10.1 (198.18.10.1) 56(84) bytes of data.\n64 bytes from 198.18.10.1: icmp_seq=1 ttl=63 time=0.115 ms\n64 bytes from 198.18.10.1: icmp_seq=2 ttl=63 time=1.02 ms\n\n--- 198.18.10.1 ping statistics ---\n3 packets transmitted, 2 received, 33.3333% packet loss, time 21ms\nrtt min/avg/max/mdev = 0.115/0.567/1.020/0.452 ms\n";
         assert_eq!(parse_ping_rtts(text), vec![0.115, 1.02]);
+        assert_eq!(parse_ping_sent(text), Some(3));
+        // Killed before its summary: the count is unknown, not 0.
+        assert_eq!(parse_ping_sent(text.split("\n\n").next().unwrap()), None);
     }
 
     fn run_with_rtts(run: u32, rtt_ms: Vec<f64>) -> RunResult {
@@ -725,8 +755,10 @@ mod tests {
         let us = |r: std::ops::RangeInclusive<u32>| r.map(|u| f64::from(u) / 1000.0).collect::<Vec<_>>();
         let mut arm = ArmResult::new("xfwd");
         arm.runs = vec![run_with_rtts(1, us(1..=300)), run_with_rtts(2, us(301..=600))];
+        arm.runs[0].pings_sent = Some(310);
+        arm.runs[1].pings_sent = Some(300);
         let r = rtt(&arm);
-        assert_eq!(r.samples, 600);
+        assert_eq!((r.samples, r.sent), (600, Some(610)));
         assert_eq!(r.p50_ms, Some(0.3));
         assert_eq!(r.p99_ms, Some(0.594));
         // Under 100 samples the 99th percentile's nearest rank is the largest sample: no p99.
@@ -734,10 +766,13 @@ mod tests {
         let r = rtt(&arm);
         assert_eq!((r.samples, r.p50_ms, r.p99_ms), (99, Some(0.05), None));
         arm.runs.push(run_with_rtts(3, vec![5.0]));
+        arm.runs[2].pings_sent = None;
         let r = rtt(&arm);
         assert_eq!((r.samples, r.p99_ms), (100, Some(0.099)));
+        // One run that did not count what it sent: the arm's count is unknown.
+        assert_eq!(r.sent, None);
         // No run, no sample: nothing, and a count of 0.
-        assert_eq!(rtt(&ArmResult::new("kernel")), LoadRtt { samples: 0, p50_ms: None, p99_ms: None });
+        assert_eq!(rtt(&ArmResult::new("kernel")), LoadRtt { samples: 0, sent: Some(0), p50_ms: None, p99_ms: None });
     }
 
     #[test]

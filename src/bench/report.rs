@@ -92,6 +92,10 @@ pub struct RunResult {
     /// Round-trip times of pings sent during the run, milliseconds (one per answered ping:
     /// how many a percentile rests on).
     pub rtt_ms: Vec<f64>,
+    /// Pings sent during the run, as ping counted them: the ones missing from `rtt_ms` went
+    /// unanswered. None where not counted (`xfwd load`, older reports).
+    #[serde(default)]
+    pub pings_sent: Option<u64>,
     /// Round-trip times of pings sent just before the run, on the idle path, milliseconds.
     #[serde(default)]
     pub rtt_idle_ms: Vec<f64>,
@@ -236,6 +240,7 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         queue_rx: Vec::new(),
         fairness: Some(1.0),
         rtt_ms: vec![0.5],
+        pings_sent: Some(1),
         rtt_idle_ms: vec![0.1],
         idle_busy_cores: Some(0.1),
         started_unix_ms: None,

@@ -49,7 +49,7 @@ pub fn render(report: &Report) -> String {
     let w = report.arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(6);
     let _ = writeln!(
         s,
-        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>6} {:>8} {:>8}",
+        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>11} {:>8} {:>8}",
         "arm",
         "n",
         "fail",
@@ -79,10 +79,15 @@ pub fn render(report: &Report) -> String {
             Some(p50) => format!("{p50:.2}/{} ms", fig(load.p99_ms)),
             None => "-".into(),
         };
-        let pings = if load.samples > 0 { load.samples.to_string() } else { "-".into() };
+        // Answered of sent: how many samples the percentiles rest on, and how many went missing.
+        let pings = match (load.samples, load.sent) {
+            (0, _) => "-".into(),
+            (n, Some(sent)) => format!("{n}/{sent}"),
+            (n, None) => n.to_string(),
+        };
         let _ = writeln!(
             s,
-            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>6} {:>8} {:>8}",
+            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>11} {:>8} {:>8}",
             arm.name,
             arm.runs.len(),
             arm.failed.len(),
@@ -182,7 +187,10 @@ mod tests {
         runs[0].rtt_ms = (1..=300).map(|u| f64::from(u) / 100.0).collect();
         runs[1].rtt_ms = (301..=600).map(|u| f64::from(u) / 100.0).collect();
         runs[1].flows_rtt = vec![Some(crate::rig::FlowRtt { mean_us: 2_600, min_us: 50, max_us: 9_000 }), None];
+        runs[0].pings_sent = Some(305);
+        runs[1].pings_sent = Some(300);
         let mut few = test_run(1, 4.0, 1000);
+        few.pings_sent = None;
         few.rtt_ms = vec![0.2; 40];
         few.flows_rtt = Vec::new();
         let r = test_report(vec![
@@ -190,11 +198,11 @@ mod tests {
             ArmResult { name: "xfwd".into(), runs: vec![few], failed: Vec::new() },
         ]);
         let t = render(&r);
-        // p50/p99 over the 600 pooled samples, their count, then the flows' RTT: the median of
+        // p50/p99 over the 600 pooled samples, answered/sent, then the flows' RTT: the median of
         // 0.4, 0.4 (run 1) and 2.6 ms (run 2; its second flow had none).
         let k = row(&t, "kernel");
-        assert_eq!(&k[k.len() - 5..], ["3.00/5.94", "ms", "600", "0.40", "1.000"], "{t}");
-        // 40 samples are too few for a p99, and no flow RTT is a dash, never 0.
+        assert_eq!(&k[k.len() - 5..], ["3.00/5.94", "ms", "600/605", "0.40", "1.000"], "{t}");
+        // 40 samples are too few for a p99; sent not counted; no flow RTT is a dash, never 0.
         let x = row(&t, "xfwd");
         assert_eq!(&x[x.len() - 5..], ["0.20/-", "ms", "40", "-", "1.000"], "{t}");
         assert!(t.contains("pings") && t.contains("flow RTT"), "{t}");
