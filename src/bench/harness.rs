@@ -238,19 +238,19 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool) -> Result<()> {
 
 /// The interval between pings, idle and under load, in ms.
 ///
-/// 10 ms gives about 100 samples per second of run: a default bench (5 runs of 10 + 2 s) has
-/// some 6,000 per arm, `--quick` (2 runs of 3 s) 600 and more (the pings also cover the
-/// servers' start), so that a p99 is a percentile and
-/// not the largest of a few dozen (at the 0.2 s this replaced, a quick arm had 30). What it
-/// adds to the path: 100 requests and 100 replies a second of 98-byte frames, 0.16 Mb/s, which
-/// is 0.2 % of the 64-byte test's default 100,000 frames/s and less than 0.1 % of the frames of
-/// a TCP run on the rig (1-15 Gb/s of 1,514-byte frames: 80,000 to 1.2 million a second).
-/// Root may ping faster, but 10 ms already gives the samples a p99 needs, and ping's own
-/// wake-ups (100 a second) stay small beside the CPU figures.
-pub const PING_INTERVAL_MS: u32 = 10;
+/// 5 ms, so that a p99 is a percentile and not the largest of a few dozen samples (at the
+/// 0.2 s this replaced, a `--quick` arm had about 30). ping falls behind its pace when the
+/// CPUs are busy: on the shared 2-CPU machine, with other work running, a kernel arm got 65
+/// answers a second at 10 ms (xfwd 95), which would leave a `--quick` arm (2 runs of 3 s)
+/// under 500; at 5 ms it gets about twice that (200 a second on a quiet machine), and a
+/// default bench (5 runs of 10 + 2 s) several thousand per arm. What it adds to the path: 200 requests and 200 replies a second of 98-byte frames,
+/// 0.3 Mb/s, which is 0.4 % of the 64-byte test's default 100,000 frames/s and under 0.5 % of
+/// the frames of a TCP run on the rig (1-15 Gb/s of 1,514-byte frames: 80,000 to 1.2 million a
+/// second); ping's own 200 wake-ups a second are small beside the CPU figures.
+pub const PING_INTERVAL_MS: u32 = 5;
 
 /// Pings in the idle measurement before each run: half a second at [`PING_INTERVAL_MS`].
-pub const IDLE_PINGS: u32 = 50;
+pub const IDLE_PINGS: u32 = 100;
 
 /// ping's `-i` for [`PING_INTERVAL_MS`], in seconds.
 fn ping_interval() -> String {
@@ -258,8 +258,8 @@ fn ping_interval() -> String {
 }
 
 /// A ping running until [`stop_pings`], its output read as it comes: a pipe left unread fills
-/// after some 1,000 lines, and ping then blocks on it (at 10 ms, some 11 s into a run) and
-/// stops sending.
+/// after some 1,000 lines, and ping then blocks on it (at 5 ms, some 6 s into a run) and stops
+/// sending.
 struct Pings {
     proc: rig::Spawned,
     output: std::thread::JoinHandle<String>,
