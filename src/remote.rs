@@ -91,6 +91,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                     "iperf3 on the load machine at nice {}, clients started together, not pinned",
                     rig::ENDPOINT_NICE
                 ),
+                pings: String::new(),
                 versions: vec![("xfwd".into(), env!("CARGO_PKG_VERSION").into())],
             },
             arms: Vec::new(),
@@ -123,7 +124,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
         .with_context(|| format!("{} run {run}", args.arm))?;
         // The measured part begins once the omitted seconds are over and lasts --time.
         let started_unix_ms = tcp.started_unix_ms + u64::from(args.omit) * 1000;
-        let flows_bps = tcp.flows_bps;
+        let (flows_bps, flows_rtt) = (tcp.flows_bps, tcp.flows_rtt);
         let gbps = flows_bps.iter().sum::<f64>() / 1e9;
         println!(
             "{} run {run}: {gbps:.2} Gb/s ({})",
@@ -135,6 +136,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             gbps,
             fairness: jain(&flows_bps),
             flows_bps,
+            flows_rtt,
             offered_pps: 0.0,
             delivered_pps: 0.0,
             loss: 0.0,
@@ -145,6 +147,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             cpu_avg: Vec::new(),
             queue_rx: Vec::new(),
             rtt_ms: Vec::new(),
+            pings_sent: None,
             rtt_idle_ms: Vec::new(),
             idle_busy_cores: None,
             started_unix_ms: Some(started_unix_ms),

@@ -450,8 +450,8 @@ impl XfwdProcess {
     }
 }
 
-/// Result of one iperf3 run: the sender-side rate of each flow, bits per second, and the bytes
-/// each flow's server received.
+/// Result of one iperf3 run: the sender-side rate of each flow, bits per second, the bytes
+/// each flow's server received, and each flow's RTT as its sender saw it.
 #[derive(Debug, Clone)]
 pub struct TcpResult {
     /// Per flow, sender bits/s, in flow order.
@@ -459,6 +459,8 @@ pub struct TcpResult {
     /// Per flow, bytes the server received, in flow order: a lower bound on the data that
     /// crossed the path, whatever the rate.
     pub flows_received_bytes: Vec<u64>,
+    /// Per flow, in flow order, the sender's RTT; None where iperf3 gave none.
+    pub flows_rtt: Vec<Option<FlowRtt>>,
     /// When the clients were let go, ms since the Unix epoch (for matching another machine's
     /// samples to the run).
     pub started_unix_ms: u64,
@@ -469,6 +471,20 @@ impl TcpResult {
     pub fn gbps(&self) -> f64 {
         self.flows_bps.iter().sum::<f64>() / 1e9
     }
+}
+
+/// A TCP flow's round-trip time as its sender's kernel measured it: iperf3 reads the smoothed
+/// RTT (`TCP_INFO`) of the connection once per reporting interval (1 s) and reports their
+/// mean and extremes, in microseconds. Unlike pings beside the flows, this is the delay the
+/// bulk data itself met, queues included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlowRtt {
+    /// Mean of the samples, µs.
+    pub mean_us: u64,
+    /// Least sample, µs.
+    pub min_us: u64,
+    /// Greatest sample, µs.
+    pub max_us: u64,
 }
 
 /// iperf3's `--json` output, or the error it reports.
@@ -494,6 +510,37 @@ pub fn iperf3_received_bytes(json: &str) -> Result<u64> {
         .pointer("/end/sum_received/bytes")
         .and_then(|b| b.as_u64())
         .context("iperf3 JSON has no end.sum_received")
+}
+
+/// Reads the sender's RTT from iperf3's client `--json` output (`end.streams[].sender`).
+///
+/// None when iperf3 gives none: off Linux it has no `TCP_INFO` and leaves the fields out, and
+/// when it took no sample it writes a mean of 0 (the kernel never measures an RTT of 0 µs), so
+/// a 0 is not a figure. Over several streams (one client, `-P`): the mean of their means, the
+/// least minimum and the greatest maximum, of the streams that have one.
+///
+/// Never an error: output without a rate is [`iperf3_sender_bps`]'s to report, and a flow whose
+/// rate was measured is not failed for want of an RTT.
+pub fn iperf3_sender_rtt(json: &str) -> Option<FlowRtt> {
+    let v = iperf3_json(json).ok()?;
+    let streams = v.pointer("/end/streams")?.as_array()?;
+    let rtts: Vec<FlowRtt> = streams
+        .iter()
+        .filter_map(|s| {
+            let field = |name: &str| s.pointer(&format!("/sender/{name}")).and_then(serde_json::Value::as_u64);
+            let mean_us = field("mean_rtt").filter(|&m| m > 0)?;
+            Some(FlowRtt { mean_us, min_us: field("min_rtt")?, max_us: field("max_rtt")? })
+        })
+        .collect();
+    if rtts.is_empty() {
+        return None;
+    }
+    let n = rtts.len() as u64;
+    Some(FlowRtt {
+        mean_us: (rtts.iter().map(|r| r.mean_us).sum::<u64>() + n / 2) / n,
+        min_us: rtts.iter().map(|r| r.min_us).min().unwrap_or(0),
+        max_us: rtts.iter().map(|r| r.max_us).max().unwrap_or(0),
+    })
 }
 
 /// Server port of flow 0; flow *k* listens on `SERVER_PORT0 + k`.
@@ -620,7 +667,8 @@ pub struct Flows<'a> {
     pub destroy_lingering: bool,
 }
 
-/// Runs `f`'s flows together and returns each one's sender rate and received bytes. Nothing of
+/// Runs `f`'s flows together and returns each one's sender rate, received bytes and sender
+/// RTT. Nothing of
 /// the run outlives it ([`iperf3_tcp_omit`] says how).
 pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     let (server, client, server_addr, secs, omit) = (f.server, f.client, f.server_addr, f.secs, f.omit);
@@ -666,27 +714,30 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     let _ = wait_all(&mut servers, Instant::now() + SERVER_EXIT_GRACE);
     // Whatever server is still there is killed, and reaped, here.
     drop(servers);
-    let (mut flows_bps, mut flows_received_bytes) = (Vec::new(), Vec::new());
+    let (mut flows_bps, mut flows_received_bytes, mut flows_rtt) = (Vec::new(), Vec::new(), Vec::new());
     let mut failed = Vec::new();
     for (k, ended) in (0..flows).zip(ended) {
         let (port, cport) = (f.server_port0 + k, f.client_ports[k as usize]);
         let json = logs.read(&format!("client-{k}.json"));
         let rate = if ended {
-            iperf3_sender_bps(&json).and_then(|bps| Ok((bps, iperf3_received_bytes(&json)?))).map_err(|e| {
-                let stderr = logs.read(&format!("client-{k}.err"));
-                if stderr.trim().is_empty() {
-                    e
-                } else {
-                    e.context(format!("its stderr: {}", stderr.trim()))
-                }
-            })
+            iperf3_sender_bps(&json)
+                .and_then(|bps| Ok((bps, iperf3_received_bytes(&json)?, iperf3_sender_rtt(&json))))
+                .map_err(|e| {
+                    let stderr = logs.read(&format!("client-{k}.err"));
+                    if stderr.trim().is_empty() {
+                        e
+                    } else {
+                        e.context(format!("its stderr: {}", stderr.trim()))
+                    }
+                })
         } else {
             Err(anyhow::anyhow!("still running {CLIENT_GRACE:?} after its planned end: killed"))
         };
         match rate {
-            Ok((bps, bytes)) => {
+            Ok((bps, bytes, rtt)) => {
                 flows_bps.push(bps);
                 flows_received_bytes.push(bytes);
+                flows_rtt.push(rtt);
             }
             Err(e) => {
                 let server_says = iperf3_errors(&logs.read(&format!("server-{port}.log")));
@@ -701,7 +752,7 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     if let Some(first) = failed.first() {
         bail!("{} of {flows} flows failed; the first: {first}", failed.len());
     }
-    Ok(TcpResult { flows_bps, flows_received_bytes, started_unix_ms })
+    Ok(TcpResult { flows_bps, flows_received_bytes, flows_rtt, started_unix_ms })
 }
 
 /// Waits until each process has exited or `deadline` passes; returns, per process, whether it
@@ -913,9 +964,47 @@ mod tests {
         let ok = include_str!("../tests/fixtures/iperf3-client-3.12.json");
         assert_eq!(iperf3_sender_bps(ok).unwrap(), 26_693_318_786.629_02);
         assert_eq!(iperf3_received_bytes(ok).unwrap(), 3_339_714_560);
+        // Its two streams' senders saw 30 and 31 µs (min = max = mean, one second on loopback).
+        assert_eq!(iperf3_sender_rtt(ok), Some(FlowRtt { mean_us: 31, min_us: 30, max_us: 31 }));
         let refused = include_str!("../tests/fixtures/iperf3-client-refused-3.12.json");
         let e = iperf3_sender_bps(refused).unwrap_err().to_string();
         assert!(e.contains("Connection refused"), "{e}");
+        assert_eq!(iperf3_sender_rtt(refused), None);
+    }
+
+    /// Constructed for this test, not saved from iperf3: the `end.streams[].sender` fields that
+    /// iperf3 3.12 writes on Linux (µs), for three streams of one client. The third took no
+    /// RTT sample, which iperf3 writes as a mean of 0.
+    const RTT_STREAMS_CONSTRUCTED: &str = r#"{"start":{},"intervals":[],"end":{
+        "streams":[
+            {"sender":{"socket":5,"bytes":10,"bits_per_second":1e9,"retransmits":3,"max_rtt":1500,"min_rtt":500,"mean_rtt":1000,"sender":true},
+             "receiver":{"socket":5,"bytes":10,"bits_per_second":1e9,"sender":true}},
+            {"sender":{"socket":7,"bytes":10,"bits_per_second":1e9,"retransmits":0,"max_rtt":9000,"min_rtt":900,"mean_rtt":3001,"sender":true},
+             "receiver":{"socket":7,"bytes":10,"bits_per_second":1e9,"sender":true}},
+            {"sender":{"socket":9,"bytes":0,"bits_per_second":0,"retransmits":0,"max_rtt":0,"min_rtt":0,"mean_rtt":0,"sender":true},
+             "receiver":{"socket":9,"bytes":0,"bits_per_second":0,"sender":true}}],
+        "sum_sent":{"bytes":20,"bits_per_second":2e9},"sum_received":{"bytes":20,"bits_per_second":2e9}}}"#;
+
+    #[test]
+    fn iperf3_json_sender_rtt() {
+        // Streams 1 and 2 count; the one with no sample does not pull the mean or the minimum to 0.
+        let rtt = iperf3_sender_rtt(RTT_STREAMS_CONSTRUCTED);
+        assert_eq!(rtt, Some(FlowRtt { mean_us: 2001, min_us: 500, max_us: 9000 }));
+        // Only the stream with no sample: no RTT at all, rather than 0.
+        let none_taken = RTT_STREAMS_CONSTRUCTED.replacen(r#""mean_rtt":1000"#, r#""mean_rtt":0"#, 1).replacen(
+            r#""mean_rtt":3001"#,
+            r#""mean_rtt":0"#,
+            1,
+        );
+        assert_eq!(iperf3_sender_rtt(&none_taken), None);
+        // An iperf3 without TCP_INFO (not Linux) leaves the fields out: none either.
+        let absent = r#"{"start":{},"intervals":[],"end":{"streams":[{"sender":{"socket":5,"bytes":10,"bits_per_second":1e9,"sender":true}}]}}"#;
+        assert_eq!(iperf3_sender_rtt(absent), None);
+        // No per-stream results, iperf3's own error, or not JSON: none, never an error.
+        assert_eq!(iperf3_sender_rtt(r#"{"start":{},"intervals":[],"end":{}}"#), None);
+        let err = r#"{"start":{},"intervals":[],"end":{},"error":"the server has terminated"}"#;
+        assert_eq!(iperf3_sender_rtt(err), None);
+        assert_eq!(iperf3_sender_rtt("not json"), None);
     }
 
     /// `ss -Htanp state all` in a client namespace after a run through a forwarder that queued:

@@ -74,6 +74,10 @@ fn a_short_ab_run_gives_consistent_reports() {
             let run = &arm.runs[0];
             assert!(run.gbps > 0.0 && run.flows_bps.len() == 2, "{}: {run:?}", arm.name);
             assert!((run.gbps * 1e9 - run.flows_bps.iter().sum::<f64>()).abs() < 1.0);
+            // Each flow's sender RTT, from iperf3 on Linux, beside its rate.
+            assert!(run.flows_rtt.len() == 2 && run.flows_rtt.iter().all(Option::is_some), "{}: {run:?}", arm.name);
+            // Pings every 5 ms through a 2 s run: some 400 sent; a quarter answered at least.
+            assert!(run.rtt_ms.len() >= 100, "{}: {} RTT samples", arm.name, run.rtt_ms.len());
         }
     }
     for r in run_bench(&dir.join("udp"), &["--frame", "64", "--rate", "20000", "--flows", "16"]) {

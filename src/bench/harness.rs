@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use super::cpu::{self, Sampler};
 use super::report::{ArmResult, Conditions, FailedRun, Report, RunResult, SCHEMA};
-use super::stats::{jain, percentile};
+use super::stats::{jain, percentile, Summary};
 use crate::rig::{self, Netns, Rig, XfwdProcess};
 
 const RIG_ROUTER: &str = include_str!("../../config/examples/rig-router.toml");
@@ -236,21 +236,65 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool) -> Result<()> {
     Ok(())
 }
 
-/// Pings `addr` from `from` every 0.2 s until stopped; returns the RTTs in ms.
-fn start_pings(from: &Netns, addr: &str) -> Result<rig::Spawned> {
-    let mut c = from.command("ping");
-    c.args(["-i", "0.2", "-W", "1", addr]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
-    Ok(rig::Spawned { child: c.spawn().context("starting ping")? })
+/// The interval between pings, idle and under load, in ms.
+///
+/// 5 ms, so that a p99 is a percentile and not the largest of a few dozen samples (at the
+/// 0.2 s this replaced, a `--quick` arm had about 30). ping falls behind its pace when the
+/// CPUs are busy: on the shared 2-CPU machine, with other work running, a kernel arm got 65
+/// answers a second at 10 ms (xfwd 95), which would leave a `--quick` arm (2 runs of 3 s)
+/// under 500; at 5 ms it gets about twice that (200 a second on a quiet machine), and a
+/// default bench (5 runs of 10 + 2 s) several thousand per arm. What it adds to the path: 200 requests and 200 replies a second of 98-byte frames,
+/// 0.3 Mb/s, which is 0.4 % of the 64-byte test's default 100,000 frames/s and under 0.5 % of
+/// the frames of a TCP run on the rig (1-15 Gb/s of 1,514-byte frames: 80,000 to 1.2 million a
+/// second); ping's own 200 wake-ups a second are small beside the CPU figures.
+pub const PING_INTERVAL_MS: u32 = 5;
+
+/// Pings in the idle measurement before each run: half a second at [`PING_INTERVAL_MS`].
+pub const IDLE_PINGS: u32 = 100;
+
+/// ping's `-i` for [`PING_INTERVAL_MS`], in seconds.
+fn ping_interval() -> String {
+    format!("{:.3}", f64::from(PING_INTERVAL_MS) / 1000.0)
 }
 
-fn stop_pings(mut p: rig::Spawned) -> Vec<f64> {
-    p.signal(libc::SIGINT);
-    let _ = p.wait_timeout(Duration::from_secs(3));
-    let mut out = String::new();
-    if let Some(mut so) = p.child.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut so, &mut out);
-    }
-    parse_ping_rtts(&out)
+/// A ping running until [`stop_pings`], its output read as it comes: a pipe left unread fills
+/// after some 1,000 lines, and ping then blocks on it (at 5 ms, some 6 s into a run) and stops
+/// sending.
+struct Pings {
+    proc: rig::Spawned,
+    output: std::thread::JoinHandle<String>,
+}
+
+/// Pings `addr` from `from` every [`PING_INTERVAL_MS`] until stopped.
+fn start_pings(from: &Netns, addr: &str) -> Result<Pings> {
+    let mut c = from.command("ping");
+    c.args(["-i", &ping_interval(), "-W", "1", addr])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut proc = rig::Spawned { child: c.spawn().context("starting ping")? };
+    let mut stdout = proc.child.stdout.take().context("ping's output")?;
+    let output = std::thread::spawn(move || {
+        let mut out = String::new();
+        // Until ping exits (or is killed): its pipe's end is the end of the output.
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+        out
+    });
+    Ok(Pings { proc, output })
+}
+
+/// Stops the pings; returns their RTTs in ms and how many were sent (None when ping did not
+/// say).
+fn stop_pings(mut p: Pings) -> (Vec<f64>, Option<u64>) {
+    p.proc.signal(libc::SIGINT);
+    // A ping that does not exit is killed here, which ends its output too.
+    let _ = p.proc.wait_timeout(Duration::from_secs(3));
+    let out = p.output.join().unwrap_or_default();
+    (parse_ping_rtts(&out), parse_ping_sent(&out))
+}
+
+/// How many pings were sent, from ping's summary (`500 packets transmitted, 322 received, …`).
+pub fn parse_ping_sent(text: &str) -> Option<u64> {
+    text.lines().find(|l| l.contains(" packets transmitted"))?.split_whitespace().next()?.parse().ok()
 }
 
 /// RTTs (ms) from ping's output lines (`… time=0.123 ms`).
@@ -284,7 +328,12 @@ fn measure(
     let (i0, t0) = (busy_jiffies()?, Instant::now());
     std::thread::sleep(Duration::from_secs(1));
     let idle_busy_cores = Some((busy_jiffies()? - i0) as f64 / 100.0 / t0.elapsed().as_secs_f64());
-    let idle = p.client.command("ping").args(["-c", "10", "-i", "0.05", "-W", "1", p.server_addr]).output();
+    // The same pings as under load, for half a second.
+    let idle = p
+        .client
+        .command("ping")
+        .args(["-c", &IDLE_PINGS.to_string(), "-i", &ping_interval(), "-W", "1", p.server_addr])
+        .output();
     let rtt_idle_ms = idle.map(|o| parse_ping_rtts(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default();
     let sampler = Sampler::start(Duration::from_millis(500))?;
     let pings = start_pings(p.client, p.server_addr)?;
@@ -292,12 +341,13 @@ fn measure(
     let (d0, o0) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
     let srv_rx0 = rx_packets(p.server, "eth0");
     let started = Instant::now();
-    let mut flows_bps = Vec::new();
+    let (mut flows_bps, mut flows_rtt) = (Vec::new(), Vec::new());
     match frame {
         None => {
             let tcp =
                 rig::iperf3_tcp_omit(p.server, p.client, p.server_addr, args.flows, r.queues, args.time, args.omit)?;
             flows_bps = tcp.flows_bps;
+            flows_rtt = tcp.flows_rtt;
         }
         Some(size) => {
             let cfg =
@@ -326,7 +376,7 @@ fn measure(
     let b1 = busy_jiffies()?;
     let (d1, o1) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
     let srv_rx1 = rx_packets(p.server, "eth0");
-    let rtt_ms = stop_pings(pings);
+    let (rtt_ms, pings_sent) = stop_pings(pings);
     let cpu = sampler.stop();
     let queue_rx = match xfwd {
         Some(_) => {
@@ -348,6 +398,7 @@ fn measure(
         gbps: flows_bps.iter().sum::<f64>() / 1e9,
         fairness: jain(&flows_bps),
         flows_bps,
+        flows_rtt,
         offered_pps,
         delivered_pps,
         loss,
@@ -358,6 +409,7 @@ fn measure(
         cpu,
         queue_rx,
         rtt_ms,
+        pings_sent,
         rtt_idle_ms,
         idle_busy_cores,
         // On the rig the CPU is sampled here, in the same run: no other machine's samples to match.
@@ -546,6 +598,9 @@ pub fn run_mode(
                 ),
                 Some(_) => "trafgen from the client host on its queues' CPUs, at normal priority, in every arm".into(),
             },
+            pings: format!(
+                "RTT: pings from the client host every {PING_INTERVAL_MS} ms, {IDLE_PINGS} on the idle path before each run, then through the run; an unanswered ping gives no sample"
+            ),
             versions: vec![
                 ("xfwd".into(), env!("CARGO_PKG_VERSION").into()),
                 ("iperf3".into(), command_version("iperf3", "--version")),
@@ -563,10 +618,43 @@ pub fn run_mode(
     Ok(report)
 }
 
-/// RTT percentiles of an arm's runs under load: (p50, p99) in ms.
-pub fn rtt(arm: &ArmResult) -> Option<(f64, f64)> {
+/// The fewest samples a p99 is given from: with fewer, the nearest rank of the 99th percentile
+/// is the largest sample, and the figure would be a maximum under another name.
+pub const P99_MIN_SAMPLES: usize = 100;
+
+/// RTT under load of one arm, from the samples of all its runs pooled.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadRtt {
+    /// How many samples (answered pings) the percentiles rest on.
+    pub samples: usize,
+    /// How many pings were sent, when every run counted them: those not among `samples` went
+    /// unanswered (lost, or still in flight when the run ended).
+    pub sent: Option<u64>,
+    /// Median, ms; None without samples.
+    pub p50_ms: Option<f64>,
+    /// 99th percentile, ms; None with fewer than [`P99_MIN_SAMPLES`] samples.
+    pub p99_ms: Option<f64>,
+}
+
+/// RTT under load of an arm: every run's pings pooled, so that the percentiles rest on all of
+/// the arm's samples (a run that queued more weighs by how many of them it holds), rather than
+/// on a median of per-run percentiles that each rest on a few.
+pub fn rtt(arm: &ArmResult) -> LoadRtt {
     let all: Vec<f64> = arm.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
-    Some((percentile(&all, 50.0)?, percentile(&all, 99.0)?))
+    LoadRtt {
+        samples: all.len(),
+        sent: arm.runs.iter().map(|r| r.pings_sent).sum(),
+        p50_ms: percentile(&all, 50.0),
+        p99_ms: if all.len() >= P99_MIN_SAMPLES { percentile(&all, 99.0) } else { None },
+    }
+}
+
+/// The bulk flows' own RTT in an arm, ms: the median over its flows and runs of each flow's
+/// mean sender RTT (iperf3's); None where no flow had one (packet-rate runs, older reports).
+pub fn flow_rtt(arm: &ArmResult) -> Option<f64> {
+    let means: Vec<f64> =
+        arm.runs.iter().flat_map(|r| r.flows_rtt.iter().flatten().map(|f| f.mean_us as f64 / 1000.0)).collect();
+    Summary::of(&means).map(|s| s.median)
 }
 
 /// Median over the runs of the busy cores with no traffic.
@@ -648,8 +736,61 @@ mod tests {
 
     #[test]
     fn ping_output_gives_rtts() {
-        let text = "PING 198.18.10.1 (198.18.10.1) 56(84) bytes of data.\n64 bytes from 198.18.10.1: icmp_seq=1 ttl=63 time=0.115 ms\n64 bytes from 198.18.10.1: icmp_seq=2 ttl=63 time=1.02 ms\n\n--- 198.18.10.1 ping statistics ---\nrtt min/avg/max/mdev = 0.115/0.567/1.020/0.452 ms\n";
+        let text = "PING 198.18.10.1 (198.18.10.1) 56(84) bytes of data.\n64 bytes from 198.18.10.1: icmp_seq=1 ttl=63 time=0.115 ms\n64 bytes from 198.18.10.1: icmp_seq=2 ttl=63 time=1.02 ms\n\n--- 198.18.10.1 ping statistics ---\n3 packets transmitted, 2 received, 33.3333% packet loss, time 21ms\nrtt min/avg/max/mdev = 0.115/0.567/1.020/0.452 ms\n";
         assert_eq!(parse_ping_rtts(text), vec![0.115, 1.02]);
+        assert_eq!(parse_ping_sent(text), Some(3));
+        // Killed before its summary: the count is unknown, not 0.
+        assert_eq!(parse_ping_sent(text.split("\n\n").next().unwrap()), None);
+    }
+
+    fn run_with_rtts(run: u32, rtt_ms: Vec<f64>) -> RunResult {
+        RunResult { rtt_ms, ..super::super::report::test_run(run, 1.0, 10) }
+    }
+
+    #[test]
+    fn rtt_percentiles_pool_every_run_of_an_arm() {
+        // Run 1 answered 300 pings of 1..=300 µs, run 2 300 of 301..=600 µs: pooled, the median
+        // is 300 µs and the p99 594 µs (rank 594 of 600); a median of the two runs' own
+        // percentiles would give 450.5 and 448.5 µs.
+        let us = |r: std::ops::RangeInclusive<u32>| r.map(|u| f64::from(u) / 1000.0).collect::<Vec<_>>();
+        let mut arm = ArmResult::new("xfwd");
+        arm.runs = vec![run_with_rtts(1, us(1..=300)), run_with_rtts(2, us(301..=600))];
+        arm.runs[0].pings_sent = Some(310);
+        arm.runs[1].pings_sent = Some(300);
+        let r = rtt(&arm);
+        assert_eq!((r.samples, r.sent), (600, Some(610)));
+        assert_eq!(r.p50_ms, Some(0.3));
+        assert_eq!(r.p99_ms, Some(0.594));
+        // Under 100 samples the 99th percentile's nearest rank is the largest sample: no p99.
+        arm.runs = vec![run_with_rtts(1, us(1..=60)), run_with_rtts(2, us(61..=99))];
+        let r = rtt(&arm);
+        assert_eq!((r.samples, r.p50_ms, r.p99_ms), (99, Some(0.05), None));
+        arm.runs.push(run_with_rtts(3, vec![5.0]));
+        arm.runs[2].pings_sent = None;
+        let r = rtt(&arm);
+        assert_eq!((r.samples, r.p99_ms), (100, Some(0.099)));
+        // One run that did not count what it sent: the arm's count is unknown.
+        assert_eq!(r.sent, None);
+        // No run, no sample: nothing, and a count of 0.
+        assert_eq!(rtt(&ArmResult::new("kernel")), LoadRtt { samples: 0, sent: Some(0), p50_ms: None, p99_ms: None });
+    }
+
+    #[test]
+    fn flow_rtt_is_the_median_over_flows_and_runs() {
+        use crate::rig::FlowRtt;
+        let f = |mean_us| Some(FlowRtt { mean_us, min_us: 1, max_us: 99_999 });
+        let mut arm = ArmResult::new("xfwd");
+        let mut r1 = run_with_rtts(1, Vec::new());
+        r1.flows_rtt = vec![f(100), None, f(9_000)];
+        let mut r2 = run_with_rtts(2, Vec::new());
+        r2.flows_rtt = vec![f(200), f(300)];
+        arm.runs = vec![r1, r2];
+        // Means 100, 200, 300, 9000 µs (the flow without one left out): median 250 µs.
+        assert_eq!(flow_rtt(&arm), Some(0.25));
+        for r in &mut arm.runs {
+            r.flows_rtt = vec![None; 2];
+        }
+        assert_eq!(flow_rtt(&arm), None);
     }
 
     #[test]

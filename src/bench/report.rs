@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cpu::{Sample, Shares};
 use super::stats::{Comparison, Summary};
+use crate::rig::FlowRtt;
 
 /// The schema version this build writes.
 pub const SCHEMA: u32 = 1;
@@ -46,6 +47,10 @@ pub struct Conditions {
     /// per queue); empty in reports from before it was said.
     #[serde(default)]
     pub endpoints: String,
+    /// How RTT was measured, in words (ping interval, idle and under load); empty where no
+    /// pings ran (`xfwd load`) and in reports from before it was said.
+    #[serde(default)]
+    pub pings: String,
     /// Versions: xfwd, iperf3, trafgen.
     pub versions: Vec<(String, String)>,
 }
@@ -59,6 +64,11 @@ pub struct RunResult {
     pub flows_bps: Vec<f64>,
     /// TCP: their sum, Gb/s (the reference method's figure).
     pub gbps: f64,
+    /// TCP: per flow, in the order of `flows_bps`, the sender's RTT as iperf3 read it from the
+    /// kernel (null where it gave none; empty for packet-rate runs and in reports from before
+    /// it was recorded).
+    #[serde(default)]
+    pub flows_rtt: Vec<Option<FlowRtt>>,
     /// Packet rate offered by the generator (packets per second), 0 when not measured.
     pub offered_pps: f64,
     /// Packet rate delivered to the receiving host(s).
@@ -79,8 +89,13 @@ pub struct RunResult {
     pub queue_rx: Vec<Vec<u64>>,
     /// Jain's fairness index over the flows.
     pub fairness: Option<f64>,
-    /// Round-trip times of pings sent during the run, milliseconds.
+    /// Round-trip times of pings sent during the run, milliseconds (one per answered ping:
+    /// how many a percentile rests on).
     pub rtt_ms: Vec<f64>,
+    /// Pings sent during the run, as ping counted them: the ones missing from `rtt_ms` went
+    /// unanswered. None where not counted (`xfwd load`, older reports).
+    #[serde(default)]
+    pub pings_sent: Option<u64>,
     /// Round-trip times of pings sent just before the run, on the idle path, milliseconds.
     #[serde(default)]
     pub rtt_idle_ms: Vec<f64>,
@@ -213,6 +228,7 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         run,
         flows_bps: vec![gbps * 0.5e9; 2],
         gbps,
+        flows_rtt: vec![Some(FlowRtt { mean_us: 400, min_us: 100, max_us: 900 }); 2],
         offered_pps: 0.0,
         delivered_pps: packets as f64 / 2.0,
         loss: 0.0,
@@ -224,6 +240,7 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         queue_rx: Vec::new(),
         fairness: Some(1.0),
         rtt_ms: vec![0.5],
+        pings_sent: Some(1),
         rtt_idle_ms: vec![0.1],
         idle_busy_cores: Some(0.1),
         started_unix_ms: None,
@@ -253,6 +270,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
             xsk_mode: "copy".into(),
             offloads: "off".into(),
             endpoints: String::new(),
+            pings: String::new(),
             versions: Vec::new(),
         },
         arms,
@@ -324,6 +342,17 @@ mod tests {
         let back: Report = serde_json::from_str(&json).unwrap();
         assert_eq!(back, r);
         assert_eq!(back.arms[0].failed, vec![FailedRun { run: 2, error: "iperf3: Address already in use".into() }]);
+    }
+
+    #[test]
+    fn a_report_written_before_flow_rtts_and_ping_conditions_still_reads() {
+        let mut v = serde_json::to_value(test_report(vec![arm("kernel", vec![test_run(1, 4.0, 1000)], &[])])).unwrap();
+        assert!(v["arms"][0]["runs"][0]["flows_rtt"][0]["mean_us"] == 400, "{v}");
+        v["arms"][0]["runs"][0].as_object_mut().unwrap().remove("flows_rtt").unwrap();
+        v["conditions"].as_object_mut().unwrap().remove("pings").unwrap();
+        let r: Report = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+        assert!(r.arms[0].runs[0].flows_rtt.is_empty());
+        assert!(r.conditions.pings.is_empty());
     }
 
     #[test]

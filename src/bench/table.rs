@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::harness::{idle_cores, rtt, rtt_idle};
+use super::harness::{flow_rtt, idle_cores, rtt, rtt_idle};
 use super::report::Report;
 use super::stats::Summary;
 
@@ -40,13 +40,16 @@ pub fn render(report: &Report) -> String {
     if !c.endpoints.is_empty() {
         let _ = writeln!(s, "{}", c.endpoints);
     }
+    if !c.pings.is_empty() {
+        let _ = writeln!(s, "{}", c.pings);
+    }
     let tcp = c.test == "tcp";
     let (main, unit) = if tcp { ("gbps", "Gb/s") } else { ("delivered_pps", "kpps") };
     let scale = if tcp { 1.0 } else { 1e-3 };
     let w = report.arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(6);
     let _ = writeln!(
         s,
-        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
+        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>11} {:>8} {:>8}",
         "arm",
         "n",
         "fail",
@@ -59,6 +62,8 @@ pub fn render(report: &Report) -> String {
         "idle cores",
         "RTT idle",
         "RTT load p50/p99",
+        "pings",
+        if tcp { "flow RTT" } else { "" },
         if tcp { "fairness" } else { "" }
     );
     for arm in &report.arms {
@@ -69,10 +74,20 @@ pub fn render(report: &Report) -> String {
             .then(|| arm.runs.iter().map(|r| r.loss).sum::<f64>() / arm.runs.len() as f64 * 100.0);
         let fair: Vec<f64> = arm.runs.iter().filter_map(|r| r.fairness).collect();
         let fairness = (!fair.is_empty()).then(|| fair.iter().sum::<f64>() / fair.len() as f64);
-        let rtts = rtt(arm).map_or_else(|| "-".into(), |(p50, p99)| format!("{p50:.2}/{p99:.2} ms"));
+        let load = rtt(arm);
+        let rtts = match load.p50_ms {
+            Some(p50) => format!("{p50:.2}/{} ms", fig(load.p99_ms)),
+            None => "-".into(),
+        };
+        // Answered of sent: how many samples the percentiles rest on, and how many went missing.
+        let pings = match (load.samples, load.sent) {
+            (0, _) => "-".into(),
+            (n, Some(sent)) => format!("{n}/{sent}"),
+            (n, None) => n.to_string(),
+        };
         let _ = writeln!(
             s,
-            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>8}",
+            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>11} {:>8} {:>8}",
             arm.name,
             arm.runs.len(),
             arm.failed.len(),
@@ -85,6 +100,8 @@ pub fn render(report: &Report) -> String {
             fig(idle_cores(arm)),
             fig(rtt_idle(arm)),
             rtts,
+            pings,
+            if tcp { fig(flow_rtt(arm)) } else { String::new() },
             if tcp { fairness.map_or_else(|| "-".into(), |f| format!("{f:.3}")) } else { String::new() }
         );
     }
@@ -162,6 +179,33 @@ mod tests {
         }
         // An arm with nothing measured is not compared.
         assert!(!t.contains("xfwd vs kernel"), "{t}");
+    }
+
+    #[test]
+    fn rtt_columns_give_the_sample_count_and_the_flows_rtt() {
+        let mut runs = vec![test_run(1, 4.0, 1000), test_run(2, 4.0, 1000)];
+        runs[0].rtt_ms = (1..=300).map(|u| f64::from(u) / 100.0).collect();
+        runs[1].rtt_ms = (301..=600).map(|u| f64::from(u) / 100.0).collect();
+        runs[1].flows_rtt = vec![Some(crate::rig::FlowRtt { mean_us: 2_600, min_us: 50, max_us: 9_000 }), None];
+        runs[0].pings_sent = Some(305);
+        runs[1].pings_sent = Some(300);
+        let mut few = test_run(1, 4.0, 1000);
+        few.pings_sent = None;
+        few.rtt_ms = vec![0.2; 40];
+        few.flows_rtt = Vec::new();
+        let r = test_report(vec![
+            ArmResult { name: "kernel".into(), runs, failed: Vec::new() },
+            ArmResult { name: "xfwd".into(), runs: vec![few], failed: Vec::new() },
+        ]);
+        let t = render(&r);
+        // p50/p99 over the 600 pooled samples, answered/sent, then the flows' RTT: the median of
+        // 0.4, 0.4 (run 1) and 2.6 ms (run 2; its second flow had none).
+        let k = row(&t, "kernel");
+        assert_eq!(&k[k.len() - 5..], ["3.00/5.94", "ms", "600/605", "0.40", "1.000"], "{t}");
+        // 40 samples are too few for a p99; sent not counted; no flow RTT is a dash, never 0.
+        let x = row(&t, "xfwd");
+        assert_eq!(&x[x.len() - 5..], ["0.20/-", "ms", "40", "-", "1.000"], "{t}");
+        assert!(t.contains("pings") && t.contains("flow RTT"), "{t}");
     }
 
     #[test]
