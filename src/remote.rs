@@ -92,6 +92,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                     rig::ENDPOINT_NICE
                 ),
                 pings: String::new(),
+                queueing: String::new(),
                 versions: vec![("xfwd".into(), env!("CARGO_PKG_VERSION").into())],
             },
             arms: Vec::new(),
@@ -152,6 +153,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             idle_busy_cores: None,
             started_unix_ms: Some(started_unix_ms),
             ended_unix_ms: Some(started_unix_ms + u64::from(args.time) * 1000),
+            xfwd: None,
         });
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {

@@ -88,6 +88,16 @@ pub fn frame_lines(r: &Report) -> Vec<String> {
         .collect()
 }
 
+/// A sojourn quantile of a histogram (the floor of its bucket), `-` where nothing was measured.
+fn sojourn(hist: &[u64], q: f64) -> String {
+    match xfwd_dataplane::stats::sojourn_quantile(hist, q) {
+        None => "-".into(),
+        Some(ns) if ns < 1_000 => format!("{ns} ns"),
+        Some(ns) if ns < 1_000_000 => format!("{:.0} µs", ns as f64 / 1e3),
+        Some(ns) => format!("{:.1} ms", ns as f64 / 1e6),
+    }
+}
+
 /// The full picture for `xfwd show stats`.
 pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
     let mut s = String::new();
@@ -103,8 +113,8 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
         );
         let _ = writeln!(
             s,
-            "  rx {} frames {} bytes, tx {} frames {} bytes, flooded {}, fdb-full {}",
-            t.rx_frames, t.rx_bytes, t.tx_frames, t.tx_bytes, t.flooded, t.fdb_full
+            "  rx {} frames {} bytes, tx {} frames {} bytes, flooded {}, fdb-full {}, ecn-marked {}",
+            t.rx_frames, t.rx_bytes, t.tx_frames, t.tx_bytes, t.flooded, t.fdb_full, t.ecn_marked
         );
         let _ =
             writeln!(s, "  drops: {}", t.drops.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
@@ -124,11 +134,15 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
     for q in &r.queues {
         let _ = writeln!(
             s,
-            "queue {} on core {}: sleeps {}, real-time yields {}",
+            "queue {} on core {}: sleeps {}, real-time yields {}, sojourn p50 {} p99 {} max {} ({} unstamped)",
             q.queue,
             q.core.map_or_else(|| "-".into(), |c| c.to_string()),
             q.sleeps,
-            q.rt_yields
+            q.rt_yields,
+            sojourn(&q.sojourn, 0.5),
+            sojourn(&q.sojourn, 0.99),
+            sojourn(&q.sojourn, 1.0),
+            q.unstamped
         );
     }
     for line in frame_lines(r) {

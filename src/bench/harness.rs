@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 
 use super::cpu::{self, Sampler};
-use super::report::{ArmResult, Conditions, FailedRun, Report, RunResult, SCHEMA};
+use super::report::{ArmResult, Conditions, FailedRun, Report, RunResult, XfwdRun, SCHEMA};
 use super::stats::{jain, percentile, Summary};
 use crate::rig::{self, Netns, Rig, XfwdProcess};
 
@@ -111,6 +111,9 @@ impl Arm {
                         "cores",
                         "zero-copy",
                         "sockets",
+                        "aqm",
+                        "aqm-target",
+                        "aqm-interval",
                         "busy-poll-budget",
                         "tx-budget",
                         "huge-pages",
@@ -305,6 +308,32 @@ pub fn parse_ping_rtts(text: &str) -> Vec<f64> {
         .collect()
 }
 
+/// What xfwd's own counters say of a run: scheduling and queue management.
+fn xfwd_run_of(rep: &xfwd_dataplane::io::Report) -> XfwdRun {
+    let drops = |name: &str| {
+        rep.ports.iter().flat_map(|p| p.total.drops.iter()).filter(|(n, _)| n == name).map(|(_, v)| v).sum::<u64>()
+    };
+    let mut hist = vec![0u64; xfwd_dataplane::stats::SOJOURN_BUCKETS];
+    for q in &rep.queues {
+        for (h, n) in hist.iter_mut().zip(&q.sojourn) {
+            *h += n;
+        }
+    }
+    XfwdRun {
+        rt_priority: rep.rt_priority,
+        rt_yields: rep.queues.iter().map(|q| q.rt_yields).sum(),
+        aqm_drops: drops("aqm-drop"),
+        ecn_marks: rep.ports.iter().map(|p| p.total.ecn_marked).sum(),
+        sojourn_p99_ns: xfwd_dataplane::stats::sojourn_quantile(&hist, 0.99),
+        unstamped: rep.queues.iter().map(|q| q.unstamped).sum(),
+    }
+}
+
+/// Whether an arm runs xfwd with its defaults.
+fn report_has_default_xfwd(arms: &[(String, Arm)]) -> bool {
+    arms.iter().any(|(_, a)| matches!(a, Arm::Xfwd(extra) if extra.is_empty()))
+}
+
 /// The trafgen configuration for `flows` UDP flows of `frame`-byte frames.
 pub fn trafgen_config(dst_mac: &str, src_mac: &str, src: &str, dst: &str, flows: u32, frame: u32) -> String {
     // Ethernet 14 + IPv4 20 + UDP 8 + payload; the NIC adds the 4-byte FCS to reach `frame`.
@@ -378,13 +407,15 @@ fn measure(
     let srv_rx1 = rx_packets(p.server, "eth0");
     let (rtt_ms, pings_sent) = stop_pings(pings);
     let cpu = sampler.stop();
-    let queue_rx = match xfwd {
+    let (queue_rx, xfwd_run) = match xfwd {
         Some(_) => {
             let json = crate::control::query(std::path::Path::new(control), "stats-json")?;
             let rep: xfwd_dataplane::io::Report = serde_json::from_str(&json)?;
-            rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect()
+            let queue_rx =
+                rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect();
+            (queue_rx, Some(xfwd_run_of(&rep)))
         }
-        None => Vec::new(),
+        None => (Vec::new(), None),
     };
     let packets = d1.saturating_sub(d0);
     let busy_cpu_s = (b1 - b0) as f64 / 100.0;
@@ -415,6 +446,7 @@ fn measure(
         // On the rig the CPU is sampled here, in the same run: no other machine's samples to match.
         started_unix_ms: None,
         ended_unix_ms: None,
+        xfwd: xfwd_run,
     })
 }
 
@@ -598,6 +630,10 @@ pub fn run_mode(
                 ),
                 Some(_) => "trafgen from the client host on its queues' CPUs, at normal priority, in every arm".into(),
             },
+            queueing: format!(
+                "queues: kernel arm: veth's noqueue and the hosts' own stacks (this kernel has no fq_codel, cake, codel or pie); xfwd arms: as each says below{}",
+                if report_has_default_xfwd(&arms) { " (default: CoDel 5 ms / 100 ms on the RX rings, workers SCHED_FIFO 10 where allowed)" } else { "" }
+            ),
             pings: format!(
                 "RTT: pings from the client host every {PING_INTERVAL_MS} ms, {IDLE_PINGS} on the idle path before each run, then through the run; an unanswered ping gives no sample"
             ),

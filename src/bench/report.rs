@@ -51,8 +51,29 @@ pub struct Conditions {
     /// pings ran (`xfwd load`) and in reports from before it was said.
     #[serde(default)]
     pub pings: String,
+    /// What queues the frames in each arm, in words; empty in reports from before it was said.
+    #[serde(default)]
+    pub queueing: String,
     /// Versions: xfwd, iperf3, trafgen.
     pub versions: Vec<(String, String)>,
+}
+
+/// What xfwd said of one run: its workers' scheduling and its queue management.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct XfwdRun {
+    /// The workers' SCHED_FIFO priority (`None`: normal threads).
+    pub rt_priority: Option<u8>,
+    /// Times a worker stepped down to a normal thread's share under sustained load.
+    pub rt_yields: u64,
+    /// Frames CoDel dropped.
+    pub aqm_drops: u64,
+    /// Frames CoDel marked CE instead.
+    pub ecn_marks: u64,
+    /// The 99th percentile of the received frames' sojourn between the XDP program and the
+    /// worker, ns (`None`: none stamped).
+    pub sojourn_p99_ns: Option<u64>,
+    /// Frames that reached a worker without a stamp.
+    pub unstamped: u64,
 }
 
 /// One run of one arm.
@@ -110,6 +131,10 @@ pub struct RunResult {
     /// See `started_unix_ms`.
     #[serde(default)]
     pub ended_unix_ms: Option<u64>,
+    /// xfwd arms: how the workers ran and what queue management did, from xfwd's own counters
+    /// at the end of the run (`None`: not an xfwd arm, or a report from before it was said).
+    #[serde(default)]
+    pub xfwd: Option<XfwdRun>,
 }
 
 /// A run that did not complete, and why. Its arm is the [`ArmResult`] that lists it.
@@ -245,6 +270,7 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         idle_busy_cores: Some(0.1),
         started_unix_ms: None,
         ended_unix_ms: None,
+        xfwd: None,
     }
 }
 
@@ -271,6 +297,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
             offloads: "off".into(),
             endpoints: String::new(),
             pings: String::new(),
+            queueing: String::new(),
             versions: Vec::new(),
         },
         arms,

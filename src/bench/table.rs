@@ -43,6 +43,9 @@ pub fn render(report: &Report) -> String {
     if !c.pings.is_empty() {
         let _ = writeln!(s, "{}", c.pings);
     }
+    if !c.queueing.is_empty() {
+        let _ = writeln!(s, "{}", c.queueing);
+    }
     let tcp = c.test == "tcp";
     let (main, unit) = if tcp { ("gbps", "Gb/s") } else { ("delivered_pps", "kpps") };
     let scale = if tcp { 1.0 } else { 1e-3 };
@@ -106,6 +109,11 @@ pub fn render(report: &Report) -> String {
         );
     }
     for arm in &report.arms {
+        if let Some(line) = xfwd_line(arm) {
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    for arm in &report.arms {
         for f in &arm.failed {
             let mut error: String = f.error.chars().take(ERROR_CHARS).collect();
             if f.error.chars().count() > ERROR_CHARS {
@@ -130,6 +138,29 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(s, "warning: {w}");
     }
     s
+}
+
+/// What an xfwd arm's own counters said, summed over its runs: how its workers ran and what
+/// its queue management did (`None` for other arms and old reports).
+fn xfwd_line(arm: &super::report::ArmResult) -> Option<String> {
+    let runs: Vec<&super::report::XfwdRun> = arm.runs.iter().filter_map(|r| r.xfwd.as_ref()).collect();
+    let first = runs.first()?;
+    let sched = match first.rt_priority {
+        Some(p) => {
+            format!("workers SCHED_FIFO {p}, stepped down {} time(s)", runs.iter().map(|r| r.rt_yields).sum::<u64>())
+        }
+        None => "workers normal threads".into(),
+    };
+    let mut p99: Vec<u64> = runs.iter().filter_map(|r| r.sojourn_p99_ns).collect();
+    p99.sort_unstable();
+    let sojourn = p99.get(p99.len() / 2).map_or_else(|| "-".into(), |ns| format!("{:.3} ms", *ns as f64 / 1e6));
+    Some(format!(
+        "{}: {sched}; AQM dropped {}, marked {}; sojourn p99 {sojourn} (median of runs); {} unstamped",
+        arm.name,
+        runs.iter().map(|r| r.aqm_drops).sum::<u64>(),
+        runs.iter().map(|r| r.ecn_marks).sum::<u64>(),
+        runs.iter().map(|r| r.unstamped).sum::<u64>()
+    ))
 }
 
 #[cfg(test)]

@@ -926,7 +926,13 @@ fn judge(
 /// The arrival time the XDP program appended to a frame ([`STAMP_LEN`] bytes: the time, then
 /// [`STAMP_MAGIC`]), taken off the frame; `None` where the frame carries none.
 fn take_stamp(data: &mut xsk_rs::umem::frame::DataMut<'_>) -> Option<u64> {
-    let f = data.contents();
+    let (arrived, len) = read_stamp(data.contents())?;
+    data.cursor().set_pos(len);
+    Some(arrived)
+}
+
+/// The arrival time at the end of a stamped frame `f` and the frame's length without it.
+fn read_stamp(f: &[u8]) -> Option<(u64, usize)> {
     let len = f.len();
     if len < STAMP_LEN + crate::wire::ethernet::HEADER_LEN {
         return None;
@@ -935,9 +941,7 @@ fn take_stamp(data: &mut xsk_rs::umem::frame::DataMut<'_>) -> Option<u64> {
     if word(len - 8)? != STAMP_MAGIC {
         return None;
     }
-    let arrived = word(len - STAMP_LEN)?;
-    data.cursor().set_pos(len - STAMP_LEN);
-    Some(arrived)
+    Some((word(len - STAMP_LEN)?, len - STAMP_LEN))
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock the XDP program stamps with (`bpf_ktime_get_ns`).
@@ -987,5 +991,28 @@ unsafe fn poll_in(fds: &[i32], timeout_ms: i32) -> io::Result<usize> {
         Err(io::Error::last_os_error())
     } else {
         Ok(r as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_read_from_the_frames_end_only_behind_its_check_word() {
+        let mut f = vec![0xAB; 60];
+        f.extend_from_slice(&123_456_789u64.to_ne_bytes());
+        f.extend_from_slice(&STAMP_MAGIC.to_ne_bytes());
+        assert_eq!(read_stamp(&f), Some((123_456_789, 60)));
+        // Without the check word (stamping off, or a frame that could not grow): no stamp,
+        // and the frame is left whole.
+        assert_eq!(read_stamp(&f[..60]), None);
+        let last = f.len() - 1;
+        f[last] ^= 1;
+        assert_eq!(read_stamp(&f), None);
+        // Too short to hold a header and a stamp.
+        let mut short = vec![0u8; 10];
+        short.extend_from_slice(&STAMP_MAGIC.to_ne_bytes());
+        assert_eq!(read_stamp(&short), None);
     }
 }
