@@ -8,7 +8,8 @@
  *   xfwd_config    u32s: [XFWD_CONFIG_MODE] the mode (XFWD_MODE_BRIDGE or XFWD_MODE_ROUTER),
  *                  [XFWD_CONFIG_STEER] how a socket is chosen (XFWD_STEER_*), [XFWD_CONFIG_QUEUE]
  *                  the queue every socket binds under XFWD_STEER_CPU, [XFWD_CONFIG_STAMP]
- *                  1 to stamp every redirected frame with its arrival time (stamp())
+ *                  1 to stamp every redirected frame with its arrival time (stamp()),
+ *                  [XFWD_CONFIG_KEY_LO], [XFWD_CONFIG_KEY_HI] the stamp's key
  *   xfwd_ports     ifindex -> port index (0..XFWD_MAX_PORTS)
  *   xfwd_local     router mode: the box's IPv4 addresses (network order) -> XFWD_LOCAL_*
  *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + slot, where the slot is the rx
@@ -39,13 +40,15 @@
 #define XFWD_CONFIG_STEER 1
 #define XFWD_CONFIG_QUEUE 2
 #define XFWD_CONFIG_STAMP 3
-#define XFWD_NR_CONFIG 4
+#define XFWD_CONFIG_KEY_LO 4
+#define XFWD_CONFIG_KEY_HI 5
+#define XFWD_NR_CONFIG 6
 
-/* The stamp appended to a frame for its worker: arrival time, then XFWD_STAMP_MAGIC. Mirrored in
- * dataplane/src/io/xdp.rs (STAMP_LEN, STAMP_MAGIC, STAMP_MAX_FRAME). */
+/* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
+ * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in
+ * dataplane/src/io/xdp.rs (STAMP_LEN, STAMP_MAX_FRAME). */
 #define XFWD_STAMP_LEN 16
-#define XFWD_STAMP_MAGIC 0x78667764u /* "xfwd" */
-/* Frames longer than this are not stamped: with the stamp they would not fit a UMEM frame
+/* Frames longer than this get the stamp in front: at their end it would not fit a UMEM frame
  * (2048 bytes less the 256 the kernel keeps in front). */
 #define XFWD_STAMP_MAX_FRAME (2048 - 256 - XFWD_STAMP_LEN)
 
@@ -137,32 +140,44 @@ static __always_inline void count(__u32 port, __u32 counter)
 		*value += 1; /* per-CPU slot: no other writer */
 }
 
-/* Appends the frame's arrival time (CLOCK_MONOTONIC, ns) and a check word to a frame bound for
- * the AF_XDP socket at `key`, when stamping is on: the worker reads how long the frame waited
- * from it and strips it before forwarding. (At the end, not in the metadata area in front: the
- * worker's view of a UMEM frame starts at the frame's first byte.) A frame that cannot grow —
- * no tailroom, or too long — goes unstamped, which the worker counts. */
+/* Adds the frame's arrival time (CLOCK_MONOTONIC, ns) and the stamp key to a frame bound for the
+ * AF_XDP socket at `key`, when stamping is on: at its end where it can grow there (free for the
+ * worker to take off), else in front (the worker moves the frame down over it). Not in the
+ * metadata area: the worker's view of a UMEM frame starts at the frame's first byte. A frame that
+ * can grow neither way goes unstamped, which the worker counts. */
 static __always_inline void stamp(struct xdp_md *ctx, __u32 key)
 {
-	__u32 slot_key = XFWD_CONFIG_STAMP;
-	__u32 *on = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+	__u32 k = XFWD_CONFIG_STAMP;
+	__u32 *on = bpf_map_lookup_elem(&xfwd_config, &k);
 
 	if (!on || !*on || !bpf_map_lookup_elem(&xfwd_xsks, &key))
 		return; /* off, or no socket: the kernel gets the frame as it came */
-	if (ctx->data_end - ctx->data > XFWD_STAMP_MAX_FRAME)
-		return;
-	if (bpf_xdp_adjust_tail(ctx, XFWD_STAMP_LEN))
-		return;
+	k = XFWD_CONFIG_KEY_LO;
+	__u32 *lo = bpf_map_lookup_elem(&xfwd_config, &k);
+	k = XFWD_CONFIG_KEY_HI;
+	__u32 *hi = bpf_map_lookup_elem(&xfwd_config, &k);
 
-	unsigned char *data = (unsigned char *)(long)ctx->data;
-	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
-	__u32 off = (__u32)(data_end - data - XFWD_STAMP_LEN) & 0x3fff;
-	unsigned char *at = data + off;
-	__u64 words[2] = { bpf_ktime_get_ns(), XFWD_STAMP_MAGIC };
-
-	if (at + XFWD_STAMP_LEN > data_end)
+	if (!lo || !hi)
 		return;
-	__builtin_memcpy(at, words, XFWD_STAMP_LEN);
+	__u64 words[2] = { bpf_ktime_get_ns(), ((__u64)*hi << 32) | *lo };
+
+	if (ctx->data_end - ctx->data <= XFWD_STAMP_MAX_FRAME && !bpf_xdp_adjust_tail(ctx, XFWD_STAMP_LEN)) {
+		unsigned char *data = (unsigned char *)(long)ctx->data;
+		unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
+		__u32 off = (__u32)(data_end - data - XFWD_STAMP_LEN) & 0x3fff;
+		unsigned char *at = data + off;
+
+		if (at + XFWD_STAMP_LEN <= data_end)
+			__builtin_memcpy(at, words, XFWD_STAMP_LEN);
+		return;
+	}
+	if (!bpf_xdp_adjust_head(ctx, -XFWD_STAMP_LEN)) {
+		unsigned char *data = (unsigned char *)(long)ctx->data;
+		unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
+
+		if (data + XFWD_STAMP_LEN <= data_end)
+			__builtin_memcpy(data, words, XFWD_STAMP_LEN);
+	}
 }
 
 /* Router mode: does the worker want this frame? Yes for IPv4 to a unicast MAC that is not for

@@ -31,7 +31,7 @@ use xsk_rs::FrameDesc;
 use super::glean::GleanSender;
 use super::options::PollMode;
 use super::start::sched;
-use super::xdp::{STAMP_LEN, STAMP_MAGIC};
+use super::xdp::STAMP_LEN;
 use super::xsk::{FrameRings, QueueSockets, RING_SIZE};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::aqm::{is_ect, mark_ce, Codel, CodelParams, EcnOutcome, Verdict};
@@ -212,6 +212,8 @@ pub struct Worker<D: Decide> {
     busy_poll: bool,
     /// CoDel on this worker's RX ring of each port, by port (empty: queue management off).
     codel: Vec<Codel>,
+    /// The key of the XDP program's stamps (see [`take_stamp`]).
+    stamp_key: u64,
 }
 
 impl<D: Decide> std::fmt::Debug for Worker<D> {
@@ -260,6 +262,7 @@ impl<D: Decide> Worker<D> {
             answer: [0; SCRATCH_LEN],
             busy_poll: false,
             codel: Vec::new(),
+            stamp_key: 0,
         };
         for p in 0..nports {
             w.refill(p, Lock::Wait);
@@ -280,8 +283,11 @@ impl<D: Decide> Worker<D> {
     /// CoDel (`Some`) on this worker's RX ring of each port, judging each frame by the arrival
     /// time the XDP program stamped on it (which is then removed): a frame that waited beyond
     /// the target for long enough is dropped, or marked CE where it is ECN-capable.
-    pub fn manage_queues(mut self, codel: Option<CodelParams>) -> Self {
-        self.codel = codel.map(|c| (0..self.sockets.ports.len()).map(|_| Codel::new(c)).collect()).unwrap_or_default();
+    pub fn manage_queues(mut self, codel: Option<(CodelParams, u64)>) -> Self {
+        if let Some((c, key)) = codel {
+            self.codel = (0..self.sockets.ports.len()).map(|_| Codel::new(c)).collect();
+            self.stamp_key = key;
+        }
         self
     }
 
@@ -451,7 +457,7 @@ impl<D: Decide> Worker<D> {
                 // SAFETY: the worker holds this frame (just received) and nothing aliases it.
                 let mut data = unsafe { self.sockets.pools[u].umem.data_mut(&mut desc) };
                 let verdict = match self.codel.get_mut(p) {
-                    Some(codel) => judge(codel, &self.counters, &mut data, p, now_ns, n - i + behind),
+                    Some(codel) => judge(codel, &self.counters, &mut data, self.stamp_key, p, now_ns, n - i + behind),
                     None => Verdict::Pass,
                 };
                 let frame = data.contents_mut();
@@ -896,18 +902,19 @@ enum Stage {
 }
 
 /// `codel`'s verdict on a frame received on port `p` at `now_ns` with `queued` frames (itself
-/// included) still in the RX ring: from the arrival time the XDP program appended, which is
-/// removed here. A frame marked CE is marked here; an unstamped one passes, counted.
+/// included) still in the RX ring: from the arrival time the XDP program stamped with `key`,
+/// which is removed here. A frame marked CE is marked here; an unstamped one passes, counted.
 #[inline]
 fn judge(
     codel: &mut Codel,
     counters: &QueueCounters,
     data: &mut xsk_rs::umem::frame::DataMut<'_>,
+    key: u64,
     p: usize,
     now_ns: u64,
     queued: usize,
 ) -> Verdict {
-    let Some(arrived) = take_stamp(data) else {
+    let Some(arrived) = take_stamp(data, key) else {
         counters.unstamped.inc();
         return Verdict::Pass;
     };
@@ -923,25 +930,44 @@ fn judge(
     verdict
 }
 
-/// The arrival time the XDP program appended to a frame ([`STAMP_LEN`] bytes: the time, then
-/// [`STAMP_MAGIC`]), taken off the frame; `None` where the frame carries none.
-fn take_stamp(data: &mut xsk_rs::umem::frame::DataMut<'_>) -> Option<u64> {
-    let (arrived, len) = read_stamp(data.contents())?;
+/// The arrival time the XDP program stamped a frame with ([`STAMP_LEN`] bytes: the time, then
+/// `key`), taken off the frame: from its end, or from its front by moving the frame down over
+/// it. `None` where the frame carries none. The key is drawn for each start and never leaves the
+/// box, so a frame from the wire cannot pass for a stamped one (it would have to end, or have
+/// bytes 8 to 16, equal to 64 random bits).
+fn take_stamp(data: &mut xsk_rs::umem::frame::DataMut<'_>, key: u64) -> Option<u64> {
+    let (arrived, at) = read_stamp(data.contents(), key)?;
+    let len = data.contents().len() - STAMP_LEN;
+    if at == Stamp::Front {
+        data.contents_mut().copy_within(STAMP_LEN.., 0);
+    }
     data.cursor().set_pos(len);
     Some(arrived)
 }
 
-/// The arrival time at the end of a stamped frame `f` and the frame's length without it.
-fn read_stamp(f: &[u8]) -> Option<(u64, usize)> {
+/// Where a frame's stamp is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stamp {
+    /// After the frame.
+    End,
+    /// In front of the frame.
+    Front,
+}
+
+/// The arrival time a stamped frame `f` carries with `key`, and where.
+fn read_stamp(f: &[u8], key: u64) -> Option<(u64, Stamp)> {
     let len = f.len();
     if len < STAMP_LEN + crate::wire::ethernet::HEADER_LEN {
         return None;
     }
     let word = |at: usize| f.get(at..at + 8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes);
-    if word(len - 8)? != STAMP_MAGIC {
-        return None;
+    if word(len - 8)? == key {
+        return Some((word(len - STAMP_LEN)?, Stamp::End));
     }
-    Some((word(len - STAMP_LEN)?, len - STAMP_LEN))
+    if word(8)? == key {
+        return Some((word(0)?, Stamp::Front));
+    }
+    None
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock the XDP program stamps with (`bpf_ktime_get_ns`).
@@ -999,20 +1025,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stamp_is_read_from_the_frames_end_only_behind_its_check_word() {
-        let mut f = vec![0xAB; 60];
-        f.extend_from_slice(&123_456_789u64.to_ne_bytes());
-        f.extend_from_slice(&STAMP_MAGIC.to_ne_bytes());
-        assert_eq!(read_stamp(&f), Some((123_456_789, 60)));
-        // Without the check word (stamping off, or a frame that could not grow): no stamp,
-        // and the frame is left whole.
-        assert_eq!(read_stamp(&f[..60]), None);
-        let last = f.len() - 1;
-        f[last] ^= 1;
-        assert_eq!(read_stamp(&f), None);
+    fn a_stamp_is_read_from_the_frames_end_or_front_only_with_its_key() {
+        let key: u64 = 0x5eed_1234_abcd_0042;
+        let frame = vec![0xAB; 60];
+        let mut end = frame.clone();
+        end.extend_from_slice(&123_456_789u64.to_ne_bytes());
+        end.extend_from_slice(&key.to_ne_bytes());
+        assert_eq!(read_stamp(&end, key), Some((123_456_789, Stamp::End)));
+        let mut front = 987u64.to_ne_bytes().to_vec();
+        front.extend_from_slice(&key.to_ne_bytes());
+        front.extend_from_slice(&frame);
+        assert_eq!(read_stamp(&front, key), Some((987, Stamp::Front)));
+        // Another key (a frame from the wire made to look stamped), or none: no stamp.
+        assert_eq!(read_stamp(&end, key ^ 1), None);
+        assert_eq!(read_stamp(&front, key ^ (1 << 63)), None);
+        assert_eq!(read_stamp(&frame, key), None);
         // Too short to hold a header and a stamp.
         let mut short = vec![0u8; 10];
-        short.extend_from_slice(&STAMP_MAGIC.to_ne_bytes());
-        assert_eq!(read_stamp(&short), None);
+        short.extend_from_slice(&key.to_ne_bytes());
+        assert_eq!(read_stamp(&short, key), None);
     }
 }

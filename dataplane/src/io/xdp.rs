@@ -19,12 +19,10 @@ use crate::{MAX_PORTS, MAX_QUEUES};
 
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xfwd.bpf.o"));
 
-/// Bytes the program appends to a redirected frame when stamping (mirrors `XFWD_STAMP_LEN`):
-/// the arrival time (`CLOCK_MONOTONIC` ns), then [`STAMP_MAGIC`], both in host byte order.
+/// Bytes the program adds to a redirected frame when stamping (mirrors `XFWD_STAMP_LEN`): the
+/// arrival time (`CLOCK_MONOTONIC` ns), then the stamp key, both in host byte order; at the
+/// frame's end where it can grow there, else in front of it.
 pub const STAMP_LEN: usize = 16;
-/// The stamp's check word (mirrors `XFWD_STAMP_MAGIC`): a frame whose last 8 bytes are not this
-/// was not stamped.
-pub const STAMP_MAGIC: u64 = 0x7866_7764;
 
 /// Most local addresses the router-mode program knows (mirrors `XFWD_MAX_LOCAL`).
 pub const MAX_LOCAL: usize = 1024;
@@ -154,9 +152,13 @@ pub struct XdpLink {
 impl XdpProgram {
     /// Loads the program for `mode`, picking sockets as `steer` says, and registers `ports` (in
     /// order: the first is port 0). Nothing is attached yet.
-    /// With `stamp`, every redirected frame that can grow carries its arrival time at its end
-    /// ([`STAMP_LEN`] bytes, see [`STAMP_MAGIC`]).
-    pub fn load(ports: &[PortInfo], mode: ProgramMode, steer: Steer, stamp: bool) -> Result<XdpProgram, XdpError> {
+    /// With `stamp` (its key), every redirected frame carries its arrival time ([`STAMP_LEN`]).
+    pub fn load(
+        ports: &[PortInfo],
+        mode: ProgramMode,
+        steer: Steer,
+        stamp: Option<u64>,
+    ) -> Result<XdpProgram, XdpError> {
         if ports.len() > MAX_PORTS {
             return Err(XdpError::Limit(format!("at most {MAX_PORTS} ports, {} given", ports.len())));
         }
@@ -180,8 +182,10 @@ impl XdpProgram {
             Steer::ByQueue => (0, 0),
             Steer::ByCpu { queue } => (1, queue),
         };
-        // Slots: XFWD_CONFIG_MODE, XFWD_CONFIG_STEER, XFWD_CONFIG_QUEUE, XFWD_CONFIG_STAMP.
-        for (slot, value) in [mode_value, steer_value, queue, u32::from(stamp)].into_iter().enumerate() {
+        // Slots: XFWD_CONFIG_MODE, _STEER, _QUEUE, _STAMP, _KEY_LO, _KEY_HI.
+        let key = stamp.unwrap_or(0);
+        let slots = [mode_value, steer_value, queue, u32::from(stamp.is_some()), key as u32, (key >> 32) as u32];
+        for (slot, value) in slots.into_iter().enumerate() {
             config
                 .update(&(slot as u32).to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| XdpError::Map { map: "xfwd_config", cause: format!("{e:#}") })?;

@@ -78,7 +78,9 @@ impl Forwarder {
         let clock = Clock::start();
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Shared::new(&plan)?;
-        let mut xdp = load_program(&ports, &plan)?;
+        // The stamp's key: drawn for each start, never leaves the box.
+        let stamp_key = plan.codel.map(|_| random_key());
+        let mut xdp = load_program(&ports, &plan, stamp_key)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
         let pools = sockets
             .iter()
@@ -86,7 +88,7 @@ impl Forwarder {
             .filter(|p| p.member == 0)
             .map(|p| Arc::clone(&p.pool.gauges))
             .collect();
-        let (workers, counters) = make_workers(sockets, &shared, &plan, cfg.poll, &stop, clock);
+        let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
         let Shared { fdb, router } = shared;
         let (arp, router_view, router_control) = match router {
@@ -140,6 +142,18 @@ impl Forwarder {
             xdp: Some(xdp),
             router: router_control,
         })
+    }
+}
+
+/// 64 random bits from the kernel (`getrandom`), or from the clock where that fails.
+fn random_key() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     }
 }
 
@@ -229,7 +243,7 @@ impl RouterParts {
 }
 
 /// Step 3: the XDP program for the plan's role, with the ports registered; not attached.
-fn load_program(ports: &[PortInfo], plan: &Plan<'_>) -> Result<XdpProgram, StartError> {
+fn load_program(ports: &[PortInfo], plan: &Plan<'_>, stamp_key: Option<u64>) -> Result<XdpProgram, StartError> {
     let mode = match &plan.role {
         Role::Bridge { .. } => ProgramMode::Bridge,
         Role::Router(r) => ProgramMode::Router { local: &r.local },
@@ -238,7 +252,7 @@ fn load_program(ports: &[PortInfo], plan: &Plan<'_>) -> Result<XdpProgram, Start
         Layout::PerQueue => Steer::ByQueue,
         Layout::PerCpu { .. } => Steer::ByCpu { queue: plan.layout.bind_queue(0) },
     };
-    Ok(XdpProgram::load(ports, mode, steer, plan.codel.is_some())?)
+    Ok(XdpProgram::load(ports, mode, steer, stamp_key)?)
 }
 
 /// Step 4: the UMEMs and every worker's sockets, bound and registered in the program's XSKMAP:
@@ -308,6 +322,7 @@ fn make_workers(
     sockets: Vec<QueueSockets>,
     shared: &Shared,
     plan: &Plan<'_>,
+    stamp_key: Option<u64>,
     poll: PollMode,
     stop: &Arc<AtomicBool>,
     clock: Clock,
@@ -325,13 +340,13 @@ fn make_workers(
                 let decide = BridgeDecide { fdb: Arc::clone(&shared.fdb) };
                 let w = Worker::new(sockets, decide, qc, stop, poll, clock)
                     .drive_busy_poll(busy_poll)
-                    .manage_queues(plan.codel);
+                    .manage_queues(plan.codel.zip(stamp_key));
                 Box::new(move || w.run())
             }
             Some(r) => {
                 let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock)
                     .drive_busy_poll(busy_poll)
-                    .manage_queues(plan.codel);
+                    .manage_queues(plan.codel.zip(stamp_key));
                 Box::new(move || w.run())
             }
         });
