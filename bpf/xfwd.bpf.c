@@ -48,8 +48,8 @@
  * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in
  * dataplane/src/io/xdp.rs (STAMP_LEN, STAMP_MAX_FRAME). */
 #define XFWD_STAMP_LEN 16
-/* Frames longer than this get the stamp in front: at their end it would not fit a UMEM frame
- * (2048 bytes less the 256 the kernel keeps in front). */
+/* Frames longer than this are not stamped: grown either way they would not fit a UMEM frame in
+ * copy mode (2048 bytes less the 256 the kernel keeps in front), and the kernel would drop them. */
 #define XFWD_STAMP_MAX_FRAME (2048 - 256 - XFWD_STAMP_LEN)
 
 #define XFWD_STEER_QUEUE 0 /* one socket per (port, queue) */
@@ -144,7 +144,7 @@ static __always_inline void count(__u32 port, __u32 counter)
  * AF_XDP socket at `key`, when stamping is on: at its end where it can grow there (free for the
  * worker to take off), else in front (the worker moves the frame down over it). Not in the
  * metadata area: the worker's view of a UMEM frame starts at the frame's first byte. A frame that
- * can grow neither way goes unstamped, which the worker counts. */
+ * is too long, or can grow neither way, goes unstamped, which the worker counts. */
 static __always_inline void stamp(struct xdp_md *ctx, __u32 key)
 {
 	__u32 k = XFWD_CONFIG_STAMP;
@@ -157,11 +157,11 @@ static __always_inline void stamp(struct xdp_md *ctx, __u32 key)
 	k = XFWD_CONFIG_KEY_HI;
 	__u32 *hi = bpf_map_lookup_elem(&xfwd_config, &k);
 
-	if (!lo || !hi)
+	if (!lo || !hi || ctx->data_end - ctx->data > XFWD_STAMP_MAX_FRAME)
 		return;
 	__u64 words[2] = { bpf_ktime_get_ns(), ((__u64)*hi << 32) | *lo };
 
-	if (ctx->data_end - ctx->data <= XFWD_STAMP_MAX_FRAME && !bpf_xdp_adjust_tail(ctx, XFWD_STAMP_LEN)) {
+	if (!bpf_xdp_adjust_tail(ctx, XFWD_STAMP_LEN)) {
 		unsigned char *data = (unsigned char *)(long)ctx->data;
 		unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 		__u32 off = (__u32)(data_end - data - XFWD_STAMP_LEN) & 0x3fff;

@@ -147,22 +147,18 @@ fn the_documented_capabilities_are_enough() {
     let _g = serial();
     let r = Rig::bridge(1).unwrap();
     let control = control_path("priv-min");
-    let mut x = r
-        .start_xfwd(
-            "setpriv",
-            &[
-                "--bounding-set=-all,+net_admin,+net_raw,+bpf,+perfmon,+ipc_lock,+setpcap",
-                "--inh-caps=-all",
-                XFWD,
-                "bridge",
-                "eth4",
-                "eth5",
-                "--control",
-                &control,
-            ],
-        )
-        .unwrap();
-    Rig::ping_until(&r.h1, "198.18.0.2", Duration::from_secs(5)).unwrap();
-    assert_unprivileged(x.proc.child.id(), 0);
-    stop_clean(&mut x);
+    // Without CAP_SYS_NICE the workers run as normal threads, said; with it, under SCHED_FIFO.
+    let base = "--bounding-set=-all,+net_admin,+net_raw,+bpf,+perfmon,+ipc_lock,+setpcap";
+    for (caps, said) in [
+        (base.to_owned(), "xfwd: warning: the workers run as normal threads: SCHED_FIFO 10 refused"),
+        (format!("{base},+sys_nice"), "xfwd: workers under SCHED_FIFO 10,"),
+    ] {
+        let args = [caps.as_str(), "--inh-caps=-all", XFWD, "bridge", "eth4", "eth5", "--control", &control];
+        let mut x = r.start_xfwd("setpriv", &args).unwrap();
+        x.collect(); // warnings arrive on their own pipe
+        assert!(x.seen.iter().any(|l| l.starts_with(said)), "{caps}: {:#?}", x.seen);
+        Rig::ping_until(&r.h1, "198.18.0.2", Duration::from_secs(5)).unwrap();
+        assert_unprivileged(x.proc.child.id(), 0);
+        stop_clean(&mut x);
+    }
 }

@@ -300,7 +300,8 @@ impl<D: Decide> Worker<D> {
         // worker may step up again afterwards.
         let mut realtime = sched::fifo_priority().filter(|&p| sched::may_step_up(p));
         let mut stepped_down = false;
-        let mut last_pause_ms = self.clock.now_ms();
+        // When the current run of rounds with work began (a sleep does not count as work).
+        let mut busy_since_ms = self.clock.now_ms();
         let mut busy_rounds = 0u32;
         while !self.stop.load(Ordering::Relaxed) {
             let now_ms = self.clock.now_ms();
@@ -340,21 +341,26 @@ impl<D: Decide> Worker<D> {
             }
             if work > 0 {
                 idle_rounds = 0;
+                if busy_rounds == 0 {
+                    busy_since_ms = now_ms;
+                }
                 busy_rounds = busy_rounds.saturating_add(1);
                 if realtime.is_some()
                     && !stepped_down
                     && busy_rounds >= YIELD_AFTER_ROUNDS
-                    && now_ms.saturating_sub(last_pause_ms) >= YIELD_AFTER_MS
+                    && now_ms.saturating_sub(busy_since_ms) > YIELD_AFTER_MS
                 {
                     stepped_down = sched::step_down().is_ok();
                     if stepped_down {
                         self.counters.rt_yields.inc();
+                    } else {
+                        // Not allowed down (never seen): stay as started, without asking again.
+                        realtime = None;
                     }
                 }
                 continue;
             }
             // A round without work: the load let up.
-            last_pause_ms = now_ms;
             busy_rounds = 0;
             if let (Some(p), true) = (realtime, stepped_down) {
                 stepped_down = false;
@@ -457,7 +463,9 @@ impl<D: Decide> Worker<D> {
                 // SAFETY: the worker holds this frame (just received) and nothing aliases it.
                 let mut data = unsafe { self.sockets.pools[u].umem.data_mut(&mut desc) };
                 let verdict = match self.codel.get_mut(p) {
-                    Some(codel) => judge(codel, &self.counters, &mut data, self.stamp_key, p, now_ns, n - i + behind),
+                    Some(codel) => {
+                        judge(codel, &self.counters, &mut data, self.stamp_key, p, now_ns, n - i - 1 + behind)
+                    }
                     None => Verdict::Pass,
                 };
                 let frame = data.contents_mut();
@@ -540,7 +548,13 @@ impl<D: Decide> Worker<D> {
         let data = unsafe { self.sockets.pools[u].umem.data(desc) };
         match stage {
             Stage::Header => crate::prefetch::read(data.contents().as_ptr()),
-            Stage::Tables => self.decide.prefetch(data.contents()),
+            // A stamp in front is still there (the frame moves down when it is judged).
+            Stage::Tables => match read_stamp(data.contents(), self.stamp_key) {
+                Some((_, Stamp::Front)) if !self.codel.is_empty() => {
+                    self.decide.prefetch(&data.contents()[STAMP_LEN..])
+                }
+                _ => self.decide.prefetch(data.contents()),
+            },
         }
     }
 
@@ -901,8 +915,8 @@ enum Stage {
     Tables,
 }
 
-/// `codel`'s verdict on a frame received on port `p` at `now_ns` with `queued` frames (itself
-/// included) still in the RX ring: from the arrival time the XDP program stamped with `key`,
+/// `codel`'s verdict on a frame received on port `p` at `now_ns` with `queued` frames still
+/// behind it (in the batch and the RX ring): from the arrival time the XDP program stamped with `key`,
 /// which is removed here. A frame marked CE is marked here; an unstamped one passes, counted.
 #[inline]
 fn judge(

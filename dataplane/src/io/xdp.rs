@@ -23,6 +23,9 @@ const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xfwd.bpf.o"));
 /// arrival time (`CLOCK_MONOTONIC` ns), then the stamp key, both in host byte order; at the
 /// frame's end where it can grow there, else in front of it.
 pub const STAMP_LEN: usize = 16;
+/// Longest frame the program stamps (mirrors `XFWD_STAMP_MAX_FRAME`): grown by the stamp it
+/// must still fit a UMEM frame past the kernel's headroom.
+pub const STAMP_MAX_FRAME: usize = 2048 - 256 - STAMP_LEN;
 
 /// Most local addresses the router-mode program knows (mirrors `XFWD_MAX_LOCAL`).
 pub const MAX_LOCAL: usize = 1024;

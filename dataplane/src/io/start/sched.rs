@@ -40,9 +40,16 @@ impl RealTime {
         let saved = Policy::current();
         match set_policy(libc::SCHED_FIFO, p) {
             Ok(()) => {
-                let lim = libc::rlimit { rlim_cur: libc::rlim_t::from(p), rlim_max: libc::rlim_t::from(p) };
-                // SAFETY: setrlimit reads a valid, initialised rlimit struct.
-                let _ = unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &lim) };
+                let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                // SAFETY: getrlimit writes into the valid rlimit struct it is given.
+                let read = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut lim) } == 0;
+                let want = libc::rlim_t::from(p);
+                if read && lim.rlim_cur < want {
+                    // Raised to the priority, never lowered.
+                    let raised = libc::rlimit { rlim_cur: want, rlim_max: lim.rlim_max.max(want) };
+                    // SAFETY: setrlimit reads a valid, initialised rlimit struct.
+                    let _ = unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &raised) };
+                }
                 Ok((RealTime { saved: Some(saved), priority: Some(p) }, None))
             }
             Err(e) if required => Err(StartError::System(format!(
