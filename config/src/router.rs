@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::io::{PollMode, RouterLimits, RouterSetup, XdpMode};
+use xfwd_dataplane::io::{AqmMode, PollMode, RouterLimits, RouterSetup, XdpMode};
 use xfwd_dataplane::l3::{Prefix, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{PortId, MAX_PORTS};
@@ -93,6 +93,17 @@ pub struct Workers {
     pub xdp_mode: Option<XdpMode>,
 }
 
+/// Queue management (`[aqm]`); `None` leaves the command line's or the built-in default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Aqm {
+    /// CoDel or off.
+    pub mode: Option<AqmMode>,
+    /// CoDel's target sojourn.
+    pub target: Option<std::time::Duration>,
+    /// CoDel's interval.
+    pub interval: Option<std::time::Duration>,
+}
+
 /// A validated router configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouterConfig {
@@ -107,6 +118,8 @@ pub struct RouterConfig {
     pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
     /// Worker settings.
     pub workers: Workers,
+    /// Queue management.
+    pub aqm: Aqm,
     /// Limits, in the data plane's terms (the file's, or the defaults).
     pub limits: RouterLimits,
 }
@@ -125,6 +138,16 @@ struct RawConfig {
     workers: RawWorkers,
     #[serde(default)]
     limits: RawLimits,
+    #[serde(default)]
+    aqm: RawAqm,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAqm {
+    mode: Option<AqmMode>,
+    target: Option<Spanned<String>>,
+    interval: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -236,6 +259,7 @@ impl RouterConfig {
         let neighbors = neighbors_of(&cx, &raw, &subnets)?;
         let workers = workers_of(&cx, &raw)?;
         let limits = limits_of(&cx, &raw)?;
+        let aqm = aqm_of(&cx, &raw)?;
 
         if let Some(rf) = &raw.routes_file {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
@@ -244,7 +268,7 @@ impl RouterConfig {
             parse_routes(&file, &text, &interfaces, &subnets, &mut seen_prefix, &mut routes)?;
         }
 
-        Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, limits })
+        Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, aqm, limits })
     }
 
     /// The ports, in port order: the interfaces' names.
@@ -446,6 +470,33 @@ fn workers_of(cx: &Ctx, raw: &RawConfig) -> Result<Workers, ConfigError> {
     Ok(workers)
 }
 
+/// The `[aqm]` table: durations like the command line's (`5ms`), the target below the interval.
+fn aqm_of(cx: &Ctx, raw: &RawConfig) -> Result<Aqm, ConfigError> {
+    let a = &raw.aqm;
+    let duration = |v: &Option<Spanned<String>>, name: &str| -> Result<Option<std::time::Duration>, ConfigError> {
+        let Some(v) = v else { return Ok(None) };
+        match crate::parse_duration(v.get_ref()) {
+            Ok(d) if !d.is_zero() => Ok(Some(d)),
+            Ok(_) => Err(cx.err(v.span(), format!("aqm.{name} must be above zero"))),
+            Err(e) => Err(cx.err(v.span(), format!("aqm.{name}: {e}"))),
+        }
+    };
+    let target = duration(&a.target, "target")?;
+    let interval = duration(&a.interval, "interval")?;
+    let (t, i) = (
+        target.unwrap_or(std::time::Duration::from_millis(5)),
+        interval.unwrap_or(std::time::Duration::from_millis(100)),
+    );
+    if t >= i {
+        let span = a.target.as_ref().or(a.interval.as_ref()).map_or(0..0, Spanned::span);
+        return Err(cx.err(
+            span,
+            format!("aqm.target ({t:?}) must be below aqm.interval ({i:?}); RFC 8289's defaults are 5ms and 100ms"),
+        ));
+    }
+    Ok(Aqm { mode: a.mode, target, interval })
+}
+
 /// The `[limits]` table, with the data plane's defaults for what it leaves out.
 fn limits_of(cx: &Ctx, raw: &RawConfig) -> Result<RouterLimits, ConfigError> {
     let d = RouterLimits::default();
@@ -605,6 +656,11 @@ neighbors = 1024
 glean_queue = 8
 icmp_rate = 100
 icmp_burst = 10
+
+[aqm]
+mode = "codel"
+target = "2ms"
+interval = "50ms"
 "#;
 
     /// Parses a file that names no routes file.
@@ -633,6 +689,22 @@ icmp_burst = 10
             }
         );
         assert_eq!(c.limits, RouterLimits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10 });
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(c.aqm, Aqm { mode: Some(AqmMode::Codel), target: Some(ms(2)), interval: Some(ms(50)) });
+    }
+
+    #[test]
+    fn aqm_settings_are_checked_where_they_stand() {
+        let base = "[[interface]]\nname = \"eth4\"\naddresses = [\"198.18.10.2/24\"]\n";
+        let c = parse(&format!("{base}[aqm]\nmode = \"off\"\n")).unwrap();
+        assert_eq!(c.aqm, Aqm { mode: Some(AqmMode::Off), target: None, interval: None });
+        assert_eq!(parse(base).unwrap().aqm, Aqm::default(), "no table: the command line's or the defaults");
+        assert_eq!(
+            error_of(&format!("{base}[aqm]\ntarget = \"200ms\"\n")),
+            "router.toml:5:10: aqm.target (200ms) must be below aqm.interval (100ms); RFC 8289's defaults are 5ms and 100ms"
+        );
+        assert!(error_of(&format!("{base}[aqm]\ninterval = \"0s\"\n")).contains("aqm.interval must be above zero"));
+        assert!(error_of(&format!("{base}[aqm]\nmode = \"red\"\n")).contains("aqm.mode `red` is not one of codel, off"));
     }
 
     fn error_of(text: &str) -> String {

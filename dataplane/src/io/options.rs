@@ -129,9 +129,10 @@ impl fmt::Display for Sockets {
     }
 }
 
-/// Queue management on the workers' queues. (The command line sets it; the router's file has
-/// no key for it yet.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// Queue management on the workers' queues (the command line's `--aqm`, the router file's
+/// `[aqm] mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(try_from = "String")]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum AqmMode {
     /// CoDel (RFC 8289) on each worker's RX ring of each port, by how long frames waited there
@@ -143,6 +144,42 @@ pub enum AqmMode {
     /// No queue management: the rings are plain FIFOs; no stamp either.
     #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Off,
+}
+
+impl AqmMode {
+    /// Every value, in the order `--help` lists them.
+    pub const ALL: [AqmMode; 2] = [AqmMode::Codel, AqmMode::Off];
+
+    /// The value's word on the command line and in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            AqmMode::Codel => "codel",
+            AqmMode::Off => "off",
+        }
+    }
+}
+
+impl FromStr for AqmMode {
+    type Err = UnknownValue;
+
+    fn from_str(text: &str) -> Result<Self, UnknownValue> {
+        value_of("aqm.mode", &AqmMode::ALL, AqmMode::name, text)
+    }
+}
+
+/// For `serde(try_from)`: the file's word through [`FromStr`], so that its error is the file's.
+impl TryFrom<String> for AqmMode {
+    type Error = UnknownValue;
+
+    fn try_from(text: String) -> Result<Self, UnknownValue> {
+        text.parse()
+    }
+}
+
+impl fmt::Display for AqmMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Whether the workers run under SCHED_FIFO, ahead of ordinary processes, as the kernel's own
@@ -277,6 +314,11 @@ mod tests {
             assert_eq!(m.name().parse::<XdpMode>(), Ok(m));
             assert_eq!(m.to_string(), m.name());
         }
+        for m in AqmMode::ALL {
+            assert_eq!(m.name().parse::<AqmMode>(), Ok(m));
+            assert_eq!(m.to_string(), m.name());
+        }
+        assert_eq!("fq".parse::<AqmMode>().unwrap_err().to_string(), "aqm.mode `fq` is not one of codel, off");
         assert_eq!(
             "sometimes".parse::<PollMode>().unwrap_err().to_string(),
             "poll `sometimes` is not one of busy, adaptive"
@@ -323,6 +365,7 @@ mod tests {
         assert_eq!(words::<PollMode>(), PollMode::ALL.map(PollMode::name));
         assert_eq!(words::<XdpMode>(), XdpMode::ALL.map(XdpMode::name));
         assert_eq!(words::<ZeroCopy>(), ["auto", "on", "off"]);
+        assert_eq!(words::<AqmMode>(), AqmMode::ALL.map(AqmMode::name));
         assert_eq!(words::<Sockets>(), [Sockets::Auto, Sockets::PerQueue, Sockets::PerCpu].map(Sockets::name));
         fn helps<T: ValueEnum>() -> usize {
             T::value_variants().iter().filter(|v| v.to_possible_value().unwrap().get_help().is_some()).count()
