@@ -549,12 +549,12 @@ impl<D: Decide> Worker<D> {
         match stage {
             Stage::Header => crate::prefetch::read(data.contents().as_ptr()),
             // A stamp in front is still there (the frame moves down when it is judged).
-            Stage::Tables => match read_stamp(data.contents(), self.stamp_key) {
-                Some((_, Stamp::Front)) if !self.codel.is_empty() => {
-                    self.decide.prefetch(&data.contents()[STAMP_LEN..])
-                }
+            // (Only with queue management on: without it nothing is stamped, and nothing read.)
+            Stage::Tables if !self.codel.is_empty() => match read_stamp(data.contents(), self.stamp_key) {
+                Some((_, Stamp::Front)) => self.decide.prefetch(&data.contents()[STAMP_LEN..]),
                 _ => self.decide.prefetch(data.contents()),
             },
+            Stage::Tables => self.decide.prefetch(data.contents()),
         }
     }
 
