@@ -163,6 +163,8 @@ pub struct FlowQueues<T: Copy> {
     /// Bytes queued per queue, apart from [`Queue`] so the overflow scan reads a dense array.
     bytes: Box<[u32]>,
     backlog_bytes: u64,
+    /// Where the next overflow scan starts ([`FlowQueues::drop_from_fattest`]).
+    scan_from: usize,
     sets: u64,
     new: Fifo,
     old: Fifo,
@@ -202,6 +204,7 @@ impl<T: Copy> FlowQueues<T> {
             queues: vec![queue; n_queues].into_boxed_slice(),
             bytes: vec![0; n_queues].into_boxed_slice(),
             backlog_bytes: 0,
+            scan_from: 0,
             sets: (n_queues / WAYS) as u64,
             new: Fifo { head: NIL, tail: NIL },
             old: Fifo { head: NIL, tail: NIL },
@@ -362,8 +365,21 @@ impl<T: Copy> FlowQueues<T> {
 
     /// Drops the head item of the queue holding the most bytes. The queue stays on its DRR list
     /// (it is removed when a dequeue finds it empty).
+    ///
+    /// Ties are common (hundreds of TCP flows holding two full frames each): the scan starts
+    /// after the last queue that lost, so tied queues take turns. A scan from a fixed place
+    /// would drop from the same queue every time, and a TCP flow that loses every packet it
+    /// sends waits out ever longer retransmission timeouts.
     fn drop_from_fattest(&mut self) -> Option<T> {
-        let (fattest, _) = self.bytes.iter().enumerate().max_by_key(|&(_, b)| *b)?;
+        let n = self.bytes.len();
+        let start = self.scan_from % n;
+        let mut fattest = start;
+        for i in (start + 1..n).chain(0..start) {
+            if self.bytes[i] > self.bytes[fattest] {
+                fattest = i;
+            }
+        }
+        self.scan_from = fattest + 1;
         let slot = self.pop_item(fattest)?;
         self.counters.overflow_drops += 1;
         slot.item
@@ -512,6 +528,30 @@ mod tests {
         assert_eq!(out.len(), 16);
         assert!(!out.iter().any(|&(f, _)| f == 2));
         assert_eq!(q.counters().active_flows, 0);
+    }
+
+    #[test]
+    fn queues_tied_for_fattest_take_turns_losing() {
+        // 32 flows of two equal frames each fill the slots; every overflow has 32 candidates.
+        let mut q = fq(64, 1024);
+        for f in 0..32 {
+            for i in 0..2 {
+                assert_eq!(put(&mut q, f, i, 1500), None);
+            }
+        }
+        // Each flow that loses a frame sends it again (as TCP retransmits), which makes room by
+        // another overflow: 256 drops among 32 tied flows must be spread over all of them, not
+        // fall on one flow again and again.
+        let mut losses = [0u32; 33];
+        // A 33rd flow's frame starts it.
+        let mut next = 32u16;
+        for seq in 2..258 {
+            let (f, _) = put(&mut q, next, seq, 1500).expect("full: something is dropped");
+            losses[usize::from(f)] += 1;
+            next = f;
+        }
+        let (least, most) = (losses[..32].iter().min().unwrap(), losses.iter().max().unwrap());
+        assert!(most - least <= 1, "tied queues lose in turn: {losses:?}");
     }
 
     #[test]
