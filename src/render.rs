@@ -71,9 +71,10 @@ pub fn frame_lines(r: &Report) -> Vec<String> {
                 (a, b) => format!("queues {a}-{b}{port}"),
             };
             format!(
-                "{who}: frames total {} free {} fill {} (ring {} rx {} kernel {}) tx {} (ring {} completion {} kernel {}) unaccounted {}",
+                "{who}: frames total {} free {} queued {} fill {} (ring {} rx {} kernel {}) tx {} (ring {} completion {} kernel {}) unaccounted {}",
                 f.total,
                 f.free,
+                f.queued,
                 f.fill,
                 f.fill_ring,
                 f.rx_ring,
@@ -144,6 +145,13 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
             sojourn(&q.sojourn, 1.0),
             q.unstamped
         );
+        if r.aqm.as_deref() == Some("fq-codel") {
+            let _ = writeln!(
+                s,
+                "  flow queues: {} frames in {} flows now, high-water {} frames, collisions {}",
+                q.fq_backlog, q.fq_flows, q.fq_high_water, q.fq_collisions
+            );
+        }
     }
     for line in frame_lines(r) {
         let _ = writeln!(s, "{line}");

@@ -54,11 +54,14 @@ pub enum Reason {
     /// CoDel: the frame waited too long, for too long ([`crate::aqm::codel`]); an ECN-capable
     /// frame is marked instead (counted as `ecn-marked`), unless the queue is at its hard limit.
     AqmDrop,
+    /// Flow queues: no slot was free, so the head of the queue holding the most bytes was
+    /// dropped to make room ([`crate::aqm::fq`]); counted on the egress port.
+    FqOverflow,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 23;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -84,6 +87,7 @@ impl Reason {
         Reason::LocalDelivery,
         Reason::GleanQueueFull,
         Reason::AqmDrop,
+        Reason::FqOverflow,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -111,6 +115,7 @@ impl Reason {
             Reason::LocalDelivery => "local-delivery",
             Reason::GleanQueueFull => "glean-queue-full",
             Reason::AqmDrop => "aqm-drop",
+            Reason::FqOverflow => "fq-overflow",
         }
     }
 }

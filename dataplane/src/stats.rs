@@ -62,12 +62,15 @@ pub struct PortCounters {
     pub fdb_full: Counter,
     /// Router: ICMP errors sent about frames received on this port.
     pub icmp_sent: Counter,
-    /// Received frames that CoDel marked CE instead of dropping (ECN).
+    /// Frames that CoDel marked CE instead of dropping (ECN): counted on the port they came in
+    /// on under `codel` (judged on the RX ring), on the egress port under `fq-codel` (judged in
+    /// the flow queues, which are the egress port's).
     pub ecn_marked: Counter,
     /// Router: frames handed to the ARP thread to wait for their next hop's MAC.
     pub gleaned: Counter,
     /// Drops, indexed by [`Reason`]; counted on the port the frame came in on, except
-    /// `tx-ring-full` and `no-free-frame`, counted on the egress port.
+    /// `tx-ring-full`, `no-free-frame`, `fq-overflow` and (under `fq-codel`) `aqm-drop`,
+    /// counted on the egress port.
     pub drops: [Counter; Reason::COUNT],
     /// TX kicks (sendto) issued on this port's socket.
     pub kicks: Counter,
@@ -159,6 +162,8 @@ pub struct MemberFrames {
     pub rx_ring: Counter,
     /// Still in its TX rings, not yet taken by the kernel.
     pub tx_ring: Counter,
+    /// Waiting in its flow queues for a TX ring.
+    pub queued: Counter,
 }
 
 /// A single-writer gauge that may go below zero (see [`MemberFrames`]).
@@ -200,6 +205,7 @@ impl PoolGauges {
         FrameSnapshot {
             total: self.total,
             free: sum(|m| m.free.get() as i64) + spare.max(0) as u64,
+            queued: sum(|m| m.queued.get() as i64),
             fill,
             tx,
             fill_ring,
@@ -267,11 +273,20 @@ pub struct QueueCounters {
     /// Times the worker, running under SCHED_FIFO, went back to a normal thread's share after
     /// working without a pause for [`crate::io::worker::YIELD_AFTER_MS`].
     pub rt_yields: Counter,
-    /// How long received frames waited between the XDP program and the worker (from the
-    /// program's stamp), by [`sojourn_bucket`].
+    /// How long frames waited since the XDP program stamped them, by [`sojourn_bucket`]: until
+    /// the worker took them off the RX ring (`codel`), or until it handed them to a TX ring
+    /// (`fq-codel`, where the flow queues are the wait).
     pub sojourn: Box<[Counter]>,
     /// Received frames without a stamp (stamping off, or a driver without metadata room).
     pub unstamped: Counter,
+    /// Flow queues (`fq-codel`), summed over the worker's egress ports: frames queued now.
+    pub fq_backlog: Counter,
+    /// The most frames one port's flow queues ever held at once (the highest of the ports).
+    pub fq_high_water: Counter,
+    /// Flows queued now (on a round-robin list).
+    pub fq_flows: Counter,
+    /// Frames whose flow found its set of the flow table full and shared another's queue.
+    pub fq_collisions: Counter,
     /// Router: ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: Counter,
 }
@@ -287,6 +302,10 @@ impl QueueCounters {
             rt_yields: Counter::default(),
             sojourn: (0..SOJOURN_BUCKETS).map(|_| Counter::default()).collect(),
             unstamped: Counter::default(),
+            fq_backlog: Counter::default(),
+            fq_high_water: Counter::default(),
+            fq_flows: Counter::default(),
+            fq_collisions: Counter::default(),
             icmp_rate_limited: Counter::default(),
         }
     }
@@ -301,6 +320,10 @@ impl QueueCounters {
             rt_yields: self.rt_yields.get(),
             sojourn: self.sojourn.iter().map(Counter::get).collect(),
             unstamped: self.unstamped.get(),
+            fq_backlog: self.fq_backlog.get(),
+            fq_high_water: self.fq_high_water.get(),
+            fq_flows: self.fq_flows.get(),
+            fq_collisions: self.fq_collisions.get(),
             icmp_rate_limited: self.icmp_rate_limited.get(),
         }
     }
@@ -414,6 +437,8 @@ impl PortSnapshot {
 pub struct FrameSnapshot {
     pub total: u64,
     pub free: u64,
+    #[serde(default)]
+    pub queued: u64,
     pub fill: u64,
     pub tx: u64,
     #[serde(default)]
@@ -433,7 +458,7 @@ pub struct FrameSnapshot {
 impl FrameSnapshot {
     /// Frames not found in any place: must be zero.
     pub fn unaccounted(&self) -> i64 {
-        self.total as i64 - (self.free + self.fill + self.tx) as i64
+        self.total as i64 - (self.free + self.queued + self.fill + self.tx) as i64
     }
 }
 
@@ -452,6 +477,14 @@ pub struct QueueSnapshot {
     pub sojourn: Vec<u64>,
     #[serde(default)]
     pub unstamped: u64,
+    #[serde(default)]
+    pub fq_backlog: u64,
+    #[serde(default)]
+    pub fq_high_water: u64,
+    #[serde(default)]
+    pub fq_flows: u64,
+    #[serde(default)]
+    pub fq_collisions: u64,
     pub icmp_rate_limited: u64,
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
-use super::options::XdpMode;
+use super::options::{AqmMode, XdpMode};
 use super::port::PortInfo;
 use super::xdp::{XdpCounter, XdpCounters};
 use crate::l2::{Fdb, FdbEntry};
@@ -54,6 +54,8 @@ pub struct LiveView {
     pub zero_copy: bool,
     /// The workers' SCHED_FIFO priority (`None`: normal threads).
     pub rt_priority: Option<u8>,
+    /// The queue management the workers apply (`--aqm`).
+    pub aqm: AqmMode,
 }
 
 /// One port's totals in a [`Report`].
@@ -109,6 +111,10 @@ pub struct Report {
     /// said).
     #[serde(default)]
     pub rt_priority: Option<u8>,
+    /// The queue management the workers apply, as `--aqm` names it (`None` in reports from
+    /// before xfwd said).
+    #[serde(default)]
+    pub aqm: Option<String>,
 }
 
 /// Where one UMEM's frames are, at one instant.
@@ -168,6 +174,7 @@ impl LiveView {
             neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
             zero_copy: Some(self.zero_copy),
             rt_priority: self.rt_priority,
+            aqm: Some(self.aqm.name().to_owned()),
         }
     }
 

@@ -79,7 +79,7 @@ impl Forwarder {
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Shared::new(&plan)?;
         // The stamp's key: drawn for each start, never leaves the box.
-        let stamp_key = plan.codel.map(|_| random_key());
+        let stamp_key = plan.aqm.map(|_| random_key());
         let mut xdp = load_program(&ports, &plan, stamp_key)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
         let pools = sockets
@@ -113,6 +113,7 @@ impl Forwarder {
             xdp_modes: xdp_modes.clone(),
             zero_copy,
             rt_priority: rt.priority(),
+            aqm: cfg.aqm,
         });
 
         before_threads().map_err(StartError::Privileges)?;
@@ -340,13 +341,13 @@ fn make_workers(
                 let decide = BridgeDecide { fdb: Arc::clone(&shared.fdb) };
                 let w = Worker::new(sockets, decide, qc, stop, poll, clock)
                     .drive_busy_poll(busy_poll)
-                    .manage_queues(plan.codel.zip(stamp_key));
+                    .manage_queues(plan.aqm.zip(stamp_key));
                 Box::new(move || w.run())
             }
             Some(r) => {
                 let w = Worker::new(sockets, r.decide(queues), qc, stop, poll, clock)
                     .drive_busy_poll(busy_poll)
-                    .manage_queues(plan.codel.zip(stamp_key));
+                    .manage_queues(plan.aqm.zip(stamp_key));
                 Box::new(move || w.run())
             }
         });
