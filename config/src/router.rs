@@ -704,7 +704,8 @@ interval = "50ms"
             "router.toml:5:10: aqm.target (200ms) must be below aqm.interval (100ms); RFC 8289's defaults are 5ms and 100ms"
         );
         assert!(error_of(&format!("{base}[aqm]\ninterval = \"0s\"\n")).contains("aqm.interval must be above zero"));
-        assert!(error_of(&format!("{base}[aqm]\nmode = \"red\"\n")).contains("aqm.mode `red` is not one of codel, off"));
+        assert!(error_of(&format!("{base}[aqm]\nmode = \"red\"\n"))
+            .contains("aqm.mode `red` is not one of codel, fq-codel, off"));
     }
 
     fn error_of(text: &str) -> String {
