@@ -126,6 +126,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
         // The measured part begins once the omitted seconds are over and lasts --time.
         let started_unix_ms = tcp.started_unix_ms + u64::from(args.omit) * 1000;
         let (flows_bps, flows_rtt) = (tcp.flows_bps, tcp.flows_rtt);
+        let received: Vec<f64> = tcp.flows_received_bytes.iter().map(|&b| b as f64).collect();
         let gbps = flows_bps.iter().sum::<f64>() / 1e9;
         println!(
             "{} run {run}: {gbps:.2} Gb/s ({})",
@@ -135,7 +136,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
         runs.push(RunResult {
             run,
             gbps,
-            fairness: jain(&flows_bps),
+            fairness: jain(&received),
+            received_gbps: Some(received.iter().sum::<f64>() * 8.0 / f64::from(args.time.max(1)) / 1e9),
             flows_bps,
             flows_rtt,
             offered_pps: 0.0,

@@ -65,7 +65,7 @@ pub struct XfwdRun {
     pub rt_priority: Option<u8>,
     /// Times a worker stepped down to a normal thread's share under sustained load.
     pub rt_yields: u64,
-    /// Frames CoDel dropped.
+    /// Frames CoDel dropped (on the RX rings, or per flow queue).
     pub aqm_drops: u64,
     /// Frames CoDel marked CE instead.
     pub ecn_marks: u64,
@@ -74,6 +74,18 @@ pub struct XfwdRun {
     pub sojourn_p99_ns: Option<u64>,
     /// Frames that reached a worker without a stamp.
     pub unstamped: u64,
+    /// The queue management, as `--aqm` names it (`None` in reports from before it was said).
+    #[serde(default)]
+    pub aqm: Option<String>,
+    /// Flow queues: frames dropped from the fattest flow for want of a slot.
+    #[serde(default)]
+    pub fq_overflow: u64,
+    /// Flow queues: the most frames one port's queues held at once in a worker.
+    #[serde(default)]
+    pub fq_high_water: u64,
+    /// Flow queues: frames whose flow shared another's queue (its set of the table was full).
+    #[serde(default)]
+    pub fq_collisions: u64,
 }
 
 /// One run of one arm.
@@ -108,8 +120,14 @@ pub struct RunResult {
     pub cpu_avg: Vec<Shares>,
     /// xfwd arms: frames received per port and queue ([port][queue]).
     pub queue_rx: Vec<Vec<u64>>,
-    /// Jain's fairness index over the flows.
+    /// Jain's fairness index over the bytes each flow's server received in the measured time
+    /// (in reports from before it was said, over the senders' rates).
     pub fairness: Option<f64>,
+    /// TCP: what the servers received in the measured time, Gb/s (`None` for packet-rate runs
+    /// and older reports). Beside the reference method's sum of sender rates: with hundreds of
+    /// flows what the senders wrote into their socket buffers counts as sent.
+    #[serde(default)]
+    pub received_gbps: Option<f64>,
     /// Round-trip times of pings sent during the run, milliseconds (one per answered ping:
     /// how many a percentile rests on).
     pub rtt_ms: Vec<f64>,
@@ -264,6 +282,7 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         cpu_avg: Vec::new(),
         queue_rx: Vec::new(),
         fairness: Some(1.0),
+        received_gbps: None,
         rtt_ms: vec![0.5],
         pings_sent: Some(1),
         rtt_idle_ms: vec![0.1],

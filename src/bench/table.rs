@@ -9,6 +9,17 @@ use super::stats::Summary;
 /// A failure's error as the table shows it: its first 300 characters (report.json has it all).
 const ERROR_CHARS: usize = 300;
 
+/// The median of `values` (`None` when there are none).
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
 /// `value` with two decimals, or `-` when it was not measured.
 fn fig(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
@@ -61,7 +72,7 @@ pub fn render(report: &Report) -> String {
         "sd",
         "µs/pkt",
         "fwd µs",
-        if tcp { "" } else { "loss %" },
+        if tcp { "rcvd Gb/s" } else { "loss %" },
         "idle cores",
         "RTT idle",
         "RTT load p50/p99",
@@ -99,7 +110,7 @@ pub fn render(report: &Report) -> String {
             fig(m.map(|m| m.stddev * scale)),
             fig(cpu.map(|c| c.median)),
             fig(fwd.map(|f| f.median)),
-            if tcp { String::new() } else { fig(loss) },
+            if tcp { fig(median(arm.runs.iter().filter_map(|r| r.received_gbps).collect())) } else { fig(loss) },
             fig(idle_cores(arm)),
             fig(rtt_idle(arm)),
             rtts,
@@ -154,8 +165,19 @@ fn xfwd_line(arm: &super::report::ArmResult) -> Option<String> {
     let mut p99: Vec<u64> = runs.iter().filter_map(|r| r.sojourn_p99_ns).collect();
     p99.sort_unstable();
     let sojourn = p99.get(p99.len() / 2).map_or_else(|| "-".into(), |ns| format!("{:.3} ms", *ns as f64 / 1e6));
+    let aqm = first.aqm.as_deref().map_or_else(String::new, |m| format!(" {m}"));
+    let fq = if first.aqm.as_deref() == Some("fq-codel") {
+        format!(
+            "; flow queues: overflow drops {}, high-water {} frames (most of the runs), collisions {}",
+            runs.iter().map(|r| r.fq_overflow).sum::<u64>(),
+            runs.iter().map(|r| r.fq_high_water).max().unwrap_or(0),
+            runs.iter().map(|r| r.fq_collisions).sum::<u64>()
+        )
+    } else {
+        String::new()
+    };
     Some(format!(
-        "{}: {sched}; AQM dropped {}, marked {}; sojourn p99 {sojourn} (median of runs); {} unstamped",
+        "{}: {sched}; AQM{aqm} dropped {}, marked {}{fq}; sojourn p99 {sojourn} (median of runs); {} unstamped",
         arm.name,
         runs.iter().map(|r| r.aqm_drops).sum::<u64>(),
         runs.iter().map(|r| r.ecn_marks).sum::<u64>(),
