@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
 use xfwd_dataplane::io::start::plan::Layout;
+use xfwd_dataplane::io::xsk::RingSizes;
 use xfwd_dataplane::io::{
     AqmMode, Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RtPriority, Sockets, StartError, XdpMode, ZeroCopy,
 };
@@ -141,6 +142,19 @@ struct WorkerArgs {
     /// Copy mode: frames one TX kick may send, 32 to 2048 (Linux 6.17+) [default: the kernel's 32].
     #[arg(long, value_parser = clap::value_parser!(u32).range(32..=2048))]
     tx_budget: Option<u32>,
+    /// Descriptors in each socket's RX ring: a power of two, 64 to 4096 [default: 2048].
+    #[arg(long)]
+    rx_ring: Option<u32>,
+    /// Descriptors in each socket's TX ring: a power of two, 64 to 4096 [default: 2048].
+    #[arg(long)]
+    tx_ring: Option<u32>,
+    /// Descriptors in each (port, queue)'s fill ring: a power of two, 64 to 4096 [default: 2048].
+    #[arg(long)]
+    fill_ring: Option<u32>,
+    /// Descriptors in each (port, queue)'s completion ring: a power of two, 64 to 4096
+    /// [default: 2048].
+    #[arg(long)]
+    completion_ring: Option<u32>,
     /// Workers under SCHED_FIFO, ahead of ordinary processes as the kernel's own packet
     /// processing is: auto (priority 10 where allowed, said otherwise; off with --poll busy),
     /// off, or a priority 1-99 (refused if not allowed) [default: auto].
@@ -149,6 +163,19 @@ struct WorkerArgs {
     /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
     #[arg(long)]
     user: Option<String>,
+}
+
+impl WorkerArgs {
+    /// The ring sizes asked for, the default where not.
+    fn rings(&self) -> RingSizes {
+        let d = RingSizes::default();
+        RingSizes {
+            rx: self.rx_ring.unwrap_or(d.rx),
+            tx: self.tx_ring.unwrap_or(d.tx),
+            fill: self.fill_ring.unwrap_or(d.fill),
+            completion: self.completion_ring.unwrap_or(d.completion),
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -318,6 +345,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
+        rings: w.rings(),
         rt_priority: w.rt_priority.unwrap_or_default(),
         mode: Mode::Bridge {
             fdb_size: args.fdb_size,
@@ -369,6 +397,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         huge_pages: w.huge_pages,
         busy_poll_budget: w.busy_poll_budget,
         tx_budget: w.tx_budget,
+        rings: w.rings(),
         rt_priority: w.rt_priority.unwrap_or_default(),
         mode: Mode::Router(c.setup()),
     };

@@ -433,3 +433,53 @@ fn one_queue_fed_from_two_cpus_keeps_two_workers_busy_with_per_cpu_sockets() {
         assert!(x.seen.iter().any(|l| l.starts_with(&line)), "no frame accounting for {port}: {:#?}", x.seen);
     }
 }
+
+#[test]
+fn the_smallest_rings_carry_tcp_and_account_for_every_frame() {
+    if !root_or_skip("the_smallest_rings_carry_tcp_and_account_for_every_frame") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("rings");
+    let mut x = r
+        .start_xfwd(
+            XFWD,
+            &[
+                "bridge",
+                "eth4",
+                "eth5",
+                "--rx-ring",
+                "64",
+                "--tx-ring",
+                "64",
+                "--fill-ring",
+                "64",
+                "--completion-ring",
+                "64",
+                "--control",
+                &control,
+            ],
+        )
+        .unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    // Rings of one batch: the fill ring holds 64 frames of the UMEM's 8,192 and the TX ring
+    // takes 64 at most; a TCP transfer still goes through, every frame sent or counted.
+    let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 1, 2).unwrap();
+    assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = stats(&control);
+    let f = s.pools[0].frames;
+    // (Summed over the two ports.)
+    assert!(f.fill_ring <= 2 * 64 && f.tx_ring <= 2 * 64, "the rings are 64 deep: {f:?}");
+    assert_eq!(f.unaccounted(), 0, "{f:?}");
+    let rx: u64 = s.ports.iter().map(|p| p.total.rx_frames).sum();
+    let tx: u64 = s.ports.iter().map(|p| p.total.tx_frames).sum();
+    let dropped: u64 = s.ports.iter().map(|p| p.total.dropped()).sum();
+    assert_eq!(rx, tx + dropped, "received = sent + dropped: {:#?}", s.ports);
+    // And a size the kernel cannot index with a mask is refused before anything is touched.
+    let out = r.boxns.command(XFWD).args(["bridge", "eth4", "eth5", "--rx-ring", "100"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rx-ring 100: give a power of two from 64 to 4096"));
+    stop_clean(&mut x);
+}

@@ -463,7 +463,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     load.wait_timeout(Duration::from_secs(5)).unwrap();
     std::fs::remove_file(&file).unwrap();
     let full = |s: &Report| s.ports[1].total.drops.iter().find(|(n, _)| n == "tx-ring-full").map_or(0, |(_, v)| *v);
-    let ring = u64::from(xfwd_dataplane::io::xsk::RING_SIZE);
+    let ring = u64::from(xfwd_dataplane::io::xsk::RingSizes::default().tx);
     for s in [&early, &late] {
         assert!(s.pools[0].frames.tx_ring >= ring - 64, "the TX ring was full: {:?}", s.pools[0].frames);
     }

@@ -116,6 +116,10 @@ impl Arm {
                         "aqm-interval",
                         "busy-poll-budget",
                         "tx-budget",
+                        "rx-ring",
+                        "tx-ring",
+                        "fill-ring",
+                        "completion-ring",
                         "huge-pages",
                         "rt-priority",
                     ];

@@ -33,6 +33,8 @@ pub struct ForwarderConfig {
     pub busy_poll_budget: u16,
     /// Copy mode: frames one TX kick may send (`None`: the kernel's 32).
     pub tx_budget: Option<u32>,
+    /// The sockets' ring sizes.
+    pub rings: crate::io::xsk::RingSizes,
     /// Whether the workers run under SCHED_FIFO, so that they, like the kernel's own packet
     /// processing, run before ordinary processes.
     pub rt_priority: RtPriority,

@@ -33,7 +33,7 @@ use super::options::PollMode;
 use super::start::plan::AqmPlan;
 use super::start::sched;
 use super::xdp::STAMP_LEN;
-use super::xsk::{FrameRings, QueueSockets, RING_SIZE};
+use super::xsk::{FrameRings, QueueSockets, RingSizes};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::aqm::{flow_key, is_ect, mark_ce, Codel, EcnOutcome, Fate, FlowQueues, Verdict};
 use crate::l2::{self, Fdb, Learn};
@@ -59,8 +59,10 @@ pub const YIELD_AFTER_MS: u64 = 2;
 /// Rounds with work in a row before a worker counts as under sustained load (so that one slow
 /// round, a first touch of memory, say, is not taken for it).
 const YIELD_AFTER_ROUNDS: u32 = 32;
-/// Most kicks per TX flush: 2048 descriptors at the kernel's 32 per kick, and some slack.
-const MAX_KICKS: u32 = RING_SIZE / 32 + 8;
+/// Most kicks per TX flush: a full TX ring at the kernel's 32 per kick, and some slack.
+const fn max_kicks(tx_ring: u32) -> u32 {
+    tx_ring / 32 + 8
+}
 /// With flow queues: batches taken off each RX ring per round, at most, against one batch
 /// served to each TX ring. The worker empties its RX rings faster than it can send, so that
 /// when it is the bottleneck the backlog waits in the flow queues, where it is scheduled
@@ -229,6 +231,8 @@ pub struct Worker<D: Decide> {
     stamped: bool,
     /// The key of the XDP program's stamps (see [`take_stamp`]).
     stamp_key: u64,
+    /// The sockets' ring sizes (the same for every port).
+    rings: RingSizes,
 }
 
 impl<D: Decide> std::fmt::Debug for Worker<D> {
@@ -250,6 +254,7 @@ impl<D: Decide> Worker<D> {
         clock: Clock,
     ) -> Self {
         let nports = sockets.ports.len();
+        let rings = sockets.pools.first().map_or_else(RingSizes::default, |s| s.pool.sizes);
         let mut sockets = sockets;
         // Room for every frame of each UMEM: in a shared pool frames move between members, and
         // no list may grow while frames flow.
@@ -273,13 +278,14 @@ impl<D: Decide> Worker<D> {
             free,
             flows,
             tx_batch: (0..nports).map(|_| Vec::with_capacity(BATCH)).collect(),
-            scratch: vec![FrameDesc::default(); BATCH.max(RING_SIZE as usize)],
+            scratch: vec![FrameDesc::default(); BATCH.max(rings.completion as usize)],
             answer: [0; SCRATCH_LEN],
             busy_poll: false,
             codel: Vec::new(),
             fq: Vec::new(),
             stamped: false,
             stamp_key: 0,
+            rings,
         };
         for p in 0..nports {
             w.refill(p, Lock::Wait);
@@ -726,7 +732,7 @@ impl<D: Decide> Worker<D> {
         if self.fq[q].is_empty() {
             return 0;
         }
-        let room = TX_QUEUE_LIMIT.saturating_sub(self.tx_outstanding(q)) as usize;
+        let room = TX_QUEUE_LIMIT.min(self.rings.tx).saturating_sub(self.tx_outstanding(q)) as usize;
         let want = room.min(BATCH);
         let u = self.sockets.ports[q].pool;
         let mut taken = 0;
@@ -816,7 +822,7 @@ impl<D: Decide> Worker<D> {
     /// Frames on this worker's TX ring of port `q` that the kernel has not taken yet.
     #[inline]
     fn tx_outstanding(&mut self, q: usize) -> u32 {
-        RING_SIZE - self.sockets.ports[q].tx.nb_free_exact()
+        self.rings.tx - self.sockets.ports[q].tx.nb_free_exact()
     }
 
     /// Asks the kernel to send what is on port `q`'s TX ring, if it wants asking, reaping the
@@ -827,7 +833,7 @@ impl<D: Decide> Worker<D> {
     /// completed.
     fn kick(&mut self, q: usize) -> usize {
         let mut completed = 0;
-        for _ in 0..MAX_KICKS {
+        for _ in 0..max_kicks(self.rings.tx) {
             let before = self.tx_outstanding(q);
             if before == 0 || !self.sockets.ports[q].tx.needs_wakeup() {
                 break;
@@ -1017,7 +1023,7 @@ impl<D: Decide> Worker<D> {
             me.tx_ring.set(tx_ring);
             for (m, g) in share.pool.rings.iter().zip(share.pool.gauges.ports.iter()) {
                 if let Some(mut r) = lock.take(m) {
-                    g.fill_ring.set(u64::from(RING_SIZE - r.fill.nb_free_exact()));
+                    g.fill_ring.set(u64::from(share.pool.sizes.fill - r.fill.nb_free_exact()));
                     g.completion.set(u64::from(r.comp.nb_avail_exact()));
                 }
             }

@@ -18,8 +18,47 @@ use crate::wire::ethernet;
 
 /// Bytes per UMEM frame (one page half: the kernel's default, and a power of two as required).
 pub const FRAME_SIZE: u32 = 2048;
-/// Descriptors per ring (RX, TX, fill, completion).
+/// Descriptors per ring (RX, TX, fill, completion) unless set otherwise ([`RingSizes`]).
 pub const RING_SIZE: u32 = 2048;
+
+/// Descriptors in each of a socket's rings (`--rx-ring`, `--tx-ring`, `--fill-ring`,
+/// `--completion-ring`): each a power of two from [`RingSizes::MIN`] to [`RingSizes::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingSizes {
+    /// Received frames waiting for the worker.
+    pub rx: u32,
+    /// Frames given to the kernel to send.
+    pub tx: u32,
+    /// Free frames given to the kernel to receive into.
+    pub fill: u32,
+    /// Sent frames the kernel gives back.
+    pub completion: u32,
+}
+
+impl Default for RingSizes {
+    fn default() -> Self {
+        RingSizes { rx: RING_SIZE, tx: RING_SIZE, fill: RING_SIZE, completion: RING_SIZE }
+    }
+}
+
+impl RingSizes {
+    /// The smallest ring: one batch of the worker's.
+    pub const MIN: u32 = 64;
+    /// The largest ring: the frames a port brings to a UMEM.
+    pub const MAX: u32 = 2 * RING_SIZE;
+
+    /// The first ring whose size is not a power of two within bounds, as `(option, size)`.
+    pub fn invalid(&self) -> Option<(&'static str, u32)> {
+        [
+            ("--rx-ring", self.rx),
+            ("--tx-ring", self.tx),
+            ("--fill-ring", self.fill),
+            ("--completion-ring", self.completion),
+        ]
+        .into_iter()
+        .find(|&(_, n)| !n.is_power_of_two() || !(Self::MIN..=Self::MAX).contains(&n))
+    }
+}
 /// Headroom the kernel keeps in front of each frame in copy mode (`XDP_PACKET_HEADROOM`).
 pub const XDP_HEADROOM: u32 = 256;
 /// Room for the Ethernet header and one VLAN tag on top of the MTU.
@@ -88,6 +127,8 @@ pub struct Pool {
     /// (they share the completion ring), so without this one member's free list would fill
     /// while another's ran dry; unbounded where the pool has one member.
     pub spill: usize,
+    /// The sizes of its sockets' rings.
+    pub sizes: RingSizes,
 }
 
 /// One worker's part of one UMEM: its share of the frames and the pool it shares.
@@ -151,6 +192,8 @@ pub struct BindOptions {
     /// Copy mode: frames one TX kick may send (`XDP_MAX_TX_SKB_BUDGET`, 32 up to the ring size;
     /// kernels before 6.17 keep their 32 and say so in the notes); `None`: leave the default.
     pub tx_budget: Option<u32>,
+    /// The sockets' ring sizes.
+    pub rings: RingSizes,
 }
 
 /// Why a worker's sockets could not be made.
@@ -209,8 +252,8 @@ pub fn open(
 ) -> Result<(Vec<QueueSockets>, Vec<String>), OpenError> {
     let umem_cfg = UmemConfig::builder()
         .frame_size(FrameSize::new(FRAME_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
-        .fill_queue_size(QueueSize::new(RING_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
-        .comp_queue_size(QueueSize::new(RING_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
+        .fill_queue_size(QueueSize::new(opts.rings.fill).map_err(|e| OpenError::new(0, e.to_string()))?)
+        .comp_queue_size(QueueSize::new(opts.rings.completion).map_err(|e| OpenError::new(0, e.to_string()))?)
         .build()
         .map_err(|e| OpenError::new(0, e.to_string()))?;
     let per_worker = frames_per_port * ports.len() as u32;
@@ -236,8 +279,8 @@ pub fn open(
     })?;
     let mode = if opts.zero_copy { BindFlags::XDP_ZEROCOPY } else { BindFlags::XDP_COPY };
     let sock_cfg = SocketConfig::builder()
-        .rx_queue_size(QueueSize::new(RING_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
-        .tx_queue_size(QueueSize::new(RING_SIZE).map_err(|e| OpenError::new(0, e.to_string()))?)
+        .rx_queue_size(QueueSize::new(opts.rings.rx).map_err(|e| OpenError::new(0, e.to_string()))?)
+        .tx_queue_size(QueueSize::new(opts.rings.tx).map_err(|e| OpenError::new(0, e.to_string()))?)
         .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
         // A shared UMEM has one mode for all its sockets.
         .bind_flags(BindFlags::XDP_USE_NEED_WAKEUP | mode)
@@ -270,7 +313,7 @@ pub fn open(
     }
     let rings: Box<[Mutex<FrameRings>]> = shared.into_iter().flatten().map(Mutex::new).collect();
     // Keep half the frames for the fill rings, the rest for frames in flight to TX.
-    let fill_target = (count.get() / ports.len() as u32 / 2).min(RING_SIZE);
+    let fill_target = (count.get() / ports.len() as u32 / 2).min(opts.rings.fill);
     // One member holds every frame; several start with half a spill mark each, the rest spare
     // (a member's share only ever leaves it through the spare list).
     let (spill, share) = if workers.len() > 1 { (SPILL, SPILL / 2) } else { (usize::MAX, frames.len()) };
@@ -286,6 +329,7 @@ pub fn open(
         gauges,
         fill_target,
         spill,
+        sizes: opts.rings,
     });
     let mut out = Vec::with_capacity(workers.len());
     for (member, rings) in members.into_iter().enumerate() {
@@ -350,7 +394,7 @@ fn tune(fd: RawFd, name: &str, opts: BindOptions, busy_poll: &mut bool, notes: &
         }
     }
     if let (Some(budget), false) = (opts.tx_budget, opts.zero_copy) {
-        if let Err(e) = set_opt(fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget.clamp(32, RING_SIZE) as libc::c_uint) {
+        if let Err(e) = set_opt(fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget.clamp(32, opts.rings.tx) as libc::c_uint) {
             let note = format!("{name}: TX budget per kick left at the kernel's 32 ({e})");
             if !notes.contains(&note) {
                 notes.push(note);

@@ -19,7 +19,7 @@ use crate::io::drivers::{self, QueueIndex};
 use crate::io::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
 use crate::io::xdp::LocalKind;
-use crate::io::xsk::{BindOptions, OpenError};
+use crate::io::xsk::{BindOptions, OpenError, RingSizes};
 use crate::l3::{PortSpec, Prefix};
 use crate::{MAX_PORTS, MAX_QUEUES};
 
@@ -47,6 +47,13 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
             "--aqm-target {} ms with --aqm-interval {} ms: give a target above zero and below the interval (RFC 8289: 5 ms and 100 ms)",
             cfg.aqm_target_ns as f64 / 1e6,
             cfg.aqm_interval_ns as f64 / 1e6
+        )));
+    }
+    if let Some((option, n)) = cfg.rings.invalid() {
+        return Err(StartError::Usage(format!(
+            "{option} {n}: give a power of two from {} to {} (the kernel's rings index with a mask)",
+            RingSizes::MIN,
+            RingSizes::MAX
         )));
     }
     if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
@@ -308,6 +315,7 @@ impl<'a> Plan<'a> {
                 huge_pages: cfg.huge_pages,
                 busy_poll_budget: (busy && cfg.busy_poll_budget > 0).then_some(cfg.busy_poll_budget),
                 tx_budget: cfg.tx_budget,
+                rings: cfg.rings,
             },
             role,
             warnings,
@@ -582,6 +590,7 @@ mod tests {
             huge_pages: false,
             busy_poll_budget: 64,
             tx_budget: None,
+            rings: RingSizes::default(),
             rt_priority: RtPriority::Auto,
             aqm: AqmMode::Codel,
             aqm_target_ns: 5_000_000,
@@ -853,6 +862,23 @@ mod tests {
         let off = ForwarderConfig { busy_poll_budget: 0, ..busy };
         let p = plan_new(&off, &ports, 2).unwrap();
         assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (None, false), "budget 0 turns it off");
+    }
+
+    #[test]
+    fn ring_sizes_reach_the_sockets_and_are_powers_of_two_within_bounds() {
+        let ports = [port("a", 1), port("b", 1)];
+        let rings = RingSizes { rx: 512, tx: 256, fill: 1024, completion: 64 };
+        let cfg = ForwarderConfig { rings, ..bridge(&["a", "b"]) };
+        let p = plan_new(&cfg, &ports, 2).unwrap();
+        assert_eq!(p.bind_options(false).rings, rings);
+        for (rings, msg) in [
+            (RingSizes { rx: 1000, ..RingSizes::default() }, "--rx-ring 1000: give a power of two from 64 to 4096"),
+            (RingSizes { tx: 32, ..RingSizes::default() }, "--tx-ring 32: give"),
+            (RingSizes { completion: 8192, ..RingSizes::default() }, "--completion-ring 8192: give"),
+        ] {
+            let e = usage(check_request(&ForwarderConfig { rings, ..bridge(&["a", "b"]) }));
+            assert!(e.starts_with(msg), "{e}");
+        }
     }
 
     #[test]
