@@ -142,17 +142,17 @@ struct WorkerArgs {
     /// Copy mode: frames one TX kick may send, 32 to 2048 (Linux 6.17+) [default: the kernel's 32].
     #[arg(long, value_parser = clap::value_parser!(u32).range(32..=2048))]
     tx_budget: Option<u32>,
-    /// Descriptors in each socket's RX ring: a power of two, 64 to 4096 [default: 2048].
+    /// Descriptors in each socket's RX ring: a power of two, 64 to 4096 [default: 512].
     #[arg(long)]
     rx_ring: Option<u32>,
-    /// Descriptors in each socket's TX ring: a power of two, 64 to 4096 [default: 2048].
+    /// Descriptors in each socket's TX ring: a power of two, 64 to 4096 [default: 512].
     #[arg(long)]
     tx_ring: Option<u32>,
-    /// Descriptors in each (port, queue)'s fill ring: a power of two, 64 to 4096 [default: 2048].
+    /// Descriptors in each (port, queue)'s fill ring: a power of two, 64 to 4096 [default: 512].
     #[arg(long)]
     fill_ring: Option<u32>,
     /// Descriptors in each (port, queue)'s completion ring: a power of two, 64 to 4096
-    /// [default: 2048].
+    /// [default: 512].
     #[arg(long)]
     completion_ring: Option<u32>,
     /// Workers under SCHED_FIFO, ahead of ordinary processes as the kernel's own packet

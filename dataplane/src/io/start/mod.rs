@@ -43,15 +43,17 @@ use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
 use super::view::{LiveView, RouterView};
 use super::worker::{BridgeDecide, RouterDecide, Worker};
 use super::xdp::{ProgramMode, Steer, XdpProgram};
-use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU, RING_SIZE};
+use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU};
 use crate::l2::Fdb;
 use crate::l3::{icmp_share, NeighborTable, PortSpec, RouterState, RouterTables};
 use crate::stats::QueueCounters;
 use crate::time::Clock;
 use crate::wire::MacAddr;
 
-/// UMEM frames per port per worker: a full fill ring plus a full TX ring.
-const FRAMES_PER_PORT: u32 = 2 * RING_SIZE;
+/// UMEM frames per port per worker: room for the largest fill and TX rings
+/// ([`xsk::RingSizes::MAX`]), and for the flow queues ([`plan::FQ_SLOTS`], half of it) with the
+/// default rings.
+const FRAMES_PER_PORT: u32 = 4096;
 
 /// A worker, made and ready to run on its own thread.
 type Job = Box<dyn FnOnce() + Send>;

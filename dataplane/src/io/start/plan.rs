@@ -115,10 +115,10 @@ pub struct AqmPlan {
 }
 
 /// Frames one egress port's flow queues may hold, per worker: half the frames a port brings
-/// to a UMEM (`FRAMES_PER_PORT`, twice a ring). The fill rings keep their half whatever one
-/// port's queues hold (the other half is the queues' and the TX rings'); only when every
-/// port's queues are full at once do the fill rings run short, and the kernel then drops at
-/// the socket (`fill-ring-empty`), as without queues. Measured on the rig (router, 450 TCP
+/// to a UMEM (`FRAMES_PER_PORT`, 4,096). With the default rings (512) the fill and TX rings
+/// keep theirs whatever every port's queues hold; with the largest fill rings (4,096, kept
+/// topped up to half the frames) only every port's queues full at once leaves the fill rings
+/// short, and the kernel then drops at the socket (`fill-ring-empty`), as without queues. Measured on the rig (router, 450 TCP
 /// flows, one worker): with 1,024 frames most drops were overflow drops (11,694 against 23
 /// CoDel drops in three runs) and Jain's index fell to 0.22 — hundreds of TCP flows hold at
 /// least two frames each in the queue whatever their rate, so the queue must hold them
