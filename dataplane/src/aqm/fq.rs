@@ -273,7 +273,21 @@ impl<T: Copy> FlowQueues<T> {
     /// `None` when nothing is queued. After a [`Fate::Dropped`] item, call again with the same
     /// `now_ns`: CoDel may drop several in a row.
     pub fn dequeue(&mut self, now_ns: u64) -> Option<Dequeued<T>> {
+        self.dequeue_from(now_ns, false)
+    }
+
+    /// As [`FlowQueues::dequeue`], from the queues on the new list only (flows that became
+    /// active since they were last served, sparse flows among them): `None` once that list is
+    /// empty, whatever the old list holds.
+    pub fn dequeue_new(&mut self, now_ns: u64) -> Option<Dequeued<T>> {
+        self.dequeue_from(now_ns, true)
+    }
+
+    fn dequeue_from(&mut self, now_ns: u64, new_only: bool) -> Option<Dequeued<T>> {
         loop {
+            if new_only && self.new.head == NIL {
+                return None;
+            }
             let (list, q) = if self.new.head != NIL {
                 (List::New, self.new.head)
             } else if self.old.head != NIL {
@@ -528,6 +542,24 @@ mod tests {
         assert_eq!(out.len(), 16);
         assert!(!out.iter().any(|&(f, _)| f == 2));
         assert_eq!(q.counters().active_flows, 0);
+    }
+
+    #[test]
+    fn dequeue_new_serves_the_new_list_only() {
+        let mut q = fq(64, 1024);
+        for i in 0..6 {
+            assert_eq!(put(&mut q, 1, i, 1500), None);
+        }
+        // The bulk flow spends its first quantum (two frames) and moves to the old list.
+        assert_eq!(q.dequeue_new(0).unwrap().item, (1, 0));
+        assert_eq!(q.dequeue_new(0).unwrap().item, (1, 1));
+        assert_eq!(q.dequeue_new(0), None, "only the old list holds frames");
+        assert_eq!(put(&mut q, 2, 0, 100), None);
+        assert_eq!(q.dequeue_new(0).unwrap().item, (2, 0));
+        assert_eq!(q.dequeue_new(0), None);
+        // A full dequeue still finds the bulk flow's frames.
+        assert_eq!(q.dequeue(0).unwrap().item, (1, 2));
+        assert_eq!(q.len(), 3);
     }
 
     #[test]
