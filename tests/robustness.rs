@@ -740,3 +740,54 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
     assert_eq!(s.queues[0].fq_backlog, 0);
     stop_clean(&mut x);
 }
+
+#[test]
+fn frames_still_queued_when_the_egress_is_down_at_exit_are_dropped_with_a_reason() {
+    if !root_or_skip("frames_still_queued_when_the_egress_is_down_at_exit_are_dropped_with_a_reason") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("fq-exit");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--aqm", "fq-codel", "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    let cfg = xfwd::bench::harness::trafgen_config(
+        &common::mac_of(&r.h2, "eth0"),
+        &common::mac_of(&r.h1, "eth0"),
+        rig::H1_ADDR,
+        rig::H2_ADDR,
+        1,
+        1400,
+    );
+    let file = format!("/run/xfwd/fq-exit-{}.trafgen", std::process::id());
+    std::fs::write(&file, cfg).unwrap();
+    let mut c = r.h1.command("trafgen");
+    c.args(["--dev", "eth0", "--conf", &file, "-n", "50000000", "--cpus", "1", "-Q", "-C"]);
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut load = Spawned { child: c.spawn().unwrap() };
+    std::thread::sleep(Duration::from_millis(500));
+    // The egress goes down under load: its TX ring stops draining and the flow queues in
+    // front of it fill; xfwd is stopped while they are full.
+    r.boxns.ip(&["link", "set", "eth5", "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let queued = common::stats(&control).queues[0].fq_backlog;
+    let st = x.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
+    stop_in(&r.h1, "trafgen");
+    load.wait_timeout(Duration::from_secs(5)).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    assert!(st.success(), "{st:?} {:#?}", x.seen);
+    // The exit totals: every frame received was sent or dropped with a reason, none left over.
+    let field = |line: &str, name: &str| -> u64 {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let i = words.iter().position(|w| *w == name).unwrap_or_else(|| panic!("no {name} in {line}"));
+        words[i + 1].parse().unwrap()
+    };
+    let totals: Vec<&String> =
+        x.seen.iter().filter(|l| l.starts_with("eth4: rx ") || l.starts_with("eth5: rx ")).collect();
+    let last = &totals[totals.len() - 2..];
+    let sum = |name: &str| last.iter().map(|l| field(l, name)).sum::<u64>();
+    eprintln!("{queued} frames queued at the stop; exit totals: {last:?}");
+    assert_eq!(sum("rx"), sum("tx") + sum("dropped"), "received = sent + dropped at exit: {last:?}");
+    let frames = x.seen.iter().rev().find(|l| l.contains(": frames total")).unwrap();
+    assert!(frames.ends_with("unaccounted 0") && frames.contains(" queued 0 "), "{frames}");
+}

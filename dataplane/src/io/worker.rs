@@ -444,6 +444,15 @@ impl<D: Decide> Worker<D> {
                 self.reap(p, Lock::Wait);
             }
         }
+        // What could not leave in time (an egress whose TX ring stays full: link down) is
+        // dropped as such, so that every frame received is sent or dropped with a reason.
+        for q in 0..self.fq.len() {
+            let u = self.sockets.ports[q].pool;
+            while let Some(d) = self.fq[q].dequeue(u64::MAX) {
+                self.counters.ports[q].drop(crate::Reason::TxRingFull);
+                self.free[u].push(d.item);
+            }
+        }
         while std::time::Instant::now() < deadline {
             for p in 0..nports {
                 self.reap(p, Lock::Wait);
