@@ -284,9 +284,12 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let (a, b) = (MacAddr::from_u64(0x0200_0000_0000), MacAddr::from_u64(0x02ff_ffff_ffff));
         t.insert(ip(1), a, PortId(0), false).unwrap();
+        // Reads done by each reader: the writer goes on until every reader has read a while
+        // beside it (on a loaded machine a reader may start only after 200,000 writes).
+        let reads: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let (t, stop) = (t.clone(), stop.clone());
+            .map(|r| {
+                let (t, stop, reads) = (t.clone(), stop.clone(), reads.clone());
                 std::thread::spawn(move || {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
@@ -298,12 +301,15 @@ mod tests {
                             "MAC and port from different writes"
                         );
                         n += 1;
+                        reads[r].store(n, Ordering::Relaxed);
                     }
                     n
                 })
             })
             .collect();
-        for i in 0..200_000 {
+        let mut i = 0u64;
+        while i < 200_000 || reads.iter().any(|n| n.load(Ordering::Relaxed) < 10_000) {
+            i += 1;
             if i % 2 == 0 {
                 t.insert(ip(1), b, PortId(1), false).unwrap();
             } else {
