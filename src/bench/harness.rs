@@ -656,7 +656,7 @@ pub fn run_mode(
             },
             queueing: format!(
                 "queues: kernel arm: veth's noqueue and the hosts' own stacks (this kernel has no fq_codel, cake, codel or pie); xfwd arms: as each says below{}",
-                if report_has_default_xfwd(&arms) { " (default: flow queues with CoDel 5 ms / 100 ms per flow, workers SCHED_FIFO 10 where allowed)" } else { "" }
+                if report_has_default_xfwd(&arms) { " (default: CoDel 5 ms / 100 ms on the RX rings, workers SCHED_FIFO 10 where allowed)" } else { "" }
             ),
             pings: format!(
                 "RTT: pings from the client host every {PING_INTERVAL_MS} ms, {IDLE_PINGS} on the idle path before each run, then through the run; an unanswered ping gives no sample"

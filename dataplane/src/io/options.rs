@@ -138,15 +138,15 @@ pub enum AqmMode {
     /// CoDel (RFC 8289) on each worker's RX ring of each port, by how long frames waited there
     /// (the XDP program stamps their arrival): drops, or marks ECN-capable frames, once frames
     /// have waited longer than the target for an interval.
+    #[default]
     #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Codel,
     /// Flow queues in the RFC 8290 style between the RX and TX rings, one set per egress
     /// port: deficit round robin with new flows first, CoDel per flow on the time since the
-    /// XDP program's stamp, and on overflow a drop from the head of the fattest flow. The
-    /// default: measured on the rig against `off` in the same runs, it cost nothing proven
-    /// (64-byte frames flat out, median 181 against 187 kpps; 4 TCP flows, 1.95 against
-    /// 1.86 Gb/s; 5 runs each, Student's t at 95 %: no difference).
-    #[default]
+    /// XDP program's stamp, and on overflow a drop from the head of the fattest flow. Not the
+    /// default: 450 TCP flows from 4 processes collapse through it (0.45 Gb/s against 2.18
+    /// with `off`: a flow with three frames queued behind 450 others is past CoDel's target,
+    /// and TCP with a window of two or three waits out timeouts); see the README.
     #[cfg_attr(feature = "clap", value(name = "fq-codel", help = None::<&str>))]
     FqCodel,
     /// No queue management: the rings are plain FIFOs; no stamp either.
