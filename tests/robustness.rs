@@ -442,12 +442,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
         bytes(common::mac_bytes(&r.h2, "eth0")),
         bytes(common::mac_bytes(&r.h1, "eth0"))
     );
-    let file = format!("/run/xfwd/overload-{}.trafgen", std::process::id());
-    std::fs::write(&file, cfg).unwrap();
-    let mut c = r.h1.command("trafgen");
-    c.args(["--dev", "eth0", "--conf", &file, "-n", "50000000", "--cpus", "1", "-Q", "-C"]);
-    c.stdout(Stdio::null()).stderr(Stdio::null());
-    let mut load = Spawned { child: c.spawn().unwrap() };
+    let load = Flood::start(&r, "overload", &cfg, None);
     std::thread::sleep(Duration::from_secs(1));
     // The egress port goes down under load: its TX ring fills and stays full, for seconds.
     r.boxns.ip(&["link", "set", "eth5", "down"]).unwrap();
@@ -458,10 +453,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     r.boxns.ip(&["link", "set", "eth5", "up"]).unwrap();
     r.wait_carrier(&["eth5"]).unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    // trafgen sends from a child process per CPU: stop every trafgen in h1.
-    stop_in(&r.h1, "trafgen");
-    load.wait_timeout(Duration::from_secs(5)).unwrap();
-    std::fs::remove_file(&file).unwrap();
+    load.stop(&r);
     let full = |s: &Report| s.ports[1].total.drops.iter().find(|(n, _)| n == "tx-ring-full").map_or(0, |(_, v)| *v);
     let ring = u64::from(xfwd_dataplane::io::xsk::RingSizes::default().tx);
     for s in [&early, &late] {
@@ -581,6 +573,46 @@ fn soak() {
     }
 }
 
+/// A trafgen flood from h1's eth0, one CPU, with configuration `cfg`, at `rate` frames per
+/// second or flat out; stopped (every trafgen in h1) and its file removed by [`Flood::stop`].
+struct Flood {
+    load: Spawned,
+    file: String,
+}
+
+impl Flood {
+    fn start(r: &Rig, tag: &str, cfg: &str, rate: Option<u64>) -> Flood {
+        let file = format!("/run/xfwd/{tag}-{}.trafgen", std::process::id());
+        std::fs::write(&file, cfg).unwrap();
+        let mut c = r.h1.command("trafgen");
+        c.args(["--dev", "eth0", "--conf", &file, "-n", "50000000", "--cpus", "1", "-Q", "-C"]);
+        if let Some(pps) = rate {
+            c.args(["-b", &format!("{pps}pps")]);
+        }
+        c.stdout(Stdio::null()).stderr(Stdio::null());
+        Flood { load: Spawned { child: c.spawn().unwrap() }, file }
+    }
+
+    fn stop(mut self, r: &Rig) {
+        // trafgen sends from a child process per CPU: stop every trafgen in h1.
+        stop_in(&r.h1, "trafgen");
+        self.load.wait_timeout(Duration::from_secs(5)).unwrap();
+        std::fs::remove_file(&self.file).unwrap();
+    }
+}
+
+/// One UDP flow of 1,400-byte frames from h1 to h2, as trafgen's configuration.
+fn udp_1400(r: &Rig) -> String {
+    xfwd::bench::harness::trafgen_config(
+        &common::mac_of(&r.h2, "eth0"),
+        &common::mac_of(&r.h1, "eth0"),
+        rig::H1_ADDR,
+        rig::H2_ADDR,
+        1,
+        1400,
+    )
+}
+
 /// RTTs (ms) from ping's output lines (`… time=0.123 ms`), sorted.
 fn ping_rtts(text: &str) -> Vec<f64> {
     let mut v = xfwd::bench::harness::parse_ping_rtts(text);
@@ -642,48 +674,22 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
     let s0 = common::stats(&control);
     // One UDP flow of 1,400-byte frames from h1 to h2, generated on CPU 0: more than half a
     // core of xfwd sends, so its queue for eth5 overflows.
-    let cfg = xfwd::bench::harness::trafgen_config(
-        &common::mac_of(&r.h2, "eth0"),
-        &common::mac_of(&r.h1, "eth0"),
-        rig::H1_ADDR,
-        rig::H2_ADDR,
-        1,
-        1400,
-    );
-    let file = format!("/run/xfwd/fq-flood-{}.trafgen", std::process::id());
-    std::fs::write(&file, cfg).unwrap();
-    let flood = |rate: Option<u64>| {
-        let mut c = r.h1.command("trafgen");
-        c.args(["--dev", "eth0", "--conf", &file, "-n", "50000000", "--cpus", "1", "-Q", "-C"]);
-        if let Some(pps) = rate {
-            c.args(["-b", &format!("{pps}pps")]);
-        }
-        c.stdout(Stdio::null()).stderr(Stdio::null());
-        Spawned { child: c.spawn().unwrap() }
-    };
-    // First flat out, to see what xfwd sends. Flat out, the kernel's RX ring overflows too
-    // (before xfwd sees the frames, the ping's among them: nothing of xfwd's can manage that
-    // queue but draining it); the overload that is xfwd's to manage is one it receives but
-    // cannot send. It takes in frames several times faster than it sends them (four batches
-    // off an RX ring per batch sent), so twice what it sends is such an overload.
-    let mut load = flood(None);
+    let cfg = udp_1400(&r);
+    let load = Flood::start(&r, "fq-flood", &cfg, None);
     std::thread::sleep(Duration::from_millis(500));
     let (t0, a) = (Instant::now(), common::stats(&control).ports[1].total.tx_frames);
     std::thread::sleep(Duration::from_secs(1));
     let sends = (common::stats(&control).ports[1].total.tx_frames - a) as f64 / t0.elapsed().as_secs_f64();
-    stop_in(&r.h1, "trafgen");
-    load.wait_timeout(Duration::from_secs(5)).unwrap();
+    load.stop(&r);
     let offered = (2.0 * sends) as u64;
-    let mut load = flood(Some(offered));
+    let load = Flood::start(&r, "fq-flood", &cfg, Some(offered));
     std::thread::sleep(Duration::from_secs(1));
     let early = common::stats(&control);
     // A ping beside the flood, in the same direction, through the same queues: 100 probes.
     let out = r.h1.command("ping").args(["-i", "0.02", "-c", "100", "-W", "5", rig::H2_ADDR]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let late = common::stats(&control);
-    stop_in(&r.h1, "trafgen");
-    load.wait_timeout(Duration::from_secs(5)).unwrap();
-    std::fs::remove_file(&file).unwrap();
+    load.stop(&r);
     spin.store(false, Ordering::Relaxed);
     hog.join().unwrap();
 
@@ -751,20 +757,7 @@ fn frames_still_queued_when_the_egress_is_down_at_exit_are_dropped_with_a_reason
     let control = control_path("fq-exit");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--aqm", "fq-codel", "--control", &control]).unwrap();
     Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
-    let cfg = xfwd::bench::harness::trafgen_config(
-        &common::mac_of(&r.h2, "eth0"),
-        &common::mac_of(&r.h1, "eth0"),
-        rig::H1_ADDR,
-        rig::H2_ADDR,
-        1,
-        1400,
-    );
-    let file = format!("/run/xfwd/fq-exit-{}.trafgen", std::process::id());
-    std::fs::write(&file, cfg).unwrap();
-    let mut c = r.h1.command("trafgen");
-    c.args(["--dev", "eth0", "--conf", &file, "-n", "50000000", "--cpus", "1", "-Q", "-C"]);
-    c.stdout(Stdio::null()).stderr(Stdio::null());
-    let mut load = Spawned { child: c.spawn().unwrap() };
+    let load = Flood::start(&r, "fq-exit", &udp_1400(&r), None);
     std::thread::sleep(Duration::from_millis(500));
     // The egress goes down under load: its TX ring stops draining and the flow queues in
     // front of it fill; xfwd is stopped while they are full.
@@ -772,9 +765,7 @@ fn frames_still_queued_when_the_egress_is_down_at_exit_are_dropped_with_a_reason
     std::thread::sleep(Duration::from_millis(700));
     let queued = common::stats(&control).queues[0].fq_backlog;
     let st = x.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
-    stop_in(&r.h1, "trafgen");
-    load.wait_timeout(Duration::from_secs(5)).unwrap();
-    std::fs::remove_file(&file).unwrap();
+    load.stop(&r);
     assert!(st.success(), "{st:?} {:#?}", x.seen);
     // The exit totals: every frame received was sent or dropped with a reason, none left over.
     let field = |line: &str, name: &str| -> u64 {
