@@ -684,15 +684,18 @@ impl<D: Decide> Worker<D> {
     /// Takes what port `p`'s RX ring holds, a batch at a time: one batch without flow queues,
     /// up to [`RX_BATCHES_PER_ROUND`] with them. Returns frames received.
     fn pull(&mut self, p: usize, now_ms: u64) -> usize {
-        let mut got = self.receive(p, now_ms);
+        let mut last = self.receive(p, now_ms);
+        let mut got = last;
         if !self.fq.is_empty() {
             let mut batches = 1;
-            while got == batches * BATCH && batches < RX_BATCHES_PER_ROUND {
-                got += self.receive(p, now_ms);
+            while last == BATCH && batches < RX_BATCHES_PER_ROUND {
+                last = self.receive(p, now_ms);
+                got += last;
                 batches += 1;
             }
         }
-        if self.busy_poll && got % BATCH != 0 {
+        // The ring gave less than a full batch (nothing at all included): drive the driver.
+        if self.busy_poll && last < BATCH {
             busy_poll(self.sockets.ports[p].fd);
         }
         got
