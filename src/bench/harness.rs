@@ -656,7 +656,14 @@ pub fn run_mode(
             },
             queueing: format!(
                 "queues: kernel arm: veth's noqueue and the hosts' own stacks (this kernel has no fq_codel, cake, codel or pie); xfwd arms: as each says below{}",
-                if report_has_default_xfwd(&arms) { " (default: CoDel 5 ms / 100 ms on the RX rings, workers SCHED_FIFO 10 where allowed)" } else { "" }
+                if report_has_default_xfwd(&arms) {
+                    format!(
+                        " (default: --aqm {}, CoDel 5 ms / 100 ms, workers SCHED_FIFO 10 where allowed)",
+                        xfwd_dataplane::io::AqmMode::default().name()
+                    )
+                } else {
+                    String::new()
+                }
             ),
             pings: format!(
                 "RTT: pings from the client host every {PING_INTERVAL_MS} ms, {IDLE_PINGS} on the idle path before each run, then through the run; an unanswered ping gives no sample"
