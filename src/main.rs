@@ -118,7 +118,7 @@ struct WorkerArgs {
     /// Queue management, on the time since the XDP program stamped each frame: fq-codel (flow
     /// queues before each TX ring, served fairly, new flows first, CoDel per flow), codel (CoDel
     /// on the RX rings: drop, or mark ECN-capable frames, once frames have waited longer than
-    /// --aqm-target for --aqm-interval) or off [default: codel].
+    /// --aqm-target for --aqm-interval) or off [default: fq-codel].
     #[arg(long, value_enum)]
     aqm: Option<AqmMode>,
     /// CoDel's target sojourn time [default: 5ms].

@@ -50,7 +50,7 @@ const CORPUS: &[(&str, &str)] = &[
     ("39-unknown-interface.toml", "6:8: interface xfwdcorpus2 does not exist"),
     ("40-routes-file-missing.toml", "1:15: routes_file"),
     ("41-aqm-target-above-interval.toml", "5:10: aqm.target (200ms) must be below aqm.interval (100ms)"),
-    ("42-bad-aqm-mode.toml", "5:8: aqm.mode `red` is not one of codel, fq-codel, off"),
+    ("42-bad-aqm-mode.toml", "5:8: aqm.mode `red` is not one of fq-codel, codel, off"),
 ];
 
 #[test]

@@ -705,7 +705,7 @@ interval = "50ms"
         );
         assert!(error_of(&format!("{base}[aqm]\ninterval = \"0s\"\n")).contains("aqm.interval must be above zero"));
         assert!(error_of(&format!("{base}[aqm]\nmode = \"red\"\n"))
-            .contains("aqm.mode `red` is not one of codel, fq-codel, off"));
+            .contains("aqm.mode `red` is not one of fq-codel, codel, off"));
     }
 
     fn error_of(text: &str) -> String {
