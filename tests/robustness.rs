@@ -778,6 +778,11 @@ fn frames_still_queued_when_the_egress_is_down_at_exit_are_dropped_with_a_reason
     let last = &totals[totals.len() - 2..];
     let sum = |name: &str| last.iter().map(|l| field(l, name)).sum::<u64>();
     eprintln!("{queued} frames queued at the stop; exit totals: {last:?}");
+    // The premise: frames were still queued when xfwd was told to stop, and they were dropped
+    // as what stopped them (a TX ring that could not take them), not lost.
+    assert!(queued > 0, "the flow queues held frames at the stop");
+    let eth5 = last.iter().find(|l| l.starts_with("eth5: ")).expect("eth5's exit totals");
+    assert!(eth5.contains("tx-ring-full="), "the frames left queued are counted as tx-ring-full: {eth5}");
     assert_eq!(sum("rx"), sum("tx") + sum("dropped"), "received = sent + dropped at exit: {last:?}");
     let frames = x.seen.iter().rev().find(|l| l.contains(": frames total")).unwrap();
     assert!(frames.ends_with("unaccounted 0") && frames.contains(" queued 0 "), "{frames}");
