@@ -681,19 +681,10 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
     std::thread::sleep(Duration::from_secs(1));
     let sends = (common::stats(&control).ports[1].total.tx_frames - a) as f64 / t0.elapsed().as_secs_f64();
     load.stop(&r);
-    let offered = (2.0 * sends) as u64;
-    let load = Flood::start(&r, "fq-flood", &cfg, Some(offered));
-    std::thread::sleep(Duration::from_secs(1));
-    let early = common::stats(&control);
-    // A ping beside the flood, in the same direction, through the same queues: 100 probes.
-    let out = r.h1.command("ping").args(["-i", "0.02", "-c", "100", "-W", "5", rig::H2_ADDR]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let late = common::stats(&control);
-    load.stop(&r);
-    spin.store(false, Ordering::Relaxed);
-    hog.join().unwrap();
-
-    // The flood was shed by the flow queues, and counted, while the ping ran.
+    // The premise is overload during the ping's window. A one-second measurement of a
+    // worker that shares its core can be far off on a busy machine (CI measured 2.7 kfps
+    // and then saw the worker keep up with twice that), so the offered rate doubles until
+    // the window shows overload, ending flat out; only then is anything asserted.
     let shed = |s: &Report| {
         s.ports[1]
             .total
@@ -703,20 +694,40 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
             .map(|(_, v)| v)
             .sum::<u64>()
     };
+    let mut attempt = None;
+    for rate in [Some((2.0 * sends) as u64), Some((4.0 * sends) as u64), None] {
+        let load = Flood::start(&r, "fq-flood", &cfg, rate);
+        std::thread::sleep(Duration::from_secs(1));
+        let early = common::stats(&control);
+        // A ping beside the flood, in the same direction, through the same queues: 100 probes.
+        let out = r.h1.command("ping").args(["-i", "0.02", "-c", "100", "-W", "5", rig::H2_ADDR]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let late = common::stats(&control);
+        load.stop(&r);
+        let offered = rate.map_or("flat out".to_string(), |r| format!("{r} frames/s"));
+        eprintln!(
+            "flood: xfwd sent {sends:.0} frames/s flat out; offered {offered}: received {} on eth4, sent {} on eth5, shed {} in the ping's window (fq-overflow and aqm-drop); flow queues high-water {}, collisions {}",
+            late.ports[0].total.rx_frames - early.ports[0].total.rx_frames,
+            late.ports[1].total.tx_frames - early.ports[1].total.tx_frames,
+            shed(&late) - shed(&early),
+            late.queues[0].fq_high_water,
+            late.queues[0].fq_collisions
+        );
+        if shed(&late) > shed(&early) {
+            attempt = Some((early, late, text));
+            break;
+        }
+        // Let the queues drain before the next, faster flood.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    spin.store(false, Ordering::Relaxed);
+    hog.join().unwrap();
+
+    // The flood was shed by the flow queues, and counted, while the ping ran: even flat
+    // out, half a core cannot keep up with a generator of its own.
+    let (early, late, text) =
+        attempt.expect("a flood from trafgen flat out overflowed the flow queues of a worker on half a core");
     let q = &late.queues[0];
-    eprintln!(
-        "flood: xfwd sent {sends:.0} frames/s flat out; offered {offered} frames/s: received {} on eth4, sent {} on eth5, shed {} in the ping's window (fq-overflow and aqm-drop); flow queues high-water {}, collisions {}",
-        late.ports[0].total.rx_frames - early.ports[0].total.rx_frames,
-        late.ports[1].total.tx_frames - early.ports[1].total.tx_frames,
-        shed(&late) - shed(&early),
-        q.fq_high_water,
-        q.fq_collisions
-    );
-    assert!(
-        shed(&late) > shed(&early),
-        "the flood overflowed the flow queues while the ping ran: {:#?}",
-        late.ports[1]
-    );
     assert!(q.fq_high_water >= 1024, "the flood filled its queue: high-water {}", q.fq_high_water);
     // The ping is a flow of its own: it waits for a round of the worker, not behind the
     // flood's backlog. Its median RTT (two passes through xfwd and both hosts) is below the
