@@ -8,13 +8,14 @@
 //! `cargo bench --bench router`; in CI the test harness runs each case once.
 
 use std::hint::black_box;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{Decide, RouterDecide};
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
+use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
 use xfwd_dataplane::l3::{decide, prefetch, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
@@ -133,6 +134,121 @@ fn bench_fib(c: &mut Criterion) {
     g.finish();
 }
 
+/// IPv6 prefix lengths in proportion to a full Internet table (per mille): mostly /32 to /48,
+/// some /56 and /64, a few host routes.
+const LENGTH_MIX6: &[(u8, u32)] = &[
+    (16, 1),
+    (20, 2),
+    (24, 4),
+    (28, 8),
+    (29, 30),
+    (32, 140),
+    (33, 5),
+    (34, 5),
+    (35, 5),
+    (36, 40),
+    (38, 10),
+    (40, 80),
+    (42, 15),
+    (44, 90),
+    (45, 10),
+    (46, 15),
+    (47, 15),
+    (48, 445),
+    (56, 35),
+    (64, 35),
+    (128, 6),
+];
+
+/// The blocks the registries allocate from, which a real table's prefixes cluster under.
+const BLOCKS6: &[(u128, u8)] = &[
+    (0x2001 << 112, 16),
+    (0x2400 << 112, 12),
+    (0x2600 << 112, 12),
+    (0x2800 << 112, 12),
+    (0x2a00 << 112, 12),
+    (0x2c00 << 112, 12),
+];
+
+fn prefixes6(n: usize, rng: &mut Rng) -> Vec<Prefix6> {
+    let total: u32 = LENGTH_MIX6.iter().map(|(_, w)| w).sum();
+    (0..n)
+        .map(|_| {
+            let mut pick = (rng.next() % u64::from(total)) as u32;
+            let len = LENGTH_MIX6
+                .iter()
+                .find(|(_, w)| {
+                    if pick < *w {
+                        true
+                    } else {
+                        pick -= w;
+                        false
+                    }
+                })
+                .map_or(48, |(l, _)| *l);
+            let (block, blen) = BLOCKS6[(rng.next() % BLOCKS6.len() as u64) as usize];
+            let bits = (u128::from(rng.next()) << 64 | u128::from(rng.next())) >> blen;
+            Prefix6::truncate(Ipv6Addr::from(block | bits), len)
+        })
+        .collect()
+}
+
+fn destinations6(table: &[Prefix6], n: usize, rng: &mut Rng) -> Vec<Ipv6Addr> {
+    (0..n)
+        .map(|_| {
+            let p = table[(rng.next() % table.len() as u64) as usize];
+            let host = (u128::from(rng.next()) << 64 | u128::from(rng.next()))
+                .checked_shr(u32::from(p.prefix_len()))
+                .unwrap_or(0);
+            Ipv6Addr::from(u128::from(p.addr()) | host)
+        })
+        .collect()
+}
+
+fn bench_fib6(c: &mut Criterion) {
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let table = prefixes6(ROUTES, &mut rng);
+    let routes: Vec<(Prefix6, NhIndex)> =
+        table.iter().enumerate().map(|(i, p)| (*p, NhIndex((i % 16 + 1) as u16))).collect();
+    let start = std::time::Instant::now();
+    let fib = Fib6::build_advised(&routes, advise_huge_pages).unwrap();
+    eprintln!(
+        "fib6: {} routes built in {:.0} ms, {} MiB of table ({fib:?})",
+        ROUTES,
+        start.elapsed().as_secs_f64() * 1e3,
+        fib.memory() >> 20
+    );
+    let mut g = c.benchmark_group("fib6_lookup_1m");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for (name, n) in [("hot_4k_dsts", 4_000usize), ("cold_1m_dsts", 1_000_000)] {
+        let dsts = destinations6(&table, n, &mut rng);
+        let mut at = 0usize;
+        g.bench_function(format!("{name}_one_by_one"), |b| {
+            b.iter(|| {
+                at = (at + BATCH) % (dsts.len() - BATCH);
+                for d in &dsts[at..at + BATCH] {
+                    black_box(fib.lookup(black_box(*d)));
+                }
+            })
+        });
+        let mut out = [None; BATCH];
+        g.bench_function(format!("{name}_batch"), |b| {
+            b.iter(|| {
+                at = (at + BATCH) % (dsts.len() - BATCH);
+                fib.lookup_batch(black_box(&dsts[at..at + BATCH]), &mut out);
+                black_box(&out);
+            })
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("fib6_build");
+    g.sample_size(10);
+    g.bench_function("1m_routes", |b| {
+        b.iter(|| black_box(Fib6::build_advised(black_box(&routes), advise_huge_pages).unwrap()))
+    });
+    g.finish();
+}
+
 fn bench_router(c: &mut Criterion) {
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     let table = prefixes(ROUTES, &mut rng);
@@ -209,5 +325,5 @@ fn bench_router(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_fib, bench_router);
+criterion_group!(benches, bench_fib, bench_fib6, bench_router);
 criterion_main!(benches);

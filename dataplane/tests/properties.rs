@@ -1,17 +1,18 @@
 //! Property tests: the tables against naive models, on random inputs.
 //!
 //! - the FIB against a linear longest-prefix oracle, over random tables changed by random
-//!   inserts, deletes and reloads (rebuilds);
+//!   inserts, deletes and reloads (rebuilds); the IPv6 FIB likewise, its batch lookup too;
 //! - the incremental TTL checksum update against a full recomputation;
 //! - the FDB against a model map with ageing (a bounded table may refuse a new station, but
 //!   never forgets a live one or answers with a wrong port).
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use xfwd_dataplane::l2::{Fdb, Learn};
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
+use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::{checksum, Ipv4Packet, MacAddr};
 use xfwd_dataplane::PortId;
@@ -40,6 +41,43 @@ fn change() -> impl Strategy<Value = Change> {
     ]
 }
 
+fn oracle6(routes: &[(Prefix6, NhIndex)], a: Ipv6Addr) -> Option<NhIndex> {
+    routes
+        .iter()
+        .enumerate()
+        .filter(|(_, (p, _))| p.contains(a))
+        .max_by_key(|(i, (p, _))| (p.prefix_len(), *i))
+        .map(|(_, (_, n))| *n)
+}
+
+/// Under 2001:db8::/32, the address bits that vary: 40 of them from bit 32 on (so that
+/// prefixes nest across the direct table's edge at bit 22, the trie's levels, and the two
+/// halves of the address), then the host bits of the /128s.
+fn addr6(bits: u64, host: u64) -> Ipv6Addr {
+    Ipv6Addr::from((0x2001_0db8u128 << 96) | (u128::from(bits & ((1 << 40) - 1)) << 56) | u128::from(host >> 8))
+}
+
+#[derive(Debug, Clone)]
+enum Change6 {
+    Insert(u64, u64, u8, u16),
+    Delete(usize),
+}
+
+fn change6() -> impl Strategy<Value = Change6> {
+    prop_oneof![
+        (
+            any::<u64>(),
+            any::<u64>(),
+            prop::sample::select(vec![
+                0u8, 16, 20, 22, 23, 28, 32, 36, 40, 44, 47, 48, 48, 48, 56, 63, 64, 65, 72, 127, 128
+            ]),
+            1u16..200
+        )
+            .prop_map(|(a, h, l, n)| Change6::Insert(a, h, l, n)),
+        any::<usize>().prop_map(Change6::Delete),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -61,6 +99,39 @@ proptest! {
                 for p in &probes {
                     let a = Ipv4Addr::from(0x0a00_0000 | p);
                     prop_assert_eq!(fib.lookup(a), oracle(&routes, a), "{}", a);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fib6_matches_the_oracle_through_inserts_deletes_and_reloads(
+        changes in prop::collection::vec(change6(), 1..120),
+        probes in prop::collection::vec((any::<u64>(), any::<u64>()), 200),
+    ) {
+        let mut routes: Vec<(Prefix6, NhIndex)> = Vec::new();
+        for (step, c) in changes.iter().enumerate() {
+            match c {
+                Change6::Insert(a, h, l, n) => routes.push((Prefix6::truncate(addr6(*a, *h), *l), NhIndex(*n))),
+                Change6::Delete(i) if !routes.is_empty() => { let i = i % routes.len(); routes.remove(i); }
+                Change6::Delete(_) => {}
+            }
+            if step % 7 == 0 || step + 1 == changes.len() {
+                let fib = Fib6::build(&routes).unwrap();
+                // Probes near the routes (sharing their top bits) as well as anywhere under
+                // the /32.
+                let near = routes.iter().map(|(p, _)| u128::from(p.addr()));
+                let addrs: Vec<Ipv6Addr> = probes
+                    .iter()
+                    .zip(near.chain(std::iter::repeat(0)))
+                    .map(|((a, h), r)| if r != 0 && a % 2 == 0 { Ipv6Addr::from(r ^ u128::from(*h >> (a % 64))) } else { addr6(*a, *h) })
+                    .collect();
+                let mut batch = vec![None; addrs.len()];
+                fib.lookup_batch(&addrs, &mut batch);
+                for (a, b) in addrs.iter().zip(&batch) {
+                    let want = oracle6(&routes, *a);
+                    prop_assert_eq!(fib.lookup(*a), want, "{}", a);
+                    prop_assert_eq!(*b, want, "batch: {}", a);
                 }
             }
         }

@@ -152,6 +152,9 @@ pub enum FibError {
     /// More groups of longer-than-/24 prefixes than an entry can name.
     #[error("prefixes longer than /24 need more than 32767 groups of 256 entries")]
     TooManyGroups,
+    /// An IPv6 table larger than its 31-bit node indices can name.
+    #[error("the IPv6 table needs more than 2^31 trie nodes or 2^32 leaves")]
+    TooManyNodes,
 }
 
 /// A DIR-24-8 longest-prefix-match table (see the module documentation).
@@ -167,12 +170,18 @@ impl fmt::Debug for Fib {
     }
 }
 
-/// A hint on how a freshly allocated, not yet written table should be backed (see the module
-/// documentation); [`no_advice`] leaves it to the allocator.
-pub type Advice = fn(&mut [u16]);
+/// A hint on how a freshly allocated, not yet written table should be backed, given the
+/// addresses it spans (see the module documentation); [`no_advice`] leaves it to the allocator.
+pub type Advice = fn(core::ops::Range<usize>);
 
 /// The [`Advice`] that asks for nothing.
-pub fn no_advice(_table: &mut [u16]) {}
+pub fn no_advice(_span: core::ops::Range<usize>) {}
+
+/// The addresses `s` spans (for an [`Advice`]).
+pub fn span<T>(s: &[T]) -> core::ops::Range<usize> {
+    let start = s.as_ptr() as usize;
+    start..start + core::mem::size_of_val(s)
+}
 
 impl Fib {
     /// Builds the table from `(prefix, next hop index)` pairs; for a prefix given twice the
@@ -190,7 +199,7 @@ impl Fib {
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| routes[i].0.len);
         let mut tbl24 = vec![0u16; 1 << 24].into_boxed_slice();
-        advise(&mut tbl24);
+        advise(span(&tbl24));
         let mut tbl8: Vec<u16> = Vec::new();
         for &i in &order {
             let (p, nh) = routes[i];
@@ -351,8 +360,11 @@ mod tests {
     fn advice_runs_once_on_the_flat_table_before_it_is_written() {
         use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
         static ADVISED: AtomicUsize = AtomicUsize::new(0);
-        fn check(table: &mut [u16]) {
-            assert_eq!(table.len(), 1 << 24);
+        fn check(span: core::ops::Range<usize>) {
+            assert_eq!(span.len(), 2 << 24, "the flat table's bytes");
+            // SAFETY: the span is the flat table, allocated (zeroed) and alive while the build
+            // that called this runs; u16 has no invalid values and the start is aligned for it.
+            let table = unsafe { core::slice::from_raw_parts(span.start as *const u16, 1 << 24) };
             assert!(table.iter().all(|&e| e == 0), "advised after the first write");
             ADVISED.fetch_add(1, Relaxed);
         }

@@ -2,11 +2,13 @@
 
 pub mod arp;
 pub mod fib;
+pub mod fib6;
 pub mod neighbors;
 pub mod router;
 pub mod tables;
 
 pub use fib::{Fib, NhIndex, Prefix};
+pub use fib6::{Fib6, Prefix6};
 pub use neighbors::{Neighbor, NeighborTable};
 pub use router::{decide, icmp_share, prefetch, RouterState, TokenBucket};
 pub use tables::{NextHop, NhKind, PortSpec, RouteTarget, RouterTables};
