@@ -2,7 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use xfwd_dataplane::wire::{ArpPacket, EthernetFrame, IcmpPacket, Ipv4Packet};
+use xfwd_dataplane::wire::icmpv6::Ndp;
+use xfwd_dataplane::wire::{ArpPacket, EthernetFrame, IcmpPacket, Icmpv6Packet, Ipv4Packet, Ipv6Packet};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(e) = EthernetFrame::new_checked(data) {
@@ -22,6 +23,23 @@ fuzz_target!(|data: &[u8]| {
                     ip.decrement_ttl();
                 }
                 ip.swap_addresses();
+            }
+        }
+        if let Ok(ip) = Ipv6Packet::new_checked(rest) {
+            let (src, dst) = (ip.src(), ip.dst());
+            let _ = (ip.traffic_class(), ip.next_header(), ip.hop_limit(), ip.payload_len());
+            if let Ok(m) = Icmpv6Packet::new_checked(ip.payload()) {
+                let _ = (m.msg_type(), m.code(), m.rest(), m.is_error(), m.checksum_ok(&src, &dst));
+                let _ = Ndp::parse(ip.payload(), &src, &dst, ip.hop_limit());
+            }
+            let mut copy = rest.to_vec();
+            if let Ok(mut ip) = Ipv6Packet::new_checked(&mut copy[..]) {
+                ip.decrement_hop_limit();
+                ip.swap_addresses();
+                if let Ok(mut m) = Icmpv6Packet::new_checked(ip.payload_mut()) {
+                    m.echo_request_to_reply();
+                    m.fill_checksum(&dst, &src);
+                }
             }
         }
         if let Ok(a) = ArpPacket::new_checked(rest) {

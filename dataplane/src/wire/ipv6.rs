@@ -1,11 +1,10 @@
-//! IPv6 fixed headers (RFC 8200), as far as flow classification and ECN marking need them.
+//! IPv6 fixed headers (RFC 8200): what forwarding, flow classification and ECN marking need.
 //!
-//! The router does not forward IPv6 (the XDP program hands it to the kernel), but the bridge
-//! carries it, and a flow queue must tell its flows apart and mark them. Extension headers are
-//! not walked: [`Ipv6Packet::next_header`] is what the fixed header says, so a packet with a
-//! hop-by-hop or fragment header is seen as that protocol, not as the TCP or UDP behind it.
-//! [`Ipv6Packet::new_checked`] checks the version and that the header and payload length fit
-//! the buffer; after it no accessor panics.
+//! Extension headers are not walked: [`Ipv6Packet::next_header`] is what the fixed header says,
+//! so a packet with a hop-by-hop or fragment header is seen as that protocol, not as the TCP or
+//! UDP behind it. [`Ipv6Packet::new_checked`] checks the version and that the header and payload
+//! length fit the buffer; after it no accessor panics. [`Ipv6Packet::emit`] writes a header for
+//! a packet the router originates; [`pseudo_header_sum`] starts the checksum of what it carries.
 
 use core::net::Ipv6Addr;
 
@@ -28,6 +27,31 @@ pub const VERSION: u8 = 6;
 pub const HEADER_LEN: usize = field::DST.end;
 /// The fragment extension header's next-header number.
 pub const NEXT_HEADER_FRAGMENT: u8 = 44;
+/// The hop-by-hop options header's next-header number.
+pub const NEXT_HEADER_HOP_BY_HOP: u8 = 0;
+/// ICMPv6's next-header number.
+pub const NEXT_HEADER_ICMPV6: u8 = 58;
+/// The smallest MTU every IPv6 link has (RFC 8200 section 5): an ICMPv6 error never exceeds it.
+pub const MIN_MTU: usize = 1280;
+
+/// The destination address of whatever sits at the start of `buf` if it is long enough for an
+/// IPv6 header, without any check (for prefetching only).
+#[inline]
+pub fn peek_dst(buf: &[u8]) -> Option<Ipv6Addr> {
+    let b: [u8; 16] = buf.get(field::DST)?.try_into().ok()?;
+    Some(Ipv6Addr::from(b))
+}
+
+/// The one's-complement sum (unfolded) of the pseudo-header (RFC 8200 section 8.1) that an
+/// upper-layer checksum covers: addresses, upper-layer length, next header.
+#[inline]
+pub fn pseudo_header_sum(src: &Ipv6Addr, dst: &Ipv6Addr, upper_len: u32, next_header: u8) -> u64 {
+    let mut acc = 0u64;
+    for w in src.segments().iter().chain(dst.segments().iter()) {
+        acc += u64::from(*w);
+    }
+    acc + u64::from(upper_len >> 16) + u64::from(upper_len & 0xffff) + u64::from(next_header)
+}
 
 /// A view of an IPv6 packet (fixed header and payload).
 #[derive(Debug, Clone, Copy)]
@@ -122,6 +146,58 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Writes a fixed header (traffic class and flow label zero) at the start of `buffer`,
+    /// which must hold it and `payload_len` bytes after it, and wraps it.
+    pub fn emit(
+        mut buffer: T,
+        payload_len: u16,
+        next_header: u8,
+        hop_limit: u8,
+        src: &Ipv6Addr,
+        dst: &Ipv6Addr,
+    ) -> Result<Self, Error> {
+        let need = HEADER_LEN + usize::from(payload_len);
+        let b = buffer.as_mut();
+        if b.len() < need {
+            return Err(Error::Truncated { len: b.len(), need });
+        }
+        b[field::VER_TC_FLOW].copy_from_slice(&[VERSION << 4, 0, 0, 0]);
+        b[field::PAYLOAD_LEN].copy_from_slice(&payload_len.to_be_bytes());
+        b[field::NEXT_HEADER] = next_header;
+        b[field::HOP_LIMIT] = hop_limit;
+        b[field::SRC].copy_from_slice(&src.octets());
+        b[field::DST].copy_from_slice(&dst.octets());
+        Ok(Ipv6Packet { buffer })
+    }
+
+    /// Decrements the hop limit (the caller has checked it is above 1; IPv6 has no header
+    /// checksum to update).
+    #[inline]
+    pub fn decrement_hop_limit(&mut self) {
+        let b = self.buffer.as_mut();
+        b[field::HOP_LIMIT] = b[field::HOP_LIMIT].wrapping_sub(1);
+    }
+
+    /// Sets the hop limit.
+    #[inline]
+    pub fn set_hop_limit(&mut self, h: u8) {
+        self.buffer.as_mut()[field::HOP_LIMIT] = h;
+    }
+
+    /// Swaps source and destination addresses.
+    pub fn swap_addresses(&mut self) {
+        let b = self.buffer.as_mut();
+        let (head, tail) = b.split_at_mut(field::DST.start);
+        head[field::SRC].swap_with_slice(&mut tail[..16]);
+    }
+
+    /// The payload (after the fixed header, up to the payload length), writable.
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let len = self.payload_len();
+        &mut self.buffer.as_mut()[HEADER_LEN..HEADER_LEN + len]
+    }
+
     /// Sets the traffic class, keeping the version and the flow label (IPv6 has no header
     /// checksum to update).
     #[inline]
@@ -170,6 +246,46 @@ mod tests {
         let mut bad = v.clone();
         bad[0] = 0x45;
         assert_eq!(Ipv6Packet::new_checked(&bad[..]).unwrap_err(), Error::Malformed("IP version is not 6"));
+    }
+
+    #[test]
+    fn emitted_headers_parse_back_and_hop_limit_and_addresses_change() {
+        let (a, b): (Ipv6Addr, Ipv6Addr) = ("2001:db8::1".parse().unwrap(), "fe80::2".parse().unwrap());
+        let mut v = vec![0u8; 60];
+        assert!(Ipv6Packet::emit(&mut v[..], 21, 58, 64, &a, &b).is_err(), "21 bytes of payload do not fit");
+        let mut p = Ipv6Packet::emit(&mut v[..], 20, 58, 64, &a, &b).unwrap();
+        p.decrement_hop_limit();
+        p.swap_addresses();
+        p.payload_mut().fill(7);
+        let (h, rest) = Ipv6Header::from_slice(&v).unwrap();
+        assert_eq!((h.payload_length, h.next_header, h.hop_limit, h.traffic_class), (20, IpNumber(58), 63, 0));
+        assert_eq!((Ipv6Addr::from(h.source), Ipv6Addr::from(h.destination)), (b, a));
+        assert_eq!(rest, &[7; 20]);
+        assert_eq!(peek_dst(&v), Some(a));
+        assert_eq!(peek_dst(&v[..39]), None);
+    }
+
+    #[test]
+    fn the_pseudo_header_sum_is_what_etherparse_checksums_start_from() {
+        use etherparse::{Icmpv6Header, Icmpv6Type};
+        let h = Ipv6Header {
+            source: "2001:db8::1".parse::<Ipv6Addr>().unwrap().octets(),
+            destination: "2001:db8:ffff::2".parse::<Ipv6Addr>().unwrap().octets(),
+            ..Default::default()
+        };
+        let payload = [1u8, 2, 3, 4, 5];
+        let m = Icmpv6Header::with_checksum(
+            Icmpv6Type::EchoRequest(etherparse::IcmpEchoHeader { id: 9, seq: 1 }),
+            h.source,
+            h.destination,
+            &payload,
+        )
+        .unwrap();
+        let mut bytes = m.to_bytes().to_vec();
+        bytes.extend_from_slice(&payload);
+        let acc = pseudo_header_sum(&h.source.into(), &h.destination.into(), bytes.len() as u32, NEXT_HEADER_ICMPV6);
+        let total = super::super::checksum::fold(acc + u64::from(super::super::checksum::sum(&bytes)));
+        assert_eq!(total, 0xffff, "a correct checksum sums to all ones");
     }
 
     #[test]

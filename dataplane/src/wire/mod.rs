@@ -15,12 +15,14 @@ pub mod arp;
 pub mod checksum;
 pub mod ethernet;
 pub mod icmp;
+pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 
 pub use arp::ArpPacket;
 pub use ethernet::{EthernetFrame, MacAddr};
 pub use icmp::IcmpPacket;
+pub use icmpv6::Icmpv6Packet;
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
 
