@@ -9,6 +9,6 @@ pub mod tables;
 
 pub use fib::{Fib, NhIndex, Prefix};
 pub use fib6::{Fib6, Prefix6};
-pub use neighbors::{Neighbor, NeighborTable};
+pub use neighbors::{Neighbor, NeighborTable, NeighborTable6};
 pub use router::{decide, icmp_share, prefetch, RouterState, TokenBucket};
 pub use tables::{NextHop, NhKind, PortSpec, RouteTarget, RouterTables};

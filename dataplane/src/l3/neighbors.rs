@@ -1,11 +1,13 @@
-//! The neighbour table: IPv4 address → MAC address, shared by all workers, written by one thread.
+//! The neighbour table: IP address → MAC address, shared by all workers, written by one thread.
+//! One type for both families ([`NeighborTable`] for IPv4, [`NeighborTable6`] for IPv6); a slot
+//! holds a key of up to 128 bits.
 //!
 //! # Structure, and the choices not taken
 //!
 //! Workers look neighbours up on every forwarded packet; only the ARP thread
 //! ([`crate::io::arp`]) changes entries, a few times per second at most. That asymmetry decides
 //! the design: buckets of eight slots (two candidate buckets per address, as in the FDB), each
-//! slot a **seqlock** of three words (sequence, IPv4 address, MAC + flags). The single writer bumps
+//! slot a **seqlock** of four words (sequence, address in two, MAC + flags). The single writer bumps
 //! the sequence to odd, writes, bumps it to even; a reader retries if it saw an odd or changed
 //! sequence. Readers never write shared memory; the writer never waits. An address and its MAC
 //! do not fit one 64-bit word, so the FDB's single-word slots cannot serve here: a reader could
@@ -15,7 +17,8 @@
 //! Capacity is fixed at start (`limits.neighbors`): when both buckets of an address are full the
 //! insertion is refused and the address stays unresolved, which bounds memory under an ARP flood.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
+use std::marker::PhantomData;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::wire::MacAddr;
@@ -30,15 +33,43 @@ const PORT_SHIFT: u32 = 48;
 #[derive(Default)]
 struct Slot {
     seq: AtomicU32,
-    ip: AtomicU32,
+    ip: [AtomicU64; 2],
     val: AtomicU64,
+}
+
+/// An address family's addresses as neighbour table keys.
+pub trait NeighborAddr: Copy + Ord + core::fmt::Debug {
+    /// The address as 128 bits (an IPv4 address in the low 32).
+    fn key(self) -> u128;
+    /// The address a key stands for.
+    fn from_key(k: u128) -> Self;
+}
+
+impl NeighborAddr for Ipv4Addr {
+    #[inline]
+    fn key(self) -> u128 {
+        u128::from(u32::from(self))
+    }
+    fn from_key(k: u128) -> Self {
+        Ipv4Addr::from(k as u32)
+    }
+}
+
+impl NeighborAddr for Ipv6Addr {
+    #[inline]
+    fn key(self) -> u128 {
+        u128::from(self)
+    }
+    fn from_key(k: u128) -> Self {
+        Ipv6Addr::from(k)
+    }
 }
 
 /// A resolved neighbour.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Neighbor {
-    /// Its IPv4 address.
-    pub ip: Ipv4Addr,
+pub struct Neighbor<A = Ipv4Addr> {
+    /// Its address.
+    pub ip: A,
     /// Its MAC address.
     pub mac: MacAddr,
     /// The port it was resolved on.
@@ -53,36 +84,61 @@ pub struct Neighbor {
 pub struct TableFull;
 
 /// The shared neighbour table (see the module documentation).
-pub struct NeighborTable {
+pub struct NeighborTable<A = Ipv4Addr> {
     slots: Box<[Slot]>,
     nbuckets: usize,
     /// Bumped by the writer after every change: a reader's cached answers are valid while it
     /// stays the same.
     generation: AtomicU64,
+    family: PhantomData<A>,
 }
 
-impl std::fmt::Debug for NeighborTable {
+/// The IPv6 neighbour table.
+pub type NeighborTable6 = NeighborTable<Ipv6Addr>;
+
+impl<A> std::fmt::Debug for NeighborTable<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NeighborTable").field("capacity", &self.capacity()).finish()
+        f.debug_struct("NeighborTable").field("capacity", &self.slots.len()).finish()
     }
 }
 
 #[inline]
-fn hash(ip: u32) -> u64 {
-    let mut h = u64::from(ip).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+fn hash(ip: u128) -> u64 {
+    let mut h = ((ip >> 64) as u64 ^ (ip as u64).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     h ^= h >> 29;
     h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h ^ (h >> 32)
 }
 
+/// A slot's key, word by word (consistent only inside the seqlock's read).
+#[inline]
+fn load_key(k: &[AtomicU64; 2]) -> u128 {
+    (u128::from(k[0].load(Ordering::Relaxed)) << 64) | u128::from(k[1].load(Ordering::Relaxed))
+}
+
 impl NeighborTable {
-    /// A table for at least `capacity` entries (rounded up to whole 8-slot buckets).
+    /// An IPv4 table for at least `capacity` entries (rounded up to whole 8-slot buckets).
     pub fn new(capacity: usize) -> NeighborTable {
+        NeighborTable::with_capacity(capacity)
+    }
+}
+
+impl NeighborTable6 {
+    /// An IPv6 table for at least `capacity` entries (rounded up to whole 8-slot buckets).
+    pub fn new6(capacity: usize) -> NeighborTable6 {
+        NeighborTable::with_capacity(capacity)
+    }
+}
+
+impl<A: NeighborAddr> NeighborTable<A> {
+    /// A table for at least `capacity` entries (rounded up to whole 8-slot buckets).
+    pub fn with_capacity(capacity: usize) -> NeighborTable<A> {
         let nbuckets = capacity.div_ceil(WAYS).max(1);
         NeighborTable {
             slots: (0..nbuckets * WAYS).map(|_| Slot::default()).collect(),
             nbuckets,
             generation: AtomicU64::new(0),
+            family: PhantomData,
         }
     }
 
@@ -92,7 +148,7 @@ impl NeighborTable {
     }
 
     #[inline]
-    fn buckets_of(&self, ip: u32) -> [usize; 2] {
+    fn buckets_of(&self, ip: u128) -> [usize; 2] {
         let h = hash(ip);
         let n = self.nbuckets as u64;
         [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize]
@@ -100,7 +156,7 @@ impl NeighborTable {
 
     /// Reads one slot consistently: `(ip, val)`, retrying while the writer is inside it.
     #[inline]
-    fn read(&self, i: usize) -> (u32, u64) {
+    fn read(&self, i: usize) -> (u128, u64) {
         let s = &self.slots[i];
         loop {
             let s1 = s.seq.load(Ordering::Acquire);
@@ -108,7 +164,7 @@ impl NeighborTable {
                 std::hint::spin_loop();
                 continue;
             }
-            let ip = s.ip.load(Ordering::Relaxed);
+            let ip = load_key(&s.ip);
             let val = s.val.load(Ordering::Relaxed);
             fence(Ordering::Acquire);
             if s.seq.load(Ordering::Relaxed) == s1 {
@@ -118,12 +174,13 @@ impl NeighborTable {
     }
 
     /// Writes one slot. Only the single writer may call this.
-    fn write(&self, i: usize, ip: u32, val: u64) {
+    fn write(&self, i: usize, ip: u128, val: u64) {
         let s = &self.slots[i];
         let seq = s.seq.load(Ordering::Relaxed);
         s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
-        s.ip.store(ip, Ordering::Relaxed);
+        s.ip[0].store((ip >> 64) as u64, Ordering::Relaxed);
+        s.ip[1].store(ip as u64, Ordering::Relaxed);
         s.val.store(val, Ordering::Relaxed);
         s.seq.store(seq.wrapping_add(2), Ordering::Release);
         // Single writer: a load and a store, no read-modify-write needed.
@@ -136,22 +193,22 @@ impl NeighborTable {
         self.generation.load(Ordering::Acquire)
     }
 
-    fn decode(ip: u32, val: u64) -> Neighbor {
+    fn decode(ip: u128, val: u64) -> Neighbor<A> {
         Neighbor {
-            ip: Ipv4Addr::from(ip),
+            ip: A::from_key(ip),
             mac: MacAddr::from_u64(val & MAC_MASK),
             port: PortId(((val >> PORT_SHIFT) & 0xff) as u8),
             is_static: val & STATIC != 0,
         }
     }
 
-    fn find(&self, ip: u32) -> Option<(usize, u64)> {
+    fn find(&self, ip: u128) -> Option<(usize, u64)> {
         for b in self.buckets_of(ip) {
             for i in b * WAYS..(b + 1) * WAYS {
                 // A plain look at the address first: only a slot that seems to hold `ip` pays
                 // for the consistent read, which then decides (callgrind: the seqlock read on
                 // every slot was 40 % of the router decision's instructions).
-                if self.slots[i].ip.load(Ordering::Relaxed) != ip {
+                if load_key(&self.slots[i].ip) != ip {
                     continue;
                 }
                 let (sip, val) = self.read(i);
@@ -165,16 +222,16 @@ impl NeighborTable {
 
     /// The neighbour `ip`, if resolved.
     #[inline]
-    pub fn lookup(&self, ip: Ipv4Addr) -> Option<Neighbor> {
-        let ip = u32::from(ip);
+    pub fn lookup(&self, ip: A) -> Option<Neighbor<A>> {
+        let ip = ip.key();
         self.find(ip).map(|(_, val)| Self::decode(ip, val))
     }
 
     /// Stores or updates `ip` → `mac` on `port`. A static entry is only replaced by another
     /// static one. Only the single writer (the ARP thread, or set-up before workers start) may
     /// call this.
-    pub fn insert(&self, ip: Ipv4Addr, mac: MacAddr, port: PortId, is_static: bool) -> Result<(), TableFull> {
-        let key = u32::from(ip);
+    pub fn insert(&self, ip: A, mac: MacAddr, port: PortId, is_static: bool) -> Result<(), TableFull> {
+        let key = ip.key();
         let val = VALID | if is_static { STATIC } else { 0 } | (u64::from(port.0) << PORT_SHIFT) | mac.to_u64();
         if let Some((i, old)) = self.find(key) {
             if old & STATIC != 0 && !is_static {
@@ -195,8 +252,8 @@ impl NeighborTable {
     }
 
     /// Removes `ip` (static entries included). Only the single writer may call this.
-    pub fn remove(&self, ip: Ipv4Addr) -> bool {
-        match self.find(u32::from(ip)) {
+    pub fn remove(&self, ip: A) -> bool {
+        match self.find(ip.key()) {
             Some((i, _)) => {
                 self.write(i, 0, 0);
                 true
@@ -206,8 +263,8 @@ impl NeighborTable {
     }
 
     /// Every entry (walks the table: for display and the writer's housekeeping).
-    pub fn entries(&self) -> Vec<Neighbor> {
-        let mut out: Vec<Neighbor> = (0..self.slots.len())
+    pub fn entries(&self) -> Vec<Neighbor<A>> {
+        let mut out: Vec<Neighbor<A>> = (0..self.slots.len())
             .map(|i| self.read(i))
             .filter(|(_, val)| val & VALID != 0)
             .map(|(ip, val)| Self::decode(ip, val))
@@ -252,6 +309,21 @@ mod tests {
         assert!(t.remove(ip(1)));
         assert_eq!(t.lookup(ip(1)), None);
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn ipv6_entries_are_kept_apart_by_all_128_bits() {
+        let t = NeighborTable6::new6(64);
+        let a: Ipv6Addr = "2001:2::1".parse().unwrap();
+        let b: Ipv6Addr = "2001:3::1".parse().unwrap();
+        t.insert(a, mac(1), PortId(1), false).unwrap();
+        assert_eq!(t.lookup(b), None, "same low 64 bits, different high ones");
+        t.insert(b, mac(2), PortId(0), true).unwrap();
+        assert_eq!(t.lookup(a), Some(Neighbor { ip: a, mac: mac(1), port: PortId(1), is_static: false }));
+        assert_eq!(t.lookup(b).unwrap().mac, mac(2));
+        assert_eq!(t.entries().iter().map(|n| n.ip).collect::<Vec<_>>(), vec![a, b]);
+        assert!(t.remove(a));
+        assert_eq!((t.lookup(a), t.len()), (None, 1));
     }
 
     #[test]
