@@ -255,8 +255,22 @@ fn bench_router(c: &mut Criterion) {
     let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
     let eth4 = MacAddr([2, 0, 0, 0, 4, 4]);
     let ports = vec![
-        PortSpec { name: "eth5".into(), mac: eth5, mtu: 1500, addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)] },
-        PortSpec { name: "eth4".into(), mac: eth4, mtu: 1500, addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)] },
+        PortSpec {
+            name: "eth5".into(),
+            mac: eth5,
+            mtu: 1500,
+            addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
+            addrs6: Vec::new(),
+            link_local: None,
+        },
+        PortSpec {
+            name: "eth4".into(),
+            mac: eth4,
+            mtu: 1500,
+            addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)],
+            addrs6: Vec::new(),
+            link_local: None,
+        },
     ];
     let gateways: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
     let statics: Vec<(Prefix, RouteTarget)> =

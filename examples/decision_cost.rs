@@ -74,12 +74,16 @@ fn main() {
                     mac: eth5,
                     mtu: 1500,
                     addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
+                    addrs6: Vec::new(),
+                    link_local: None,
                 },
                 PortSpec {
                     name: "eth4".into(),
                     mac: MacAddr([2, 0, 0, 0, 4, 4]),
                     mtu: 1500,
                     addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)],
+                    addrs6: Vec::new(),
+                    link_local: None,
                 },
             ];
             let gws: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();

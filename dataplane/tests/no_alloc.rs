@@ -77,8 +77,22 @@ fn udp(dst: &str, ttl: u8) -> ([u8; 128], usize) {
 
 fn router() -> (RouterTables, NeighborTable) {
     let ports = vec![
-        PortSpec { name: "eth5".into(), mac: ETH5, mtu: 1500, addrs: vec![(ip("198.18.10.2"), 24)] },
-        PortSpec { name: "eth4".into(), mac: ETH4, mtu: 1500, addrs: vec![(ip("198.18.30.1"), 24)] },
+        PortSpec {
+            name: "eth5".into(),
+            mac: ETH5,
+            mtu: 1500,
+            addrs: vec![(ip("198.18.10.2"), 24)],
+            addrs6: Vec::new(),
+            link_local: None,
+        },
+        PortSpec {
+            name: "eth4".into(),
+            mac: ETH4,
+            mtu: 1500,
+            addrs: vec![(ip("198.18.30.1"), 24)],
+            addrs6: Vec::new(),
+            link_local: None,
+        },
     ];
     let routes = [
         ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),

@@ -489,8 +489,22 @@ mod tests {
 
     fn engine(capacity: usize, glean_queue: usize) -> (ArpEngine, Arc<NeighborTable>, Arc<ArpCounters>) {
         let ports = vec![
-            PortSpec { name: "eth5".into(), mac: A5, mtu: 1500, addrs: vec![(ip("198.18.10.2"), 24)] },
-            PortSpec { name: "eth4".into(), mac: A4, mtu: 1500, addrs: vec![(ip("198.18.30.1"), 24)] },
+            PortSpec {
+                name: "eth5".into(),
+                mac: A5,
+                mtu: 1500,
+                addrs: vec![(ip("198.18.10.2"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
+            PortSpec {
+                name: "eth4".into(),
+                mac: A4,
+                mtu: 1500,
+                addrs: vec![(ip("198.18.30.1"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
         ];
         let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &[]).unwrap()));
         let neighbors = Arc::new(NeighborTable::new(capacity));
@@ -663,8 +677,22 @@ mod tests {
     #[test]
     fn a_dev_route_neighbour_off_every_subnet_resolves() {
         let ports = vec![
-            PortSpec { name: "eth5".into(), mac: A5, mtu: 1500, addrs: vec![(ip("198.18.10.2"), 24)] },
-            PortSpec { name: "eth4".into(), mac: A4, mtu: 1500, addrs: vec![(ip("198.18.30.1"), 24)] },
+            PortSpec {
+                name: "eth5".into(),
+                mac: A5,
+                mtu: 1500,
+                addrs: vec![(ip("198.18.10.2"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
+            PortSpec {
+                name: "eth4".into(),
+                mac: A4,
+                mtu: 1500,
+                addrs: vec![(ip("198.18.30.1"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
         ];
         let statics = [("172.16.0.0/12".parse().unwrap(), super::super::tables::RouteTarget::Dev(P4))];
         let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &statics).unwrap()));

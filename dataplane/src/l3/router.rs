@@ -500,12 +500,16 @@ mod tests {
                 mac: ETH5,
                 mtu: 1500,
                 addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
             },
             PortSpec {
                 name: "eth4".into(),
                 mac: ETH4,
                 mtu: 1400,
                 addrs: vec![(ip("198.18.30.1"), 24), (ip("198.18.31.1"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
             },
         ];
         let t = RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2")))])

@@ -1,10 +1,12 @@
-//! The router's tables as the workers read them: the FIB, its next hops, and each port's
-//! addresses, MAC and MTU. Built from a validated specification; replaced whole on reload.
+//! The router's tables as the workers read them: the FIBs (IPv4 and IPv6), their next hops,
+//! and each port's addresses, MAC and MTU. Built from a validated specification; replaced whole
+//! on reload.
 
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 use std::collections::HashMap;
 
 use super::fib::{no_advice, Advice, Fib, FibError, NhIndex, Prefix};
+use super::fib6::{Fib6, Prefix6};
 use crate::wire::MacAddr;
 use crate::PortId;
 
@@ -19,6 +21,64 @@ pub struct PortSpec {
     pub mtu: u32,
     /// The box's addresses on it, with their prefix lengths.
     pub addrs: Vec<(Ipv4Addr, u8)>,
+    /// The box's IPv6 addresses on it (global or unique local), with their prefix lengths.
+    pub addrs6: Vec<(Ipv6Addr, u8)>,
+    /// The port's link-local address (the kernel's, or configured): the source of what xfwd
+    /// sends to link-local addresses on the port.
+    pub link_local: Option<Ipv6Addr>,
+}
+
+/// Where a static IPv6 route points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteTarget6 {
+    /// Through a gateway: a global one on a connected prefix, or a link-local one on `dev`
+    /// (which a link-local gateway needs).
+    Via {
+        /// The gateway.
+        gw: Ipv6Addr,
+        /// The port it is on, if given.
+        dev: Option<PortId>,
+    },
+    /// Straight out of a port (destinations are neighbours themselves).
+    Dev(PortId),
+}
+
+/// What an IPv6 next hop is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NhKind6 {
+    /// On-link: the destination itself is the neighbour.
+    Connected,
+    /// Through this gateway.
+    Gateway(Ipv6Addr),
+    /// One of the box's own addresses.
+    Local,
+}
+
+/// An IPv6 next hop: kind and egress port. (The source of an ICMPv6 error is chosen when it is
+/// sent, by [`RouterTables::source6`].)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NextHop6 {
+    /// What it is.
+    pub kind: NhKind6,
+    /// Egress port.
+    pub port: PortId,
+}
+
+/// The IPv6 half of the tables.
+#[derive(Debug)]
+pub struct Tables6 {
+    /// Longest-prefix match to a next-hop index.
+    pub fib: Fib6,
+    /// Next hops by index (index 0 unused).
+    pub nexthops: Vec<NextHop6>,
+    /// Every route the FIB holds, for display: prefix, next hop index, origin.
+    pub routes: Vec<(Prefix6, NhIndex, RouteOrigin)>,
+}
+
+/// Whether `a` is link-local unicast (fe80::/10).
+#[inline]
+pub fn is_link_local6(a: &Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
 }
 
 /// Where a static route points.
@@ -81,6 +141,15 @@ pub enum TablesError {
     /// A dev route to a port with no address (no source for ICMP).
     #[error("port {0} has no address")]
     NoAddress(String),
+    /// An IPv6 gateway on no connected prefix.
+    #[error("next hop {0} is not on any connected IPv6 prefix")]
+    GatewayUnreachable6(Ipv6Addr),
+    /// An IPv6 gateway on a connected prefix of another port than the one given.
+    #[error("next hop {0} is not on a connected IPv6 prefix of the port given")]
+    GatewayNotOnDev(Ipv6Addr),
+    /// A link-local gateway without the port it is on.
+    #[error("link-local next hop {0} needs the port it is on (dev)")]
+    LinkLocalNeedsDev(Ipv6Addr),
     /// The FIB refused the table.
     #[error(transparent)]
     Fib(#[from] FibError),
@@ -97,6 +166,8 @@ pub struct RouterTables {
     pub ports: Vec<PortSpec>,
     /// Every route the FIB holds, for display: prefix, next hop index, origin.
     pub routes: Vec<(Prefix, NhIndex, RouteOrigin)>,
+    /// IPv6: its FIB, next hops and routes.
+    pub v6: Tables6,
     /// ICMP errors per second for the whole router (0: unlimited); set after building, travels
     /// with the tables so that a reload can change it.
     pub icmp_rate: u32,
@@ -122,6 +193,19 @@ impl RouterTables {
         statics: &[(Prefix, RouteTarget)],
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
+        RouterTables::build_dual(ports, statics, &[], advise)
+    }
+
+    /// [`RouterTables::build_advised`] with static IPv6 routes too: connected and local IPv6
+    /// routes come from the ports' IPv6 addresses (a static route for the same prefix replaces
+    /// a connected one; the box's own addresses always win).
+    pub fn build_dual(
+        ports: Vec<PortSpec>,
+        statics: &[(Prefix, RouteTarget)],
+        statics6: &[(Prefix6, RouteTarget6)],
+        advise: Advice,
+    ) -> Result<RouterTables, TablesError> {
+        let v6 = build6(&ports, statics6, advise)?;
         let mut nexthops = vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED }];
         let mut index: HashMap<NextHop, NhIndex> = HashMap::new();
         let mut intern = |nh: NextHop, nexthops: &mut Vec<NextHop>| -> NhIndex {
@@ -174,7 +258,35 @@ impl RouterTables {
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Local)).map(|r| (r.0, r.1)));
         let fib = Fib::build_advised(&fib_routes, advise)?;
         let id = TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(RouterTables { fib, nexthops, ports, routes, icmp_rate: 0, icmp_burst: 1, id })
+        Ok(RouterTables { fib, nexthops, ports, routes, v6, icmp_rate: 0, icmp_burst: 1, id })
+    }
+
+    /// The IPv6 next hop for `dst`, if routed.
+    #[inline]
+    pub fn route6(&self, dst: Ipv6Addr) -> Option<&NextHop6> {
+        self.v6.fib.lookup(dst).map(|i| &self.v6.nexthops[usize::from(i.0)])
+    }
+
+    /// Whether `a` is one of the box's IPv6 addresses (link-local ones are the kernel's).
+    pub fn is_local6(&self, a: Ipv6Addr) -> bool {
+        self.route6(a).is_some_and(|nh| nh.kind == NhKind6::Local)
+    }
+
+    /// The source address for a packet the router sends to `dst` out of `egress`, as Linux
+    /// chooses it (RFC 6724, the rules that tell the box's addresses apart): for a link-local
+    /// destination the port's link-local address (rule 2, scope); else the port's own global
+    /// addresses first (rule 5, outgoing interface), the longest prefix shared with `dst`
+    /// among them (rule 8); else any port's; else the port's link-local one.
+    pub fn source6(&self, dst: Ipv6Addr, egress: PortId) -> Option<Ipv6Addr> {
+        let port = self.ports.get(egress.index())?;
+        if is_link_local6(&dst) {
+            return port.link_local;
+        }
+        let shared = |a: &Ipv6Addr| (u128::from(*a) ^ u128::from(dst)).leading_zeros();
+        let best = |addrs: &mut dyn Iterator<Item = Ipv6Addr>| addrs.max_by_key(|a| shared(a));
+        best(&mut port.addrs6.iter().map(|&(a, _)| a))
+            .or_else(|| best(&mut self.ports.iter().flat_map(|p| p.addrs6.iter().map(|&(a, _)| a))))
+            .or(port.link_local)
     }
 
     /// The next hop for `dst`, if routed.
@@ -209,6 +321,73 @@ pub fn connected_to(ports: &[PortSpec], a: Ipv4Addr) -> Option<(PortId, Ipv4Addr
         .map(|(p, addr, _)| (PortId(p as u8), addr))
 }
 
+/// The port whose IPv6 prefixes hold `a` (longest match first).
+pub fn connected_to6(ports: &[PortSpec], a: Ipv6Addr) -> Option<PortId> {
+    ports
+        .iter()
+        .enumerate()
+        .flat_map(|(p, s)| s.addrs6.iter().map(move |&(addr, len)| (p, addr, len)))
+        .filter(|&(_, addr, len)| Prefix6::truncate(addr, len).contains(a))
+        .max_by_key(|&(_, _, len)| len)
+        .map(|(p, _, _)| PortId(p as u8))
+}
+
+/// The IPv6 tables: connected prefixes, static routes, then the box's addresses as /128s (a
+/// later duplicate wins in the FIB, so these stay above any static route).
+fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advice) -> Result<Tables6, TablesError> {
+    let mut nexthops = vec![NextHop6 { kind: NhKind6::Local, port: PortId(0) }];
+    let mut index: HashMap<NextHop6, NhIndex> = HashMap::new();
+    let mut intern = |nh: NextHop6, nexthops: &mut Vec<NextHop6>| -> NhIndex {
+        *index.entry(nh).or_insert_with(|| {
+            nexthops.push(nh);
+            NhIndex((nexthops.len() - 1) as u16)
+        })
+    };
+    let mut routes = Vec::new();
+    for (p, spec) in ports.iter().enumerate() {
+        for &(addr, len) in &spec.addrs6 {
+            let nh = intern(NextHop6 { kind: NhKind6::Connected, port: PortId(p as u8) }, &mut nexthops);
+            routes.push((Prefix6::truncate(addr, len), nh, RouteOrigin::Connected));
+        }
+    }
+    for &(prefix, target) in statics {
+        let nh = match target {
+            RouteTarget6::Via { gw, dev } => {
+                let port = if is_link_local6(&gw) {
+                    dev.ok_or(TablesError::LinkLocalNeedsDev(gw))?
+                } else {
+                    let on = connected_to6(ports, gw).ok_or(TablesError::GatewayUnreachable6(gw))?;
+                    if dev.is_some_and(|d| d != on) {
+                        return Err(TablesError::GatewayNotOnDev(gw));
+                    }
+                    on
+                };
+                if port.index() >= ports.len() {
+                    return Err(TablesError::NoSuchPort(port.0));
+                }
+                NextHop6 { kind: NhKind6::Gateway(gw), port }
+            }
+            RouteTarget6::Dev(port) => {
+                if port.index() >= ports.len() {
+                    return Err(TablesError::NoSuchPort(port.0));
+                }
+                NextHop6 { kind: NhKind6::Connected, port }
+            }
+        };
+        let nh = intern(nh, &mut nexthops);
+        routes.push((prefix, nh, RouteOrigin::Static));
+    }
+    for (p, spec) in ports.iter().enumerate() {
+        for &(addr, _) in &spec.addrs6 {
+            let nh = intern(NextHop6 { kind: NhKind6::Local, port: PortId(p as u8) }, &mut nexthops);
+            routes.push((Prefix6::truncate(addr, 128), nh, RouteOrigin::Local));
+        }
+    }
+    let fib_routes: Vec<(Prefix6, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
+    let fib = Fib6::build_advised(&fib_routes, advise)?;
+    Ok(Tables6 { fib, nexthops, routes })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,12 +404,16 @@ mod tests {
                 mac: MacAddr([2, 0, 0, 0, 5, 5]),
                 mtu: 1500,
                 addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
             },
             PortSpec {
                 name: "eth4".into(),
                 mac: MacAddr([2, 0, 0, 0, 4, 4]),
                 mtu: 1500,
                 addrs: vec![(ip("198.18.30.1"), 24), (ip("198.18.31.1"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
             },
         ];
         RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2")))]).unwrap()
@@ -250,6 +433,86 @@ mod tests {
         assert_eq!((nh.kind, nh.port, nh.src), (NhKind::Gateway(ip("198.18.30.2")), PortId(1), ip("198.18.30.1")));
         assert!(t.route(ip("203.0.113.1")).is_none());
         assert_eq!(t.local_addresses().len(), 4);
+    }
+
+    fn ip6(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    /// The reference ports with IPv6 on the rig's benchmarking range: eth5 2001:2:0:10::2/64,
+    /// eth4 2001:2:0:30::1/64 and 2001:2:0:31::1/64.
+    fn dual() -> Vec<PortSpec> {
+        let mut ports = reference().ports;
+        ports[0].addrs6 = vec![(ip6("2001:2:0:10::2"), 64)];
+        ports[0].link_local = Some(ip6("fe80::5"));
+        ports[1].addrs6 = vec![(ip6("2001:2:0:30::1"), 64), (ip6("2001:2:0:31::1"), 64)];
+        ports[1].link_local = Some(ip6("fe80::4"));
+        ports
+    }
+
+    #[test]
+    fn ipv6_connected_local_and_static_routes() {
+        let statics = [
+            ("2001:2:100::/48".parse().unwrap(), RouteTarget6::Via { gw: ip6("2001:2:0:30::2"), dev: None }),
+            ("2001:2:200::/48".parse().unwrap(), RouteTarget6::Via { gw: ip6("fe80::99"), dev: Some(PortId(0)) }),
+            ("2001:2:300::/48".parse().unwrap(), RouteTarget6::Dev(PortId(1))),
+            // Replaces the connected prefix; the box's address in it stays local.
+            (
+                "2001:2:0:31::/64".parse().unwrap(),
+                RouteTarget6::Via { gw: ip6("2001:2:0:30::2"), dev: Some(PortId(1)) },
+            ),
+        ];
+        let t = RouterTables::build_dual(dual(), &[], &statics, no_advice).unwrap();
+        let nh = |a: &str| t.route6(ip6(a)).copied();
+        assert_eq!(nh("2001:2:0:10::7"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(0) }));
+        assert_eq!(nh("2001:2:0:30::1"), Some(NextHop6 { kind: NhKind6::Local, port: PortId(1) }));
+        assert!(t.is_local6(ip6("2001:2:0:31::1")));
+        assert!(!t.is_local6(ip6("fe80::4")), "link-local addresses are the kernel's");
+        assert_eq!(nh("2001:2:100::1").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
+        assert_eq!(nh("2001:2:200::1"), Some(NextHop6 { kind: NhKind6::Gateway(ip6("fe80::99")), port: PortId(0) }));
+        assert_eq!(nh("2001:2:300::1"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(1) }));
+        assert_eq!(nh("2001:2:0:31::9").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
+        assert_eq!(nh("2001:3::1"), None);
+        // IPv4 untouched beside it.
+        assert_eq!(t.route(ip("198.18.10.7")).unwrap().kind, NhKind::Connected);
+    }
+
+    #[test]
+    fn ipv6_gateways_must_be_reachable_and_link_local_ones_need_their_port() {
+        let via = |gw: &str, dev| [("2001:2:100::/48".parse().unwrap(), RouteTarget6::Via { gw: ip6(gw), dev })];
+        let e = |r: &[(Prefix6, RouteTarget6)]| RouterTables::build_dual(dual(), &[], r, no_advice).unwrap_err();
+        assert_eq!(e(&via("2001:9::1", None)), TablesError::GatewayUnreachable6(ip6("2001:9::1")));
+        assert_eq!(e(&via("fe80::1", None)), TablesError::LinkLocalNeedsDev(ip6("fe80::1")));
+        assert_eq!(e(&via("2001:2:0:30::2", Some(PortId(0)))), TablesError::GatewayNotOnDev(ip6("2001:2:0:30::2")));
+        assert_eq!(e(&via("fe80::1", Some(PortId(7)))), TablesError::NoSuchPort(7));
+        assert_eq!(
+            e(&[("2001:2:100::/48".parse().unwrap(), RouteTarget6::Dev(PortId(9)))]),
+            TablesError::NoSuchPort(9)
+        );
+    }
+
+    #[test]
+    fn ipv6_sources_are_chosen_as_linux_chooses_them() {
+        let mut ports = dual();
+        ports.push(PortSpec {
+            name: "eth6".into(),
+            mac: MacAddr([2, 0, 0, 0, 6, 6]),
+            mtu: 1500,
+            addrs: vec![],
+            addrs6: vec![],
+            link_local: Some(ip6("fe80::6")),
+        });
+        let t = RouterTables::build_dual(ports, &[], &[], no_advice).unwrap();
+        // The outgoing port's address sharing the longest prefix with the destination.
+        assert_eq!(t.source6(ip6("2001:2:0:31::9"), PortId(1)), Some(ip6("2001:2:0:31::1")));
+        assert_eq!(t.source6(ip6("2001:2:0:30::9"), PortId(1)), Some(ip6("2001:2:0:30::1")));
+        assert_eq!(t.source6(ip6("2001:7::9"), PortId(0)), Some(ip6("2001:2:0:10::2")));
+        // A link-local destination: the port's link-local address.
+        assert_eq!(t.source6(ip6("fe80::77"), PortId(1)), Some(ip6("fe80::4")));
+        // A port without a global address: the best of the other ports' (Linux prefers a
+        // global source to a link-local one for a global destination).
+        assert_eq!(t.source6(ip6("2001:2:0:31::9"), PortId(2)), Some(ip6("2001:2:0:31::1")));
+        assert_eq!(t.source6(ip6("2001:2::9"), PortId(9)), None);
     }
 
     #[test]

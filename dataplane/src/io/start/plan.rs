@@ -477,7 +477,14 @@ impl<'a> RouterPlan<'a> {
         let specs = ports
             .iter()
             .zip(&setup.addresses)
-            .map(|(p, a)| PortSpec { name: p.name.clone(), mac: p.mac, mtu: p.mtu, addrs: a.clone() })
+            .map(|(p, a)| PortSpec {
+                name: p.name.clone(),
+                mac: p.mac,
+                mtu: p.mtu,
+                addrs: a.clone(),
+                addrs6: Vec::new(),
+                link_local: None,
+            })
             .collect();
         let mut local = Vec::new();
         for (a, len) in setup.addresses.iter().flatten() {
