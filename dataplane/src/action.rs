@@ -1,9 +1,9 @@
 //! What a decision tells the worker to do with a frame.
 
-use core::net::Ipv4Addr;
+use core::net::IpAddr;
 
 use crate::reason::Reason;
-use crate::wire::{ethernet, icmp, ipv4};
+use crate::wire::{ethernet, icmp, icmpv6, ipv4, ipv6};
 use crate::PortId;
 
 /// The outcome of a decision. It names ports and lengths only: the frame itself stays where it
@@ -36,16 +36,24 @@ pub enum Action {
         cause: Reason,
     },
     /// The next hop's MAC is unknown: hand the frame (ready but for its destination MAC) to
-    /// the ARP thread, which queues it, resolves `next_hop` on `port`, and sends it.
+    /// the ARP thread, which queues it, resolves `next_hop` on `port` (by ARP or neighbour
+    /// discovery), and sends it.
     Glean {
         /// Egress port.
         port: PortId,
         /// The neighbour to resolve.
-        next_hop: Ipv4Addr,
+        next_hop: IpAddr,
     },
 }
 
-/// Room for any answer a decision builds in its scratch buffer: Ethernet + IPv4 + ICMP headers
-/// and the quoted header (up to 60 bytes) plus 8 bytes of the offending datagram.
-pub const SCRATCH_LEN: usize =
-    ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN + icmp::HEADER_LEN + ipv4::MAX_HEADER_LEN + icmp::QUOTED_PAYLOAD_LEN;
+/// Room for any answer a decision builds in its scratch buffer: an ICMPv6 error, as long as
+/// IPv6's minimum MTU allows (Ethernet + 1,280 bytes), is the longest; an ICMP error (Ethernet,
+/// IPv4 and ICMP headers, the quoted header of up to 60 bytes and 8 bytes of the datagram)
+/// is shorter.
+pub const SCRATCH_LEN: usize = ethernet::HEADER_LEN + ipv6::MIN_MTU;
+
+const _: () = assert!(
+    ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN + icmp::HEADER_LEN + ipv4::MAX_HEADER_LEN + icmp::QUOTED_PAYLOAD_LEN
+        <= SCRATCH_LEN
+        && ipv6::HEADER_LEN + icmpv6::HEADER_LEN < ipv6::MIN_MTU
+);

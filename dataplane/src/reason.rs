@@ -24,8 +24,8 @@ pub enum Reason {
     NoEgress,
     /// Router: the destination MAC is neither the port's own (the port may be promiscuous).
     NotOurMac,
-    /// Router: not IPv4 (the XDP program hands ARP, IPv6 and the rest to the kernel).
-    NotIpv4,
+    /// Router: neither IPv4 nor IPv6 (the XDP program hands ARP and the rest to the kernel).
+    NotIp,
     /// Router: IPv4 header invalid (version, IHL, total length).
     Ipv4Malformed,
     /// Router: IPv4 header checksum wrong.
@@ -57,11 +57,20 @@ pub enum Reason {
     /// Flow queues: no slot was free, so the head of the queue holding the most bytes was
     /// dropped to make room ([`crate::aqm::fq`]); counted on the egress port.
     FqOverflow,
+    /// Router: an IPv6 header that is cut short or not version 6, or a hop-by-hop jumbogram
+    /// (payload length 0), which no Ethernet frame can hold.
+    Ipv6Malformed,
+    /// Router: the IPv6 hop limit would reach zero.
+    HopLimitExceeded,
+    /// Router: an IPv6 packet larger than the egress MTU (routers never fragment IPv6).
+    PacketTooBig,
+    /// Router: an IPv6 packet from a link-local source that would leave its link.
+    BeyondScope,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 23;
+    pub const COUNT: usize = 27;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -73,7 +82,7 @@ impl Reason {
         Reason::NoFreeFrame,
         Reason::NoEgress,
         Reason::NotOurMac,
-        Reason::NotIpv4,
+        Reason::NotIp,
         Reason::Ipv4Malformed,
         Reason::Ipv4Checksum,
         Reason::MartianSource,
@@ -88,6 +97,10 @@ impl Reason {
         Reason::GleanQueueFull,
         Reason::AqmDrop,
         Reason::FqOverflow,
+        Reason::Ipv6Malformed,
+        Reason::HopLimitExceeded,
+        Reason::PacketTooBig,
+        Reason::BeyondScope,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -101,7 +114,7 @@ impl Reason {
             Reason::NoFreeFrame => "no-free-frame",
             Reason::NoEgress => "no-egress",
             Reason::NotOurMac => "not-our-mac",
-            Reason::NotIpv4 => "not-ipv4",
+            Reason::NotIp => "not-ip",
             Reason::Ipv4Malformed => "ipv4-malformed",
             Reason::Ipv4Checksum => "ipv4-checksum",
             Reason::MartianSource => "martian-source",
@@ -116,6 +129,10 @@ impl Reason {
             Reason::GleanQueueFull => "glean-queue-full",
             Reason::AqmDrop => "aqm-drop",
             Reason::FqOverflow => "fq-overflow",
+            Reason::Ipv6Malformed => "ipv6-malformed",
+            Reason::HopLimitExceeded => "hop-limit-exceeded",
+            Reason::PacketTooBig => "packet-too-big",
+            Reason::BeyondScope => "beyond-scope",
         }
     }
 }

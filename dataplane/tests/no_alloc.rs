@@ -153,7 +153,7 @@ fn a_worker_hands_a_gleaned_frame_over_without_allocating() {
     let (tx, rx) = glean::channel(1, 2048);
     let (f, len) = udp("198.20.1.1", 63);
     for _ in 0..3 {
-        let (queued, allocated) = allocations(|| tx.send(&f[..len], PortId(0), PortId(1), ip("198.18.30.3")));
+        let (queued, allocated) = allocations(|| tx.send(&f[..len], PortId(0), PortId(1), ip("198.18.30.3").into()));
         assert!(queued);
         assert_eq!(allocated, 0);
         let mut got = 0;

@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
             0 => e.on_arp(port, chunk, now),
             1 => {
                 let hop = Ipv4Addr::new(198, 18, 30, chunk.first().copied().unwrap_or(9));
-                e.on_glean(Glean { ingress: PortId(0), port, next_hop: hop, frame: chunk }, now);
+                e.on_glean(Glean { ingress: PortId(0), port, next_hop: hop.into(), frame: chunk }, now);
             }
             2 => now += u64::from(*len) * 500,
             _ => e.timers(now),

@@ -14,6 +14,8 @@
 //! Why not a queue of `Vec`s made per frame: that allocation (and the ARP thread's free) would
 //! sit on the worker's packet path, which allocates nothing.
 
+use std::net::IpAddr;
+#[cfg(test)]
 use std::net::Ipv4Addr;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -29,7 +31,7 @@ pub const QUEUE: usize = 1024;
 struct GleanMsg {
     ingress: PortId,
     port: PortId,
-    next_hop: Ipv4Addr,
+    next_hop: IpAddr,
     /// The frame, in a buffer of the pool (never grown: see [`GleanSender::send`]).
     frame: Vec<u8>,
 }
@@ -70,7 +72,7 @@ impl GleanSender {
     /// resolves) for the ARP thread. False when the queue is full (or, never for a UMEM frame,
     /// when the frame is longer than a buffer). Allocates nothing: the buffer comes from the
     /// pool and is filled within its capacity.
-    pub fn send(&self, frame: &[u8], ingress: PortId, port: PortId, next_hop: Ipv4Addr) -> bool {
+    pub fn send(&self, frame: &[u8], ingress: PortId, port: PortId, next_hop: IpAddr) -> bool {
         let Ok(mut buf) = self.pool.try_recv() else {
             return false;
         };
@@ -105,9 +107,9 @@ impl GleanReceiver {
 mod tests {
     use super::*;
 
-    const HOP: Ipv4Addr = Ipv4Addr::new(198, 18, 30, 2);
+    const HOP: IpAddr = IpAddr::V4(Ipv4Addr::new(198, 18, 30, 2));
 
-    fn drained(rx: &GleanReceiver) -> Vec<(PortId, PortId, Ipv4Addr, Vec<u8>)> {
+    fn drained(rx: &GleanReceiver) -> Vec<(PortId, PortId, IpAddr, Vec<u8>)> {
         let mut out = Vec::new();
         rx.drain(|g| out.push((g.ingress, g.port, g.next_hop, g.frame.to_vec())));
         out

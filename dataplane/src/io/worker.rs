@@ -20,7 +20,7 @@
 //! waits on an empty one while the worker sleeps.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
@@ -90,7 +90,7 @@ pub trait Decide: Send {
     /// Takes a copy of a frame, received on `ingress`, whose next hop `next_hop` on `port` is
     /// unresolved ([`Action::Glean`]). Returns false when it could not be queued (the frame is
     /// then dropped as [`crate::Reason::GleanQueueFull`]).
-    fn glean(&mut self, _frame: &[u8], _ingress: PortId, _port: PortId, _next_hop: Ipv4Addr) -> bool {
+    fn glean(&mut self, _frame: &[u8], _ingress: PortId, _port: PortId, _next_hop: IpAddr) -> bool {
         false
     }
 
@@ -185,7 +185,7 @@ impl Decide for RouterDecide {
         l3::prefetch(frame, self.tables.load());
     }
 
-    fn glean(&mut self, frame: &[u8], ingress: PortId, port: PortId, next_hop: Ipv4Addr) -> bool {
+    fn glean(&mut self, frame: &[u8], ingress: PortId, port: PortId, next_hop: IpAddr) -> bool {
         self.glean.send(frame, ingress, port, next_hop)
     }
 

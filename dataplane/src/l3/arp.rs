@@ -16,7 +16,7 @@
 //!   packets to unresolvable addresses cannot turn into an ARP flood.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -53,8 +53,8 @@ pub struct Glean<'a> {
     /// Port it must leave by.
     pub port: PortId,
     /// The neighbour to resolve.
-    pub next_hop: Ipv4Addr,
-    /// The frame, TTL already decremented, MACs as received.
+    pub next_hop: IpAddr,
+    /// The frame, TTL (hop limit) already decremented, MACs as received.
     pub frame: &'a [u8],
 }
 
@@ -280,11 +280,15 @@ impl ArpEngine {
         // Workers glean whole IPv4 frames; anything shorter than the headers is refused here,
         // so that every later rewrite of its MACs and every ICMP error about it is in bounds
         // (found by the `arp` fuzz target).
+        let IpAddr::V4(next_hop) = m.next_hop else {
+            self.counters.glean_dropped.inc();
+            return;
+        };
         if m.frame.len() < ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN {
             self.counters.glean_dropped.inc();
             return;
         }
-        if let Some(n) = self.neighbors.lookup(m.next_hop).filter(|n| n.port == m.port) {
+        if let Some(n) = self.neighbors.lookup(next_hop).filter(|n| n.port == m.port) {
             // Resolved since the worker looked.
             let mut frame = m.frame.to_vec();
             readdress(&mut frame, n.mac, self.macs[m.port.index()]);
@@ -294,7 +298,7 @@ impl ArpEngine {
         }
         let cap = self.cfg.glean_queue;
         let full = self.pending.len() >= self.cfg.max_pending;
-        match self.pending.get_mut(&m.next_hop) {
+        match self.pending.get_mut(&next_hop) {
             // A reload moved the neighbour to another port: resolve it there.
             Some(p) if p.port != m.port => {
                 p.port = m.port;
@@ -312,7 +316,7 @@ impl ArpEngine {
                 let mut queue = VecDeque::with_capacity(cap.min(64));
                 queue.push_back((m.ingress, m.frame.to_vec()));
                 self.counters.glean_queued.inc();
-                self.pending.insert(m.next_hop, Pending { port: m.port, queue, tries: 0, next_ms: now });
+                self.pending.insert(next_hop, Pending { port: m.port, queue, tries: 0, next_ms: now });
                 self.timers(now);
             }
         }
@@ -570,7 +574,7 @@ mod tests {
     fn a_gleaned_frame_waits_for_the_reply_then_leaves_rewritten() {
         let (mut e, n, c) = engine(64, 4);
         let frame = udp_from_h1("198.18.30.2");
-        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: &frame }, 0);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip("198.18.30.2")), frame: &frame }, 0);
         let out = e.take_output();
         assert_eq!(out.len(), 1, "one request");
         assert_eq!(
@@ -587,7 +591,7 @@ mod tests {
         assert!(n.lookup(ip("198.18.30.2")).is_some());
         assert_eq!((c.glean_queued.get(), c.glean_sent.get()), (1, 1));
         // Resolved now: a later glean (a worker raced the insertion) is sent at once.
-        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: &frame }, 6);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip("198.18.30.2")), frame: &frame }, 6);
         assert_eq!(e.take_output().len(), 1);
     }
 
@@ -596,7 +600,12 @@ mod tests {
         let (mut e, _, c) = engine(64, 2);
         for _ in 0..5 {
             e.on_glean(
-                Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.2"), frame: &udp_from_h1("198.18.30.2") },
+                Glean {
+                    ingress: P5,
+                    port: P4,
+                    next_hop: IpAddr::V4(ip("198.18.30.2")),
+                    frame: &udp_from_h1("198.18.30.2"),
+                },
                 0,
             );
         }
@@ -608,7 +617,12 @@ mod tests {
     fn an_unresolved_neighbour_gets_three_requests_then_host_unreachable() {
         let (mut e, n, c) = engine(64, 4);
         e.on_glean(
-            Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.99"), frame: &udp_from_h1("198.18.30.99") },
+            Glean {
+                ingress: P5,
+                port: P4,
+                next_hop: IpAddr::V4(ip("198.18.30.99")),
+                frame: &udp_from_h1("198.18.30.99"),
+            },
             0,
         );
         let mut out = e.take_output();
@@ -633,7 +647,7 @@ mod tests {
 
     /// Resolves `ip` (on eth4) the way a forwarded packet does: glean, request, reply.
     fn resolve(e: &mut ArpEngine, ip_s: &str, mac: MacAddr, now: u64) {
-        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip(ip_s), frame: &udp_from_h1(ip_s) }, now);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip(ip_s)), frame: &udp_from_h1(ip_s) }, now);
         e.on_arp(P4, &arp_frame(arp::OP_REPLY, mac, ip_s, A4, "198.18.30.1"), now);
         e.take_output();
     }
@@ -699,7 +713,10 @@ mod tests {
         let n = Arc::new(NeighborTable::new(64));
         let cfg = ArpConfig { glean_queue: 4, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
         let mut e = ArpEngine::new(vec![A5, A4], tables, Arc::clone(&n), cfg, Arc::new(ArpCounters::default()));
-        e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("172.16.1.1"), frame: &udp_from_h1("172.16.1.1") }, 0);
+        e.on_glean(
+            Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip("172.16.1.1")), frame: &udp_from_h1("172.16.1.1") },
+            0,
+        );
         let out = e.take_output();
         assert_eq!(parse(&out[0]).4, ip("198.18.30.1"), "asked from the port's address");
         e.on_arp(P4, &arp_frame(arp::OP_REPLY, H2, "172.16.1.1", A4, "198.18.30.1"), 5);
@@ -733,7 +750,10 @@ mod tests {
         let (mut e, _, c) = engine(64, 4);
         for i in 0..60u32 {
             let nh = Ipv4Addr::from(u32::from(ip("198.18.30.100")) + i);
-            e.on_glean(Glean { ingress: P5, port: P4, next_hop: nh, frame: &udp_from_h1(&nh.to_string()) }, 0);
+            e.on_glean(
+                Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(nh), frame: &udp_from_h1(&nh.to_string()) },
+                0,
+            );
         }
         assert_eq!(c.requests_sent.get(), u64::from(REQUEST_BURST));
         assert!(c.requests_rate_limited.get() > 0);
@@ -748,7 +768,10 @@ mod tests {
         // ICMP error's slicing.
         let (mut e, _, c) = engine(64, 4);
         for len in [0, 5, 13, 33] {
-            e.on_glean(Glean { ingress: P5, port: P4, next_hop: ip("198.18.30.7"), frame: &vec![0; len] }, 0);
+            e.on_glean(
+                Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip("198.18.30.7")), frame: &vec![0; len] },
+                0,
+            );
         }
         assert_eq!(c.glean_dropped.get(), 4);
         for t in [1000, 2000, 3000, 4000] {

@@ -5,10 +5,12 @@ pub mod fib;
 pub mod fib6;
 pub mod neighbors;
 pub mod router;
+pub mod router6;
 pub mod tables;
 
 pub use fib::{Fib, NhIndex, Prefix};
 pub use fib6::{Fib6, Prefix6};
 pub use neighbors::{Neighbor, NeighborTable, NeighborTable6};
 pub use router::{decide, icmp_share, prefetch, RouterState, TokenBucket};
+pub use router6::{decide6, prefetch6};
 pub use tables::{NextHop, NhKind, PortSpec, RouteTarget, RouterTables};

@@ -6,7 +6,7 @@
 //! it speaks; what Linux does on the same packet where it does not. In order:
 //!
 //! 1. The destination MAC must be the ingress port's own ([`Reason::NotOurMac`]); the frame
-//!    must be IPv4 ([`Reason::NotIpv4`]) with a valid header ([`Reason::Ipv4Malformed`],
+//!    must be IPv4 ([`Reason::NotIp`]; IPv6 is [`super::router6`]'s) with a valid header ([`Reason::Ipv4Malformed`],
 //!    [`Reason::Ipv4Checksum`]).
 //! 2. Martian sources are dropped: 0/8, 127/8, 224/4, 240/4 (which holds 255.255.255.255).
 //!    Destinations that are never forwarded are dropped: 0/8, 127/8, 224/4, 240/4 (limited
@@ -28,7 +28,7 @@
 //! on the subnet of the route back to the offending source (the address Linux picks); they leave
 //! by that route.
 
-use core::net::Ipv4Addr;
+use core::net::{IpAddr, Ipv4Addr};
 
 use super::neighbors::NeighborTable;
 use super::tables::{NhKind, RouterTables};
@@ -271,7 +271,7 @@ pub fn decide(
         return Action::Drop(Reason::NotOurMac);
     }
     if eth.ethertype() != ETHERTYPE_IPV4 {
-        return Action::Drop(Reason::NotIpv4);
+        return Action::Drop(Reason::NotIp);
     }
     let (src, dst, ttl, total_len, dont_frag) = match Ipv4Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
         Ok(ip) if !ip.checksum_ok() => return Action::Drop(Reason::Ipv4Checksum),
@@ -333,7 +333,7 @@ pub fn decide(
             }
             Action::Forward(nh.port)
         }
-        _ => Action::Glean { port: nh.port, next_hop },
+        _ => Action::Glean { port: nh.port, next_hop: IpAddr::V4(next_hop) },
     }
 }
 
@@ -583,7 +583,10 @@ mod tests {
         let mut w = world();
         let mut s = [0u8; SCRATCH_LEN];
         let mut f = udp("198.18.10.1", "198.18.31.77", 64, 0);
-        assert_eq!(run(&mut f, &mut w, &mut s), Action::Glean { port: P_ETH4, next_hop: ip("198.18.31.77") });
+        assert_eq!(
+            run(&mut f, &mut w, &mut s),
+            Action::Glean { port: P_ETH4, next_hop: IpAddr::V4(ip("198.18.31.77")) }
+        );
         assert_eq!(f[14 + 8], 63, "TTL already decremented");
         assert_eq!(&f[6..12], &H1.0, "the sender's MAC is kept for a possible ICMP error");
     }
@@ -675,7 +678,7 @@ mod tests {
         assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::NotOurMac));
         let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
         f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::NotIpv4));
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::NotIp));
         let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
         f[14 + 8] = 9; // TTL changed, checksum not
         assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::Ipv4Checksum));
@@ -832,7 +835,10 @@ mod tests {
         // It disappears: the packet waits for ARP instead of using the cached MAC.
         w.1.remove(ip("198.18.30.2"));
         let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
-        assert_eq!(run(&mut f, &mut w, &mut s), Action::Glean { port: P_ETH4, next_hop: ip("198.18.30.2") });
+        assert_eq!(
+            run(&mut f, &mut w, &mut s),
+            Action::Glean { port: P_ETH4, next_hop: IpAddr::V4(ip("198.18.30.2")) }
+        );
         // New tables (a reload) where the same prefix goes through another gateway.
         w.1.insert(ip("198.18.30.2"), GW, P_ETH4, false).unwrap();
         w.1.insert(ip("198.18.31.9"), moved, P_ETH4, false).unwrap();
