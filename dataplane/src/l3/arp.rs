@@ -1,228 +1,96 @@
-//! ARP and neighbour resolution, as a pure state machine driven by the ARP thread
-//! ([`crate::io::arp`]): it answers ARP for the box's addresses, resolves next hops, holds the
-//! packets waiting for them, and is the only writer of the neighbour table.
+//! ARP, as the IPv4 family of the neighbour resolver ([`super::resolve`]): it answers ARP for
+//! the box's addresses and resolves IPv4 next hops.
 //!
 //! Behaviour, as Linux does it (with `arp_accept=0`):
 //! - a request for one of the box's addresses on the port it belongs to is answered, and its
 //!   sender learnt when it is on a connected subnet of that port;
 //! - a reply or gratuitous ARP updates an existing entry; it creates one only when we asked;
-//! - an unresolved next hop gets a broadcast request, retried every second, three times; the
-//!   packets that wait for it (at most `glean_queue` per neighbour, at most `max_pending`
-//!   neighbours) leave when it resolves, or are answered with ICMP Host Unreachable when it
-//!   does not;
-//! - an entry not confirmed for 30 s is probed by unicast requests; three unanswered probes
-//!   remove it; static entries never expire;
-//! - every request xfwd sends passes a token bucket (100 per second, burst 20), so a flood of
-//!   packets to unresolvable addresses cannot turn into an ARP flood.
+//! - requests, retries, probes, expiry and the packets waiting for a next hop are the
+//!   resolver's (the same for both families); a next hop that never answers gets the packets
+//!   that waited for it answered with ICMP Host Unreachable.
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-
-use super::router::{icmp_error, ErrorEnv, IcmpError, RouterState, TokenBucket};
+use super::resolve::{Family, Resolver};
+use super::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
 use super::tables::{connected_to, NhKind, RouterTables};
 use super::NeighborTable;
 use crate::action::{Action, SCRATCH_LEN};
-use crate::stats::Counter;
 use crate::wire::ethernet::{self, ETHERTYPE_ARP};
 use crate::wire::{arp, ipv4, ArpPacket, EthernetFrame, MacAddr};
 use crate::PortId;
 
-/// Time between requests for an unresolved neighbour.
-pub const RETRANS_MS: u64 = 1000;
-/// Requests before a neighbour is declared unreachable.
-pub const MAX_TRIES: u32 = 3;
-/// Time an entry is trusted without confirmation before it is probed.
-pub const REACHABLE_MS: u64 = 30_000;
-/// Unanswered probes before an entry is removed.
-pub const MAX_PROBES: u32 = 3;
-/// Requests xfwd sends per second at most, and in a burst.
-pub const REQUEST_RATE: u32 = 100;
-/// See [`REQUEST_RATE`].
-pub const REQUEST_BURST: u32 = 20;
+pub use super::resolve::{
+    ArpConfig, ArpCounters, Glean, MAX_PROBES, MAX_TRIES, REACHABLE_MS, REQUEST_BURST, REQUEST_RATE, RETRANS_MS,
+};
 
-/// A frame a worker could not send for want of its next hop's MAC, lent to the engine: the
-/// buffer it travelled in belongs to the I/O layer (`io::glean`), and the engine copies what
-/// it keeps.
-#[derive(Debug, Clone, Copy)]
-pub struct Glean<'a> {
-    /// Port it came in on (for an ICMP error if resolution fails).
-    pub ingress: PortId,
-    /// Port it must leave by.
-    pub port: PortId,
-    /// The neighbour to resolve.
-    pub next_hop: IpAddr,
-    /// The frame, TTL (hop limit) already decremented, MACs as received.
-    pub frame: &'a [u8],
-}
+/// IPv4's family: ARP requests and ICMP Host Unreachable.
+#[derive(Debug)]
+pub struct Arp;
 
-/// What the ARP thread counts (it is their only writer).
-#[derive(Debug, Default)]
-#[allow(missing_docs, reason = "each field is named for what it counts")]
-pub struct ArpCounters {
-    pub requests_received: Counter,
-    pub replies_sent: Counter,
-    pub replies_received: Counter,
-    pub requests_sent: Counter,
-    pub probes_sent: Counter,
-    pub requests_rate_limited: Counter,
-    pub learnt: Counter,
-    pub table_full: Counter,
-    pub expired: Counter,
-    pub glean_queued: Counter,
-    pub glean_sent: Counter,
-    pub glean_dropped: Counter,
-    pub unresolved: Counter,
-    pub host_unreachable_sent: Counter,
-    pub send_errors: Counter,
-    pub conflicts: Counter,
-}
+/// The ARP engine: the resolver for IPv4.
+pub type ArpEngine = Resolver<Arp>;
 
-impl ArpCounters {
-    /// (name, value) pairs, for reports.
-    pub fn snapshot(&self) -> Vec<(String, u64)> {
-        [
-            ("requests-received", &self.requests_received),
-            ("replies-sent", &self.replies_sent),
-            ("replies-received", &self.replies_received),
-            ("requests-sent", &self.requests_sent),
-            ("probes-sent", &self.probes_sent),
-            ("requests-rate-limited", &self.requests_rate_limited),
-            ("learnt", &self.learnt),
-            ("table-full", &self.table_full),
-            ("expired", &self.expired),
-            ("glean-queued", &self.glean_queued),
-            ("glean-sent", &self.glean_sent),
-            ("glean-dropped", &self.glean_dropped),
-            ("unresolved", &self.unresolved),
-            ("host-unreachable-sent", &self.host_unreachable_sent),
-            ("send-errors", &self.send_errors),
-            ("conflicts", &self.conflicts),
-        ]
-        .iter()
-        .map(|(n, c)| ((*n).to_owned(), c.get()))
-        .collect()
-    }
-}
+impl Family for Arp {
+    type Addr = Ipv4Addr;
+    const MIN_GLEAN_LEN: usize = ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN;
 
-/// Settings of the ARP thread.
-#[derive(Debug, Clone, Copy)]
-pub struct ArpConfig {
-    /// Packets held per unresolved neighbour.
-    pub glean_queue: usize,
-    /// Unresolved neighbours held at once.
-    pub max_pending: usize,
-    /// ICMP errors per second and burst, for Host Unreachable.
-    pub icmp_rate: u32,
-    /// ICMP burst.
-    pub icmp_burst: u32,
-}
-
-struct Pending {
-    port: PortId,
-    queue: VecDeque<(PortId, Vec<u8>)>,
-    tries: u32,
-    next_ms: u64,
-}
-
-struct Meta {
-    confirmed_ms: u64,
-    probes: u32,
-    next_probe_ms: u64,
-    /// Resolved because xfwd needed it (probed when stale); otherwise learnt in passing from a
-    /// request (left to expire, re-resolved on demand if ever needed: probing every host that
-    /// once asked would not scale).
-    resolved: bool,
-}
-
-/// The ARP state machine (see the module documentation). Pure: it reads no clock and does no
-/// I/O; frames it wants sent are collected for [`ArpEngine::take_output`].
-pub struct ArpEngine {
-    macs: Vec<MacAddr>,
-    tables: Arc<ArcSwap<RouterTables>>,
-    neighbors: Arc<NeighborTable>,
-    counters: Arc<ArpCounters>,
-    cfg: ArpConfig,
-    pending: HashMap<Ipv4Addr, Pending>,
-    meta: HashMap<Ipv4Addr, Meta>,
-    statics: HashSet<Ipv4Addr>,
-    requests: TokenBucket,
-    icmp: RouterState,
-    out: Vec<(PortId, Vec<u8>)>,
-}
-
-impl std::fmt::Debug for ArpEngine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ArpEngine").field("pending", &self.pending.len()).field("tracked", &self.meta.len()).finish()
-    }
-}
-
-impl ArpEngine {
-    /// An engine for ports with these MACs (in port order), writing `neighbors`.
-    pub fn new(
-        macs: Vec<MacAddr>,
-        tables: Arc<ArcSwap<RouterTables>>,
-        neighbors: Arc<NeighborTable>,
-        cfg: ArpConfig,
-        counters: Arc<ArpCounters>,
-    ) -> ArpEngine {
-        ArpEngine {
-            macs,
-            tables,
-            neighbors,
-            counters,
-            cfg,
-            pending: HashMap::new(),
-            meta: HashMap::new(),
-            statics: HashSet::new(),
-            requests: TokenBucket::new(REQUEST_RATE, REQUEST_BURST),
-            icmp: RouterState::new(cfg.icmp_rate, cfg.icmp_burst),
-            out: Vec::new(),
-        }
-    }
-}
-
-/// Sets a waiting frame's MACs for its next hop, `dst`, out of a port with MAC `src`. Gleaned
-/// frames hold at least an Ethernet and an IPv4 header ([`ArpEngine::on_glean`] checks).
-fn readdress(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
-    if let Ok(mut eth) = EthernetFrame::new_checked(frame) {
-        eth.set_dst(dst);
-        eth.set_src(src);
-    }
-}
-
-impl ArpEngine {
-    fn send(&mut self, port: PortId, frame: &[u8]) {
-        self.out.push((port, frame.to_vec()));
-    }
-
-    fn learn(&mut self, ip: Ipv4Addr, mac: MacAddr, port: PortId, now: u64) {
-        if self.statics.contains(&ip) {
-            return;
-        }
-        let known = self.neighbors.lookup(ip);
-        let resolved = self.pending.contains_key(&ip) || self.meta.get(&ip).is_some_and(|m| m.resolved);
-        match self.neighbors.insert(ip, mac, port, false) {
-            Ok(()) => {
-                if known.is_none() {
-                    self.counters.learnt.inc();
-                }
-                self.meta.insert(ip, Meta { confirmed_ms: now, probes: 0, next_probe_ms: 0, resolved });
-            }
-            Err(_) => self.counters.table_full.inc(),
-        }
-        if let Some(p) = self.pending.remove(&ip) {
-            let mut p = p;
-            for (_, mut frame) in p.queue.drain(..) {
-                readdress(&mut frame, mac, self.macs[port.index()]);
-                self.send(port, &frame);
-                self.counters.glean_sent.inc();
-            }
+    fn from_ip(a: IpAddr) -> Option<Ipv4Addr> {
+        match a {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(_) => None,
         }
     }
 
+    fn request(
+        tables: &RouterTables,
+        port: PortId,
+        me: MacAddr,
+        target: Ipv4Addr,
+        to: Option<MacAddr>,
+        out: &mut Vec<u8>,
+    ) {
+        // The address Linux would pick: the box's address on the subnet of the route to the
+        // target (for a `dev` route, the port's first address).
+        let spa = connected_to(&tables.ports, target)
+            .filter(|(p, _)| *p == port)
+            .map(|(_, a)| a)
+            .or_else(|| tables.route(target).filter(|nh| nh.port == port).map(|nh| nh.src))
+            .or_else(|| tables.ports.get(port.index()).and_then(|s| s.addrs.first().map(|a| a.0)))
+            .unwrap_or(Ipv4Addr::UNSPECIFIED);
+        let mut frame = [0u8; ethernet::MIN_FRAME_LEN];
+        let n = arp::write_frame(
+            &mut frame,
+            to.unwrap_or(MacAddr::BROADCAST),
+            me,
+            arp::OP_REQUEST,
+            me,
+            spa,
+            MacAddr([0; 6]),
+            target,
+        );
+        out.extend_from_slice(&frame[..n]);
+    }
+
+    fn unreachable(
+        frame: &[u8],
+        ingress: PortId,
+        tables: &RouterTables,
+        neighbors: &NeighborTable,
+        state: &mut RouterState,
+        now: u64,
+        scratch: &mut [u8; SCRATCH_LEN],
+    ) -> Action {
+        let mut env = ErrorEnv { ingress, tables, neighbors, state, now_ms: now, scratch };
+        icmp_error(frame, &mut env, IcmpError::HOST_UNREACHABLE)
+    }
+
+    fn connected_port(tables: &RouterTables, a: Ipv4Addr) -> Option<PortId> {
+        connected_to(&tables.ports, a).map(|(p, _)| p)
+    }
+}
+
+impl Resolver<Arp> {
     /// An ARP frame that arrived on `port` at `now` (ms).
     pub fn on_arp(&mut self, port: PortId, frame: &[u8], now: u64) {
         let Ok(eth) = EthernetFrame::new_checked(frame) else { return };
@@ -273,211 +141,14 @@ impl ArpEngine {
             self.learn(spa, sha, port, now);
         }
     }
-
-    /// A frame a worker could not send for want of its next hop's MAC, at `now` (ms). The
-    /// frame is copied if it is sent or has to wait; `m` can be reused once this returns.
-    pub fn on_glean(&mut self, m: Glean<'_>, now: u64) {
-        // Workers glean whole IPv4 frames; anything shorter than the headers is refused here,
-        // so that every later rewrite of its MACs and every ICMP error about it is in bounds
-        // (found by the `arp` fuzz target).
-        let IpAddr::V4(next_hop) = m.next_hop else {
-            self.counters.glean_dropped.inc();
-            return;
-        };
-        if m.frame.len() < ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN {
-            self.counters.glean_dropped.inc();
-            return;
-        }
-        if let Some(n) = self.neighbors.lookup(next_hop).filter(|n| n.port == m.port) {
-            // Resolved since the worker looked.
-            let mut frame = m.frame.to_vec();
-            readdress(&mut frame, n.mac, self.macs[m.port.index()]);
-            self.out.push((m.port, frame));
-            self.counters.glean_sent.inc();
-            return;
-        }
-        let cap = self.cfg.glean_queue;
-        let full = self.pending.len() >= self.cfg.max_pending;
-        match self.pending.get_mut(&next_hop) {
-            // A reload moved the neighbour to another port: resolve it there.
-            Some(p) if p.port != m.port => {
-                p.port = m.port;
-                p.queue.clear();
-                p.queue.push_back((m.ingress, m.frame.to_vec()));
-                self.counters.glean_queued.inc();
-            }
-            Some(p) if p.queue.len() < cap => {
-                p.queue.push_back((m.ingress, m.frame.to_vec()));
-                self.counters.glean_queued.inc();
-            }
-            Some(_) => self.counters.glean_dropped.inc(),
-            None if full => self.counters.glean_dropped.inc(),
-            None => {
-                let mut queue = VecDeque::with_capacity(cap.min(64));
-                queue.push_back((m.ingress, m.frame.to_vec()));
-                self.counters.glean_queued.inc();
-                self.pending.insert(next_hop, Pending { port: m.port, queue, tries: 0, next_ms: now });
-                self.timers(now);
-            }
-        }
-    }
-
-    /// Sends a request for `target` out of `port` (broadcast, or unicast to `to` for a probe).
-    fn request(&mut self, port: PortId, target: Ipv4Addr, to: Option<MacAddr>, now: u64) -> bool {
-        if !self.requests.take(now) {
-            self.counters.requests_rate_limited.inc();
-            return false;
-        }
-        let tables = self.tables.load();
-        // The address Linux would pick: the box's address on the subnet of the route to the
-        // target (for a `dev` route, the port's first address).
-        let spa = connected_to(&tables.ports, target)
-            .filter(|(p, _)| *p == port)
-            .map(|(_, a)| a)
-            .or_else(|| tables.route(target).filter(|nh| nh.port == port).map(|nh| nh.src))
-            .or_else(|| tables.ports.get(port.index()).and_then(|s| s.addrs.first().map(|a| a.0)))
-            .unwrap_or(Ipv4Addr::UNSPECIFIED);
-        let me = self.macs[port.index()];
-        let mut out = [0u8; ethernet::MIN_FRAME_LEN];
-        let n = arp::write_frame(
-            &mut out,
-            to.unwrap_or(MacAddr::BROADCAST),
-            me,
-            arp::OP_REQUEST,
-            me,
-            spa,
-            MacAddr([0; 6]),
-            target,
-        );
-        self.send(port, &out[..n]);
-        true
-    }
-
-    /// Retries, give-ups, probes and expiry due at `now` (ms).
-    pub fn timers(&mut self, now: u64) {
-        // Resolutions in progress.
-        let due: Vec<Ipv4Addr> = self.pending.iter().filter(|(_, p)| p.next_ms <= now).map(|(ip, _)| *ip).collect();
-        for ip in due {
-            let Some(p) = self.pending.get(&ip) else { continue };
-            let (port, tries) = (p.port, p.tries);
-            if tries >= MAX_TRIES {
-                if let Some(p) = self.pending.remove(&ip) {
-                    self.counters.unresolved.inc();
-                    self.unreachable(p, now);
-                }
-                continue;
-            }
-            if self.request(port, ip, None, now) {
-                self.counters.requests_sent.inc();
-                if let Some(p) = self.pending.get_mut(&ip) {
-                    p.tries += 1;
-                    p.next_ms = now + RETRANS_MS;
-                }
-            }
-        }
-        // Entries to confirm or expire. Resolved ones are probed when stale and removed after
-        // MAX_PROBES unanswered probes (or, should the request bucket keep refusing probes, at
-        // a hard deadline); ones learnt in passing expire at twice the reachable time.
-        let deadline = REACHABLE_MS + u64::from(MAX_PROBES + 2) * RETRANS_MS;
-        let stale: Vec<Ipv4Addr> = self
-            .meta
-            .iter()
-            .filter(|(_, m)| now.saturating_sub(m.confirmed_ms) > REACHABLE_MS && m.next_probe_ms <= now)
-            .map(|(ip, _)| *ip)
-            .collect();
-        for ip in stale {
-            let Some(n) = self.neighbors.lookup(ip) else {
-                self.meta.remove(&ip);
-                continue;
-            };
-            let Some(m) = self.meta.get(&ip) else { continue };
-            let age = now.saturating_sub(m.confirmed_ms);
-            let expired = if m.resolved { m.probes >= MAX_PROBES || age > deadline } else { age > 2 * REACHABLE_MS };
-            if expired {
-                self.neighbors.remove(ip);
-                self.meta.remove(&ip);
-                self.counters.expired.inc();
-                continue;
-            }
-            if !m.resolved {
-                continue;
-            }
-            if self.request(n.port, ip, Some(n.mac), now) {
-                self.counters.probes_sent.inc();
-                if let Some(m) = self.meta.get_mut(&ip) {
-                    m.probes += 1;
-                    m.next_probe_ms = now + RETRANS_MS;
-                }
-            }
-        }
-    }
-
-    /// Answers what waited for an unresolvable neighbour with ICMP Host Unreachable.
-    fn unreachable(&mut self, p: Pending, now: u64) {
-        let tables = self.tables.load_full();
-        let mut scratch = [0u8; SCRATCH_LEN];
-        for (ingress, frame) in p.queue {
-            let mut env = ErrorEnv {
-                ingress,
-                tables: &tables,
-                neighbors: &self.neighbors,
-                state: &mut self.icmp,
-                now_ms: now,
-                scratch: &mut scratch,
-            };
-            let a = icmp_error(&frame, &mut env, IcmpError::HOST_UNREACHABLE);
-            if let Action::Reply { port, len, .. } = a {
-                self.send(port, &scratch[..usize::from(len)]);
-                self.counters.host_unreachable_sent.inc();
-            }
-        }
-    }
-
-    /// Replaces the static neighbours.
-    pub fn set_statics(&mut self, list: Vec<(Ipv4Addr, MacAddr)>) {
-        let tables = self.tables.load();
-        let new: HashSet<Ipv4Addr> = list.iter().map(|(ip, _)| *ip).collect();
-        for old in self.statics.iter().filter(|ip| !new.contains(ip)) {
-            self.neighbors.remove(*old);
-        }
-        self.statics.clear();
-        for (ip, mac) in list {
-            let Some((port, _)) = connected_to(&tables.ports, ip) else { continue };
-            self.meta.remove(&ip);
-            if self.neighbors.insert(ip, mac, port, true).is_ok() {
-                self.statics.insert(ip);
-            } else {
-                self.counters.table_full.inc();
-            }
-            if let Some(mut p) = self.pending.remove(&ip) {
-                for (_, mut frame) in p.queue.drain(..) {
-                    readdress(&mut frame, mac, self.macs[port.index()]);
-                    self.send(port, &frame);
-                }
-            }
-        }
-    }
-
-    /// Changes the number of packets held per unresolved neighbour.
-    pub fn set_glean_queue(&mut self, n: usize) {
-        self.cfg.glean_queue = n.max(1);
-    }
-
-    /// Whether resolutions are in progress (their timers want frequent attention).
-    pub fn resolving(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// The frames to send, as (port, frame), in order; the caller sends them.
-    pub fn take_output(&mut self) -> Vec<(PortId, Vec<u8>)> {
-        std::mem::take(&mut self.out)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tables::PortSpec;
     use super::*;
+    use arc_swap::ArcSwap;
+    use std::sync::Arc;
 
     const A5: MacAddr = MacAddr([2, 0, 0, 0, 5, 5]);
     const A4: MacAddr = MacAddr([2, 0, 0, 0, 4, 4]);

@@ -4,6 +4,7 @@ pub mod arp;
 pub mod fib;
 pub mod fib6;
 pub mod neighbors;
+pub mod resolve;
 pub mod router;
 pub mod router6;
 pub mod tables;

@@ -1,0 +1,436 @@
+//! Neighbour resolution, shared by ARP (IPv4, [`super::arp`]) and neighbour discovery (IPv6,
+//! [`super::ndp`]): a pure state machine driven by the ARP thread ([`crate::io::arp`]) that
+//! resolves next hops, holds the packets waiting for them, keeps what it resolved fresh, and is
+//! the only writer of its family's neighbour table. Each family brings its messages
+//! ([`Family`]); the timers are the same, as Linux's are for both:
+//!
+//! - an unresolved next hop gets a request (ARP broadcast, neighbour solicitation to the
+//!   solicited-node group), retried every second, three times; the packets that wait for it (at
+//!   most `glean_queue` per neighbour, at most `max_pending` neighbours) leave when it resolves,
+//!   or are answered with the family's unreachable error when it does not;
+//! - an entry not confirmed for 30 s is probed by unicast requests; three unanswered probes
+//!   remove it; static entries never expire;
+//! - every request xfwd sends passes a token bucket (100 per second, burst 20), so a flood of
+//!   packets to unresolvable addresses cannot turn into a request flood.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::neighbors::{NeighborAddr, NeighborTable};
+use super::router::{RouterState, TokenBucket};
+use super::tables::RouterTables;
+use crate::action::{Action, SCRATCH_LEN};
+use crate::stats::Counter;
+use crate::wire::{EthernetFrame, MacAddr};
+use crate::PortId;
+
+/// Time between requests for an unresolved neighbour.
+pub const RETRANS_MS: u64 = 1000;
+/// Requests before a neighbour is declared unreachable.
+pub const MAX_TRIES: u32 = 3;
+/// Time an entry is trusted without confirmation before it is probed.
+pub const REACHABLE_MS: u64 = 30_000;
+/// Unanswered probes before an entry is removed.
+pub const MAX_PROBES: u32 = 3;
+/// Requests xfwd sends per second at most, and in a burst.
+pub const REQUEST_RATE: u32 = 100;
+/// See [`REQUEST_RATE`].
+pub const REQUEST_BURST: u32 = 20;
+
+/// A frame a worker could not send for want of its next hop's MAC, lent to the engine: the
+/// buffer it travelled in belongs to the I/O layer (`io::glean`), and the engine copies what
+/// it keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Glean<'a> {
+    /// Port it came in on (for an ICMP error if resolution fails).
+    pub ingress: PortId,
+    /// Port it must leave by.
+    pub port: PortId,
+    /// The neighbour to resolve.
+    pub next_hop: IpAddr,
+    /// The frame, TTL (hop limit) already decremented, MACs as received.
+    pub frame: &'a [u8],
+}
+
+/// What the ARP thread counts, per family (it is their only writer). For IPv6, requests are
+/// neighbour solicitations, replies advertisements, and `host-unreachable-sent` counts
+/// Address Unreachable.
+#[derive(Debug, Default)]
+#[allow(missing_docs, reason = "each field is named for what it counts")]
+pub struct ArpCounters {
+    pub requests_received: Counter,
+    pub replies_sent: Counter,
+    pub replies_received: Counter,
+    pub requests_sent: Counter,
+    pub probes_sent: Counter,
+    pub requests_rate_limited: Counter,
+    pub learnt: Counter,
+    pub table_full: Counter,
+    pub expired: Counter,
+    pub glean_queued: Counter,
+    pub glean_sent: Counter,
+    pub glean_dropped: Counter,
+    pub unresolved: Counter,
+    pub host_unreachable_sent: Counter,
+    pub send_errors: Counter,
+    pub conflicts: Counter,
+}
+
+impl ArpCounters {
+    /// (name, value) pairs, for reports.
+    pub fn snapshot(&self) -> Vec<(String, u64)> {
+        [
+            ("requests-received", &self.requests_received),
+            ("replies-sent", &self.replies_sent),
+            ("replies-received", &self.replies_received),
+            ("requests-sent", &self.requests_sent),
+            ("probes-sent", &self.probes_sent),
+            ("requests-rate-limited", &self.requests_rate_limited),
+            ("learnt", &self.learnt),
+            ("table-full", &self.table_full),
+            ("expired", &self.expired),
+            ("glean-queued", &self.glean_queued),
+            ("glean-sent", &self.glean_sent),
+            ("glean-dropped", &self.glean_dropped),
+            ("unresolved", &self.unresolved),
+            ("host-unreachable-sent", &self.host_unreachable_sent),
+            ("send-errors", &self.send_errors),
+            ("conflicts", &self.conflicts),
+        ]
+        .iter()
+        .map(|(n, c)| ((*n).to_owned(), c.get()))
+        .collect()
+    }
+}
+
+/// Settings of the ARP thread.
+#[derive(Debug, Clone, Copy)]
+pub struct ArpConfig {
+    /// Packets held per unresolved neighbour.
+    pub glean_queue: usize,
+    /// Unresolved neighbours held at once.
+    pub max_pending: usize,
+    /// ICMP errors per second and burst, for Host Unreachable.
+    pub icmp_rate: u32,
+    /// ICMP burst.
+    pub icmp_burst: u32,
+}
+
+/// A neighbour being resolved, and the frames that wait for it.
+pub(super) struct Pending {
+    pub(super) port: PortId,
+    queue: VecDeque<(PortId, Vec<u8>)>,
+    tries: u32,
+    next_ms: u64,
+}
+
+/// What the resolver knows of an entry it wrote.
+pub(super) struct Meta {
+    pub(super) confirmed_ms: u64,
+    probes: u32,
+    next_probe_ms: u64,
+    /// Resolved because xfwd needed it (probed when stale); otherwise learnt in passing from a
+    /// request (left to expire, re-resolved on demand if ever needed: probing every host that
+    /// once asked would not scale).
+    pub(super) resolved: bool,
+}
+
+/// What an address family brings to the resolver: its requests, its error for a neighbour
+/// that never answered, and where its connected prefixes are.
+pub trait Family: 'static {
+    /// The family's addresses.
+    type Addr: NeighborAddr + core::hash::Hash + Eq;
+    /// The shortest frame a worker can glean (Ethernet and the network header); shorter ones
+    /// are refused, so that every later rewrite and every error about them is in bounds.
+    const MIN_GLEAN_LEN: usize;
+    /// `a` if it is of this family.
+    fn from_ip(a: IpAddr) -> Option<Self::Addr>;
+    /// Appends to `out` a request for `target` out of `port` (whose MAC is `me`): to the
+    /// family's broadcast or multicast group, or unicast to `to` for a probe.
+    fn request(
+        tables: &RouterTables,
+        port: PortId,
+        me: MacAddr,
+        target: Self::Addr,
+        to: Option<MacAddr>,
+        out: &mut Vec<u8>,
+    );
+    /// The answer to a frame (received on `ingress`) that waited for a neighbour that never
+    /// answered: an ICMP error built in `scratch`, or a drop.
+    fn unreachable(
+        frame: &[u8],
+        ingress: PortId,
+        tables: &RouterTables,
+        neighbors: &NeighborTable<Self::Addr>,
+        state: &mut RouterState,
+        now: u64,
+        scratch: &mut [u8; SCRATCH_LEN],
+    ) -> Action;
+    /// The port whose connected prefixes hold `a`.
+    fn connected_port(tables: &RouterTables, a: Self::Addr) -> Option<PortId>;
+}
+
+/// The resolution state machine for one family (see the module documentation). Pure: it reads
+/// no clock and does no I/O; frames it wants sent are collected for [`Resolver::take_output`].
+pub struct Resolver<F: Family> {
+    pub(super) macs: Vec<MacAddr>,
+    pub(super) tables: Arc<ArcSwap<RouterTables>>,
+    pub(super) neighbors: Arc<NeighborTable<F::Addr>>,
+    pub(super) counters: Arc<ArpCounters>,
+    cfg: ArpConfig,
+    pub(super) pending: HashMap<F::Addr, Pending>,
+    pub(super) meta: HashMap<F::Addr, Meta>,
+    statics: HashSet<F::Addr>,
+    requests: TokenBucket,
+    icmp: RouterState,
+    out: Vec<(PortId, Vec<u8>)>,
+}
+
+impl<F: Family> std::fmt::Debug for Resolver<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver").field("pending", &self.pending.len()).field("tracked", &self.meta.len()).finish()
+    }
+}
+
+impl<F: Family> Resolver<F> {
+    /// An engine for ports with these MACs (in port order), writing `neighbors`.
+    pub fn new(
+        macs: Vec<MacAddr>,
+        tables: Arc<ArcSwap<RouterTables>>,
+        neighbors: Arc<NeighborTable<F::Addr>>,
+        cfg: ArpConfig,
+        counters: Arc<ArpCounters>,
+    ) -> Resolver<F> {
+        Resolver {
+            macs,
+            tables,
+            neighbors,
+            counters,
+            cfg,
+            pending: HashMap::new(),
+            meta: HashMap::new(),
+            statics: HashSet::new(),
+            requests: TokenBucket::new(REQUEST_RATE, REQUEST_BURST),
+            icmp: RouterState::new(cfg.icmp_rate, cfg.icmp_burst),
+            out: Vec::new(),
+        }
+    }
+}
+
+/// Sets a waiting frame's MACs for its next hop, `dst`, out of a port with MAC `src`. Gleaned
+/// frames hold at least an Ethernet and a network header ([`Resolver::on_glean`] checks).
+fn readdress(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
+    if let Ok(mut eth) = EthernetFrame::new_checked(frame) {
+        eth.set_dst(dst);
+        eth.set_src(src);
+    }
+}
+
+impl<F: Family> Resolver<F> {
+    pub(super) fn send(&mut self, port: PortId, frame: &[u8]) {
+        self.out.push((port, frame.to_vec()));
+    }
+
+    pub(super) fn learn(&mut self, ip: F::Addr, mac: MacAddr, port: PortId, now: u64) {
+        if self.statics.contains(&ip) {
+            return;
+        }
+        let known = self.neighbors.lookup(ip);
+        let resolved = self.pending.contains_key(&ip) || self.meta.get(&ip).is_some_and(|m| m.resolved);
+        match self.neighbors.insert(ip, mac, port, false) {
+            Ok(()) => {
+                if known.is_none() {
+                    self.counters.learnt.inc();
+                }
+                self.meta.insert(ip, Meta { confirmed_ms: now, probes: 0, next_probe_ms: 0, resolved });
+            }
+            Err(_) => self.counters.table_full.inc(),
+        }
+        if let Some(p) = self.pending.remove(&ip) {
+            let mut p = p;
+            for (_, mut frame) in p.queue.drain(..) {
+                readdress(&mut frame, mac, self.macs[port.index()]);
+                self.send(port, &frame);
+                self.counters.glean_sent.inc();
+            }
+        }
+    }
+
+    /// A frame a worker could not send for want of its next hop's MAC, at `now` (ms). The
+    /// frame is copied if it is sent or has to wait; `m` can be reused once this returns.
+    pub fn on_glean(&mut self, m: Glean<'_>, now: u64) {
+        // Workers glean whole frames; anything shorter than the headers is refused here,
+        // so that every later rewrite of its MACs and every ICMP error about it is in bounds
+        // (found by the `arp` fuzz target).
+        let Some(next_hop) = F::from_ip(m.next_hop) else {
+            self.counters.glean_dropped.inc();
+            return;
+        };
+        if m.frame.len() < F::MIN_GLEAN_LEN {
+            self.counters.glean_dropped.inc();
+            return;
+        }
+        if let Some(n) = self.neighbors.lookup(next_hop).filter(|n| n.port == m.port) {
+            // Resolved since the worker looked.
+            let mut frame = m.frame.to_vec();
+            readdress(&mut frame, n.mac, self.macs[m.port.index()]);
+            self.out.push((m.port, frame));
+            self.counters.glean_sent.inc();
+            return;
+        }
+        let cap = self.cfg.glean_queue;
+        let full = self.pending.len() >= self.cfg.max_pending;
+        match self.pending.get_mut(&next_hop) {
+            // A reload moved the neighbour to another port: resolve it there.
+            Some(p) if p.port != m.port => {
+                p.port = m.port;
+                p.queue.clear();
+                p.queue.push_back((m.ingress, m.frame.to_vec()));
+                self.counters.glean_queued.inc();
+            }
+            Some(p) if p.queue.len() < cap => {
+                p.queue.push_back((m.ingress, m.frame.to_vec()));
+                self.counters.glean_queued.inc();
+            }
+            Some(_) => self.counters.glean_dropped.inc(),
+            None if full => self.counters.glean_dropped.inc(),
+            None => {
+                let mut queue = VecDeque::with_capacity(cap.min(64));
+                queue.push_back((m.ingress, m.frame.to_vec()));
+                self.counters.glean_queued.inc();
+                self.pending.insert(next_hop, Pending { port: m.port, queue, tries: 0, next_ms: now });
+                self.timers(now);
+            }
+        }
+    }
+
+    /// Sends a request for `target` out of `port` (to the group, or unicast to `to` for a
+    /// probe), if the request bucket allows.
+    fn request(&mut self, port: PortId, target: F::Addr, to: Option<MacAddr>, now: u64) -> bool {
+        if !self.requests.take(now) {
+            self.counters.requests_rate_limited.inc();
+            return false;
+        }
+        let tables = self.tables.load();
+        let mut frame = Vec::new();
+        F::request(&tables, port, self.macs[port.index()], target, to, &mut frame);
+        self.out.push((port, frame));
+        true
+    }
+
+    /// Retries, give-ups, probes and expiry due at `now` (ms).
+    pub fn timers(&mut self, now: u64) {
+        // Resolutions in progress.
+        let due: Vec<F::Addr> = self.pending.iter().filter(|(_, p)| p.next_ms <= now).map(|(ip, _)| *ip).collect();
+        for ip in due {
+            let Some(p) = self.pending.get(&ip) else { continue };
+            let (port, tries) = (p.port, p.tries);
+            if tries >= MAX_TRIES {
+                if let Some(p) = self.pending.remove(&ip) {
+                    self.counters.unresolved.inc();
+                    self.unreachable(p, now);
+                }
+                continue;
+            }
+            if self.request(port, ip, None, now) {
+                self.counters.requests_sent.inc();
+                if let Some(p) = self.pending.get_mut(&ip) {
+                    p.tries += 1;
+                    p.next_ms = now + RETRANS_MS;
+                }
+            }
+        }
+        // Entries to confirm or expire. Resolved ones are probed when stale and removed after
+        // MAX_PROBES unanswered probes (or, should the request bucket keep refusing probes, at
+        // a hard deadline); ones learnt in passing expire at twice the reachable time.
+        let deadline = REACHABLE_MS + u64::from(MAX_PROBES + 2) * RETRANS_MS;
+        let stale: Vec<F::Addr> = self
+            .meta
+            .iter()
+            .filter(|(_, m)| now.saturating_sub(m.confirmed_ms) > REACHABLE_MS && m.next_probe_ms <= now)
+            .map(|(ip, _)| *ip)
+            .collect();
+        for ip in stale {
+            let Some(n) = self.neighbors.lookup(ip) else {
+                self.meta.remove(&ip);
+                continue;
+            };
+            let Some(m) = self.meta.get(&ip) else { continue };
+            let age = now.saturating_sub(m.confirmed_ms);
+            let expired = if m.resolved { m.probes >= MAX_PROBES || age > deadline } else { age > 2 * REACHABLE_MS };
+            if expired {
+                self.neighbors.remove(ip);
+                self.meta.remove(&ip);
+                self.counters.expired.inc();
+                continue;
+            }
+            if !m.resolved {
+                continue;
+            }
+            if self.request(n.port, ip, Some(n.mac), now) {
+                self.counters.probes_sent.inc();
+                if let Some(m) = self.meta.get_mut(&ip) {
+                    m.probes += 1;
+                    m.next_probe_ms = now + RETRANS_MS;
+                }
+            }
+        }
+    }
+
+    /// Answers what waited for an unresolvable neighbour with the family's error (ICMP Host
+    /// Unreachable, ICMPv6 Address Unreachable).
+    fn unreachable(&mut self, p: Pending, now: u64) {
+        let tables = self.tables.load_full();
+        let mut scratch = [0u8; SCRATCH_LEN];
+        for (ingress, frame) in p.queue {
+            let a = F::unreachable(&frame, ingress, &tables, &self.neighbors, &mut self.icmp, now, &mut scratch);
+            if let Action::Reply { port, len, .. } = a {
+                self.send(port, &scratch[..usize::from(len)]);
+                self.counters.host_unreachable_sent.inc();
+            }
+        }
+    }
+
+    /// Replaces the static neighbours.
+    pub fn set_statics(&mut self, list: Vec<(F::Addr, MacAddr)>) {
+        let tables = self.tables.load();
+        let new: HashSet<F::Addr> = list.iter().map(|(ip, _)| *ip).collect();
+        for old in self.statics.iter().filter(|ip| !new.contains(ip)) {
+            self.neighbors.remove(*old);
+        }
+        self.statics.clear();
+        for (ip, mac) in list {
+            let Some(port) = F::connected_port(&tables, ip) else { continue };
+            self.meta.remove(&ip);
+            if self.neighbors.insert(ip, mac, port, true).is_ok() {
+                self.statics.insert(ip);
+            } else {
+                self.counters.table_full.inc();
+            }
+            if let Some(mut p) = self.pending.remove(&ip) {
+                for (_, mut frame) in p.queue.drain(..) {
+                    readdress(&mut frame, mac, self.macs[port.index()]);
+                    self.send(port, &frame);
+                }
+            }
+        }
+    }
+
+    /// Changes the number of packets held per unresolved neighbour.
+    pub fn set_glean_queue(&mut self, n: usize) {
+        self.cfg.glean_queue = n.max(1);
+    }
+
+    /// Whether resolutions are in progress (their timers want frequent attention).
+    pub fn resolving(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The frames to send, as (port, frame), in order; the caller sends them.
+    pub fn take_output(&mut self) -> Vec<(PortId, Vec<u8>)> {
+        std::mem::take(&mut self.out)
+    }
+}
