@@ -149,7 +149,9 @@ pub trait Family: 'static {
     /// `a` if it is of this family.
     fn from_ip(a: IpAddr) -> Option<Self::Addr>;
     /// Appends to `out` a request for `target` out of `port` (whose MAC is `me`): to the
-    /// family's broadcast or multicast group, or unicast to `to` for a probe.
+    /// family's broadcast or multicast group, or unicast to `to` for a probe. Nothing when the
+    /// port has no address to ask from (the try still counts, so the waiting packets get their
+    /// error in the end).
     fn request(
         tables: &RouterTables,
         port: PortId,
@@ -317,7 +319,9 @@ impl<F: Family> Resolver<F> {
         let tables = self.tables.load();
         let mut frame = Vec::new();
         F::request(&tables, port, self.macs[port.index()], target, to, &mut frame);
-        self.out.push((port, frame));
+        if !frame.is_empty() {
+            self.out.push((port, frame));
+        }
         true
     }
 
