@@ -374,8 +374,8 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             "{}: ok: {} interface(s), {} static route(s), {} static neighbor(s)",
             args.config.display(),
             c.interfaces.len(),
-            c.routes.len(),
-            c.neighbors.len()
+            c.routes.len() + c.routes6.len(),
+            c.neighbors.len() + c.neighbors6.len()
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -411,11 +411,16 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         fwd.cores.len(),
         cfg.poll,
         xsk_mode(&fwd),
-        c.routes.len(),
-        c.neighbors.len()
+        c.routes.len() + c.routes6.len(),
+        c.neighbors.len() + c.neighbors6.len()
     );
     for i in &c.interfaces {
-        let addrs: Vec<String> = i.addresses.iter().map(|(a, l)| format!("{a}/{l}")).collect();
+        let addrs: Vec<String> = i
+            .addresses
+            .iter()
+            .map(|(a, l)| format!("{a}/{l}"))
+            .chain(i.addresses6.iter().map(|(a, l)| format!("{a}/{l}")))
+            .collect();
         println!("  {:<6} {}", i.name, addrs.join(" "));
     }
     run(fwd, control, &cfg, w, &stop, Some((&args.config, c, &hup)))

@@ -33,7 +33,7 @@ const CORPUS: &[(&str, &str)] = &[
     ("22-route-host-bits.toml", "5:10: route prefix 10.0.0.1/8 has host bits set; did you mean 10.0.0.0/8?"),
     ("23-route-bad-prefix.toml", "5:10: route prefix `10.0.0.0` is not an IPv4 prefix"),
     ("24-route-no-target.toml", "5:10: route 10.0.0.0/8 needs `via"),
-    ("25-route-both-targets.toml", "7:7: a route takes `via` or `dev`, not both"),
+    ("25-route-both-targets.toml", "7:7: an IPv4 route takes `via` or `dev`, not both"),
     ("26-gateway-off-link.toml", "6:7: next hop 192.0.2.1 is not on any connected subnet"),
     ("27-gateway-is-the-box.toml", "6:7: next hop 198.18.99.1 is the box's own address on lo"),
     ("28-dev-unknown.toml", "6:7: dev eth9 is not a configured [[interface]]"),
@@ -51,6 +51,15 @@ const CORPUS: &[(&str, &str)] = &[
     ("40-routes-file-missing.toml", "1:15: routes_file"),
     ("41-aqm-target-above-interval.toml", "5:10: aqm.target (200ms) must be below aqm.interval (100ms)"),
     ("42-bad-aqm-mode.toml", "5:8: aqm.mode `red` is not one of fq-codel, codel, off"),
+    ("43-ipv6-link-local-address.toml", "3:32: fe80::1 is link-local: the port has one already"),
+    ("44-ipv6-overlapping-prefixes.toml", "3:35: 2001:2:0:10::9/48 overlaps 2001:2:0:10::1/64 on lo"),
+    ("45-ipv6-gateway-off-link.toml", "6:7: next hop 2001:9::1 is not on any connected IPv6 prefix"),
+    ("46-ipv6-link-local-gateway-without-dev.toml", "6:7: next hop fe80::1 is link-local: say which interface"),
+    ("47-ipv6-neighbor-link-local.toml", "5:6: neighbor fe80::2 is link-local"),
+    (
+        "48-ipv6-route-host-bits.toml",
+        "5:10: route prefix 2001:2:100::1/48 has host bits set; did you mean 2001:2:100::/48?",
+    ),
 ];
 
 #[test]

@@ -12,14 +12,15 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
 use xfwd_dataplane::io::{AqmMode, PollMode, RouterLimits, RouterSetup, XdpMode};
-use xfwd_dataplane::l3::{Prefix, RouteTarget};
+use xfwd_dataplane::l3::tables::{is_link_local6, RouteTarget6};
+use xfwd_dataplane::l3::{Prefix, Prefix6, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{PortId, MAX_PORTS};
 
@@ -78,6 +79,10 @@ pub struct Interface {
     pub name_pos: Pos,
     /// The box's addresses on it, with prefix lengths.
     pub addresses: Vec<(Ipv4Addr, u8)>,
+    /// The box's IPv6 addresses on it, with prefix lengths.
+    pub addresses6: Vec<(Ipv6Addr, u8)>,
+    /// Its link-local address, if given (else the kernel's is read at start).
+    pub link_local: Option<Ipv6Addr>,
 }
 
 /// Worker settings; `None` leaves the command line's or the built-in default.
@@ -114,8 +119,12 @@ pub struct RouterConfig {
     /// Static routes: the file's, then the routes file's. A `dev` is the port of its interface
     /// (its place in [`RouterConfig::interfaces`]), resolved and checked by the parser.
     pub routes: Vec<(Prefix, RouteTarget)>,
+    /// Static IPv6 routes, likewise.
+    pub routes6: Vec<(Prefix6, RouteTarget6)>,
     /// Static neighbours.
     pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
+    /// Static IPv6 neighbours.
+    pub neighbors6: Vec<(Ipv6Addr, MacAddr)>,
     /// Worker settings.
     pub workers: Workers,
     /// Queue management.
@@ -155,6 +164,7 @@ struct RawAqm {
 struct RawInterface {
     name: Spanned<String>,
     addresses: Spanned<Vec<Spanned<String>>>,
+    link_local: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -230,6 +240,40 @@ fn parse_ip(s: &str) -> Result<Ipv4Addr, String> {
     s.parse().map_err(|_| format!("`{s}` is not an IPv4 address (write it as 192.168.30.2)"))
 }
 
+/// Whether `s` is written as IPv6 (it has a colon; no IPv4 address or prefix has one).
+fn is_v6(s: &str) -> bool {
+    s.contains(':')
+}
+
+/// Parses "addr/len" as an IPv6 interface address (global or unique local; link-local ones
+/// go in `link_local`).
+fn parse_addr6(s: &str) -> Result<(Ipv6Addr, u8), String> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}` is not an address with a prefix length (write it as 2001:db8:0:10::2/64)"))?;
+    let addr: Ipv6Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv6 address"))?;
+    let len: u8 = l.parse().map_err(|_| format!("`{l}` is not a prefix length (1 to 128)"))?;
+    if !(1..=128).contains(&len) {
+        return Err(format!("prefix length {len} is out of range for an interface address (1 to 128)"));
+    }
+    if addr.is_multicast() || addr.is_unspecified() || addr.is_loopback() || addr.to_ipv4_mapped().is_some() {
+        return Err(format!("{addr} cannot be a router address (multicast, ::, ::1 and IPv4-mapped are never routed)"));
+    }
+    if is_link_local6(&addr) {
+        return Err(format!(
+            "{addr} is link-local: the port has one already (the kernel's); to choose it, write link_local = \"{addr}\""
+        ));
+    }
+    if Prefix6::truncate(addr, len).addr() == addr && len < 127 {
+        return Err(format!("{addr} is the subnet-router anycast address of {addr}/{len}, not a host address"));
+    }
+    Ok((addr, len))
+}
+
+fn parse_ip6(s: &str) -> Result<Ipv6Addr, String> {
+    s.parse().map_err(|_| format!("`{s}` is not an IPv6 address (write it as 2001:db8:0:30::2)"))
+}
+
 impl RouterConfig {
     /// Validates `text`, the configuration file `path`, and the routes file it names, whose
     /// text `read_routes` gives for its path (a relative one resolved beside `path`). Reads
@@ -254,9 +298,9 @@ impl RouterConfig {
             });
         }
 
-        let (interfaces, subnets) = interfaces_of(&cx, &raw)?;
-        let (mut routes, mut seen_prefix) = routes_of(&cx, &raw, &interfaces, &subnets)?;
-        let neighbors = neighbors_of(&cx, &raw, &subnets)?;
+        let (interfaces, subnets, subnets6) = interfaces_of(&cx, &raw)?;
+        let mut r = routes_of(&cx, &raw, &interfaces, &subnets, &subnets6)?;
+        let (neighbors, neighbors6) = neighbors_of(&cx, &raw, &subnets, &subnets6)?;
         let workers = workers_of(&cx, &raw)?;
         let limits = limits_of(&cx, &raw)?;
         let aqm = aqm_of(&cx, &raw)?;
@@ -265,10 +309,20 @@ impl RouterConfig {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
             let text =
                 read_routes(&file).map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
-            parse_routes(&file, &text, &interfaces, &subnets, &mut seen_prefix, &mut routes)?;
+            parse_routes(&file, &text, &interfaces, &subnets, &subnets6, &mut r)?;
         }
 
-        Ok(RouterConfig { path: path.to_owned(), interfaces, routes, neighbors, workers, aqm, limits })
+        Ok(RouterConfig {
+            path: path.to_owned(),
+            interfaces,
+            routes: r.v4,
+            routes6: r.v6,
+            neighbors,
+            neighbors6,
+            workers,
+            aqm,
+            limits,
+        })
     }
 
     /// The ports, in port order: the interfaces' names.
@@ -291,8 +345,12 @@ impl RouterConfig {
     pub fn setup(&self) -> RouterSetup {
         RouterSetup {
             addresses: self.interfaces.iter().map(|i| i.addresses.clone()).collect(),
+            addresses6: self.interfaces.iter().map(|i| i.addresses6.clone()).collect(),
+            link_locals: self.interfaces.iter().map(|i| i.link_local).collect(),
             routes: self.routes.clone(),
+            routes6: self.routes6.clone(),
             neighbors: self.neighbors.clone(),
+            neighbors6: self.neighbors6.clone(),
             limits: self.limits,
         }
     }
@@ -319,8 +377,12 @@ impl RouterConfig {
     /// Whether `other` differs from `self` in what a reload cannot change (interfaces and their
     /// addresses, worker settings): such a change needs a restart.
     pub fn needs_restart(&self, other: &RouterConfig) -> Option<String> {
-        let names =
-            |c: &RouterConfig| c.interfaces.iter().map(|i| (i.name.clone(), i.addresses.clone())).collect::<Vec<_>>();
+        let names = |c: &RouterConfig| {
+            c.interfaces
+                .iter()
+                .map(|i| (i.name.clone(), i.addresses.clone(), i.addresses6.clone(), i.link_local))
+                .collect::<Vec<_>>()
+        };
         if names(self) != names(other) {
             return Some("interfaces or their addresses changed".into());
         }
@@ -332,14 +394,60 @@ impl RouterConfig {
 }
 
 type Subnets = Vec<(Prefix, Ipv4Addr, String)>;
-type Routes = Vec<(Prefix, RouteTarget)>;
+type Subnets6 = Vec<(Prefix6, Ipv6Addr, String)>;
+
+/// The static routes read so far, of both families, and the prefixes seen (a prefix may be
+/// given once, in the file or the routes file).
+#[derive(Default)]
+struct Routes {
+    v4: Vec<(Prefix, RouteTarget)>,
+    v6: Vec<(Prefix6, RouteTarget6)>,
+    seen: HashSet<Prefix>,
+    seen6: HashSet<Prefix6>,
+}
+
+/// An IPv6 route's target from its `via` (and `dev`, which a link-local `via` needs) or its
+/// `dev` alone; `dev` is an interface name, resolved to its port here.
+fn target6(
+    interfaces: &[Interface],
+    subnets6: &Subnets6,
+    via: Option<&str>,
+    dev: Option<&str>,
+) -> Result<RouteTarget6, (bool, String)> {
+    // The error's bool: true when it is the `dev` that is wrong.
+    let port = dev.map(|d| port_of(interfaces, d.trim()).map_err(|m| (true, m))).transpose()?;
+    let Some(via) = via else {
+        return port.map(RouteTarget6::Dev).ok_or((false, "needs `via` or `dev`".into()));
+    };
+    let gw = parse_ip6(via.trim()).map_err(|m| (false, m))?;
+    if is_link_local6(&gw) {
+        if port.is_none() {
+            return Err((false, format!("next hop {gw} is link-local: say which interface it is on with `dev`")));
+        }
+        return Ok(RouteTarget6::Via { gw, dev: port });
+    }
+    let Some((_, _, on)) = subnets6.iter().filter(|(s, _, _)| s.contains(gw)).max_by_key(|(s, _, _)| s.prefix_len())
+    else {
+        return Err((false, format!("next hop {gw} is not on any connected IPv6 prefix; use an address inside one of the interfaces' prefixes, or a link-local one with `dev`")));
+    };
+    if subnets6.iter().any(|(_, a, _)| *a == gw) {
+        return Err((false, format!("next hop {gw} is the box's own address")));
+    }
+    if let (Some(p), Some(d)) = (port, dev) {
+        if interfaces[p.index()].name != *on {
+            return Err((true, format!("next hop {gw} is on {on}'s prefix, not on {}", d.trim())));
+        }
+    }
+    Ok(RouteTarget6::Via { gw, dev: port })
+}
 
 /// The `[[interface]]` tables: each interface with its addresses, and every connected subnet
-/// with the address and interface it belongs to.
-fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets), ConfigError> {
+/// (IPv4) and prefix (IPv6) with the address and interface it belongs to.
+fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets, Subnets6), ConfigError> {
     let text = cx.text;
     let mut interfaces: Vec<Interface> = Vec::new();
     let mut subnets: Subnets = Vec::new();
+    let mut subnets6: Subnets6 = Vec::new();
     for ri in &raw.interface {
         let name = ri.name.get_ref().trim().to_owned();
         if name.is_empty() {
@@ -358,7 +466,25 @@ fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets),
             ));
         }
         let mut addresses = Vec::new();
+        let mut addresses6 = Vec::new();
         for a in ri.addresses.get_ref() {
+            if is_v6(a.get_ref()) {
+                let (addr, len) = parse_addr6(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
+                let prefix = Prefix6::truncate(addr, len);
+                if let Some((other, oaddr, oname)) = subnets6.iter().find(|(s, _, _)| s.overlaps(&prefix)) {
+                    let what = if *oaddr == addr { "repeats" } else { "overlaps" };
+                    return Err(cx.err(
+                        a.span(),
+                        format!(
+                            "{addr}/{len} {what} {oaddr}/{} on {oname}; each prefix belongs to one interface, once",
+                            other.prefix_len()
+                        ),
+                    ));
+                }
+                subnets6.push((prefix, addr, name.clone()));
+                addresses6.push((addr, len));
+                continue;
+            }
             let (addr, len) = parse_addr(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
             let subnet = Prefix::truncate(addr, len);
             if let Some((other, oaddr, oname)) = subnets.iter().find(|(s, _, _)| s.overlaps(&subnet)) {
@@ -374,10 +500,20 @@ fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets),
             subnets.push((subnet, addr, name.clone()));
             addresses.push((addr, len));
         }
+        let link_local = match &ri.link_local {
+            None => None,
+            Some(ll) => {
+                let a = parse_ip6(ll.get_ref().trim()).map_err(|m| cx.err(ll.span(), m))?;
+                if !is_link_local6(&a) {
+                    return Err(cx.err(ll.span(), format!("link_local {a} is not in fe80::/10")));
+                }
+                Some(a)
+            }
+        };
         let p = pos_of(text, ri.name.span().start);
-        interfaces.push(Interface { name, name_pos: p, addresses });
+        interfaces.push(Interface { name, name_pos: p, addresses, addresses6, link_local });
     }
-    Ok((interfaces, subnets))
+    Ok((interfaces, subnets, subnets6))
 }
 
 /// The `[[route]]` tables, with the prefixes seen (a routes file may not repeat them).
@@ -386,12 +522,36 @@ fn routes_of(
     raw: &RawConfig,
     interfaces: &[Interface],
     subnets: &Subnets,
-) -> Result<(Routes, HashSet<Prefix>), ConfigError> {
+    subnets6: &Subnets6,
+) -> Result<Routes, ConfigError> {
     let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
     let not_a_host = |ip: Ipv4Addr| not_a_host(subnets, ip);
-    let mut routes = Vec::new();
-    let mut seen_prefix: HashSet<Prefix> = HashSet::new();
+    let mut r = Routes::default();
     for rr in &raw.route {
+        if is_v6(rr.prefix.get_ref()) {
+            let prefix: Prefix6 =
+                rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
+            let via = rr.via.as_ref().map(|v| v.get_ref().as_str());
+            let dev = rr.dev.as_ref().map(|d| d.get_ref().as_str());
+            let target = target6(interfaces, subnets6, via, dev).map_err(|(on_dev, m)| {
+                let span = match (on_dev, &rr.dev, &rr.via) {
+                    (true, Some(d), _) => d.span(),
+                    (false, _, Some(v)) => v.span(),
+                    _ => rr.prefix.span(),
+                };
+                let m = if via.is_none() && dev.is_none() {
+                    format!("route {prefix} needs `via = \"ADDRESS\"` or `dev = \"INTERFACE\"`")
+                } else {
+                    m
+                };
+                cx.err(span, m)
+            })?;
+            if !r.seen6.insert(prefix) {
+                return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
+            }
+            r.v6.push((prefix, target));
+            continue;
+        }
         let prefix: Prefix =
             rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
         let target = match (&rr.via, &rr.dev) {
@@ -408,7 +568,7 @@ fn routes_of(
             (None, Some(d)) => {
                 RouteTarget::Dev(port_of(interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
             }
-            (Some(_), Some(d)) => return Err(cx.err(d.span(), "a route takes `via` or `dev`, not both")),
+            (Some(_), Some(d)) => return Err(cx.err(d.span(), "an IPv4 route takes `via` or `dev`, not both")),
             (None, None) => {
                 return Err(cx.err(
                     rr.prefix.span(),
@@ -416,21 +576,27 @@ fn routes_of(
                 ))
             }
         };
-        if !seen_prefix.insert(prefix) {
+        if !r.seen.insert(prefix) {
             return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
         }
-        routes.push((prefix, target));
+        r.v4.push((prefix, target));
     }
-    Ok((routes, seen_prefix))
+    Ok(r)
 }
 
-/// The `[[neighbor]]` tables: static neighbours on connected subnets.
-fn neighbors_of(cx: &Ctx, raw: &RawConfig, subnets: &Subnets) -> Result<Vec<(Ipv4Addr, MacAddr)>, ConfigError> {
+/// The `[[neighbor]]` tables: static neighbours on connected subnets or prefixes.
+#[allow(clippy::type_complexity, reason = "one list per family")]
+fn neighbors_of(
+    cx: &Ctx,
+    raw: &RawConfig,
+    subnets: &Subnets,
+    subnets6: &Subnets6,
+) -> Result<(Vec<(Ipv4Addr, MacAddr)>, Vec<(Ipv6Addr, MacAddr)>), ConfigError> {
     let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
     let not_a_host = |ip: Ipv4Addr| not_a_host(subnets, ip);
     let mut neighbors: Vec<(Ipv4Addr, MacAddr)> = Vec::new();
+    let mut neighbors6: Vec<(Ipv6Addr, MacAddr)> = Vec::new();
     for rn in &raw.neighbor {
-        let ip = parse_ip(rn.ip.get_ref()).map_err(|m| cx.err(rn.ip.span(), m))?;
         let mac: MacAddr = rn
             .mac
             .get_ref()
@@ -439,6 +605,27 @@ fn neighbors_of(cx: &Ctx, raw: &RawConfig, subnets: &Subnets) -> Result<Vec<(Ipv
         if mac.is_multicast() || mac.is_zero() {
             return Err(cx.err(rn.mac.span(), format!("{mac} is not a station address (group bit set or all zeroes)")));
         }
+        if is_v6(rn.ip.get_ref()) {
+            let ip = parse_ip6(rn.ip.get_ref()).map_err(|m| cx.err(rn.ip.span(), m))?;
+            if is_link_local6(&ip) {
+                return Err(cx.err(
+                    rn.ip.span(),
+                    format!("neighbor {ip} is link-local; static neighbours must be on a configured prefix (neighbour discovery resolves link-local ones)"),
+                ));
+            }
+            if !subnets6.iter().any(|(s, _, _)| s.contains(ip)) {
+                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is not on any connected IPv6 prefix")));
+            }
+            if let Some((_, _, name)) = subnets6.iter().find(|(_, a, _)| *a == ip) {
+                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is the box's own address on {name}")));
+            }
+            if neighbors6.iter().any(|(n, _)| *n == ip) {
+                return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is given twice")));
+            }
+            neighbors6.push((ip, mac));
+            continue;
+        }
+        let ip = parse_ip(rn.ip.get_ref()).map_err(|m| cx.err(rn.ip.span(), m))?;
         if !connected(ip) {
             return Err(cx.err(rn.ip.span(), format!("neighbor {ip} is not on any connected subnet")));
         }
@@ -450,7 +637,7 @@ fn neighbors_of(cx: &Ctx, raw: &RawConfig, subnets: &Subnets) -> Result<Vec<(Ipv
         }
         neighbors.push((ip, mac));
     }
-    Ok(neighbors)
+    Ok((neighbors, neighbors6))
 }
 
 /// The `[workers]` table.
@@ -569,15 +756,16 @@ fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<St
     None
 }
 
-/// Parses a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line; `#`
-/// starts a comment. Built for a full table: a million lines load in about a second.
+/// Parses a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line (an
+/// IPv6 route may name both: `PREFIX via fe80::1 dev eth4`); `#` starts a comment. Built for a
+/// full table: a million lines load in about a second.
 fn parse_routes(
     path: &Path,
     text: &str,
     interfaces: &[Interface],
     subnets: &[(Prefix, Ipv4Addr, String)],
-    seen: &mut HashSet<Prefix>,
-    routes: &mut Vec<(Prefix, RouteTarget)>,
+    subnets6: &Subnets6,
+    r: &mut Routes,
 ) -> Result<(), ConfigError> {
     let err = |line: usize, col: usize, message: String| ConfigError { path: path.to_owned(), line, col, message };
     for (n, raw_line) in text.lines().enumerate() {
@@ -585,6 +773,40 @@ fn parse_routes(
         let mut words = line.split_whitespace();
         let Some(prefix_text) = words.next() else { continue };
         let col_of = |w: &str| w.as_ptr() as usize - raw_line.as_ptr() as usize + 1;
+        if is_v6(prefix_text) {
+            let prefix: Prefix6 = prefix_text.parse().map_err(|e| err(n + 1, col_of(prefix_text), format!("{e}")))?;
+            let rest: Vec<&str> = words.collect();
+            let (mut via, mut dev) = (None, None);
+            let mut it = rest.chunks(2);
+            for pair in &mut it {
+                match pair {
+                    ["via", a] if via.is_none() => via = Some(*a),
+                    ["dev", d] if dev.is_none() => dev = Some(*d),
+                    _ => {
+                        return Err(err(
+                            n + 1,
+                            col_of(pair[0]),
+                            format!(
+                                "expected `{prefix_text} via ADDRESS [dev INTERFACE]` or `{prefix_text} dev INTERFACE`"
+                            ),
+                        ))
+                    }
+                }
+            }
+            let target = target6(interfaces, subnets6, via, dev).map_err(|(on_dev, m)| {
+                let at = if on_dev { dev } else { via };
+                err(n + 1, at.map_or(1, col_of), m)
+            })?;
+            if !r.seen6.insert(prefix) {
+                return Err(err(
+                    n + 1,
+                    col_of(prefix_text),
+                    format!("route {prefix} is given twice (here or in the configuration file)"),
+                ));
+            }
+            r.v6.push((prefix, target));
+            continue;
+        }
         let prefix: Prefix = prefix_text.parse().map_err(|e| err(n + 1, col_of(prefix_text), format!("{e}")))?;
         let (Some(kind), Some(arg), None) = (words.next(), words.next(), words.next()) else {
             return Err(err(
@@ -608,14 +830,14 @@ fn parse_routes(
             "dev" => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
             other => return Err(err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`"))),
         };
-        if !seen.insert(prefix) {
+        if !r.seen.insert(prefix) {
             return Err(err(
                 n + 1,
                 col_of(prefix_text),
                 format!("route {prefix} is given twice (here or in the configuration file)"),
             ));
         }
-        routes.push((prefix, target));
+        r.v4.push((prefix, target));
     }
     Ok(())
 }
@@ -835,6 +1057,105 @@ interval = "50ms"
         assert!(e.message.contains("given twice"), "{e}");
         let e = with_routes_file(Ok("\n10.3.0.0/16  dev eth9\n")).unwrap_err();
         assert_eq!(e.to_string(), "/etc/xfwd/routes.txt:2:18: dev eth9 is not a configured [[interface]]");
+    }
+
+    const DUAL: &str = r#"
+routes_file = "routes.txt"
+
+[[interface]]
+name = "eth5"
+addresses = ["198.18.10.2/24", "2001:2:0:10::2/64"]
+link_local = "fe80::5"
+
+[[interface]]
+name = "eth4"
+addresses = ["2001:2:0:30::1/64"]
+
+[[route]]
+prefix = "2001:2:100::/48"
+via = "2001:2:0:30::2"
+
+[[route]]
+prefix = "2001:2:200::/48"
+via = "fe80::99"
+dev = "eth4"
+
+[[route]]
+prefix = "2001:2:300::/48"
+dev = "eth5"
+
+[[neighbor]]
+ip = "2001:2:0:30::2"
+mac = "02:00:00:00:00:02"
+"#;
+
+    fn dual(routes: &str) -> Result<RouterConfig, ConfigError> {
+        RouterConfig::parse(Path::new("router.toml"), DUAL, |_| Ok(routes.to_owned()))
+    }
+
+    #[test]
+    fn ipv6_addresses_routes_and_neighbours_beside_ipv4() {
+        let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        let c =
+            dual("2001:2:400::/48 via 2001:2:0:10::1\n2001:2:500::/48 via fe80::7 dev eth5\n10.9.0.0/16 dev eth5\n")
+                .unwrap();
+        assert_eq!(c.interfaces[0].addresses, [("198.18.10.2".parse().unwrap(), 24)]);
+        assert_eq!(c.interfaces[0].addresses6, [(ip6("2001:2:0:10::2"), 64)]);
+        assert_eq!((c.interfaces[0].link_local, c.interfaces[1].link_local), (Some(ip6("fe80::5")), None));
+        assert!(c.interfaces[1].addresses.is_empty(), "an IPv6-only port");
+        let via = |gw: &str, dev| RouteTarget6::Via { gw: ip6(gw), dev };
+        assert_eq!(
+            c.routes6,
+            [
+                ("2001:2:100::/48".parse().unwrap(), via("2001:2:0:30::2", None)),
+                ("2001:2:200::/48".parse().unwrap(), via("fe80::99", Some(PortId(1)))),
+                ("2001:2:300::/48".parse().unwrap(), RouteTarget6::Dev(PortId(0))),
+                ("2001:2:400::/48".parse().unwrap(), via("2001:2:0:10::1", None)),
+                ("2001:2:500::/48".parse().unwrap(), via("fe80::7", Some(PortId(0)))),
+            ]
+        );
+        assert_eq!(c.routes, [("10.9.0.0/16".parse().unwrap(), RouteTarget::Dev(PortId(0)))]);
+        assert_eq!(c.neighbors6, [(ip6("2001:2:0:30::2"), "02:00:00:00:00:02".parse().unwrap())]);
+        let s = c.setup();
+        assert_eq!((s.addresses6.len(), s.link_locals, s.routes6.len()), (2, vec![Some(ip6("fe80::5")), None], 5));
+        // A changed IPv6 address or link-local address needs a restart.
+        let mut d = c.clone();
+        d.interfaces[1].addresses6[0].1 = 56;
+        assert!(c.needs_restart(&d).is_some());
+        let mut d = c.clone();
+        d.interfaces[0].link_local = None;
+        assert!(c.needs_restart(&d).is_some());
+    }
+
+    #[test]
+    fn ipv6_routes_are_checked_where_they_stand() {
+        let e = dual("2001:2:400::/48 via 2001:2:0:30::2 dev eth5\n").unwrap_err();
+        assert_eq!(e.to_string(), "routes.txt:1:40: next hop 2001:2:0:30::2 is on eth4's prefix, not on eth5");
+        let e = dual("2001:2:400::/48 via fe80::1\n").unwrap_err();
+        assert_eq!((e.line, e.col), (1, 21), "{e}");
+        assert!(e.message.contains("say which interface"), "{e}");
+        let e = dual("2001:2:400::/48 via 2001:2:0:30::1\n").unwrap_err();
+        assert!(e.message.contains("the box's own address"), "{e}");
+        let e = dual("2001:2:400::/48 via 2001:2:0:30::5 via 2001:2:0:30::6\n").unwrap_err();
+        assert!(e.message.starts_with("expected `2001:2:400::/48 via ADDRESS [dev INTERFACE]`"), "{e}");
+        let e = dual("2001:2:100::/48 dev eth4\n").unwrap_err();
+        assert!(e.message.contains("given twice"), "{e}");
+        let e = dual("2001:2:400::/48 dev eth9\n").unwrap_err();
+        assert_eq!(e.to_string(), "routes.txt:1:21: dev eth9 is not a configured [[interface]]");
+        let e = RouterConfig::parse(
+            Path::new("r.toml"),
+            "[[interface]]\nname = \"eth4\"\naddresses = [\"2001:2:0:30::/64\"]\n",
+            |_| unreachable!(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("subnet-router anycast"), "{e}");
+        let e = RouterConfig::parse(
+            Path::new("r.toml"),
+            "[[interface]]\nname = \"eth4\"\naddresses = [\"2001:2:0:30::1/64\"]\nlink_local = \"2001:2::1\"\n",
+            |_| unreachable!(),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "r.toml:4:14: link_local 2001:2::1 is not in fe80::/10");
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! What to start ([`ForwarderConfig`]: ports, workers, mode) and why a start failed
 //! ([`StartError`]). Plain data: the CLI builds it; starting plans it and carries it out.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use super::port::PortError;
 use super::xdp::XdpError;
-use crate::l3::{Prefix, RouteTarget};
+use crate::l3::tables::RouteTarget6;
+use crate::l3::{Prefix, Prefix6, RouteTarget};
 use crate::wire::MacAddr;
 
 /// What to start.
@@ -67,10 +68,18 @@ pub enum Mode {
 pub struct RouterSetup {
     /// Each port's addresses (same order as the ports).
     pub addresses: Vec<Vec<(Ipv4Addr, u8)>>,
+    /// Each port's IPv6 addresses (same order; empty where it has none).
+    pub addresses6: Vec<Vec<(Ipv6Addr, u8)>>,
+    /// Each port's link-local address where it is configured (else the kernel's is used).
+    pub link_locals: Vec<Option<Ipv6Addr>>,
     /// Static routes.
     pub routes: Vec<(Prefix, RouteTarget)>,
+    /// Static IPv6 routes.
+    pub routes6: Vec<(Prefix6, RouteTarget6)>,
     /// Static neighbours.
     pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
+    /// Static IPv6 neighbours.
+    pub neighbors6: Vec<(Ipv6Addr, MacAddr)>,
     /// Limits.
     pub limits: RouterLimits,
 }

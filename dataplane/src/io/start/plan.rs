@@ -626,7 +626,16 @@ mod tests {
 
     fn router(addresses: Vec<Vec<(Ipv4Addr, u8)>>) -> ForwarderConfig {
         let limits = RouterLimits { neighbors: 64, glean_queue: 4, icmp_rate: 100, icmp_burst: 10 };
-        let setup = RouterSetup { addresses, routes: Vec::new(), neighbors: Vec::new(), limits };
+        let setup = RouterSetup {
+            addresses6: vec![Vec::new(); addresses.len()],
+            link_locals: vec![None; addresses.len()],
+            addresses,
+            routes: Vec::new(),
+            routes6: Vec::new(),
+            neighbors: Vec::new(),
+            neighbors6: Vec::new(),
+            limits,
+        };
         ForwarderConfig { mode: Mode::Router(setup), ..bridge(&["eth4", "eth5"]) }
     }
 
