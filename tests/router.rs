@@ -386,7 +386,10 @@ fn per_cpu_sockets_route_answer_and_share_a_one_queue_port_between_two_workers()
         (0..2).map(|w| s.ports[1].per_queue[w].rx_frames - before.ports[1].per_queue[w].rx_frames).collect();
     let total: u64 = eth4.iter().sum();
     eprintln!("{test}: eth4 frames per worker {eth4:?}, TCP {:.2} Gb/s", tcp.gbps());
-    assert!(eth4.iter().all(|&n| n * 4 >= total), "each worker takes its CPU's frames: {eth4:?}");
+    // Both workers carry TCP data (far more than the pings' frames). How it splits depends on
+    // where the scheduler runs the senders and their softirqs: 50/50 on a quiet machine, 22/78
+    // measured beside a fuzzer busy on one CPU; the split is not what this test guards.
+    assert!(eth4.iter().all(|&n| n >= 1000), "each worker takes its CPU's frames: {eth4:?}");
     assert!(total >= min_segments(tcp.flows_received_bytes.iter().sum()), "eth4 received {total} frames");
     for p in &s.ports {
         let no_free = p.total.drops.iter().find(|(k, _)| k == "no-free-frame").map_or(0, |(_, v)| *v);
