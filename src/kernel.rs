@@ -5,7 +5,14 @@
 //! would type), fed to one `ip -batch` process so that a full routes file applies quickly. The
 //! command stays in the foreground and undoes what it did on SIGINT/SIGTERM; `--keep` applies,
 //! prints and exits; `xfwd kernel undo …` removes it after a run that was killed. The previous
-//! `ip_forward` value is kept under /run/xfwd for the undo.
+//! value of every forwarding switch it turns on is kept under /run/xfwd for the undo.
+//!
+//! IPv6 is switched on per interface, as the kernel allows since 6.17: `forwarding` (the
+//! interface acts as a router: advertisements with the Router flag, no solicitations of
+//! routers) and `force_forwarding` (forwards what arrives on it whatever the global switch
+//! says) on each interface with IPv6 addresses; on kernels without `force_forwarding` the
+//! global `all.forwarding` instead, which forwards between all interfaces. IPv6 addresses are
+//! added without duplicate address detection (`nodad`), as xfwd uses its own at once.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,6 +23,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use xfwd_config::router::RouterConfig;
+use xfwd_dataplane::l3::tables::RouteTarget6;
 use xfwd_dataplane::l3::RouteTarget;
 
 /// Where the previous `ip_forward` is kept for the undo, per configuration file.
@@ -34,7 +42,7 @@ fn state_path(config: &Path) -> PathBuf {
 pub enum KernelCmd {
     /// Apply a router file to the kernel: addresses, routes, static neighbours, ip_forward.
     Router {
-        /// The same file `xfwd router` takes.
+        /// The same file `xfwd router` takes (IPv4 and IPv6).
         #[arg(long)]
         config: PathBuf,
         /// Apply, print and exit instead of staying in the foreground.
@@ -86,6 +94,10 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
             apply.push(format!("addr add {a}/{l} dev {}", i.name));
             undo.push(format!("addr del {a}/{l} dev {}", i.name));
         }
+        for (a, l) in &i.addresses6 {
+            apply.push(format!("addr add {a}/{l} dev {} nodad", i.name));
+            undo.push(format!("addr del {a}/{l} dev {}", i.name));
+        }
     }
     for (prefix, target) in &c.routes {
         let (add, del) = match target {
@@ -97,6 +109,33 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
         };
         apply.push(add);
         undo.push(del);
+    }
+    for (prefix, target) in &c.routes6 {
+        let (add, del) = match target {
+            RouteTarget6::Via { gw, dev: Some(port) } => {
+                let d = c.port_name(*port);
+                (format!("route add {prefix} via {gw} dev {d}"), format!("route del {prefix} via {gw} dev {d}"))
+            }
+            RouteTarget6::Via { gw, dev: None } => {
+                (format!("route add {prefix} via {gw}"), format!("route del {prefix} via {gw}"))
+            }
+            RouteTarget6::Dev(port) => {
+                let d = c.port_name(*port);
+                (format!("route add {prefix} dev {d}"), format!("route del {prefix} dev {d}"))
+            }
+        };
+        apply.push(add);
+        undo.push(del);
+    }
+    for (ip, mac) in &c.neighbors6 {
+        if let Some(dev) = c
+            .interfaces
+            .iter()
+            .find(|i| i.addresses6.iter().any(|(a, l)| xfwd_dataplane::l3::Prefix6::truncate(*a, *l).contains(*ip)))
+        {
+            apply.push(format!("neigh replace {ip} lladdr {mac} dev {} nud permanent", dev.name));
+            undo.push(format!("neigh del {ip} dev {}", dev.name));
+        }
     }
     for (ip, mac) in &c.neighbors {
         if let Some(dev) = c
@@ -149,14 +188,58 @@ fn ip_batch(lines: &[String], force: bool) -> Result<()> {
     ip_batch_in(None, lines, force)
 }
 
+/// A sysctl's key as `sysctl` prints it (`net/ipv6/conf/eth0.100/forwarding` keeps its
+/// slashes: an interface name may hold a dot).
 fn sysctl_get(key: &str) -> Result<String> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    let path = format!("/proc/sys/{key}");
     Ok(std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?.trim().to_owned())
 }
 
 fn sysctl_set(key: &str, value: &str) -> Result<()> {
-    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    let path = format!("/proc/sys/{key}");
     std::fs::write(&path, value).with_context(|| format!("writing {path}"))
+}
+
+/// The forwarding switches a router file turns on (see the module documentation), given
+/// whether the kernel has a key (`has`).
+pub fn forwarding_switches(c: &RouterConfig, has: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut keys = vec!["net/ipv4/ip_forward".to_owned()];
+    let mut global = false;
+    for i in c.interfaces.iter().filter(|i| !i.addresses6.is_empty()) {
+        keys.push(format!("net/ipv6/conf/{}/forwarding", i.name));
+        let force = format!("net/ipv6/conf/{}/force_forwarding", i.name);
+        if has(&force) {
+            keys.push(force);
+        } else {
+            global = true;
+        }
+    }
+    if global {
+        keys.push("net/ipv6/conf/all/forwarding".to_owned());
+    }
+    keys
+}
+
+/// Saved switches: `key=value` lines; a file from before IPv6 holds `ip_forward`'s value alone.
+fn parse_state(text: &str) -> Vec<(String, String)> {
+    let t = text.trim();
+    if !t.is_empty() && !t.contains('=') {
+        return vec![("net/ipv4/ip_forward".to_owned(), t.to_owned())];
+    }
+    t.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned())).collect()
+}
+
+/// Restores saved switches, printing each.
+fn restore(saved: &[(String, String)]) -> Result<()> {
+    let mut first = Ok(());
+    for (k, v) in saved.iter().rev() {
+        let r = sysctl_set(k, v);
+        println!("  sysctl -w {k}={v}");
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
 }
 
 fn print_commands(lines: &[String], limit: usize) {
@@ -235,17 +318,22 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             let c = load(&config)?;
             refuse_conflicts(&c)?;
             let (apply, undo) = router_commands(&c);
-            let previous = sysctl_get("net.ipv4.ip_forward")?;
+            let switches = forwarding_switches(&c, |k| Path::new("/proc/sys").join(k).exists());
+            let previous: Vec<(String, String)> =
+                switches.iter().map(|k| Ok((k.clone(), sysctl_get(k)?))).collect::<Result<_>>()?;
             println!("xfwd: kernel router from {}:", config.display());
             print_commands(&apply, 40);
-            println!("  sysctl -w net.ipv4.ip_forward=1   (was {previous})");
+            for (k, was) in &previous {
+                println!("  sysctl -w {k}=1   (was {was})");
+            }
             // Signals first: a Ctrl-C during a long apply must still lead to the undo.
             let stop = signal_flag()?;
             std::fs::create_dir_all("/run/xfwd")?;
             let state = state_path(&config);
             // A second --keep must not overwrite the value saved by the first.
             if !state.exists() {
-                std::fs::write(&state, &previous)?;
+                let text: String = previous.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+                std::fs::write(&state, text)?;
             }
             if let Err(e) = ip_batch(&apply, false) {
                 // Everything in the file was checked absent before: removing it all is safe.
@@ -253,7 +341,9 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
                 let _ = std::fs::remove_file(&state);
                 return Err(e.context("applying the configuration (undone)"));
             }
-            sysctl_set("net.ipv4.ip_forward", "1")?;
+            for (k, _) in &previous {
+                sysctl_set(k, "1")?;
+            }
             if keep {
                 println!("xfwd: applied; remove with: xfwd kernel undo router --config {}", config.display());
                 return Ok(ExitCode::SUCCESS);
@@ -262,9 +352,8 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             println!("xfwd: undoing:");
             print_commands(&undo, 40);
             let undone = ip_batch(&undo, true);
-            sysctl_set("net.ipv4.ip_forward", &previous)?;
+            restore(&previous)?;
             let _ = std::fs::remove_file(&state);
-            println!("  sysctl -w net.ipv4.ip_forward={previous}");
             undone?;
             Ok(ExitCode::SUCCESS)
         }
@@ -312,10 +401,15 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             print_commands(&undo, 40);
             ip_batch(&undo, true)?;
             let state = state_path(&config);
-            let previous = std::fs::read_to_string(&state).map(|s| s.trim().to_owned()).unwrap_or_else(|_| "0".into());
-            sysctl_set("net.ipv4.ip_forward", &previous)?;
+            // Without a saved state (removed, or never written), every switch goes off.
+            let saved = std::fs::read_to_string(&state).map(|t| parse_state(&t)).unwrap_or_else(|_| {
+                forwarding_switches(&c, |k| Path::new("/proc/sys").join(k).exists())
+                    .into_iter()
+                    .map(|k| (k, "0".to_owned()))
+                    .collect()
+            });
+            restore(&saved)?;
             let _ = std::fs::remove_file(&state);
-            println!("  sysctl -w net.ipv4.ip_forward={previous}");
             Ok(ExitCode::SUCCESS)
         }
         KernelCmd::Undo { what: UndoCmd::Bridge { name } } => {
@@ -330,6 +424,51 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_becomes_iproute2_commands_and_forwarding_is_switched_per_interface() {
+        let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"2001:2:0:10::2/64\"]\n\n[[interface]]\nname = \"eth4\"\naddresses = [\"198.18.30.1/24\", \"2001:2:0:30::1/64\"]\n\n[[interface]]\nname = \"eth6\"\naddresses = [\"198.18.60.1/24\"]\n\n[[route]]\nprefix = \"2001:2:0:1000::/52\"\nvia = \"2001:2:0:30::2\"\n\n[[route]]\nprefix = \"2001:2:0:2000::/52\"\nvia = \"fe80::2\"\ndev = \"eth4\"\n\n[[route]]\nprefix = \"2001:2:0:3000::/52\"\ndev = \"eth5\"\n\n[[neighbor]]\nip = \"2001:2:0:30::2\"\nmac = \"02:00:00:00:00:02\"\n";
+        let c = RouterConfig::parse(Path::new("r.toml"), text, |_| panic!("no routes file here")).unwrap();
+        let (apply, undo) = router_commands(&c);
+        assert_eq!(
+            apply,
+            vec![
+                "addr add 2001:2:0:10::2/64 dev eth5 nodad",
+                "addr add 198.18.30.1/24 dev eth4",
+                "addr add 2001:2:0:30::1/64 dev eth4 nodad",
+                "addr add 198.18.60.1/24 dev eth6",
+                "route add 2001:2:0:1000::/52 via 2001:2:0:30::2",
+                "route add 2001:2:0:2000::/52 via fe80::2 dev eth4",
+                "route add 2001:2:0:3000::/52 dev eth5",
+                "neigh replace 2001:2:0:30::2 lladdr 02:00:00:00:00:02 dev eth4 nud permanent",
+            ]
+        );
+        assert_eq!(undo.first().map(String::as_str), Some("neigh del 2001:2:0:30::2 dev eth4"));
+        assert_eq!(undo.last().map(String::as_str), Some("addr del 2001:2:0:10::2/64 dev eth5"));
+        // Per interface with IPv6 addresses (eth6 has none), force_forwarding where it exists.
+        assert_eq!(
+            forwarding_switches(&c, |_| true),
+            vec![
+                "net/ipv4/ip_forward",
+                "net/ipv6/conf/eth5/forwarding",
+                "net/ipv6/conf/eth5/force_forwarding",
+                "net/ipv6/conf/eth4/forwarding",
+                "net/ipv6/conf/eth4/force_forwarding",
+            ]
+        );
+        // Before 6.17: the global switch instead.
+        assert_eq!(
+            forwarding_switches(&c, |_| false),
+            vec![
+                "net/ipv4/ip_forward",
+                "net/ipv6/conf/eth5/forwarding",
+                "net/ipv6/conf/eth4/forwarding",
+                "net/ipv6/conf/all/forwarding",
+            ]
+        );
+        assert_eq!(parse_state("0\n"), vec![("net/ipv4/ip_forward".to_owned(), "0".to_owned())], "an old state file");
+        assert_eq!(parse_state("net/ipv4/ip_forward=1\nnet/ipv6/conf/eth4/forwarding=0\n").len(), 2);
+    }
 
     #[test]
     fn router_file_becomes_iproute2_commands_and_their_undo() {
