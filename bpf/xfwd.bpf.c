@@ -12,6 +12,7 @@
  *                  [XFWD_CONFIG_KEY_LO], [XFWD_CONFIG_KEY_HI] the stamp's key
  *   xfwd_ports     ifindex -> port index (0..XFWD_MAX_PORTS)
  *   xfwd_local     router mode: the box's IPv4 addresses (network order) -> XFWD_LOCAL_*
+ *   xfwd_local6    router mode: the box's IPv6 addresses (16 bytes as on the wire) -> XFWD_LOCAL_*
  *   xfwd_xsks      XSKMAP, key = port * XFWD_MAX_QUEUES + slot, where the slot is the rx
  *                  queue (XFWD_STEER_QUEUE) or the receiving CPU modulo XFWD_MAX_QUEUES
  *                  (XFWD_STEER_CPU: drivers that give every frame one queue from every CPU)
@@ -19,9 +20,10 @@
  *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
  *
  * Bridge mode redirects every frame but the IEEE 802.1D link-local groups. Router mode
- * redirects IPv4 unicast to be forwarded and ICMP echo requests to the box's own addresses;
- * everything else (ARP, IPv6, VLAN-tagged, group MACs, other traffic for the box) is the
- * kernel's, so the box's own management keeps working.
+ * redirects IPv4 and IPv6 unicast to be forwarded and ICMP (ICMPv6) echo requests to the box's
+ * own addresses; everything else (ARP, neighbour discovery and other IPv6 to link-local or
+ * multicast addresses, VLAN-tagged, group MACs, other traffic for the box) is the kernel's, so
+ * the box's own management keeps working.
  *
  * The layout constants below are mirrored in dataplane/src/io/xdp.rs; the wire numbers mirror
  * the constants of dataplane/src/wire/ named beside each.
@@ -66,6 +68,10 @@
 #define XFWD_IPV4_MAX_HLEN 60      /* wire::ipv4::MAX_HEADER_LEN */
 #define XFWD_PROTO_ICMP 1          /* wire::ipv4::PROTO_ICMP */
 #define XFWD_ICMP_ECHO_REQUEST 8   /* wire::icmp::ECHO_REQUEST */
+#define XFWD_ETHERTYPE_IPV6 0x86DD /* wire::ethernet::ETHERTYPE_IPV6 */
+#define XFWD_IPV6_HLEN 40          /* wire::ipv6::HEADER_LEN */
+#define XFWD_NEXT_HEADER_ICMPV6 58 /* wire::ipv6::NEXT_HEADER_ICMPV6 */
+#define XFWD_ICMPV6_ECHO_REQUEST 128 /* wire::icmpv6::ECHO_REQUEST */
 
 /* Counter slots, per port. Keep in step with `XdpCounter` in io/xdp.rs. */
 enum xfwd_counter {
@@ -73,7 +79,7 @@ enum xfwd_counter {
 	XFWD_PASS_NO_SOCKET = 1, /* no socket on this (port, queue): kernel */
 	XFWD_PASS_RESERVED = 2,  /* IEEE 802.1D reserved group: kernel */
 	XFWD_PASS_RUNT = 3,      /* shorter than an Ethernet header: kernel */
-	XFWD_PASS_KERNEL = 4,    /* router: not for forwarding (ARP, IPv6, for the box): kernel */
+	XFWD_PASS_KERNEL = 4,    /* router: not for forwarding (ARP, NDP, for the box): kernel */
 	XFWD_NR_COUNTERS = 5,
 };
 
@@ -90,6 +96,18 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xfwd_local SEC(".maps");
+
+/* An IPv6 address as it stands in the packet. */
+struct xfwd_in6 {
+	__u8 b[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XFWD_MAX_LOCAL);
+	__type(key, struct xfwd_in6);
+	__type(value, __u32);
+} xfwd_local6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -180,21 +198,47 @@ static __always_inline void stamp(struct xdp_md *ctx, __u32 key)
 	}
 }
 
+/* Router mode, IPv6: yes for unicast to a global address that is not the box's, and for echo
+ * requests (no extension header before the ICMPv6 one) to the box's addresses. No for
+ * multicast destinations (neighbour discovery to solicited-node groups, MLD, routing
+ * protocols), link-local ones (the kernel owns the box's link-local addresses and answers
+ * neighbour discovery for them; xfwd reads it through packet sockets), and anything else to
+ * the box's addresses (unicast neighbour solicitations included). */
+static __always_inline int router_wants6(const unsigned char *data, const unsigned char *data_end)
+{
+	const unsigned char *ip = data + XFWD_ETH_HLEN;
+	struct xfwd_in6 daddr;
+
+	if (ip + XFWD_IPV6_HLEN + 1 > data_end)
+		return 0; /* truncated (or nothing after the header): the kernel counts it */
+	if (ip[24] == 0xff)
+		return 0; /* multicast */
+	if (ip[24] == 0xfe && (ip[25] & 0xc0) == 0x80)
+		return 0; /* link-local fe80::/10 (tables::is_link_local6) */
+	__builtin_memcpy(daddr.b, ip + 24, 16);
+	if (!bpf_map_lookup_elem(&xfwd_local6, &daddr))
+		return 1; /* to be routed */
+	return ip[6] == XFWD_NEXT_HEADER_ICMPV6 && ip[XFWD_IPV6_HLEN] == XFWD_ICMPV6_ECHO_REQUEST;
+}
+
 /* Router mode: does the worker want this frame? Yes for IPv4 to a unicast MAC that is not for
- * the box, and for unfragmented ICMP echo requests to the box's addresses (answered by xfwd).
- * No for everything the kernel should see: ARP (the kernel answers for its addresses; xfwd
- * reads ARP through packet sockets), IPv6, VLAN tags, group MACs (DHCP, routing protocols),
- * any other traffic to the box's addresses, and broadcasts to its subnets. */
+ * the box, and for unfragmented ICMP echo requests to the box's addresses (answered by xfwd);
+ * IPv6 as router_wants6() says. No for everything the kernel should see: ARP (the kernel
+ * answers for its addresses; xfwd reads ARP through packet sockets), VLAN tags, group MACs
+ * (DHCP, routing protocols), any other traffic to the box's addresses, and broadcasts to its
+ * subnets. */
 static __always_inline int router_wants(const unsigned char *data, const unsigned char *data_end)
 {
 	const unsigned char *ip = data + XFWD_ETH_HLEN;
 	__u32 daddr, *local;
 	__u32 ihl;
 
-	if (data[12] != (XFWD_ETHERTYPE_IPV4 >> 8) || data[13] != (XFWD_ETHERTYPE_IPV4 & 0xff))
-		return 0; /* not IPv4 */
 	if (data[0] & 1)
 		return 0; /* broadcast or multicast MAC (MacAddr::is_multicast) */
+	if (data[12] == (XFWD_ETHERTYPE_IPV6 >> 8) && data[13] == (XFWD_ETHERTYPE_IPV6 & 0xff))
+		return router_wants6(data, data_end);
+	if (data[12] != (XFWD_ETHERTYPE_IPV4 >> 8) || data[13] != (XFWD_ETHERTYPE_IPV4 & 0xff))
+		return 0; /* neither IPv4 nor IPv6 */
 	if (ip + XFWD_IPV4_MIN_HLEN > data_end)
 		return 0; /* truncated: the kernel counts it */
 	__builtin_memcpy(&daddr, ip + 16, 4);

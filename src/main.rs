@@ -471,13 +471,13 @@ fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
         eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
         return;
     }
-    match fwd.reload_router(&new.routes, new.neighbors.clone(), new.limits) {
+    match fwd.reload_router(&new.routes, &new.routes6, new.neighbors.clone(), new.neighbors6.clone(), new.limits) {
         Ok(()) => {
             println!(
                 "xfwd: reloaded {}: {} static route(s), {} static neighbor(s)",
                 path.display(),
-                new.routes.len(),
-                new.neighbors.len()
+                new.routes.len() + new.routes6.len(),
+                new.neighbors.len() + new.neighbors6.len()
             );
             *running = new;
         }

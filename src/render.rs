@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use xfwd_dataplane::io::{LiveView, PortInfo, PortReport, Report};
 use xfwd_dataplane::l2::FdbEntry;
-use xfwd_dataplane::l3::tables::RouteOrigin;
+use xfwd_dataplane::l3::tables::{NhKind6, RouteOrigin};
 use xfwd_dataplane::l3::NhKind;
 
 fn rate(now: u64, before: u64, dt: Duration) -> String {
@@ -159,6 +159,11 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
     if let Some((n, cap)) = r.neighbors {
         let _ = writeln!(s, "neighbors: {n} of {cap} entries");
         let _ = writeln!(s, "arp: {}", r.arp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
+        if let Some((n, cap)) = r.neighbors6 {
+            let _ = writeln!(s, "neighbors6: {n} of {cap} entries");
+            let _ =
+                writeln!(s, "ndp: {}", r.ndp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
+        }
         let icmp: u64 = r.ports.iter().map(|p| p.total.icmp_sent).sum();
         let limited: u64 = r.queues.iter().map(|q| q.icmp_rate_limited).sum();
         let gleaned: u64 = r.ports.iter().map(|p| p.total.gleaned).sum();
@@ -201,7 +206,25 @@ pub fn routes(view: &LiveView) -> String {
         };
         let _ = writeln!(s, "{line}");
     }
-    let _ = writeln!(s, "{} routes, FIB {} MiB", t.routes.len(), t.fib.memory() >> 20);
+    for (prefix, nh, origin) in &t.v6.routes {
+        let h = &t.v6.nexthops[usize::from(nh.0)];
+        let dev = t.ports.get(h.port.index()).map_or("?", |p| p.name.as_str());
+        let line = match (origin, h.kind) {
+            (RouteOrigin::Local, _) => format!("local {} dev {dev}", prefix.addr()),
+            (_, NhKind6::Gateway(gw)) => format!("{prefix} via {gw} dev {dev}"),
+            (RouteOrigin::Connected, _) => format!("{prefix} dev {dev} proto kernel"),
+            _ => format!("{prefix} dev {dev}"),
+        };
+        let _ = writeln!(s, "{line}");
+    }
+    let _ = writeln!(
+        s,
+        "{} routes, FIB {} MiB; {} IPv6 routes, FIB {} MiB",
+        t.routes.len(),
+        t.fib.memory() >> 20,
+        t.v6.routes.len(),
+        t.v6.fib.memory() >> 20
+    );
     s
 }
 
@@ -218,5 +241,12 @@ pub fn neighbors(view: &LiveView) -> String {
             writeln!(s, "{} dev {dev} lladdr {} {}", n.ip, n.mac, if n.is_static { "PERMANENT" } else { "REACHABLE" });
     }
     let _ = writeln!(s, "{} of {} entries", entries.len(), r.neighbors.capacity());
+    let entries = r.neighbors6.entries();
+    for n in &entries {
+        let dev = view.ports.get(n.port.index()).map_or("?", |p| p.name.as_str());
+        let _ =
+            writeln!(s, "{} dev {dev} lladdr {} {}", n.ip, n.mac, if n.is_static { "PERMANENT" } else { "REACHABLE" });
+    }
+    let _ = writeln!(s, "{} of {} IPv6 entries", entries.len(), r.neighbors6.capacity());
     s
 }

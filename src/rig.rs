@@ -290,10 +290,31 @@ fn veth(host: &Netns, other: &Netns, peer: &str, queues: u32) -> Result<()> {
     Ok(())
 }
 
+/// Turns IPv6 back on in `ns` for the interfaces made from now on, quietly: no duplicate
+/// address detection (addresses are usable at once), no router solicitations, no router
+/// advertisements taken, no forwarding.
+fn enable_ipv6(ns: &Netns) -> Result<()> {
+    ns.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=0",
+        "net.ipv6.conf.default.disable_ipv6=0",
+        "net.ipv6.conf.default.accept_dad=0",
+        "net.ipv6.conf.default.router_solicitations=0",
+        "net.ipv6.conf.default.accept_ra=0",
+        "net.ipv6.conf.all.forwarding=0",
+    ])?;
+    Ok(())
+}
+
 /// Addresses, offloads, link, routes and XPS of a host whose `eth0` exists.
 fn configure_host(host: &Netns, spec: &HostSpec, queues: u32) -> Result<()> {
     for a in spec.addrs {
-        host.ip(&["addr", "add", a, "dev", "eth0"])?;
+        if a.contains(':') {
+            host.ip(&["addr", "add", a, "dev", "eth0", "nodad"])?;
+        } else {
+            host.ip(&["addr", "add", a, "dev", "eth0"])?;
+        }
     }
     host.exec(&["ethtool", "-K", "eth0", "tx", "off"])?;
     host.ip(&["link", "set", "eth0", "up"])?;
@@ -311,6 +332,11 @@ impl Rig {
     /// Builds a host–box–host rig: h1 and h2 each joined to the box by a veth pair.
     fn with_box(queues: u32, h1_spec: HostSpec, h2_spec: HostSpec) -> Result<Rig> {
         let (boxns, h1, h2) = namespaces()?;
+        if h1_spec.addrs.iter().chain(h2_spec.addrs).any(|a| a.contains(':')) {
+            for ns in [&boxns, &h1, &h2] {
+                enable_ipv6(ns)?;
+            }
+        }
         for (host, spec) in [(&h1, &h1_spec), (&h2, &h2_spec)] {
             veth(host, &boxns, spec.peer, queues)?;
             configure_host(host, spec, queues)?;
@@ -367,6 +393,36 @@ impl Rig {
                 peer: "eth4",
                 addrs: &["198.18.30.2/24", "198.18.31.2/24"],
                 routes: &[("198.18.10.0/24", "198.18.30.1"), ("198.18.11.0/24", "198.18.31.1")],
+            },
+        )
+    }
+
+    /// The router rig with IPv6 beside IPv4 ([`Rig::router`]), on the RFC 5180 benchmarking
+    /// range (2001:2::/48): h1 2001:2:0:10::1/64 behind `eth5`; h2 2001:2:0:30::2/64 and
+    /// 2001:2:0:1000::2/64 (behind it, for the box's static route to 2001:2:0:1000::/52) behind
+    /// `eth4`; each host routes 2001:2::/48 through the box (2001:2:0:10::2 and 2001:2:0:30::1,
+    /// xfwd's addresses, see config/examples/rig-router6.toml). The box's kernel has only its
+    /// link-local addresses and does not forward IPv6.
+    pub fn router6(queues: u32) -> Result<Rig> {
+        Rig::with_box(
+            queues,
+            HostSpec {
+                peer: "eth5",
+                addrs: &["198.18.10.1/24", "198.18.11.1/24", "2001:2:0:10::1/64"],
+                routes: &[
+                    ("198.18.30.0/24", "198.18.10.2"),
+                    ("198.18.31.0/24", "198.18.11.2"),
+                    ("2001:2::/48", "2001:2:0:10::2"),
+                ],
+            },
+            HostSpec {
+                peer: "eth4",
+                addrs: &["198.18.30.2/24", "198.18.31.2/24", "2001:2:0:30::2/64", "2001:2:0:1000::2/64"],
+                routes: &[
+                    ("198.18.10.0/24", "198.18.30.1"),
+                    ("198.18.11.0/24", "198.18.31.1"),
+                    ("2001:2::/48", "2001:2:0:30::1"),
+                ],
             },
         )
     }

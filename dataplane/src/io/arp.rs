@@ -1,13 +1,19 @@
-//! The ARP thread: the socket side of [`crate::l3::arp`].
+//! The ARP thread: the socket side of [`crate::l3::arp`] and [`crate::l3::ndp`].
 //!
 //! ARP must keep working for the kernel too (its own management sessions need replies), so the
 //! XDP program hands every ARP frame to the kernel, and this thread reads them from a packet
-//! socket per port (`AF_PACKET`, `ETH_P_ARP`): packet sockets see what XDP passed. It sends
-//! through the same sockets. One thread, because ARP is a few frames per second per neighbour
-//! and a single writer keeps the neighbour table lock-free for the workers.
+//! socket per port (`AF_PACKET`, `ETH_P_ARP`): packet sockets see what XDP passed. Neighbour
+//! discovery likewise: the XDP program passes IPv6 to link-local and multicast addresses (and
+//! anything but echo requests to the box's own) to the kernel, and a second packet socket per
+//! port (`ETH_P_IPV6`) sees it; the IPv6 engine picks the solicitations and advertisements out.
+//! That socket joins the solicited-node group of each of the port's addresses
+//! (`PACKET_ADD_MEMBERSHIP`), so that a NIC that filters multicast lets them in. It sends
+//! through the same sockets. One thread, because resolution is a few frames per second per
+//! neighbour and a single writer per table keeps the neighbour tables lock-free for the
+//! workers.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -19,10 +25,11 @@ use super::glean::GleanReceiver;
 
 use crate::l3::arp::ArpEngine;
 pub use crate::l3::arp::{ArpConfig, ArpCounters};
-use crate::l3::{NeighborTable, RouterTables};
+use crate::l3::ndp::NdpEngine;
+use crate::l3::{NeighborTable, NeighborTable6, RouterTables};
 use crate::time::Clock;
-use crate::wire::ethernet::ETHERTYPE_ARP;
-use crate::wire::MacAddr;
+use crate::wire::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6};
+use crate::wire::{icmpv6, MacAddr};
 use crate::PortId;
 
 const POLL_MS: i32 = 10;
@@ -32,6 +39,8 @@ const POLL_MS: i32 = 10;
 pub enum Control {
     /// Replace the static neighbours (on reload).
     StaticNeighbors(Vec<(Ipv4Addr, MacAddr)>),
+    /// Replace the static IPv6 neighbours (on reload).
+    StaticNeighbors6(Vec<(Ipv6Addr, MacAddr)>),
     /// Change the number of packets held per unresolved neighbour (on reload).
     GleanQueue(usize),
 }
@@ -45,16 +54,30 @@ pub struct ArpPort {
     pub mac: MacAddr,
 }
 
-/// A packet socket bound to one interface for ARP.
+/// The neighbour tables the thread writes, with their static entries.
+#[derive(Debug)]
+pub struct Neighbors {
+    /// IPv4's.
+    pub v4: Arc<NeighborTable>,
+    /// IPv6's.
+    pub v6: Arc<NeighborTable6>,
+    /// Static IPv4 neighbours.
+    pub statics: Vec<(Ipv4Addr, MacAddr)>,
+    /// Static IPv6 neighbours.
+    pub statics6: Vec<(Ipv6Addr, MacAddr)>,
+}
+
+/// A packet socket bound to one interface for one EtherType (ARP, or IPv6 for neighbour
+/// discovery).
 #[derive(Debug)]
 struct PacketSocket {
     fd: std::os::fd::OwnedFd,
 }
 
 impl PacketSocket {
-    fn open(ifindex: u32) -> io::Result<PacketSocket> {
+    fn open(ifindex: u32, ethertype: u16) -> io::Result<PacketSocket> {
         use std::os::fd::FromRawFd;
-        let proto = ETHERTYPE_ARP.to_be();
+        let proto = ethertype.to_be();
         // SAFETY: plain socket(2) call; the result is checked before use.
         let fd = unsafe {
             libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))
@@ -82,6 +105,30 @@ impl PacketSocket {
             return Err(io::Error::last_os_error());
         }
         Ok(PacketSocket { fd })
+    }
+
+    /// Lets the frames to the Ethernet group `mac` in on the socket's interface.
+    fn join(&self, ifindex: u32, mac: MacAddr) -> io::Result<()> {
+        // SAFETY: packet_mreq is plain data; all-zero is a valid starting value.
+        let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+        mreq.mr_ifindex = ifindex as i32;
+        mreq.mr_type = libc::PACKET_MR_MULTICAST as u16;
+        mreq.mr_alen = 6;
+        mreq.mr_address[..6].copy_from_slice(&mac.0);
+        // SAFETY: `mreq` is a valid packet_mreq and its size is passed.
+        let r = unsafe {
+            libc::setsockopt(
+                self.raw(),
+                libc::SOL_PACKET,
+                libc::PACKET_ADD_MEMBERSHIP,
+                (&mreq as *const libc::packet_mreq).cast(),
+                std::mem::size_of::<libc::packet_mreq>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     fn raw(&self) -> i32 {
@@ -128,25 +175,40 @@ impl PacketSocket {
 }
 
 /// Opens the packet sockets: everything the ARP thread needs from the kernel, so that the
-/// process can drop its privileges before [`ArpReady::spawn`] starts the thread.
+/// process can drop its privileges before [`ArpReady::spawn`] starts the thread. `counters`
+/// are ARP's and neighbour discovery's.
 #[allow(clippy::too_many_arguments, reason = "the thread's whole world, handed over once")]
 pub fn open(
     ports: Vec<ArpPort>,
     tables: Arc<ArcSwap<RouterTables>>,
-    neighbors: Arc<NeighborTable>,
-    statics: Vec<(Ipv4Addr, MacAddr)>,
+    neighbors: Neighbors,
     cfg: ArpConfig,
-    counters: Arc<ArpCounters>,
+    counters: (Arc<ArpCounters>, Arc<ArpCounters>),
     glean: GleanReceiver,
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
     clock: Clock,
 ) -> io::Result<ArpReady> {
-    let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex)).collect::<io::Result<Vec<_>>>()?;
-    let macs = ports.iter().map(|p| p.mac).collect();
-    let mut engine = ArpEngine::new(macs, tables, neighbors, cfg, Arc::clone(&counters));
-    engine.set_statics(statics);
-    Ok(ArpReady { thread: ArpThread { sockets, engine, counters, clock }, glean, control, stop })
+    let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_ARP)).collect::<io::Result<Vec<_>>>()?;
+    let sockets6 =
+        ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_IPV6)).collect::<io::Result<Vec<_>>>()?;
+    let t = tables.load();
+    for ((p, s), spec) in ports.iter().zip(&sockets6).zip(&t.ports) {
+        for (a, _) in &spec.addrs6 {
+            s.join(p.ifindex, icmpv6::multicast_mac(&icmpv6::solicited_node(a)))?;
+        }
+    }
+    let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
+    let mut engine = ArpEngine::new(macs.clone(), Arc::clone(&tables), neighbors.v4, cfg, Arc::clone(&counters.0));
+    engine.set_statics(neighbors.statics);
+    let mut engine6 = NdpEngine::new(macs, tables, neighbors.v6, cfg, Arc::clone(&counters.1));
+    engine6.set_statics(neighbors.statics6);
+    Ok(ArpReady {
+        thread: ArpThread { sockets, sockets6, engine, engine6, counters: counters.0, clock },
+        glean,
+        control,
+        stop,
+    })
 }
 
 /// The ARP thread with its sockets open, not yet running.
@@ -174,7 +236,9 @@ impl ArpReady {
 
 struct ArpThread {
     sockets: Vec<PacketSocket>,
+    sockets6: Vec<PacketSocket>,
     engine: ArpEngine,
+    engine6: NdpEngine,
     counters: Arc<ArpCounters>,
     clock: Clock,
 }
@@ -190,16 +254,27 @@ impl ArpThread {
                 while let Some(n) = self.sockets[p].recv(&mut buf) {
                     self.engine.on_arp(PortId(p as u8), &buf[..n], now);
                 }
+                while let Some(n) = self.sockets6[p].recv(&mut buf) {
+                    self.engine6.on_ndp(PortId(p as u8), &buf[..n], now);
+                }
             }
-            glean.drain(|g| self.engine.on_glean(g, now));
+            glean.drain(|g| match g.next_hop {
+                IpAddr::V4(_) => self.engine.on_glean(g, now),
+                IpAddr::V6(_) => self.engine6.on_glean(g, now),
+            });
             while let Ok(c) = control.try_recv() {
                 match c {
                     Control::StaticNeighbors(list) => self.engine.set_statics(list),
-                    Control::GleanQueue(n) => self.engine.set_glean_queue(n),
+                    Control::StaticNeighbors6(list) => self.engine6.set_statics(list),
+                    Control::GleanQueue(n) => {
+                        self.engine.set_glean_queue(n);
+                        self.engine6.set_glean_queue(n);
+                    }
                 }
             }
-            if now >= last_timers + 50 || self.engine.resolving() {
+            if now >= last_timers + 50 || self.engine.resolving() || self.engine6.resolving() {
                 self.engine.timers(now);
+                self.engine6.timers(now);
                 last_timers = now;
             }
             self.flush();
@@ -207,7 +282,9 @@ impl ArpThread {
     }
 
     fn flush(&mut self) {
-        for (port, frame) in self.engine.take_output() {
+        // Any socket of the port sends any frame: a packet socket sends what it is given.
+        let out = self.engine.take_output().into_iter().chain(self.engine6.take_output());
+        for (port, frame) in out {
             let sent = self.sockets.get(port.index()).map(|s| s.send(&frame));
             if !matches!(sent, Some(Ok(()))) {
                 self.counters.send_errors.inc();
@@ -216,8 +293,12 @@ impl ArpThread {
     }
 
     fn wait(&self) {
-        let mut pfds: Vec<libc::pollfd> =
-            self.sockets.iter().map(|s| libc::pollfd { fd: s.raw(), events: libc::POLLIN, revents: 0 }).collect();
+        let mut pfds: Vec<libc::pollfd> = self
+            .sockets
+            .iter()
+            .chain(&self.sockets6)
+            .map(|s| libc::pollfd { fd: s.raw(), events: libc::POLLIN, revents: 0 })
+            .collect();
         // SAFETY: `pfds` is a valid array of initialised pollfd over our open sockets.
         let _ = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, POLL_MS) };
     }

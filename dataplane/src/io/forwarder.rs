@@ -1,7 +1,7 @@
 //! A running forwarder: its threads, its XDP program and the live view; reloading the router's
 //! tables while traffic flows; stopping. How one is started is in [`super::start`].
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,7 +12,8 @@ use super::memory::advise_huge_pages;
 use super::options::XdpMode;
 use super::view::{LiveView, Report};
 use super::xdp::XdpProgram;
-use crate::l3::{PortSpec, Prefix, RouteTarget, RouterTables};
+use crate::l3::tables::RouteTarget6;
+use crate::l3::{PortSpec, Prefix, Prefix6, RouteTarget, RouterTables};
 use crate::wire::MacAddr;
 
 /// A running forwarder.
@@ -51,7 +52,9 @@ impl Forwarder {
     pub fn reload_router(
         &self,
         routes: &[(Prefix, RouteTarget)],
+        routes6: &[(Prefix6, RouteTarget6)],
         neighbors: Vec<(Ipv4Addr, MacAddr)>,
+        neighbors6: Vec<(Ipv6Addr, MacAddr)>,
         limits: RouterLimits,
     ) -> Result<(), String> {
         let (Some(rc), Some(rv)) = (&self.router, &self.view.router) else {
@@ -60,13 +63,14 @@ impl Forwarder {
         if limits.neighbors != rc.limits.neighbors {
             return Err("limits.neighbors changed: the neighbour table is sized at start; restart xfwd".into());
         }
-        let mut t =
-            RouterTables::build_advised(rc.specs.clone(), routes, advise_huge_pages).map_err(|e| e.to_string())?;
+        let mut t = RouterTables::build_dual(rc.specs.clone(), routes, routes6, advise_huge_pages)
+            .map_err(|e| e.to_string())?;
         t.icmp_rate = limits.icmp_rate;
         t.icmp_burst = limits.icmp_burst;
         rv.tables.store(Arc::new(t));
         let _ = rc.control.send(ArpControl::GleanQueue(limits.glean_queue));
         let _ = rc.control.send(ArpControl::StaticNeighbors(neighbors));
+        let _ = rc.control.send(ArpControl::StaticNeighbors6(neighbors6));
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 //! namespace it enters, so they describe the interfaces this process sees.
 
 use std::fs;
+use std::net::Ipv6Addr;
 use std::path::PathBuf;
 
 use crate::wire::MacAddr;
@@ -27,6 +28,33 @@ pub struct PortInfo {
     pub mac: MacAddr,
     /// Its driver as `ethtool -i` names it (`None` where it does not answer).
     pub driver: Option<String>,
+    /// Its link-local IPv6 address, as the kernel gave it (`None` without IPv6, or before the
+    /// kernel made one).
+    pub link_local: Option<Ipv6Addr>,
+}
+
+/// The link-local address of interface `ifindex` in `/proc/net/if_inet6`'s text (lines of
+/// 32 hex digits of address, then index, prefix length, scope and flags in hex, then the name;
+/// scope 0x20 is link). A tentative address (flag 0x40: duplicate address detection still
+/// running) is taken only when there is no other.
+pub fn link_local_of(if_inet6: &str, ifindex: u32) -> Option<Ipv6Addr> {
+    const SCOPE_LINK: u32 = 0x20;
+    const TENTATIVE: u32 = 0x40;
+    let mut found: Option<(bool, Ipv6Addr)> = None;
+    for line in if_inet6.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let [addr, index, _, scope, flags, ..] = w[..] else { continue };
+        let hex = |t: &str| u32::from_str_radix(t, 16).ok();
+        if hex(index) != Some(ifindex) || hex(scope) != Some(SCOPE_LINK) || addr.len() != 32 {
+            continue;
+        }
+        let Ok(bits) = u128::from_str_radix(addr, 16) else { continue };
+        let tentative = hex(flags).is_some_and(|f| f & TENTATIVE != 0);
+        if found.is_none_or(|(t, _)| t && !tentative) {
+            found = Some((tentative, Ipv6Addr::from(bits)));
+        }
+    }
+    found.map(|(_, a)| a)
 }
 
 /// Why a port cannot be used.
@@ -147,7 +175,8 @@ impl PortInfo {
             .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
             .count() as u32;
         let driver = super::drivers::driver_name(name);
-        Ok(PortInfo { name: name.to_owned(), ifindex, mtu, rx_queues, up, carrier, mac, driver })
+        let link_local = fs::read_to_string("/proc/net/if_inet6").ok().and_then(|t| link_local_of(&t, ifindex));
+        Ok(PortInfo { name: name.to_owned(), ifindex, mtu, rx_queues, up, carrier, mac, driver, link_local })
     }
 }
 
@@ -185,6 +214,27 @@ mod tests {
         assert!(lo.ifindex >= 1);
         assert!(lo.rx_queues >= 1);
         assert_eq!(lo.mac, MacAddr([0; 6]));
+    }
+
+    #[test]
+    fn the_link_local_address_is_read_from_if_inet6() {
+        let text = "\
+20010002000000300000000000000001 05 40 00 80 eth4
+fe800000000000000000000000000099 05 40 20 c0 eth4
+fe800000000000000000000000000004 05 40 20 80 eth4
+fe800000000000000000000000000005 06 40 20 80 eth5
+00000000000000000000000000000001 01 80 10 80 lo
+";
+        let ip = |s: &str| s.parse::<Ipv6Addr>().ok();
+        assert_eq!(link_local_of(text, 5), ip("fe80::4"), "the link scope, not tentative (0x40)");
+        assert_eq!(link_local_of(text, 6), ip("fe80::5"));
+        assert_eq!(link_local_of(text, 1), None, "loopback has none");
+        assert_eq!(
+            link_local_of(&text.replace("05 40 20 80", "05 40 20 c0"), 5),
+            ip("fe80::99"),
+            "tentative if all are"
+        );
+        assert_eq!(link_local_of("garbage\n", 5), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::port::PortInfo;
 use super::xdp::{XdpCounter, XdpCounters};
 use crate::l2::{Fdb, FdbEntry};
 use crate::l3::arp::ArpCounters;
-use crate::l3::{NeighborTable, RouterTables};
+use crate::l3::{NeighborTable, NeighborTable6, RouterTables};
 use crate::stats::{FrameSnapshot, PoolGauges, PortSnapshot, QueueCounters, QueueSnapshot};
 use crate::time::Clock;
 
@@ -27,8 +27,12 @@ pub struct RouterView {
     pub tables: Arc<ArcSwap<RouterTables>>,
     /// The neighbour table.
     pub neighbors: Arc<NeighborTable>,
-    /// What the ARP thread counts.
+    /// The IPv6 neighbour table.
+    pub neighbors6: Arc<NeighborTable6>,
+    /// What the ARP thread counts of ARP.
     pub arp: Arc<ArpCounters>,
+    /// What it counts of neighbour discovery.
+    pub ndp: Arc<ArpCounters>,
 }
 
 /// What the stats printer and the control socket read while workers run.
@@ -103,6 +107,12 @@ pub struct Report {
     /// Router mode: neighbour table entries and capacity.
     #[serde(default)]
     pub neighbors: Option<(usize, usize)>,
+    /// Router mode: the ARP thread's neighbour discovery counters (name, value).
+    #[serde(default)]
+    pub ndp: Vec<(String, u64)>,
+    /// Router mode: IPv6 neighbour table entries and capacity.
+    #[serde(default)]
+    pub neighbors6: Option<(usize, usize)>,
     /// Whether the AF_XDP sockets are bound in zero-copy mode (`None` in reports from before
     /// xfwd said).
     #[serde(default)]
@@ -172,6 +182,8 @@ impl LiveView {
             xdp_foreign: self.xdp.foreign_frames(),
             arp: self.router.as_ref().map(|r| r.arp.snapshot()).unwrap_or_default(),
             neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
+            ndp: self.router.as_ref().map(|r| r.ndp.snapshot()).unwrap_or_default(),
+            neighbors6: self.router.as_ref().map(|r| (r.neighbors6.len(), r.neighbors6.capacity())),
             zero_copy: Some(self.zero_copy),
             rt_priority: self.rt_priority,
             aqm: Some(self.aqm.name().to_owned()),

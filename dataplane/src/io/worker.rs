@@ -37,7 +37,7 @@ use super::xsk::{FrameRings, QueueSockets, RingSizes};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::aqm::{flow_key, is_ect, mark_ce, Codel, EcnOutcome, Fate, FlowQueues, Verdict};
 use crate::l2::{self, Fdb, Learn};
-use crate::l3::{self, NeighborTable, RouterState, RouterTables, TokenBucket};
+use crate::l3::{self, NeighborTable, NeighborTable6, RouterState, RouterTables, TokenBucket};
 use crate::stats::sojourn_bucket;
 use crate::stats::{PortCounters, QueueCounters};
 use crate::time::{Clock, Seconds};
@@ -141,12 +141,21 @@ impl Decide for BridgeDecide {
     }
 }
 
-/// The IPv4 router ([`crate::l3::router`]) as a worker decision.
+/// Whether an untagged frame says it carries IPv6 (the decision checks the rest).
+#[inline(always)]
+fn is_ipv6(frame: &[u8]) -> bool {
+    frame.get(12..14) == Some(&crate::wire::ethernet::ETHERTYPE_IPV6.to_be_bytes()[..])
+}
+
+/// The router ([`crate::l3::router`] for IPv4, [`crate::l3::router6`] for IPv6, by EtherType)
+/// as a worker decision.
 pub struct RouterDecide {
     /// The current tables; a reload swaps them, and the next frame sees the new ones.
     pub tables: arc_swap::Cache<Arc<arc_swap::ArcSwap<RouterTables>>, Arc<RouterTables>>,
     /// The neighbour table (read only: the ARP thread writes it).
     pub neighbors: Arc<NeighborTable>,
+    /// The IPv6 neighbour table (read only: the ARP thread writes it).
+    pub neighbors6: Arc<NeighborTable6>,
     /// This worker's ICMP rate limit and IP identification.
     pub state: RouterState,
     /// Where frames with unresolved next hops go.
@@ -177,12 +186,19 @@ impl Decide for RouterDecide {
         scratch: &mut [u8; SCRATCH_LEN],
     ) -> Action {
         let t = self.tables.load();
+        if is_ipv6(frame) {
+            return l3::decide6(frame, ingress, t, &self.neighbors6, &mut self.state, now_ms, scratch);
+        }
         l3::decide(frame, ingress, t, &self.neighbors, &mut self.state, now_ms, scratch)
     }
 
     #[inline]
     fn prefetch(&mut self, frame: &[u8]) {
-        l3::prefetch(frame, self.tables.load());
+        if is_ipv6(frame) {
+            l3::prefetch6(frame, self.tables.load());
+        } else {
+            l3::prefetch(frame, self.tables.load());
+        }
     }
 
     fn glean(&mut self, frame: &[u8], ingress: PortId, port: PortId, next_hop: IpAddr) -> bool {

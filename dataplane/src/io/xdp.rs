@@ -33,7 +33,8 @@ pub const MAX_LOCAL: usize = 1024;
 /// What a local address is to the router-mode program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LocalKind {
-    /// One of the box's addresses: ICMP echo requests to it go to xfwd, the rest to the kernel.
+    /// One of the box's addresses: ICMP (ICMPv6) echo requests to it go to xfwd, the rest to
+    /// the kernel.
     Address,
     /// A connected subnet's broadcast address: to the kernel.
     Broadcast,
@@ -44,10 +45,11 @@ pub enum LocalKind {
 pub enum ProgramMode<'a> {
     /// Learning bridge: everything but link-local groups to the workers.
     Bridge,
-    /// Router: IPv4 to be forwarded and echo requests to `local` addresses to the workers.
+    /// Router: IPv4 and IPv6 to be forwarded and echo requests to `local` addresses to the
+    /// workers.
     Router {
         /// The box's addresses and its subnets' broadcast addresses.
-        local: &'a [(std::net::Ipv4Addr, LocalKind)],
+        local: &'a [(std::net::IpAddr, LocalKind)],
     },
 }
 
@@ -177,6 +179,7 @@ impl XdpProgram {
         let missed_queue = map("xfwd_missed_queue")?;
         let config = map("xfwd_config")?;
         let local = map("xfwd_local")?;
+        let local6 = map("xfwd_local6")?;
         let mode_value: u32 = match mode {
             ProgramMode::Bridge => 0,
             ProgramMode::Router { .. } => 1,
@@ -206,9 +209,12 @@ impl XdpProgram {
                     LocalKind::Broadcast => 2,
                 };
                 // The key is the address as it stands in the packet: network byte order.
-                local
-                    .update(&a.octets(), &value.to_ne_bytes(), MapFlags::ANY)
-                    .map_err(|e| XdpError::Map { map: "xfwd_local", cause: format!("{e:#}") })?;
+                let (m, name, key) = match a {
+                    std::net::IpAddr::V4(a) => (&local, "xfwd_local", a.octets().to_vec()),
+                    std::net::IpAddr::V6(a) => (&local6, "xfwd_local6", a.octets().to_vec()),
+                };
+                m.update(&key, &value.to_ne_bytes(), MapFlags::ANY)
+                    .map_err(|e| XdpError::Map { map: name, cause: format!("{e:#}") })?;
             }
         }
         for (i, p) in ports.iter().enumerate() {

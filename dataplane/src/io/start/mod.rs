@@ -24,7 +24,7 @@
 pub mod plan;
 pub mod sched;
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -45,7 +45,7 @@ use super::worker::{BridgeDecide, RouterDecide, Worker};
 use super::xdp::{ProgramMode, Steer, XdpProgram};
 use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU};
 use crate::l2::Fdb;
-use crate::l3::{icmp_share, NeighborTable, PortSpec, RouterState, RouterTables};
+use crate::l3::{icmp_share, NeighborTable, NeighborTable6, PortSpec, RouterState, RouterTables};
 use crate::stats::QueueCounters;
 use crate::time::Clock;
 use crate::wire::MacAddr;
@@ -202,7 +202,9 @@ struct RouterParts {
     specs: Vec<PortSpec>,
     tables: Arc<ArcSwap<RouterTables>>,
     neighbors: Arc<NeighborTable>,
+    neighbors6: Arc<NeighborTable6>,
     statics: Vec<(Ipv4Addr, MacAddr)>,
+    statics6: Vec<(Ipv6Addr, MacAddr)>,
     limits: RouterLimits,
     glean_tx: GleanSender,
     glean_rx: GleanReceiver,
@@ -211,7 +213,7 @@ struct RouterParts {
 impl RouterParts {
     fn new(r: &RouterPlan<'_>, queues: u32) -> Result<RouterParts, StartError> {
         let setup = r.setup;
-        let mut t = RouterTables::build_advised(r.specs.clone(), &setup.routes, advise_huge_pages)
+        let mut t = RouterTables::build_dual(r.specs.clone(), &setup.routes, &setup.routes6, advise_huge_pages)
             .map_err(|e| StartError::Usage(e.to_string()))?;
         t.icmp_rate = setup.limits.icmp_rate;
         t.icmp_burst = setup.limits.icmp_burst;
@@ -221,7 +223,9 @@ impl RouterParts {
             specs: r.specs.clone(),
             tables: Arc::new(ArcSwap::from_pointee(t)),
             neighbors: Arc::new(NeighborTable::new(setup.limits.neighbors)),
+            neighbors6: Arc::new(NeighborTable6::new6(setup.limits.neighbors)),
             statics: setup.neighbors.clone(),
+            statics6: setup.neighbors6.clone(),
             limits: setup.limits,
             glean_tx,
             glean_rx,
@@ -238,6 +242,7 @@ impl RouterParts {
         RouterDecide {
             tables: arc_swap::Cache::new(Arc::clone(&self.tables)),
             neighbors: Arc::clone(&self.neighbors),
+            neighbors6: Arc::clone(&self.neighbors6),
             state,
             glean: self.glean_tx.clone(),
             icmp_parts: queues + 1,
@@ -392,20 +397,25 @@ fn open_arp(
         icmp_rate,
         icmp_burst,
     };
+    let ndp = Arc::new(ArpCounters::default());
     let ready = arp::open(
         arp_ports,
         Arc::clone(&r.tables),
-        Arc::clone(&r.neighbors),
-        r.statics,
+        arp::Neighbors {
+            v4: Arc::clone(&r.neighbors),
+            v6: Arc::clone(&r.neighbors6),
+            statics: r.statics,
+            statics6: r.statics6,
+        },
         cfg,
-        Arc::clone(&counters),
+        (Arc::clone(&counters), Arc::clone(&ndp)),
         r.glean_rx,
         control_rx,
         Arc::clone(stop),
         clock,
     )
     .map_err(|e| StartError::System(format!("cannot open the ARP packet sockets: {e}")))?;
-    let view = RouterView { tables: r.tables, neighbors: r.neighbors, arp: counters };
+    let view = RouterView { tables: r.tables, neighbors: r.neighbors, neighbors6: r.neighbors6, arp: counters, ndp };
     let control = RouterControl { specs: r.specs, limits: r.limits, control: control_tx };
     Ok((ready, view, control))
 }

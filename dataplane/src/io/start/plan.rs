@@ -10,7 +10,7 @@
 //! loaded. Moving it here would change which error a user sees when loading the program fails
 //! too (without privileges, say), so it stays a pure function called at that step.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use crate::aqm::codel::CodelParams;
 use crate::aqm::fq::FqParams;
@@ -213,8 +213,9 @@ pub struct RouterPlan<'a> {
     pub setup: &'a RouterSetup,
     /// Each port with its addresses, in port order.
     pub specs: Vec<PortSpec>,
-    /// The box's addresses, and the broadcast address of each subnet with one.
-    pub local: Vec<(Ipv4Addr, LocalKind)>,
+    /// The box's addresses (both families), and the broadcast address of each IPv4 subnet
+    /// with one.
+    pub local: Vec<(IpAddr, LocalKind)>,
 }
 
 impl<'a> Plan<'a> {
@@ -471,28 +472,33 @@ fn assign_cores(asked: Option<&[usize]>, queues: u32, ncores: usize) -> Result<V
 
 impl<'a> RouterPlan<'a> {
     fn new(setup: &'a RouterSetup, ports: &[PortInfo]) -> Result<RouterPlan<'a>, StartError> {
-        if setup.addresses.len() != ports.len() {
+        if setup.addresses.len() != ports.len()
+            || setup.addresses6.len() != ports.len()
+            || setup.link_locals.len() != ports.len()
+        {
             return Err(StartError::Usage("every port needs its addresses".into()));
         }
         let specs = ports
             .iter()
-            .zip(&setup.addresses)
-            .map(|(p, a)| PortSpec {
+            .enumerate()
+            .map(|(i, p)| PortSpec {
                 name: p.name.clone(),
                 mac: p.mac,
                 mtu: p.mtu,
-                addrs: a.clone(),
-                addrs6: Vec::new(),
-                link_local: None,
+                addrs: setup.addresses[i].clone(),
+                addrs6: setup.addresses6[i].clone(),
+                // The configured one, else the kernel's.
+                link_local: setup.link_locals[i].or(p.link_local),
             })
             .collect();
         let mut local = Vec::new();
         for (a, len) in setup.addresses.iter().flatten() {
-            local.push((*a, LocalKind::Address));
+            local.push((IpAddr::V4(*a), LocalKind::Address));
             if *len < 31 {
-                local.push((Prefix::truncate(*a, *len).broadcast(), LocalKind::Broadcast));
+                local.push((IpAddr::V4(Prefix::truncate(*a, *len).broadcast()), LocalKind::Broadcast));
             }
         }
+        local.extend(setup.addresses6.iter().flatten().map(|(a, _)| (IpAddr::V6(*a), LocalKind::Address)));
         Ok(RouterPlan { setup, specs, local })
     }
 }
@@ -584,6 +590,7 @@ mod tests {
     use super::*;
     use crate::io::config::RouterLimits;
     use crate::wire::MacAddr;
+    use std::net::Ipv4Addr;
 
     /// A plan on a kernel with what per-CPU sockets need.
     fn plan_new<'a>(cfg: &'a ForwarderConfig, ports: &[PortInfo], ncores: usize) -> Result<Plan<'a>, StartError> {
@@ -600,6 +607,7 @@ mod tests {
             carrier: true,
             mac: MacAddr([2, 0, 0, 0, 0, 7]),
             driver: Some("veth".into()),
+            link_local: None,
         }
     }
 
@@ -998,12 +1006,35 @@ mod tests {
         assert_eq!(
             r.local,
             vec![
-                (a("198.18.10.2"), LocalKind::Address),
-                (a("198.18.10.255"), LocalKind::Broadcast),
+                (a("198.18.10.2").into(), LocalKind::Address),
+                (a("198.18.10.255").into(), LocalKind::Broadcast),
                 // A /31 and a /32 have no broadcast address.
-                (a("198.18.11.1"), LocalKind::Address),
-                (a("198.18.30.1"), LocalKind::Address),
+                (a("198.18.11.1").into(), LocalKind::Address),
+                (a("198.18.30.1").into(), LocalKind::Address),
             ]
         );
+    }
+
+    #[test]
+    fn ipv6_addresses_are_local_and_the_link_local_is_the_kernels_unless_configured() {
+        let a6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap();
+        let mut ports = [port("eth4", 1), port("eth5", 1)];
+        ports[0].link_local = Some(a6("fe80::4"));
+        ports[1].link_local = Some(a6("fe80::5"));
+        let mut cfg = router(vec![vec![], vec![]]);
+        let Mode::Router(setup) = &mut cfg.mode else { unreachable!() };
+        setup.addresses6 = vec![vec![(a6("2001:2:0:30::1"), 64)], vec![(a6("2001:2:0:10::2"), 64)]];
+        setup.link_locals = vec![None, Some(a6("fe80::55"))];
+        let plan = plan_new(&cfg, &ports, 2).unwrap();
+        let Role::Router(r) = &plan.role else { panic!("{:?}", plan.role) };
+        assert_eq!(
+            r.local,
+            vec![(a6("2001:2:0:30::1").into(), LocalKind::Address), (a6("2001:2:0:10::2").into(), LocalKind::Address)]
+        );
+        assert_eq!(
+            r.specs.iter().map(|s| s.link_local).collect::<Vec<_>>(),
+            [Some(a6("fe80::4")), Some(a6("fe80::55"))]
+        );
+        assert_eq!(r.specs[1].addrs6, [(a6("2001:2:0:10::2"), 64)]);
     }
 }

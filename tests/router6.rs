@@ -1,0 +1,229 @@
+//! `xfwd router` with IPv6 end to end on the dual-stack reference topology (`Rig::router6`):
+//! h1 behind eth5 on 2001:2:0:10::1, h2 behind eth4 on 2001:2:0:30::2 with 2001:2:0:1000::/52
+//! routed to it (all inside RFC 5180's 2001:2::/48); the box's kernel holds only link-local addresses and does not forward IPv6, so
+//! whatever crosses or answers is xfwd. Needs root; each test builds its own rig and removes it
+//! on drop.
+
+mod common;
+
+use std::net::Ipv6Addr;
+use std::time::Duration;
+
+use common::{
+    capture, control_path, cpus_or_skip, mac_bytes, mac_of, root_or_skip, send_raw, serial, show, stats, stop_clean,
+    XFWD,
+};
+use etherparse::{Ipv6Header, PacketBuilder};
+use xfwd::rig::{self, Rig, XfwdProcess};
+
+const RIG_CONFIG6: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router6.toml");
+const H1: &str = "2001:2:0:10::1";
+const H2: &str = "2001:2:0:30::2";
+const H2_BEHIND: &str = "2001:2:0:1000::2";
+
+fn start(r: &Rig, control: &str, extra: &[&str]) -> XfwdProcess {
+    let mut args = vec!["router", "--config", RIG_CONFIG6, "--control", control];
+    args.extend_from_slice(extra);
+    r.start_xfwd(XFWD, &args).unwrap()
+}
+
+fn ping(from: &rig::Netns, args: &[&str]) -> String {
+    let out = from.command("ping").args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn drop_count(s: &xfwd_dataplane::io::Report, port: usize, reason: &str) -> u64 {
+    s.ports[port].total.drops.iter().find(|(k, _)| k == reason).map_or(0, |(_, v)| *v)
+}
+
+#[test]
+fn ping6_and_tcp_cross_both_ways_and_a_static_route_with_xfwds_own_neighbour_discovery() {
+    if !root_or_skip("ping6_and_tcp_cross_both_ways_and_a_static_route_with_xfwds_own_neighbour_discovery")
+        || !cpus_or_skip("ping6_and_tcp_cross_both_ways_and_a_static_route_with_xfwds_own_neighbour_discovery", 2)
+    {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router6(1).unwrap();
+    let control = control_path("rt6-ref");
+    let mut x = start(&r, &control, &[]);
+    // No static neighbours: the first packets wait for xfwd's own solicitations, and the
+    // hosts resolve the router's addresses from its advertisements.
+    Rig::ping_until(&r.h2, H1, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, H2_BEHIND, Duration::from_secs(5)).unwrap();
+    let neighbors = show(&control, "neighbors");
+    assert!(neighbors.contains(&format!("{H1} dev eth5 lladdr {}", mac_of(&r.h1, "eth0"))), "{neighbors}");
+    assert!(neighbors.contains(&format!("{H2} dev eth4 lladdr {}", mac_of(&r.h2, "eth0"))), "{neighbors}");
+    // A host that asks for the router's address learns it from an advertisement with the
+    // Router flag (an entry made from xfwd's own solicitation carries no flag, so it is
+    // flushed first).
+    r.h1.ip(&["-6", "neigh", "flush", "dev", "eth0"]).unwrap();
+    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
+    let neigh = r.h1.ip(&["-6", "neigh", "show", "2001:2:0:10::2"]).unwrap();
+    let neigh = String::from_utf8_lossy(&neigh.stdout).into_owned();
+    assert!(neigh.contains(&mac_of(&r.boxns, "eth5")) && neigh.contains("router"), "h1's entry: {neigh}");
+    let s = stats(&control);
+    let ndp = |n: &str| s.ndp.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
+    // xfwd asked for a neighbour at least once (h2 asked for the router first, and was learnt
+    // from its solicitation, as Linux learns), answered both hosts, and learnt both.
+    assert!(ndp("requests-sent") >= 1 && ndp("replies-sent") >= 2 && ndp("learnt") >= 2, "{:?}", s.ndp);
+    assert!(ndp("glean-sent") >= 1, "the first ping waited for resolution and was then sent: {:?}", s.ndp);
+    // The box's own addresses answer echo requests.
+    Rig::ping_until(&r.h2, "2001:2:0:30::1", Duration::from_secs(2)).unwrap();
+    Rig::ping_until(&r.h2, "2001:2:0:10::2", Duration::from_secs(2)).unwrap();
+
+    // TCP across, the reference method's shape: two flows with fixed client ports.
+    let tcp = rig::iperf3_tcp(&r.h1, &r.h2, H1, 2, 2, 1).unwrap();
+    assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
+    let s = stats(&control);
+    for p in &s.ports {
+        assert_eq!(p.total.dropped(), 0, "{}: {:?}", p.name, p.total.drops);
+    }
+    stop_clean(&mut x);
+}
+
+#[test]
+fn hop_limit_no_route_packet_too_big_and_unresolvable_get_their_icmpv6_errors() {
+    if !root_or_skip("hop_limit_no_route_packet_too_big_and_unresolvable_get_their_icmpv6_errors") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router6(1).unwrap();
+    // eth4 (towards h2) with a 1,400-byte MTU; h1's link stays at 1,500.
+    r.boxns.ip(&["link", "set", "eth4", "mtu", "1400"]).unwrap();
+    let control = control_path("rt6-icmp");
+    let mut x = start(&r, &control, &[]);
+    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
+    // traceroute6's first probe: Time Exceeded from the address Linux would pick.
+    let out = ping(&r.h1, &["-c", "1", "-W", "2", "-t", "1", H2]);
+    assert!(out.contains("From 2001:2:0:10::2") && out.contains("Time exceeded: Hop limit"), "{out}");
+    // A prefix the router does not know.
+    let out = ping(&r.h1, &["-c", "1", "-W", "2", "2001:2:0:999::7"]);
+    assert!(out.contains("From 2001:2:0:10::2") && out.contains("Destination unreachable: No route"), "{out}");
+    // 1,500 bytes of IPv6 towards the 1,400-byte egress: Packet Too Big carrying 1400.
+    let out = ping(&r.h1, &["-c", "1", "-W", "2", "-s", "1452", "-M", "do", H2]);
+    assert!(out.contains("From 2001:2:0:10::2") && out.contains("Packet too big: mtu=1400"), "{out}");
+    // A neighbour that never answers: Address Unreachable once resolution gives up.
+    let out = ping(&r.h1, &["-c", "1", "-W", "6", "2001:2:0:30::99"]);
+    assert!(
+        out.contains("From 2001:2:0:10::2") && out.contains("Destination unreachable: Address unreachable"),
+        "{out}"
+    );
+    let s = stats(&control);
+    assert_eq!(drop_count(&s, 0, "hop-limit-exceeded"), 1, "{:?}", s.ports[0].total.drops);
+    assert_eq!(drop_count(&s, 0, "no-route"), 1, "{:?}", s.ports[0].total.drops);
+    assert_eq!(drop_count(&s, 0, "packet-too-big"), 1, "{:?}", s.ports[0].total.drops);
+    let ndp = |n: &str| s.ndp.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
+    assert_eq!((ndp("unresolved"), ndp("host-unreachable-sent")), (1, 1), "{:?}", s.ndp);
+    stop_clean(&mut x);
+}
+
+/// What one arm did with the crafted packets: the frames that reached h1 (forwarded, sorted),
+/// and the ICMPv6 errors h2 got from the router as (type, code, rest word, source, the quoted
+/// packet). Both quote as much as fits in 1,280 bytes, so the whole quote is compared.
+type Observed = (Vec<Vec<u8>>, Vec<(u8, u8, u32, Ipv6Addr, Vec<u8>)>);
+
+fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
+    let at_h1 = capture(r.h1.name(), "eth0", Duration::from_millis(2500));
+    let at_h2 = capture(r.h2.name(), "eth0", Duration::from_millis(2500));
+    // Give neighbour discovery a moment in either arm: send each frame twice, a second apart.
+    send_raw(r.h2.name(), "eth0", frames.to_vec());
+    std::thread::sleep(Duration::from_millis(1000));
+    send_raw(r.h2.name(), "eth0", frames.to_vec());
+    let ipv6 = |f: &[u8]| f.len() > 14 + 40 + 8 && f[12..14] == [0x86, 0xdd];
+    let mut h1: Vec<Vec<u8>> = at_h1
+        .join()
+        .unwrap()
+        .into_iter()
+        .filter(|f| ipv6(f) && f[14 + 6] == 17 && f[14 + 40 + 8..].starts_with(b"xfwd-diff"))
+        .collect();
+    h1.sort();
+    let h2 = at_h2
+        .join()
+        .unwrap()
+        .into_iter()
+        .filter(|f| ipv6(f) && f[14 + 6] == 58 && f[14 + 40] < 128)
+        .filter_map(|f| {
+            let (h, rest) = Ipv6Header::from_slice(&f[14..]).ok()?;
+            let src = Ipv6Addr::from(h.source);
+            // The router's: from its address on h2's side or its link-local one (h1's own
+            // errors, Port Unreachable for the UDP probes, cross the router too).
+            if src != "2001:2:0:30::1".parse::<Ipv6Addr>().unwrap() && !src.is_unicast_link_local() {
+                return None;
+            }
+            Some((rest[0], rest[1], u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]), src, rest[8..].to_vec()))
+        })
+        .collect();
+    (h1, h2)
+}
+
+#[test]
+fn differential_against_the_kernel_ipv6_router() {
+    if !root_or_skip("differential_against_the_kernel_ipv6_router") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router6(1).unwrap();
+    // A smaller MTU towards h1 in both arms, for Packet Too Big.
+    r.boxns.ip(&["link", "set", "eth5", "mtu", "1400"]).unwrap();
+    r.h1.ip(&["link", "set", "eth0", "mtu", "1400"]).unwrap();
+    // A link-local source h2 owns, so that both arms can send it its error.
+    r.h2.ip(&["addr", "add", "fe80::99/64", "dev", "eth0", "nodad"]).unwrap();
+    let (h2_mac, box_mac) = (mac_bytes(&r.h2, "eth0"), mac_bytes(&r.boxns, "eth4"));
+    let ip = |s: &str| s.parse::<Ipv6Addr>().unwrap().octets();
+    let udp = |src: &str, dst: &str, hops: u8, len: usize| {
+        let mut payload = b"xfwd-diff".to_vec();
+        payload.resize(len, 0x5a);
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2(h2_mac, box_mac)
+            .ipv6(ip(src), ip(dst), hops)
+            .udp(40000, 9)
+            .write(&mut v, &payload)
+            .unwrap();
+        v
+    };
+    let frames = vec![
+        udp(H2, H1, 64, 32),                // forwarded
+        udp(H2_BEHIND, H1, 2, 40),          // forwarded, hop limit 2 → 1
+        udp(H2, H1, 1, 32),                 // Time Exceeded
+        udp(H2, "2001:2:0:999::5", 64, 36), // Destination Unreachable, no route
+        udp(H2, H1, 64, 1500 - 48),         // Packet Too Big, MTU 1400
+        udp("fe80::99", H1, 64, 44),        // beyond scope of the source address
+        udp("::1", H1, 64, 32),             // martian source: dropped
+        udp("ff02::1", H1, 64, 32),         // multicast source: dropped
+    ];
+
+    // Kernel arm: the same addresses and route in the box's kernel, IPv6 forwarding on, no
+    // ICMPv6 rate limit to blur the comparison.
+    for (a, dev) in [("2001:2:0:10::2/64", "eth5"), ("2001:2:0:30::1/64", "eth4")] {
+        r.boxns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"]).unwrap();
+    }
+    r.boxns.ip(&["-6", "route", "add", "2001:2:0:1000::/52", "via", H2]).unwrap();
+    for k in ["net.ipv6.conf.all.forwarding=1", "net.ipv6.icmp.ratelimit=0"] {
+        r.boxns.exec(&["sysctl", "-qw", k]).unwrap();
+    }
+    let kernel = observe(&r, &frames);
+    for dev in ["eth4", "eth5"] {
+        r.boxns.ip(&["-6", "addr", "flush", "dev", dev, "scope", "global"]).unwrap();
+    }
+    r.boxns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=0"]).unwrap();
+    for h in [&r.h1, &r.h2] {
+        h.ip(&["-6", "neigh", "flush", "dev", "eth0"]).unwrap();
+    }
+
+    let control = control_path("rt6-diff");
+    let mut x = start(&r, &control, &["--queues", "1"]);
+    let ours = observe(&r, &frames);
+    stop_clean(&mut x);
+
+    // Forwarded frames: identical bytes (hop limit, both MACs), each seen twice.
+    assert_eq!(kernel.0.len(), 4, "kernel forwarded: {}", kernel.0.len());
+    assert_eq!(ours.0, kernel.0, "forwarded bytes differ");
+    // ICMPv6 errors: same type, code, MTU, source address and quoted packet.
+    let (mut k, mut o) = (kernel.1.clone(), ours.1.clone());
+    k.sort();
+    o.sort();
+    assert_eq!(k.len(), 8, "kernel ICMPv6 errors: {k:?}");
+    assert_eq!(o, k, "ICMPv6 errors differ");
+}
