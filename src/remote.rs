@@ -75,6 +75,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             conditions: Conditions {
                 mode: args.mode.clone(),
                 test: "tcp".into(),
+                ip: if args.server.contains(':') { 6 } else { 4 },
                 queues: 0,
                 flows: cports.len() as u32,
                 frame: 0,

@@ -244,6 +244,10 @@ pub struct Rig {
 pub const H1_ADDR: &str = "198.18.0.1";
 /// Host 2's address on the bridge rig.
 pub const H2_ADDR: &str = "198.18.0.2";
+/// Host 1's IPv6 address on the direct wire ([`Rig::wire6`]), in RFC 5180's 2001:2::/48.
+pub const H1_ADDR6: &str = "2001:2::1";
+/// Host 2's IPv6 address on the direct wire.
+pub const H2_ADDR6: &str = "2001:2::2";
 
 /// One host of a rig: the box port it faces (or the other host's `eth0`, for the wire), its
 /// addresses and its routes through the box.
@@ -1006,6 +1010,21 @@ impl Rig {
         let (a1, a2) = (format!("{H1_ADDR}/24"), format!("{H2_ADDR}/24"));
         configure_host(&h1, &HostSpec { peer: "eth0", addrs: &[&a1], routes: &[] }, queues)?;
         configure_host(&h2, &HostSpec { peer: "eth0", addrs: &[&a2], routes: &[] }, queues)?;
+        Ok(Rig { queues, boxns, h1, h2 })
+    }
+
+    /// The direct wire with IPv6 beside IPv4 ([`H1_ADDR6`], [`H2_ADDR6`], /64), quiet as
+    /// [`Rig::router6`]'s.
+    pub fn wire6(queues: u32) -> Result<Rig> {
+        let (boxns, h1, h2) = namespaces()?;
+        for ns in [&h1, &h2] {
+            enable_ipv6(ns)?;
+        }
+        veth(&h1, &h2, "eth0", queues)?;
+        let (a1, a2) = (format!("{H1_ADDR}/24"), format!("{H2_ADDR}/24"));
+        let (b1, b2) = (format!("{H1_ADDR6}/64"), format!("{H2_ADDR6}/64"));
+        configure_host(&h1, &HostSpec { peer: "eth0", addrs: &[&a1, &b1], routes: &[] }, queues)?;
+        configure_host(&h2, &HostSpec { peer: "eth0", addrs: &[&a2, &b2], routes: &[] }, queues)?;
         Ok(Rig { queues, boxns, h1, h2 })
     }
 }

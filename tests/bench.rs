@@ -203,3 +203,36 @@ fn a_failed_run_is_reported_and_the_other_runs_complete() {
     assert_rig_removed(pid);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--ip 6`: the same arms over IPv6 on the dual-stack rig, TCP and a packet rate; the
+/// report says IPv6, every arm moved traffic, and the kernel arm forwarded IPv6 with its own
+/// switches (its run would fail otherwise: the ping before each run must cross).
+#[test]
+fn an_ipv6_ab_run_routes_over_ipv6_in_every_arm() {
+    if !root_or_skip("an_ipv6_ab_run_routes_over_ipv6_in_every_arm") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench6-test-{}", std::process::id()));
+    let common = ["--ip", "6", "--arm", "kernel,xfwd,wire", "--runs", "1", "--time", "2", "--omit", "0"];
+    let (res, r, pid) = bench_router(&dir.join("tcp"), &[&common[..], &["--flows", "2"]].concat());
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    assert!(String::from_utf8_lossy(&res.stdout).contains("router tcp over IPv6"), "the table says IPv6");
+    assert_eq!((r.conditions.ip, r.conditions.test.as_str()), (6, "tcp"));
+    for arm in &r.arms {
+        assert!(arm.failed.is_empty(), "{}: {:?}", arm.name, arm.failed);
+        assert!(arm.runs[0].gbps > 0.0 && arm.runs[0].packets > 0, "{}: {:?}", arm.name, arm.runs[0]);
+    }
+    assert_rig_removed(pid);
+    let (res, r, _) = bench_router(&dir.join("udp"), &[&common[..], &["--frame", "78", "--rate", "20000"]].concat());
+    assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+    for arm in &r.arms {
+        let run = &arm.runs[0];
+        assert!(run.offered_pps > 0.0 && run.delivered_pps > 0.0, "{}: {run:?}", arm.name);
+    }
+    // A frame too small for IPv6 is refused before anything is built.
+    let out = Command::new(XFWD).args(["bench", "--mode", "router", "--ip", "6", "--frame", "64"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("an IPv6 UDP frame is at least 67 bytes"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

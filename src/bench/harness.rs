@@ -16,6 +16,33 @@ use super::stats::{jain, percentile, Summary};
 use crate::rig::{self, Netns, Rig, XfwdProcess};
 
 const RIG_ROUTER: &str = include_str!("../../config/examples/rig-router.toml");
+const RIG_ROUTER6: &str = include_str!("../../config/examples/rig-router6.toml");
+
+/// The IP version a bench's traffic runs over.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IpVersion {
+    /// IPv4 (the reference's).
+    #[default]
+    #[value(name = "4")]
+    V4,
+    /// IPv6, on the dual-stack rig (RFC 5180's 2001:2::/48).
+    #[value(name = "6")]
+    V6,
+}
+
+impl IpVersion {
+    /// 4 or 6.
+    pub fn number(self) -> u8 {
+        match self {
+            IpVersion::V4 => 4,
+            IpVersion::V6 => 6,
+        }
+    }
+}
+
+/// The smallest IPv6 UDP frame trafgen sends with a payload: Ethernet 14, IPv6 40, UDP 8, one
+/// byte, and the 4-byte FCS.
+pub const MIN_FRAME6: u32 = 4 + 14 + 40 + 8 + 1;
 
 /// A file under /run/xfwd removed on drop, whatever path the run takes out.
 struct TempFile(PathBuf);
@@ -74,6 +101,9 @@ pub struct BenchArgs {
     /// Packet-rate test: offered rate in packets per second, the same in every arm (0: flat out).
     #[arg(long, default_value_t = 100_000)]
     pub rate: u64,
+    /// IP version of the traffic: 4, or 6 (router mode, on the dual-stack rig).
+    #[arg(long, value_enum, default_value = "4")]
+    pub ip: IpVersion,
     /// Short preset: 2 runs of 3 s, no omit (a few minutes for both modes).
     #[arg(long)]
     pub quick: bool,
@@ -176,13 +206,14 @@ struct Endpoints<'a> {
     next_mac: String,
 }
 
-fn endpoints<'a>(mode: BenchMode, r: &'a Rig, wire: bool) -> Result<Endpoints<'a>> {
+fn endpoints<'a>(mode: BenchMode, r: &'a Rig, wire: bool, ip: IpVersion) -> Result<Endpoints<'a>> {
+    let v6 = ip == IpVersion::V6;
     Ok(if wire {
         Endpoints {
             server: &r.h1,
             client: &r.h2,
-            server_addr: rig::H1_ADDR,
-            client_addr: rig::H2_ADDR,
+            server_addr: if v6 { rig::H1_ADDR6 } else { rig::H1_ADDR },
+            client_addr: if v6 { rig::H2_ADDR6 } else { rig::H2_ADDR },
             next_mac: mac(&r.h1, "eth0")?,
         }
     } else if mode == BenchMode::Router {
@@ -190,8 +221,8 @@ fn endpoints<'a>(mode: BenchMode, r: &'a Rig, wire: bool) -> Result<Endpoints<'a
         Endpoints {
             server: &r.h1,
             client: &r.h2,
-            server_addr: "198.18.10.1",
-            client_addr: "198.18.30.2",
+            server_addr: if v6 { "2001:2:0:10::1" } else { "198.18.10.1" },
+            client_addr: if v6 { "2001:2:0:30::2" } else { "198.18.30.2" },
             next_mac: mac(&r.boxns, "eth4")?,
         }
     } else {
@@ -206,17 +237,18 @@ fn endpoints<'a>(mode: BenchMode, r: &'a Rig, wire: bool) -> Result<Endpoints<'a
 }
 
 /// Takes the kernel arm down again, from whatever state its set-up reached.
-fn kernel_down(mode: BenchMode, r: &Rig) -> Result<()> {
+fn kernel_down(mode: BenchMode, r: &Rig, ip: IpVersion) -> Result<()> {
     if mode == BenchMode::Bridge && r.boxns.ip(&["link", "show", "br0"]).is_err() {
         // The set-up failed before the bridge existed: nothing to remove.
         return Ok(());
     }
-    kernel_up(mode, r, false)
+    kernel_up(mode, r, false, ip)
 }
 
 /// The kernel arm: a Linux bridge, or the embedded router file applied by `xfwd kernel`'s own
-/// commands (the same addresses and routes xfwd is given) with forwarding on.
-fn kernel_up(mode: BenchMode, r: &Rig, up: bool) -> Result<()> {
+/// commands (the same addresses and routes xfwd is given) with forwarding on, IPv6's per
+/// interface as `xfwd kernel` switches it.
+fn kernel_up(mode: BenchMode, r: &Rig, up: bool, ip: IpVersion) -> Result<()> {
     if mode == BenchMode::Bridge {
         if up {
             r.boxns.ip(&["link", "add", "br0", "type", "bridge"])?;
@@ -230,17 +262,29 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool) -> Result<()> {
     }
     // The embedded file names no routes file: nothing is read.
     let no_routes_file = |p: &Path| Err(std::io::Error::new(std::io::ErrorKind::NotFound, p.display().to_string()));
-    let config =
-        xfwd_config::RouterConfig::parse(Path::new("config/examples/rig-router.toml"), RIG_ROUTER, no_routes_file)
-            .context("the embedded rig router file")?;
+    let (name, text) = rig_router(ip);
+    let config = xfwd_config::RouterConfig::parse(Path::new(name), text, no_routes_file)
+        .context("the embedded rig router file")?;
     let (apply, undo) = crate::kernel::router_commands(&config);
     if up {
         crate::kernel::ip_batch_in(Some(r.boxns.name()), &apply, false)?;
     } else {
         crate::kernel::ip_batch_in(Some(r.boxns.name()), &undo, true)?;
     }
-    r.boxns.exec(&["sysctl", "-qw", &format!("net.ipv4.ip_forward={}", u8::from(up))])?;
+    // The box's switches start off on the rig; the kernel arm turns them on and back off.
+    let has = |k: &str| r.boxns.exec(&["test", "-e", &format!("/proc/sys/{k}")]).is_ok();
+    for k in crate::kernel::forwarding_switches(&config, has) {
+        r.boxns.exec(&["sysctl", "-qw", &format!("{k}={}", u8::from(up))])?;
+    }
     Ok(())
+}
+
+/// The embedded rig router file for `ip`: its name (for errors) and text.
+fn rig_router(ip: IpVersion) -> (&'static str, &'static str) {
+    match ip {
+        IpVersion::V4 => ("config/examples/rig-router.toml", RIG_ROUTER),
+        IpVersion::V6 => ("config/examples/rig-router6.toml", RIG_ROUTER6),
+    }
 }
 
 /// The interval between pings, idle and under load, in ms.
@@ -349,16 +393,18 @@ fn report_has_default_xfwd(arms: &[(String, Arm)]) -> bool {
 
 /// The trafgen configuration for `flows` UDP flows of `frame`-byte frames.
 pub fn trafgen_config(dst_mac: &str, src_mac: &str, src: &str, dst: &str, flows: u32, frame: u32) -> String {
-    // Ethernet 14 + IPv4 20 + UDP 8 + payload; the NIC adds the 4-byte FCS to reach `frame`.
-    let payload = frame.saturating_sub(4 + 14 + 20 + 8).max(1);
+    // Ethernet 14 + IPv4 20 (IPv6 40) + UDP 8 + payload; the NIC adds the 4-byte FCS to reach
+    // `frame`.
+    let v6 = src.contains(':');
+    let payload = frame.saturating_sub(4 + 14 + if v6 { 40 } else { 20 } + 8).max(1);
     // trafgen refuses a counter whose minimum is its maximum: one flow has a fixed port.
     let sport = match flows {
         0 | 1 => "1024".to_owned(),
         n => format!("dinc(1024, {})", 1024 + n - 1),
     };
-    format!(
-        "{{ eth(da={dst_mac}, sa={src_mac}), ipv4(sa={src}, da={dst}, ttl=64, df), udp(sp={sport}, dp=9), fill(0x00, {payload}) }}\n"
-    )
+    let ip =
+        if v6 { format!("ipv6(sa={src}, da={dst}, hl=64)") } else { format!("ipv4(sa={src}, da={dst}, ttl=64, df)") };
+    format!("{{ eth(da={dst_mac}, sa={src_mac}), {ip}, udp(sp={sport}, dp=9), fill(0x00, {payload}) }}\n")
 }
 
 #[allow(clippy::too_many_arguments, reason = "one run's whole description")]
@@ -525,9 +571,9 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
     };
     let mut xfwd = None;
     let measured = (|| {
-        let p = endpoints(b.mode, r, is_wire)?;
+        let p = endpoints(b.mode, r, is_wire, b.args.ip)?;
         match arm {
-            Arm::Kernel => kernel_up(b.mode, r, true).context("setting up the kernel arm")?,
+            Arm::Kernel => kernel_up(b.mode, r, true, b.args.ip).context("setting up the kernel arm")?,
             Arm::Xfwd(extra) => {
                 let mut a: Vec<String> = if b.mode == BenchMode::Router {
                     vec!["router".into(), "--config".into(), b.config.clone()]
@@ -564,7 +610,7 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
         }
     }
     if *arm == Arm::Kernel {
-        kernel_down(b.mode, r).context("tearing down the kernel arm")?;
+        kernel_down(b.mode, r, b.args.ip).context("tearing down the kernel arm")?;
     }
     Ok(match measured {
         Ok(m) if errors.is_empty() => Ok(m),
@@ -588,7 +634,7 @@ pub fn run_mode(
         args.arms.iter().map(|a| Arm::parse(a).map(|p| (a.clone(), p))).collect::<Result<_>>()?;
     std::fs::create_dir_all("/run/xfwd")?;
     let config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-router.toml", std::process::id())));
-    std::fs::write(&config.0, RIG_ROUTER)?;
+    std::fs::write(&config.0, rig_router(args.ip).1)?;
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let bench = Bench {
         args,
@@ -596,11 +642,16 @@ pub fn run_mode(
         exe,
         config: config.0.display().to_string(),
         control: format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id()),
-        rig: match mode {
-            BenchMode::Router => Rig::router(args.queues)?,
-            BenchMode::Bridge => Rig::bridge(args.queues)?,
+        rig: match (mode, args.ip) {
+            (BenchMode::Router, IpVersion::V4) => Rig::router(args.queues)?,
+            (BenchMode::Router, IpVersion::V6) => Rig::router6(args.queues)?,
+            (BenchMode::Bridge, _) => Rig::bridge(args.queues)?,
         },
-        wire: if arms.iter().any(|(_, a)| *a == Arm::Wire) { Some(Rig::wire(args.queues)?) } else { None },
+        wire: match (arms.iter().any(|(_, a)| *a == Arm::Wire), args.ip) {
+            (false, _) => None,
+            (true, IpVersion::V4) => Some(Rig::wire(args.queues)?),
+            (true, IpVersion::V6) => Some(Rig::wire6(args.queues)?),
+        },
     };
     let mut results: Vec<ArmResult> = arms.iter().map(|(n, _)| ArmResult::new(n)).collect();
     let mut modes = Modes { xdp: String::from("-"), xsk: "copy" };
@@ -649,6 +700,7 @@ pub fn run_mode(
         conditions: Conditions {
             mode: mode.to_string(),
             test: if args.frame.is_some() { format!("udp{frame}") } else { "tcp".into() },
+            ip: args.ip.number(),
             queues: args.queues,
             flows: args.flows,
             frame,
@@ -792,6 +844,14 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
     if args.queues > ncpu {
         bail!("--queues {}: this machine has {ncpu} CPU(s); each queue's sender is pinned to its own", args.queues);
+    }
+    if args.ip == IpVersion::V6 {
+        if args.mode.contains(&BenchMode::Bridge) {
+            bail!("--ip 6 runs the router (--mode router): the bridge rig carries IPv4 only");
+        }
+        if let Some(f) = args.frame.filter(|&f| f < MIN_FRAME6) {
+            bail!("--frame {f}: an IPv6 UDP frame is at least {MIN_FRAME6} bytes with its FCS (a 64-byte frame has no room for IPv6); use --frame {MIN_FRAME6} or more");
+        }
     }
     Ok(())
 }

@@ -19,6 +19,9 @@ pub struct Conditions {
     pub mode: String,
     /// The test: `tcp` (iperf3, sum of sender rates) or `udp64` (64-byte frames, packet rate).
     pub test: String,
+    /// The IP version of the traffic (4 in reports from before IPv6).
+    #[serde(default = "ipv4")]
+    pub ip: u8,
     /// Queues per port (and workers).
     pub queues: u32,
     /// Flows.
@@ -56,6 +59,10 @@ pub struct Conditions {
     pub queueing: String,
     /// Versions: xfwd, iperf3, trafgen.
     pub versions: Vec<(String, String)>,
+}
+
+fn ipv4() -> u8 {
+    4
 }
 
 /// What xfwd said of one run: its workers' scheduling and its queue management.
@@ -302,6 +309,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
         conditions: Conditions {
             mode: "router".into(),
             test: "tcp".into(),
+            ip: 4,
             queues: 1,
             flows: 2,
             frame: 0,

@@ -35,9 +35,10 @@ pub fn render(report: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "\n{} {} | {} queue(s), {} flow(s), {} s per run{} | {} | XDP {}, AF_XDP {} | kernel {}",
+        "\n{} {}{} | {} queue(s), {} flow(s), {} s per run{} | {} | XDP {}, AF_XDP {} | kernel {}",
         c.mode,
         c.test,
+        if c.ip == 6 { " over IPv6" } else { "" },
         c.queues,
         c.flows,
         c.time_s,
