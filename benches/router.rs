@@ -16,7 +16,11 @@ use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{Decide, RouterDecide};
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
 use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
-use xfwd_dataplane::l3::{decide, prefetch, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::l3::tables::RouteTarget6;
+use xfwd_dataplane::l3::{
+    decide, decide6, prefetch, prefetch6, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState,
+    RouterTables,
+};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
@@ -339,5 +343,79 @@ fn bench_router(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_fib, bench_fib6, bench_router);
+fn bench_router6(c: &mut Criterion) {
+    let mut rng = Rng(0x94D0_49BB_1331_11EB);
+    let table = prefixes6(ROUTES, &mut rng);
+    let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
+    let eth4 = MacAddr([2, 0, 0, 0, 4, 4]);
+    let port = |name: &str, mac, a: &str| PortSpec {
+        name: name.into(),
+        mac,
+        mtu: 1500,
+        addrs: Vec::new(),
+        addrs6: vec![(a.parse().unwrap(), 64)],
+        link_local: None,
+    };
+    let ports = vec![port("eth5", eth5, "2001:2:0:10::2"), port("eth4", eth4, "2001:2:0:30::1")];
+    let gateways: Vec<Ipv6Addr> = (0..16).map(|i| Ipv6Addr::new(0x2001, 2, 0, 0x30, 0, 0, 0, 0x10 + i)).collect();
+    let statics: Vec<(Prefix6, RouteTarget6)> =
+        table.iter().enumerate().map(|(i, p)| (*p, RouteTarget6::Via { gw: gateways[i % 16], dev: None })).collect();
+    let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
+    let neighbors = NeighborTable6::new6(64);
+    for (i, gw) in gateways.iter().enumerate() {
+        neighbors.insert(*gw, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
+    }
+    let mut state = RouterState::new(0, 1);
+    state.fit(&t);
+    let mut scratch = [0u8; SCRATCH_LEN];
+    let mut g = c.benchmark_group("router6_decide_batch64_1m");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for (name, n) in [("hot_4k_dsts", 4_000usize), ("cold_1m_dsts", 1_000_000)] {
+        let dsts = destinations6(&table, n, &mut rng);
+        // 80-byte UDP frames from the eth5 side, hop limit 64.
+        let frames: Vec<[u8; 80]> = dsts
+            .iter()
+            .map(|d| {
+                let mut v = Vec::with_capacity(80);
+                etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
+                    .ipv6("2001:2:0:10::1".parse::<Ipv6Addr>().unwrap().octets(), d.octets(), 64)
+                    .udp(1024, 9)
+                    .write(&mut v, &[0u8; 18])
+                    .unwrap();
+                let mut f = [0u8; 80];
+                f[..v.len()].copy_from_slice(&v);
+                f
+            })
+            .collect();
+        // As the worker runs it: a prefetch stage (the FIB's direct entry) frames ahead.
+        let dist = RouterDecide::PREFETCH_DISTANCE;
+        let mut at = 0usize;
+        g.bench_function(name, |b| {
+            b.iter_batched_ref(
+                || {
+                    at = (at + BATCH) % (frames.len() - BATCH);
+                    frames[at..at + BATCH].to_vec()
+                },
+                |batch| {
+                    for f in batch.iter().take(dist) {
+                        prefetch6(&f[..], &t);
+                    }
+                    for i in 0..batch.len() {
+                        if i + dist < batch.len() {
+                            prefetch6(&batch[i + dist][..], &t);
+                        }
+                        let f = &mut batch[i];
+                        let a = decide6(&mut f[..], PortId(0), &t, &neighbors, &mut state, 1000, &mut scratch);
+                        debug_assert!(matches!(a, Action::Forward(PortId(1))), "{a:?}");
+                        black_box(a);
+                    }
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_fib, bench_fib6, bench_router, bench_router6);
 criterion_main!(benches);
