@@ -18,8 +18,22 @@ fn tables() -> Arc<ArcSwap<RouterTables>> {
     static T: OnceLock<Arc<ArcSwap<RouterTables>>> = OnceLock::new();
     Arc::clone(T.get_or_init(|| {
         let ports = vec![
-            PortSpec { name: "eth5".into(), mac: MACS[0], mtu: 1500, addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)], addrs6: Vec::new(), link_local: None },
-            PortSpec { name: "eth4".into(), mac: MACS[1], mtu: 1500, addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)], addrs6: Vec::new(), link_local: None },
+            PortSpec {
+                name: "eth5".into(),
+                mac: MACS[0],
+                mtu: 1500,
+                addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
+            PortSpec {
+                name: "eth4".into(),
+                mac: MACS[1],
+                mtu: 1500,
+                addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
         ];
         Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &[]).unwrap()))
     }))

@@ -22,8 +22,18 @@ fn world() -> &'static (RouterTables, NeighborTable) {
                 name: "eth5".into(),
                 mac: MACS[0],
                 mtu: 1500,
-                addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)], addrs6: Vec::new(), link_local: None },
-            PortSpec { name: "eth4".into(), mac: MACS[1], mtu: 1400, addrs: vec![(ip("198.18.30.1"), 24)], addrs6: Vec::new(), link_local: None },
+                addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
+            PortSpec {
+                name: "eth4".into(),
+                mac: MACS[1],
+                mtu: 1400,
+                addrs: vec![(ip("198.18.30.1"), 24)],
+                addrs6: Vec::new(),
+                link_local: None,
+            },
         ];
         let routes = [
             ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
