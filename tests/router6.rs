@@ -227,3 +227,49 @@ fn differential_against_the_kernel_ipv6_router() {
     assert_eq!(k.len(), 8, "kernel ICMPv6 errors: {k:?}");
     assert_eq!(o, k, "ICMPv6 errors differ");
 }
+
+#[test]
+fn sighup_applies_a_new_ipv6_route_and_static_neighbour() {
+    if !root_or_skip("sighup_applies_a_new_ipv6_route_and_static_neighbour") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router6(1).unwrap();
+    let dir = std::env::temp_dir().join(format!("xfwd-reload6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("router.toml");
+    let base = std::fs::read_to_string(RIG_CONFIG6).unwrap();
+    std::fs::write(&config, &base).unwrap();
+    let control = control_path("rt6-hup");
+    let mut x = r.start_xfwd(XFWD, &["router", "--config", config.to_str().unwrap(), "--control", &control]).unwrap();
+    // h2 also answers on 2001:2:0:2000::2, a prefix the router has no route for yet.
+    r.h2.ip(&["-6", "addr", "add", "2001:2:0:2000::2/64", "dev", "eth0", "nodad"]).unwrap();
+    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
+    let out = ping(&r.h1, &["-c", "1", "-W", "2", "2001:2:0:2000::2"]);
+    assert!(out.contains("Destination unreachable: No route"), "before the reload: {out}");
+
+    let h2_mac = mac_of(&r.h2, "eth0");
+    let extra = format!(
+        "\n[[route]]\nprefix = \"2001:2:0:2000::/52\"\nvia = \"{H2}\"\n\n[[neighbor]]\nip = \"{H2}\"\nmac = \"{h2_mac}\"\n"
+    );
+    std::fs::write(&config, base.clone() + &extra).unwrap();
+    x.proc.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    x.collect();
+    assert!(x.seen.iter().any(|l| l.starts_with("xfwd: reloaded")), "{:#?}", x.seen);
+    Rig::ping_until(&r.h1, "2001:2:0:2000::2", Duration::from_secs(3)).unwrap();
+    assert!(show(&control, "routes").contains(&format!("2001:2:0:2000::/52 via {H2} dev eth4")));
+    let neighbors = show(&control, "neighbors");
+    assert!(neighbors.contains(&format!("{H2} dev eth4 lladdr {h2_mac} PERMANENT")), "{neighbors}");
+
+    // A broken IPv6 route is refused with its position; the running tables stay.
+    std::fs::write(&config, base + "\n[[route]]\nprefix = \"2001:2:0:3000::/52\"\nvia = \"fe80::1\"\n").unwrap();
+    x.proc.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(500));
+    x.collect();
+    let refused = x.seen.iter().find(|l| l.starts_with("xfwd: reload refused")).cloned().unwrap_or_default();
+    assert!(refused.contains("router.toml:") && refused.contains("say which interface"), "{:#?}", x.seen);
+    Rig::ping_until(&r.h1, "2001:2:0:2000::2", Duration::from_secs(3)).unwrap();
+    stop_clean(&mut x);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
