@@ -209,8 +209,8 @@ static __always_inline int router_wants6(const unsigned char *data, const unsign
 	const unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_in6 daddr;
 
-	if (ip + XFWD_IPV6_HLEN + 1 > data_end)
-		return 0; /* truncated (or nothing after the header): the kernel counts it */
+	if (ip + XFWD_IPV6_HLEN > data_end)
+		return 0; /* truncated: the kernel counts it */
 	if (ip[24] == 0xff)
 		return 0; /* multicast */
 	if (ip[24] == 0xfe && (ip[25] & 0xc0) == 0x80)
@@ -218,6 +218,8 @@ static __always_inline int router_wants6(const unsigned char *data, const unsign
 	__builtin_memcpy(daddr.b, ip + 24, 16);
 	if (!bpf_map_lookup_elem(&xfwd_local6, &daddr))
 		return 1; /* to be routed */
+	if (ip + XFWD_IPV6_HLEN + 1 > data_end)
+		return 0; /* for the box, and no ICMPv6 type to read */
 	return ip[6] == XFWD_NEXT_HEADER_ICMPV6 && ip[XFWD_IPV6_HLEN] == XFWD_ICMPV6_ECHO_REQUEST;
 }
 

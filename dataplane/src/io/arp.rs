@@ -5,7 +5,8 @@
 //! socket per port (`AF_PACKET`, `ETH_P_ARP`): packet sockets see what XDP passed. Neighbour
 //! discovery likewise: the XDP program passes IPv6 to link-local and multicast addresses (and
 //! anything but echo requests to the box's own) to the kernel, and a second packet socket per
-//! port (`ETH_P_IPV6`) sees it; the IPv6 engine picks the solicitations and advertisements out.
+//! port (`ETH_P_IPV6`, with a socket filter that keeps only solicitations and advertisements)
+//! sees it. Each socket is read at most 256 frames per turn.
 //! That socket joins the solicited-node group of each of the port's addresses
 //! (`PACKET_ADD_MEMBERSHIP`), so that a NIC that filters multicast lets them in. It sends
 //! through the same sockets. One thread, because resolution is a few frames per second per
@@ -33,6 +34,8 @@ use crate::wire::{icmpv6, MacAddr};
 use crate::PortId;
 
 const POLL_MS: i32 = 10;
+/// Frames read from one socket per turn of the thread's loop.
+const READ_BURST: usize = 256;
 
 /// Requests to the ARP thread from the control thread.
 #[derive(Debug)]
@@ -105,6 +108,46 @@ impl PacketSocket {
             return Err(io::Error::last_os_error());
         }
         Ok(PacketSocket { fd })
+    }
+
+    /// Keeps only neighbour solicitations and advertisements on the socket (a classic BPF
+    /// filter in the kernel): the IPv6 the XDP program passes to the kernel (its own traffic,
+    /// MLD, whatever is sent to the box) never reaches the ARP thread, which a flood of it
+    /// could otherwise keep busy.
+    fn only_neighbour_discovery(&self) -> io::Result<()> {
+        // ldh [12]; jeq 0x86dd; ldb [20] (next header); jeq 58; ldb [54] (ICMPv6 type);
+        // jeq 135 or 136: accept the whole frame, else drop it.
+        let ins = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+        const LDH_ABS: u16 = 0x28;
+        const LDB_ABS: u16 = 0x30;
+        const JEQ_K: u16 = 0x15;
+        const RET_K: u16 = 0x06;
+        let prog = [
+            ins(LDH_ABS, 0, 0, 12),
+            ins(JEQ_K, 0, 6, u32::from(ETHERTYPE_IPV6)),
+            ins(LDB_ABS, 0, 0, 14 + 6),
+            ins(JEQ_K, 0, 4, 58),
+            ins(LDB_ABS, 0, 0, 14 + 40),
+            ins(JEQ_K, 1, 0, u32::from(icmpv6::NEIGHBOR_SOLICITATION)),
+            ins(JEQ_K, 0, 1, u32::from(icmpv6::NEIGHBOR_ADVERTISEMENT)),
+            ins(RET_K, 0, 0, 0xffff),
+            ins(RET_K, 0, 0, 0),
+        ];
+        let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr().cast_mut() };
+        // SAFETY: `fprog` points at `prog`, alive for the call; the kernel copies the program.
+        let r = unsafe {
+            libc::setsockopt(
+                self.raw(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&fprog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Lets the frames to the Ethernet group `mac` in on the socket's interface.
@@ -192,6 +235,9 @@ pub fn open(
     let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_ARP)).collect::<io::Result<Vec<_>>>()?;
     let sockets6 =
         ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_IPV6)).collect::<io::Result<Vec<_>>>()?;
+    for s in &sockets6 {
+        s.only_neighbour_discovery()?;
+    }
     let t = tables.load();
     for ((p, s), spec) in ports.iter().zip(&sockets6).zip(&t.ports) {
         for (a, _) in &spec.addrs6 {
@@ -250,11 +296,15 @@ impl ArpThread {
         while !stop.load(Ordering::Relaxed) {
             self.wait();
             let now = self.clock.now_ms();
+            // At most READ_BURST frames per socket per turn: a flood on one cannot keep the
+            // others, the gleans and the timers waiting.
             for p in 0..self.sockets.len() {
-                while let Some(n) = self.sockets[p].recv(&mut buf) {
+                for _ in 0..READ_BURST {
+                    let Some(n) = self.sockets[p].recv(&mut buf) else { break };
                     self.engine.on_arp(PortId(p as u8), &buf[..n], now);
                 }
-                while let Some(n) = self.sockets6[p].recv(&mut buf) {
+                for _ in 0..READ_BURST {
+                    let Some(n) = self.sockets6[p].recv(&mut buf) else { break };
                     self.engine6.on_ndp(PortId(p as u8), &buf[..n], now);
                 }
             }
@@ -282,10 +332,12 @@ impl ArpThread {
     }
 
     fn flush(&mut self) {
-        // Any socket of the port sends any frame: a packet socket sends what it is given.
-        let out = self.engine.take_output().into_iter().chain(self.engine6.take_output());
-        for (port, frame) in out {
-            let sent = self.sockets.get(port.index()).map(|s| s.send(&frame));
+        // Each family's frames leave by its own socket (whose protocol the kernel gives them).
+        let out = self.engine.take_output().into_iter().map(|o| (o, false));
+        let out = out.chain(self.engine6.take_output().into_iter().map(|o| (o, true)));
+        for ((port, frame), v6) in out {
+            let sockets = if v6 { &self.sockets6 } else { &self.sockets };
+            let sent = sockets.get(port.index()).map(|s| s.send(&frame));
             if !matches!(sent, Some(Ok(()))) {
                 self.counters.send_errors.inc();
             }

@@ -478,6 +478,14 @@ impl<'a> RouterPlan<'a> {
         {
             return Err(StartError::Usage("every port needs its addresses".into()));
         }
+        // IPv6 needs links of 1,280 bytes at least (RFC 8200 section 5): on a smaller one no
+        // Packet Too Big could name an MTU a sender may use.
+        if let Some((p, _)) = ports.iter().zip(&setup.addresses6).find(|(p, a)| !a.is_empty() && p.mtu < 1280) {
+            return Err(StartError::Usage(format!(
+                "{}: MTU {} is below IPv6's minimum of 1280; raise it (ip link set {} mtu 1280) or give the port no IPv6 address",
+                p.name, p.mtu, p.name
+            )));
+        }
         let specs = ports
             .iter()
             .enumerate()
@@ -1036,5 +1044,7 @@ mod tests {
             [Some(a6("fe80::4")), Some(a6("fe80::55"))]
         );
         assert_eq!(r.specs[1].addrs6, [(a6("2001:2:0:10::2"), 64)]);
+        ports[0].mtu = 1279;
+        assert!(usage(plan_new(&cfg, &ports, 2)).starts_with("eth4: MTU 1279 is below IPv6's minimum of 1280"));
     }
 }
