@@ -244,8 +244,9 @@ pub fn neighbors(view: &LiveView) -> String {
     let entries = r.neighbors6.entries();
     for n in &entries {
         let dev = view.ports.get(n.port.index()).map_or("?", |p| p.name.as_str());
-        let _ =
-            writeln!(s, "{} dev {dev} lladdr {} {}", n.ip, n.mac, if n.is_static { "PERMANENT" } else { "REACHABLE" });
+        // A link-local neighbour's key carries its port; shown as `ip neigh` shows it.
+        let ip = xfwd_dataplane::l3::tables::unscope6(n.ip);
+        let _ = writeln!(s, "{ip} dev {dev} lladdr {} {}", n.mac, if n.is_static { "PERMANENT" } else { "REACHABLE" });
     }
     let _ = writeln!(s, "{} of {} IPv6 entries", entries.len(), r.neighbors6.capacity());
     s

@@ -1,6 +1,6 @@
 //! Longest-prefix match over IPv6 routes.
 //!
-//! # Structure: a 20-bit direct table over a popcount-compressed multibit trie
+//! # Structure: a 22-bit direct table over a popcount-compressed multibit trie
 //!
 //! The IPv4 table's trick (one flat array indexed by most of the address) does not carry
 //! over: a full IPv6 table is mostly /32 to /48 prefixes, so a flat level deep enough to
@@ -11,7 +11,8 @@
 //!   or the root of a trie;
 //! - **trie nodes with a stride of six bits**: 22 + 7 × 6 = 64, so no level straddles the two
 //!   64-bit halves of an address and a level's index is one shift of one of them (the last
-//!   level, at bit 124, takes the last four bits). A node is 24 bytes: a 64-bit bitmap of
+//!   level, at bit 124, takes the last four bits). A node is 24 bytes padded to 32 (so that none
+//!   straddles two cache lines: measured, 11 against 16 M cold lookups/s): a 64-bit bitmap of
 //!   which of its 64 children are nodes, a 64-bit bitmap of where runs of equal leaves begin,
 //!   and the indices of its first child node and first leaf. Children of a node are contiguous,
 //!   so a child's index is the first one's plus a population count of the bits below it; runs
@@ -345,7 +346,7 @@ impl Fib6 {
             while j < sorted.len() && top(sorted[j].0) == t {
                 j += 1;
             }
-            // Routes of this slot longer than /20 (a /20 or shorter with the same top bits
+            // Routes of this slot longer than /22 (a /22 or shorter with the same top bits
             // sorts before them and was applied above).
             let lo = (i..j).find(|&k| u32::from(sorted[k].1) > DIRECT_BITS).unwrap_or(j);
             let at = b.nodes.len();

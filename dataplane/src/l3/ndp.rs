@@ -11,7 +11,9 @@
 //!   solicitations for other addresses are not answered (link-local ones are the kernel's,
 //!   which owns them and answers);
 //! - an advertisement updates an existing entry, or creates one we asked for; one without the
-//!   Override flag does not change a known MAC; one for the box's own address is a conflict;
+//!   Override flag does not change a known MAC; only a solicited one confirms reachability (an
+//!   answer to a unicast probe may carry no link-layer address: Linux's does not, and it
+//!   confirms the entry); one for the box's own address is a conflict;
 //! - a next hop is resolved with solicitations to its solicited-node group from the box's
 //!   address Linux would choose ([`RouterTables::source6`]) with the port's MAC; stale entries
 //!   are probed with unicast solicitations; the packets that waited for a neighbour that never
@@ -26,7 +28,7 @@ use super::neighbors::NeighborTable6;
 use super::resolve::{Family, Resolver};
 use super::router::RouterState;
 use super::router6::{icmp6_error, ErrorEnv6, Icmp6Error};
-use super::tables::{connected_to6, is_link_local6, NhKind6, RouterTables};
+use super::tables::{connected_to6, is_link_local6, scope6, unscope6, NhKind6, RouterTables};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
 use crate::wire::icmpv6::{self, Ndp};
@@ -88,7 +90,9 @@ impl Family for Nd {
         to: Option<MacAddr>,
         out: &mut Vec<u8>,
     ) {
-        // Never from the unspecified address: that would be duplicate address detection.
+        // On the wire the address without its port; never from the unspecified address (that
+        // would be duplicate address detection).
+        let target = unscope6(target);
         let Some(src) = tables.source6(target, port) else { return };
         let group = icmpv6::solicited_node(&target);
         let (dst, eth_dst) = match to {
@@ -113,6 +117,10 @@ impl Family for Nd {
 
     fn connected_port(tables: &RouterTables, a: Ipv6Addr) -> Option<PortId> {
         connected_to6(&tables.ports, a)
+    }
+
+    fn key(a: Ipv6Addr, port: PortId) -> Ipv6Addr {
+        scope6(a, port)
     }
 }
 
@@ -171,7 +179,7 @@ impl Resolver<Nd> {
                 }
                 if let Some(mac) = source_mac.filter(|m| !m.is_multicast() && !m.is_zero()) {
                     if !src.is_unspecified() && Self::on_link(&tables, port, &src) {
-                        self.learn(src, mac, port, now);
+                        self.learn(scope6(src, port), mac, port, now);
                     }
                 }
             }
@@ -181,18 +189,33 @@ impl Resolver<Nd> {
                     self.counters.conflicts.inc();
                     return;
                 }
-                let Some(mac) = target_mac.filter(|m| !m.is_multicast() && !m.is_zero()) else { return };
                 if !Self::on_link(&tables, port, &target) {
                     return;
                 }
-                let asked = self.pending.get(&target).is_some_and(|p| p.port == port);
-                let known = self.neighbors.lookup(target);
-                // Without Override, a known link-layer address is kept (RFC 4861 7.2.5).
-                if known.is_some_and(|n| n.mac != mac) && flags & icmpv6::NA_OVERRIDE == 0 {
-                    return;
-                }
-                if asked || known.is_some() {
-                    self.learn(target, mac, port, now);
+                let solicited = flags & icmpv6::NA_SOLICITED != 0;
+                let target = scope6(target, port);
+                let known = self.neighbors.lookup(target).filter(|n| n.port == port);
+                let mac = target_mac.filter(|m| !m.is_multicast() && !m.is_zero());
+                match (mac, known) {
+                    // The answer to a unicast probe: Linux leaves the link-layer address out
+                    // (RFC 4861 7.2.4 lets it), and a solicited one confirms what we have.
+                    (None, Some(_)) if solicited => self.confirm(target, now),
+                    (None, _) => {}
+                    // Without Override, a known link-layer address is kept (RFC 4861 7.2.5).
+                    (Some(mac), Some(n)) if n.mac != mac && flags & icmpv6::NA_OVERRIDE == 0 => {}
+                    // Only a solicited advertisement confirms reachability; an unsolicited one
+                    // changes the address (with Override) and leaves the entry to its probes.
+                    (Some(mac), Some(n)) if !solicited => {
+                        if n.mac != mac {
+                            self.relearn(target, mac, port);
+                        }
+                    }
+                    (Some(mac), known) => {
+                        let asked = self.pending.get(&target).is_some_and(|p| p.port == port);
+                        if asked || known.is_some() {
+                            self.learn(target, mac, port, now);
+                        }
+                    }
                 }
             }
         }
@@ -417,6 +440,24 @@ mod tests {
     }
 
     #[test]
+    fn the_same_link_local_address_on_two_ports_is_two_neighbours() {
+        let (mut e, n, _) = engine(4);
+        let ll = ip("fe80::99");
+        for (port, mac) in [(P4, H2), (P5, H1)] {
+            let frame = udp_from_h1("2001:2:200::1");
+            e.on_glean(Glean { ingress: P5, port, next_hop: IpAddr::V6(ll), frame: &frame }, 0);
+            e.take_output();
+            let na = nd(MacAddr([2, 0, 0, 0, 5 - port.0, 5 - port.0]), mac, "fe80::99", "fe80::4", |b| {
+                icmpv6::write_na(b, &ll, icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE, mac, &ll, &ip("fe80::4")).unwrap()
+            });
+            e.on_ndp(port, &na, 1);
+            assert_eq!(e.take_output().len(), 1, "the waiting frame leaves by {port:?}");
+        }
+        assert_eq!(n.lookup(scope6(ll, P4)).map(|x| (x.mac, x.port)), Some((H2, P4)));
+        assert_eq!(n.lookup(scope6(ll, P5)).map(|x| (x.mac, x.port)), Some((H1, P5)));
+    }
+
+    #[test]
     fn an_unresolved_neighbour_gets_three_solicitations_then_address_unreachable() {
         let (mut e, n, c) = engine(4);
         glean(&mut e, "2001:2:0:30::99", "2001:2:0:30::99", 0);
@@ -460,6 +501,51 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_answered_as_linux_answers_it_keeps_the_entry() {
+        let (mut e, n, _) = engine(4);
+        glean(&mut e, "2001:2:0:30::2", "2001:2:0:30::2", 0);
+        e.on_ndp(P4, &na(H2, "2001:2:0:30::2", icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE), 5);
+        e.take_output();
+        // Every probe answered with S=1, O=0 and no target link-layer address option.
+        let bare = || {
+            nd(A4, H2, "2001:2:0:30::2", "2001:2:0:30::1", |b| {
+                icmpv6::write_na(
+                    b,
+                    &ip("2001:2:0:30::2"),
+                    icmpv6::NA_SOLICITED,
+                    H2,
+                    &ip("2001:2:0:30::2"),
+                    &ip("2001:2:0:30::1"),
+                )
+                .unwrap();
+                b[24..32].fill(0);
+                Icmpv6Packet::new_checked(&mut b[..24])
+                    .unwrap()
+                    .fill_checksum(&ip("2001:2:0:30::2"), &ip("2001:2:0:30::1"));
+                24
+            })
+        };
+        let mut now = REACHABLE_MS + 10;
+        for _ in 0..6 {
+            e.timers(now);
+            if !e.take_output().is_empty() {
+                e.on_ndp(P4, &bare(), now + 1);
+            }
+            now += RETRANS_MS;
+        }
+        assert!(n.lookup(ip("2001:2:0:30::2")).is_some(), "answered probes keep the entry");
+        // An unsolicited advertisement confirms nothing: unanswered probes still remove it.
+        let mut now = now + REACHABLE_MS;
+        for _ in 0..6 {
+            e.timers(now);
+            e.take_output();
+            e.on_ndp(P4, &na(H2, "2001:2:0:30::2", icmpv6::NA_OVERRIDE), now + 1);
+            now += RETRANS_MS;
+        }
+        assert_eq!(n.lookup(ip("2001:2:0:30::2")), None);
+    }
+
+    #[test]
     fn advertisements_update_what_is_known_or_asked_for_and_override_decides_a_new_mac() {
         let (mut e, n, c) = engine(4);
         e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_OVERRIDE), 0);
@@ -470,7 +556,9 @@ mod tests {
         e.on_ndp(P4, &na(H1, "2001:2:0:30::7", 0), 2);
         assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H2, "no Override: the known MAC stays");
         e.on_ndp(P4, &na(H1, "2001:2:0:30::7", icmpv6::NA_OVERRIDE), 3);
-        assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H1);
+        assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H1, "unsolicited with Override: the new MAC");
+        e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE), 3);
+        assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H2);
         // Claiming the box's own address is a conflict; off-link targets are ignored.
         e.on_ndp(P4, &na(H1, "2001:2:0:30::1", icmpv6::NA_OVERRIDE), 4);
         assert_eq!(c.conflicts.get(), 1);

@@ -173,6 +173,11 @@ pub trait Family: 'static {
     ) -> Action;
     /// The port whose connected prefixes hold `a`.
     fn connected_port(tables: &RouterTables, a: Self::Addr) -> Option<PortId>;
+    /// The neighbour table's key for `a` on `port` (an address that names a neighbour only
+    /// with its link carries the port); the address itself by default.
+    fn key(a: Self::Addr, _port: PortId) -> Self::Addr {
+        a
+    }
 }
 
 /// The resolution state machine for one family (see the module documentation). Pure: it reads
@@ -236,6 +241,26 @@ impl<F: Family> Resolver<F> {
         self.out.push((port, frame.to_vec()));
     }
 
+    /// Reachability of a known entry confirmed at `now` (by an answer that names no MAC).
+    pub(super) fn confirm(&mut self, ip: F::Addr, now: u64) {
+        if let Some(m) = self.meta.get_mut(&ip) {
+            m.confirmed_ms = now;
+            m.probes = 0;
+            m.next_probe_ms = 0;
+        }
+    }
+
+    /// A known entry's MAC changed, unconfirmed: the new one is used, the entry's age is kept
+    /// (so that it is probed in its time).
+    pub(super) fn relearn(&mut self, ip: F::Addr, mac: MacAddr, port: PortId) {
+        if self.statics.contains(&ip) {
+            return;
+        }
+        if self.neighbors.insert(ip, mac, port, false).is_err() {
+            self.counters.table_full.inc();
+        }
+    }
+
     pub(super) fn learn(&mut self, ip: F::Addr, mac: MacAddr, port: PortId, now: u64) {
         if self.statics.contains(&ip) {
             return;
@@ -271,6 +296,7 @@ impl<F: Family> Resolver<F> {
             self.counters.glean_dropped.inc();
             return;
         };
+        let next_hop = F::key(next_hop, m.port);
         if m.frame.len() < F::MIN_GLEAN_LEN {
             self.counters.glean_dropped.inc();
             return;

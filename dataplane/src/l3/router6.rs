@@ -25,8 +25,8 @@
 //! them). Redirects are not sent: Linux sends one when a packet leaves by the port it came in
 //! on; xfwd forwards it without one (the differential test does not hairpin).
 //!
-//! ICMPv6 errors (RFC 4443 section 2.4) are never sent about an ICMPv6 error (found behind any
-//! extension headers, as Linux's `is_ineligible` finds it); they quote as much of the packet as
+//! ICMPv6 errors (RFC 4443 section 2.4) are never sent about an ICMPv6 error (found behind the
+//! extension headers Linux's `is_ineligible` walks; a later fragment is answered); they quote as much of the packet as
 //! fits in IPv6's minimum MTU; they come from the address Linux would choose
 //! ([`RouterTables::source6`]) and leave by the route back (for a link-local source, the port
 //! it came in on); they pass the ICMP token bucket except Packet Too Big, which Linux's default
@@ -36,7 +36,7 @@ use core::net::{IpAddr, Ipv6Addr};
 
 use super::neighbors::NeighborTable6;
 use super::router::RouterState;
-use super::tables::{is_link_local6, NhKind6, RouterTables};
+use super::tables::{is_link_local6, scope6, NhKind6, RouterTables};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
@@ -191,7 +191,7 @@ pub fn decide6(
     if let Ok(mut ip) = Ipv6Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
         ip.decrement_hop_limit();
     }
-    match neighbors.lookup(next_hop) {
+    match neighbors.lookup(scope6(next_hop, nh.port)) {
         Some(n) if n.port == nh.port => {
             if let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) {
                 eth.set_dst(n.mac);
@@ -272,21 +272,24 @@ fn way_back(
             NhKind6::Local => return None,
         }
     };
-    match neighbors.lookup(hop) {
+    match neighbors.lookup(scope6(hop, port)) {
         Some(n) if n.port == port => Some((port, n.mac)),
         _ if port == ingress => Some((port, sender)),
         _ => None,
     }
 }
 
-/// Extension headers Linux's `ipv6_skip_exthdr` walks past (hop-by-hop, routing, fragment,
-/// destination options, authentication) to find what a packet carries.
-fn upper_layer(packet: &[u8], first: u8) -> Option<(u8, usize, bool)> {
+/// What a packet carries, past the extension headers Linux's `ipv6_skip_exthdr` walks
+/// (hop-by-hop, routing, fragment, destination options, authentication), and where: `None`
+/// when a header is cut short. Like Linux, it stops at the fragment header of a later fragment
+/// (what it carries is not in it) and answers the fragment header itself.
+fn upper_layer(packet: &[u8], first: u8) -> Option<(u8, usize)> {
     const ROUTING: u8 = 43;
     const AUTH: u8 = 51;
     const DEST_OPTS: u8 = 60;
-    let (mut next, mut at, mut fragment) = (first, ipv6::HEADER_LEN, false);
-    for _ in 0..8 {
+    let (mut next, mut at) = (first, ipv6::HEADER_LEN);
+    // Each header is at least 8 bytes: the walk ends within the packet's length.
+    loop {
         match next {
             ipv6::NEXT_HEADER_HOP_BY_HOP | ROUTING | DEST_OPTS => {
                 let h = packet.get(at..at + 2)?;
@@ -300,33 +303,28 @@ fn upper_layer(packet: &[u8], first: u8) -> Option<(u8, usize, bool)> {
             }
             ipv6::NEXT_HEADER_FRAGMENT => {
                 let h = packet.get(at..at + 8)?;
-                next = h[0];
-                // A later fragment: what it carries is not in it.
                 if u16::from_be_bytes([h[2], h[3]]) & 0xfff8 != 0 {
-                    fragment = true;
+                    return Some((ipv6::NEXT_HEADER_FRAGMENT, at));
                 }
+                next = h[0];
                 at += 8;
             }
-            _ => return Some((next, at, fragment)),
+            _ => return Some((next, at)),
         }
     }
-    None
 }
 
 /// Whether RFC 4443 section 2.4 (e) forbids answering `packet` (an IPv6 packet) with an error:
-/// it carries an ICMPv6 error, or an ICMPv6 message whose type cannot be read (unless it is a
-/// later fragment, which never shows one), as Linux's `is_ineligible` decides.
+/// it carries an ICMPv6 error, or an ICMPv6 message whose type cannot be read, as Linux's
+/// `is_ineligible` decides (a later fragment shows no ICMPv6 header: it is answered).
 fn carries_icmpv6_error(packet: &[u8], first: u8) -> bool {
-    let Some((proto, at, later_fragment)) = upper_layer(packet, first) else {
+    let Some((proto, at)) = upper_layer(packet, first) else {
         return false;
     };
     if proto != ipv6::NEXT_HEADER_ICMPV6 {
         return false;
     }
-    match packet.get(at) {
-        Some(&t) => icmpv6::is_error(t),
-        None => !later_fragment,
-    }
+    packet.get(at).is_none_or(|&t| icmpv6::is_error(t))
 }
 
 /// Answers the frame (received on `env.ingress`, its Ethernet source still the sender's) with
@@ -624,6 +622,15 @@ mod tests {
         opts.extend_from_slice(&f[14 + 40..]);
         f = opts;
         assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::NoRoute));
+        // A later fragment of anything shows no ICMPv6 header: answered, whatever its data.
+        let mut f = udp("2001:2:0:10::1", "2001:9::1", 64, 24);
+        let mut frag = f[..14 + 40].to_vec();
+        frag[14 + 6] = ipv6::NEXT_HEADER_FRAGMENT;
+        frag[14 + 5] += 8;
+        frag.extend_from_slice(&[58, 0, 0, 8, 0, 0, 0, 1]);
+        frag.extend_from_slice(&[0; 32]);
+        f = frag;
+        assert!(matches!(run(&mut f, &mut w, &mut s), Action::Reply { .. }), "a later fragment with data 0x00");
         // The bucket: two errors a second, burst two; Packet Too Big is exempt.
         w.2 = RouterState::new(2, 2);
         let mut replies = 0;

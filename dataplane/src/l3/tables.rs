@@ -81,6 +81,31 @@ pub fn is_link_local6(a: &Ipv6Addr) -> bool {
     a.segments()[0] & 0xffc0 == 0xfe80
 }
 
+/// The IPv6 neighbour table's key for `a` on `port`: a link-local address names a neighbour
+/// only together with its link (fe80::1 on eth4 and fe80::1 on eth5 are two routers), so the
+/// port goes into bits 16–31, which RFC 4291 section 2.5.6 keeps zero in every link-local
+/// address; other addresses are their own key.
+#[inline]
+pub fn scope6(a: Ipv6Addr, port: crate::PortId) -> Ipv6Addr {
+    if !is_link_local6(&a) {
+        return a;
+    }
+    let mut s = a.segments();
+    s[1] = 0x8000 | u16::from(port.0);
+    Ipv6Addr::from(s)
+}
+
+/// The address a neighbour table key stands for ([`scope6`] undone).
+#[inline]
+pub fn unscope6(a: Ipv6Addr) -> Ipv6Addr {
+    if !is_link_local6(&a) {
+        return a;
+    }
+    let mut s = a.segments();
+    s[1] = 0;
+    Ipv6Addr::from(s)
+}
+
 /// Where a static route points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteTarget {
@@ -489,6 +514,16 @@ mod tests {
             e(&[("2001:2:100::/48".parse().unwrap(), RouteTarget6::Dev(PortId(9)))]),
             TablesError::NoSuchPort(9)
         );
+    }
+
+    #[test]
+    fn link_local_neighbours_are_keyed_with_their_port() {
+        let ll = ip6("fe80::1");
+        assert_ne!(scope6(ll, PortId(0)), scope6(ll, PortId(1)));
+        assert_eq!(unscope6(scope6(ll, PortId(7))), ll);
+        assert!(is_link_local6(&scope6(ll, PortId(7))));
+        let g = ip6("2001:2::1");
+        assert_eq!((scope6(g, PortId(3)), unscope6(g)), (g, g), "global addresses are their own key");
     }
 
     #[test]
