@@ -32,6 +32,31 @@ fn ping(from: &rig::Netns, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Waits (up to 10 s, a loaded machine's margin) until xfwd has printed a line starting with
+/// `prefix`, after `skip` such lines already seen; returns it.
+fn wait_line(x: &mut XfwdProcess, prefix: &str, skip: usize) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        x.collect();
+        if let Some(l) = x.seen.iter().filter(|l| l.starts_with(prefix)).nth(skip) {
+            return l.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no `{prefix}` line from xfwd: {:#?}", x.seen);
+    }
+}
+
+/// Waits (up to 10 s) until `show neighbors` contains `what`; returns the last output.
+fn wait_neighbor(control: &str, what: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = show(control, "neighbors");
+        if n.contains(what) || std::time::Instant::now() >= deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn drop_count(s: &xfwd_dataplane::io::Report, port: usize, reason: &str) -> u64 {
     s.ports[port].total.drops.iter().find(|(k, _)| k == reason).map_or(0, |(_, v)| *v)
 }
@@ -254,21 +279,19 @@ fn sighup_applies_a_new_ipv6_route_and_static_neighbour() {
     );
     std::fs::write(&config, base.clone() + &extra).unwrap();
     x.proc.signal(libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(500));
-    x.collect();
-    assert!(x.seen.iter().any(|l| l.starts_with("xfwd: reloaded")), "{:#?}", x.seen);
-    Rig::ping_until(&r.h1, "2001:2:0:2000::2", Duration::from_secs(3)).unwrap();
+    wait_line(&mut x, "xfwd: reloaded", 0);
+    Rig::ping_until(&r.h1, "2001:2:0:2000::2", Duration::from_secs(5)).unwrap();
     assert!(show(&control, "routes").contains(&format!("2001:2:0:2000::/52 via {H2} dev eth4")));
-    let neighbors = show(&control, "neighbors");
-    assert!(neighbors.contains(&format!("{H2} dev eth4 lladdr {h2_mac} PERMANENT")), "{neighbors}");
+    // The ARP thread takes the static neighbour in its own time.
+    let permanent = format!("{H2} dev eth4 lladdr {h2_mac} PERMANENT");
+    let neighbors = wait_neighbor(&control, &permanent);
+    assert!(neighbors.contains(&permanent), "{neighbors}");
 
     // A broken IPv6 route is refused with its position; the running tables stay.
     std::fs::write(&config, base + "\n[[route]]\nprefix = \"2001:2:0:3000::/52\"\nvia = \"fe80::1\"\n").unwrap();
     x.proc.signal(libc::SIGHUP);
-    std::thread::sleep(Duration::from_millis(500));
-    x.collect();
-    let refused = x.seen.iter().find(|l| l.starts_with("xfwd: reload refused")).cloned().unwrap_or_default();
-    assert!(refused.contains("router.toml:") && refused.contains("say which interface"), "{:#?}", x.seen);
+    let refused = wait_line(&mut x, "xfwd: reload refused", 0);
+    assert!(refused.contains("router.toml:") && refused.contains("say which interface"), "{refused}");
     Rig::ping_until(&r.h1, "2001:2:0:2000::2", Duration::from_secs(3)).unwrap();
     stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -164,3 +164,44 @@ fn a_worker_hands_a_gleaned_frame_over_without_allocating() {
         assert_eq!(got, 1);
     }
 }
+
+#[test]
+fn the_ipv6_router_decision_allocates_nothing_forwarding_answering_or_gleaning() {
+    use std::net::Ipv6Addr;
+    use xfwd_dataplane::l3::fib::no_advice;
+    use xfwd_dataplane::l3::tables::RouteTarget6;
+    let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    let port = |name: &str, mac, a: &str| PortSpec {
+        name: name.into(),
+        mac,
+        mtu: 1500,
+        addrs: vec![],
+        addrs6: vec![(ip6(a), 64)],
+        link_local: Some(ip6("fe80::1")),
+    };
+    let ports = vec![port("eth5", ETH5, "2001:2:0:10::2"), port("eth4", ETH4, "2001:2:0:30::1")];
+    let statics = [("2001:2:0:1000::/52".parse().unwrap(), RouteTarget6::Via { gw: ip6("2001:2:0:30::2"), dev: None })];
+    let t = RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap();
+    let n = l3::NeighborTable6::new6(64);
+    n.insert(ip6("2001:2:0:30::2"), GW, PortId(1), true).unwrap();
+    n.insert(ip6("2001:2:0:10::1"), H1, PortId(0), true).unwrap();
+    let mut st = RouterState::new(0, 10);
+    st.fit(&t);
+    let mut scratch = [0u8; SCRATCH_LEN];
+    let mut run = |dst: &str, hops: u8| {
+        let mut f = Vec::new();
+        etherparse::PacketBuilder::ethernet2(H1.0, ETH5.0)
+            .ipv6(ip6("2001:2:0:10::1").octets(), ip6(dst).octets(), hops)
+            .udp(4000, 9)
+            .write(&mut f, &[0x5a; 18])
+            .unwrap();
+        allocations(|| l3::decide6(&mut f, PortId(0), &t, &n, &mut st, 1_000, &mut scratch))
+    };
+    assert_eq!(run("2001:2:0:1000::7", 64), (Action::Forward(PortId(1)), 0));
+    let (a, allocated) = run("2001:2:0:1000::7", 1);
+    assert!(matches!(a, Action::Reply { .. }), "{a:?}");
+    assert_eq!(allocated, 0);
+    let (a, allocated) = run("2001:2:0:30::99", 64);
+    assert!(matches!(a, Action::Glean { .. }), "{a:?}");
+    assert_eq!(allocated, 0);
+}
