@@ -307,10 +307,21 @@ impl RouterTables {
         if is_link_local6(&dst) {
             return port.link_local;
         }
-        let shared = |a: &Ipv6Addr| (u128::from(*a) ^ u128::from(dst)).leading_zeros();
-        let best = |addrs: &mut dyn Iterator<Item = Ipv6Addr>| addrs.max_by_key(|a| shared(a));
-        best(&mut port.addrs6.iter().map(|&(a, _)| a))
-            .or_else(|| best(&mut self.ports.iter().flat_map(|p| p.addrs6.iter().map(|&(a, _)| a))))
+        // Rule 8 as Linux applies it: the shared prefix counts up to the address's own prefix
+        // length, no further (ipv6_addr_diff capped at ifa->prefix_len). Of equals Linux keeps
+        // the first in its list, where a newer address of a scope goes before the older ones:
+        // the last configured (as `xfwd kernel` adds them in file order) wins.
+        let shared = |&(a, len): &(Ipv6Addr, u8)| (u128::from(a) ^ u128::from(dst)).leading_zeros().min(u32::from(len));
+        let best = |addrs: &mut dyn Iterator<Item = (Ipv6Addr, u8)>| {
+            addrs
+                .fold(None::<(u32, Ipv6Addr)>, |b, c| match b {
+                    Some((k, _)) if k > shared(&c) => b,
+                    _ => Some((shared(&c), c.0)),
+                })
+                .map(|(_, a)| a)
+        };
+        best(&mut port.addrs6.iter().copied())
+            .or_else(|| best(&mut self.ports.iter().flat_map(|p| p.addrs6.iter().copied())))
             .or(port.link_local)
     }
 
@@ -541,6 +552,11 @@ mod tests {
         // The outgoing port's address sharing the longest prefix with the destination.
         assert_eq!(t.source6(ip6("2001:2:0:31::9"), PortId(1)), Some(ip6("2001:2:0:31::1")));
         assert_eq!(t.source6(ip6("2001:2:0:30::9"), PortId(1)), Some(ip6("2001:2:0:30::1")));
+        // Beyond its prefix length an address's match counts no more; of equals, the last
+        // configured wins, as in Linux's address list.
+        assert_eq!(t.source6(ip6("2001:2:0:31:ffff::1"), PortId(1)), Some(ip6("2001:2:0:31::1")));
+        assert_eq!(t.source6(ip6("2001:2:0:32::1"), PortId(1)), Some(ip6("2001:2:0:31::1")));
+        assert_eq!(t.source6(ip6("2001:2:0:30:ffff::1"), PortId(1)), Some(ip6("2001:2:0:30::1")));
         assert_eq!(t.source6(ip6("2001:7::9"), PortId(0)), Some(ip6("2001:2:0:10::2")));
         // A link-local destination: the port's link-local address.
         assert_eq!(t.source6(ip6("fe80::77"), PortId(1)), Some(ip6("fe80::4")));
