@@ -169,6 +169,9 @@ pub struct RouterState {
     /// allocates.
     nh_cache: Vec<Option<(MacAddr, PortId)>>,
     cache_key: (u64, u64),
+    /// The same for IPv6 gateways, by IPv6 next-hop index.
+    nh_cache6: Vec<Option<(MacAddr, PortId)>>,
+    cache_key6: (u64, u64),
 }
 
 impl RouterState {
@@ -200,12 +203,41 @@ impl RouterState {
         found
     }
 
+    /// The MAC and port of IPv6 gateway `key` (its neighbour table key), next hop `idx` of
+    /// tables `tables_id`: as [`RouterState::gateway`] does for IPv4.
+    #[inline(always)]
+    pub(super) fn gateway6(
+        &mut self,
+        idx: usize,
+        tables_id: u64,
+        key: core::net::Ipv6Addr,
+        neighbors: &super::neighbors::NeighborTable6,
+    ) -> Option<(MacAddr, PortId)> {
+        let generation = (tables_id, neighbors.generation());
+        if generation != self.cache_key6 {
+            self.nh_cache6.iter_mut().for_each(|c| *c = None);
+            self.cache_key6 = generation;
+        }
+        let Some(slot) = self.nh_cache6.get_mut(idx) else {
+            return neighbors.lookup(key).map(|n| (n.mac, n.port));
+        };
+        if let Some(hit) = *slot {
+            return Some(hit);
+        }
+        let found = neighbors.lookup(key).map(|n| (n.mac, n.port));
+        *slot = found;
+        found
+    }
+
     /// Sizes the gateway cache for `tables`' next hops. It allocates when they have more than
     /// the cache has room for, so it belongs where allocating is fine: when the state is made,
     /// and once per worker round (which is how a reload's tables reach it), never per frame.
     pub fn fit(&mut self, tables: &RouterTables) {
         if self.nh_cache.len() != tables.nexthops.len() {
             self.nh_cache.resize(tables.nexthops.len(), None);
+        }
+        if self.nh_cache6.len() != tables.v6.nexthops.len() {
+            self.nh_cache6.resize(tables.v6.nexthops.len(), None);
         }
     }
 
@@ -218,6 +250,8 @@ impl RouterState {
             icmp_rate_limited: 0,
             nh_cache: Vec::new(),
             cache_key: (0, 0),
+            nh_cache6: Vec::new(),
+            cache_key6: (0, 0),
         }
     }
 }

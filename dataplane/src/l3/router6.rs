@@ -191,10 +191,17 @@ pub fn decide6(
     if let Ok(mut ip) = Ipv6Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
         ip.decrement_hop_limit();
     }
-    match neighbors.lookup(scope6(next_hop, nh.port)) {
-        Some(n) if n.port == nh.port => {
+    // Gateways through the worker's cache (most packets go through a handful of them); an
+    // on-link destination straight from the table.
+    let resolved = if matches!(nh.kind, NhKind6::Gateway(_)) {
+        env.state.gateway6(usize::from(idx.0), t.id, scope6(next_hop, nh.port), neighbors)
+    } else {
+        neighbors.lookup(scope6(next_hop, nh.port)).map(|n| (n.mac, n.port))
+    };
+    match resolved {
+        Some((mac, port)) if port == nh.port => {
             if let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) {
-                eth.set_dst(n.mac);
+                eth.set_dst(mac);
                 eth.set_src(egress.mac);
             }
             let len = (ethernet::HEADER_LEN + ip_len).max(ethernet::MIN_FRAME_LEN);
@@ -481,6 +488,26 @@ mod tests {
         let mut f = udp("2001:2:0:10::1", "2001:2:100::7", 64, 100);
         f.extend_from_slice(&[0; 30]);
         assert_eq!(run(&mut f, &mut w, &mut s), Action::ForwardTrimmed { port: P4, len: 14 + 40 + 8 + 100 });
+    }
+
+    #[test]
+    fn the_gateway_cache_follows_the_neighbour_table_and_an_unfitted_state_still_forwards() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("2001:2:0:10::1", "2001:2:100::7", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P4));
+        assert_eq!(&f[0..6], &GW.0);
+        // The gateway moves to another MAC: the next packet goes there.
+        let moved = MacAddr([2, 0, 0, 0, 0, 0x33]);
+        w.1.insert(ip("2001:2:0:30::2"), moved, P4, false).unwrap();
+        let mut f = udp("2001:2:0:10::1", "2001:2:100::7", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P4));
+        assert_eq!(&f[0..6], &moved.0);
+        // A state not yet fitted to these tables (a reload not taken in yet): same answer.
+        w.2 = RouterState::new(0, 10);
+        let mut f = udp("2001:2:0:10::1", "2001:2:100::7", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P4));
+        assert_eq!(&f[0..6], &moved.0);
     }
 
     #[test]
