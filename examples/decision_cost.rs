@@ -4,7 +4,8 @@
 //! ```sh
 //! cargo build --release --example decision_cost
 //! valgrind --tool=callgrind --toggle-collect='decision_cost::router_batch' \
-//!     target/release/examples/decision_cost router 64000     # or: bridge_batch … bridge
+//!     target/release/examples/decision_cost router 64000     # or: bridge_batch … bridge,
+//!                                                             # router6_batch … router6
 //! # as the worker runs them, prefetch stage included (toggle router_pipeline / bridge_pipeline):
 //! #   target/release/examples/decision_cost router 64000 pipeline
 //! ```
@@ -14,13 +15,16 @@
 //! the batch functions are counted: callgrind's total divided by N is the instructions per frame.
 
 use std::hint::black_box;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{BridgeDecide, Decide, RouterDecide};
 use xfwd_dataplane::l2::{self, Fdb};
-use xfwd_dataplane::l3::{self, NeighborTable, PortSpec, Prefix, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::l3::tables::RouteTarget6;
+use xfwd_dataplane::l3::{
+    self, NeighborTable, NeighborTable6, PortSpec, Prefix, Prefix6, RouteTarget, RouterState, RouterTables,
+};
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::ethernet::ETHERTYPE_IPV4;
 use xfwd_dataplane::wire::{EthernetFrame, MacAddr};
@@ -65,6 +69,58 @@ fn main() {
                 done += 64;
             }
             println!("bridge: {done} frames");
+        }
+        "router6" => {
+            let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+            let port = |name: &str, mac, a: &str| PortSpec {
+                name: name.into(),
+                mac,
+                mtu: 1500,
+                addrs: Vec::new(),
+                addrs6: vec![(ip6(a), 64)],
+                link_local: None,
+            };
+            let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
+            let ports =
+                vec![port("eth5", eth5, "2001:2:0:10::2"), port("eth4", MacAddr([2, 0, 0, 0, 4, 4]), "2001:2:0:30::1")];
+            let gws: Vec<Ipv6Addr> = (0..16).map(|i| Ipv6Addr::new(0x2001, 2, 0, 0x30, 0, 0, 0, 0x10 + i)).collect();
+            // 100,000 /48s under 2001:db8::/32's neighbour 2400::/12, as the IPv4 case's /24s.
+            let statics: Vec<(Prefix6, RouteTarget6)> = (0..100_000u32)
+                .map(|i| {
+                    let a = Ipv6Addr::from((0x2400u128 << 112) | (u128::from(i) << 80));
+                    (Prefix6::truncate(a, 48), RouteTarget6::Via { gw: gws[(i % 16) as usize], dev: None })
+                })
+                .collect();
+            let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
+            let neighbors = NeighborTable6::new6(64);
+            for (i, g) in gws.iter().enumerate() {
+                neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
+            }
+            let mut st = RouterState::new(0, 1);
+            st.fit(&t);
+            let mut scratch = [0u8; SCRATCH_LEN];
+            let template: Vec<Vec<u8>> = (0..4096u32)
+                .map(|i| {
+                    let dst = Ipv6Addr::from((0x2400u128 << 112) | (u128::from((i * 24 + 7) % 100_000) << 80) | 9);
+                    let mut v = Vec::new();
+                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
+                        .ipv6(ip6("2001:2:0:10::1").octets(), dst.octets(), 64)
+                        .udp(1024, 9)
+                        .write(&mut v, &[0u8; 18])
+                        .unwrap();
+                    v
+                })
+                .collect();
+            let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
+            let mut done = 0;
+            while done < n {
+                for (k, f) in batch.iter_mut().enumerate() {
+                    f.copy_from_slice(&template[(done + k) % template.len()]);
+                }
+                router6_batch(&mut batch, &t, &neighbors, &mut st, &mut scratch);
+                done += 64;
+            }
+            println!("router6: {done} frames");
         }
         _ => {
             let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
@@ -131,6 +187,20 @@ fn main() {
             }
             println!("router: {done} frames");
         }
+    }
+}
+
+/// One batch of the IPv6 router decision (`--toggle-collect='decision_cost::router6_batch'`).
+#[inline(never)]
+fn router6_batch(
+    batch: &mut [Vec<u8>],
+    t: &RouterTables,
+    n: &NeighborTable6,
+    st: &mut RouterState,
+    scratch: &mut [u8; SCRATCH_LEN],
+) {
+    for f in batch.iter_mut() {
+        black_box(l3::decide6(f, PortId(0), t, n, st, 1000, scratch));
     }
 }
 
