@@ -24,73 +24,13 @@ use xfwd_dataplane::l3::{
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
+#[path = "common/tables.rs"]
+mod tables;
+
+use tables::{destinations, destinations6, prefixes, prefixes6, Rng};
+
 const BATCH: usize = 64;
 const ROUTES: usize = 1_000_000;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// Prefix lengths in proportion to a full Internet table (per mille), /8 to /32.
-const LENGTH_MIX: &[(u8, u32)] = &[
-    (8, 1),
-    (12, 2),
-    (14, 5),
-    (16, 15),
-    (17, 10),
-    (18, 20),
-    (19, 40),
-    (20, 60),
-    (21, 70),
-    (22, 120),
-    (23, 85),
-    (24, 567),
-    (25, 1),
-    (26, 1),
-    (27, 1),
-    (28, 1),
-    (32, 1),
-];
-
-fn prefixes(n: usize, rng: &mut Rng) -> Vec<Prefix> {
-    let total: u32 = LENGTH_MIX.iter().map(|(_, w)| w).sum();
-    (0..n)
-        .map(|_| {
-            let mut pick = (rng.next() % u64::from(total)) as u32;
-            let len = LENGTH_MIX
-                .iter()
-                .find(|(_, w)| {
-                    if pick < *w {
-                        true
-                    } else {
-                        pick -= w;
-                        false
-                    }
-                })
-                .map_or(24, |(l, _)| *l);
-            // Unicast space 1.0.0.0 – 223.255.255.255.
-            let a = (rng.next() as u32) % (223 << 24) + (1 << 24);
-            Prefix::truncate(Ipv4Addr::from(a), len)
-        })
-        .collect()
-}
-
-fn destinations(table: &[Prefix], n: usize, rng: &mut Rng) -> Vec<Ipv4Addr> {
-    (0..n)
-        .map(|_| {
-            let p = table[(rng.next() % table.len() as u64) as usize];
-            let host = if p.prefix_len() >= 32 { 0 } else { (rng.next() as u32) & (u32::MAX >> p.prefix_len()) };
-            Ipv4Addr::from(u32::from(p.addr()) | host)
-        })
-        .collect()
-}
 
 fn bench_fib(c: &mut Criterion) {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -136,77 +76,6 @@ fn bench_fib(c: &mut Criterion) {
         b.iter(|| black_box(Fib::build_advised(black_box(&routes), advise_huge_pages).unwrap()))
     });
     g.finish();
-}
-
-/// IPv6 prefix lengths in proportion to a full Internet table (per mille): mostly /32 to /48,
-/// some /56 and /64, a few host routes.
-const LENGTH_MIX6: &[(u8, u32)] = &[
-    (16, 1),
-    (20, 2),
-    (24, 4),
-    (28, 8),
-    (29, 30),
-    (32, 140),
-    (33, 5),
-    (34, 5),
-    (35, 5),
-    (36, 40),
-    (38, 10),
-    (40, 80),
-    (42, 15),
-    (44, 90),
-    (45, 10),
-    (46, 15),
-    (47, 15),
-    (48, 445),
-    (56, 35),
-    (64, 35),
-    (128, 6),
-];
-
-/// The blocks the registries allocate from, which a real table's prefixes cluster under.
-const BLOCKS6: &[(u128, u8)] = &[
-    (0x2001 << 112, 16),
-    (0x2400 << 112, 12),
-    (0x2600 << 112, 12),
-    (0x2800 << 112, 12),
-    (0x2a00 << 112, 12),
-    (0x2c00 << 112, 12),
-];
-
-fn prefixes6(n: usize, rng: &mut Rng) -> Vec<Prefix6> {
-    let total: u32 = LENGTH_MIX6.iter().map(|(_, w)| w).sum();
-    (0..n)
-        .map(|_| {
-            let mut pick = (rng.next() % u64::from(total)) as u32;
-            let len = LENGTH_MIX6
-                .iter()
-                .find(|(_, w)| {
-                    if pick < *w {
-                        true
-                    } else {
-                        pick -= w;
-                        false
-                    }
-                })
-                .map_or(48, |(l, _)| *l);
-            let (block, blen) = BLOCKS6[(rng.next() % BLOCKS6.len() as u64) as usize];
-            let bits = (u128::from(rng.next()) << 64 | u128::from(rng.next())) >> blen;
-            Prefix6::truncate(Ipv6Addr::from(block | bits), len)
-        })
-        .collect()
-}
-
-fn destinations6(table: &[Prefix6], n: usize, rng: &mut Rng) -> Vec<Ipv6Addr> {
-    (0..n)
-        .map(|_| {
-            let p = table[(rng.next() % table.len() as u64) as usize];
-            let host = (u128::from(rng.next()) << 64 | u128::from(rng.next()))
-                .checked_shr(u32::from(p.prefix_len()))
-                .unwrap_or(0);
-            Ipv6Addr::from(u128::from(p.addr()) | host)
-        })
-        .collect()
 }
 
 fn bench_fib6(c: &mut Criterion) {

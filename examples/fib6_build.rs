@@ -6,44 +6,13 @@
 //! cargo run --release --example fib6_build
 //! ```
 
-use std::net::Ipv6Addr;
-
 use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::l3::fib::NhIndex;
 use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
 
-/// The bench's length mix (per mille) and registry blocks, as in benches/router.rs.
-const LENGTH_MIX6: &[(u8, u32)] = &[
-    (16, 1),
-    (20, 2),
-    (24, 4),
-    (28, 8),
-    (29, 30),
-    (32, 140),
-    (33, 5),
-    (34, 5),
-    (35, 5),
-    (36, 40),
-    (38, 10),
-    (40, 80),
-    (42, 15),
-    (44, 90),
-    (45, 10),
-    (46, 15),
-    (47, 15),
-    (48, 445),
-    (56, 35),
-    (64, 35),
-    (128, 6),
-];
-const BLOCKS6: &[(u128, u8)] = &[
-    (0x2001 << 112, 16),
-    (0x2400 << 112, 12),
-    (0x2600 << 112, 12),
-    (0x2800 << 112, 12),
-    (0x2a00 << 112, 12),
-    (0x2c00 << 112, 12),
-];
+#[path = "../benches/common/tables.rs"]
+#[allow(dead_code, reason = "the IPv4 half serves the benches")]
+mod tables;
 
 fn vm_hwm_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -51,32 +20,12 @@ fn vm_hwm_kib() -> Option<u64> {
 }
 
 fn main() {
-    let mut x = 0xD1B5_4A32_D192_ED03u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let total: u32 = LENGTH_MIX6.iter().map(|(_, w)| w).sum();
-    let routes: Vec<(Prefix6, NhIndex)> = (0..1_000_000usize)
-        .map(|i| {
-            let mut pick = (next() % u64::from(total)) as u32;
-            let len = LENGTH_MIX6
-                .iter()
-                .find(|(_, w)| {
-                    if pick < *w {
-                        true
-                    } else {
-                        pick -= w;
-                        false
-                    }
-                })
-                .map_or(48, |(l, _)| *l);
-            let (block, blen) = BLOCKS6[(next() % BLOCKS6.len() as u64) as usize];
-            let bits = ((u128::from(next()) << 64) | u128::from(next())) >> blen;
-            (Prefix6::truncate(Ipv6Addr::from(block | bits), len), NhIndex((i % 16 + 1) as u16))
-        })
+    // The fib6 bench's table: its seed, its generator.
+    let mut rng = tables::Rng(0xD1B5_4A32_D192_ED03);
+    let routes: Vec<(Prefix6, NhIndex)> = tables::prefixes6(1_000_000, &mut rng)
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| (p, NhIndex((i % 16 + 1) as u16)))
         .collect();
     let before = vm_hwm_kib().unwrap_or(0);
     let start = std::time::Instant::now();
