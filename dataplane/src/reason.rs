@@ -66,11 +66,22 @@ pub enum Reason {
     PacketTooBig,
     /// Router: an IPv6 packet from a link-local source that would leave its link.
     BeyondScope,
+    /// Router: the route is a blackhole (the kernel's `blackhole` type): dropped silently.
+    Blackhole,
+    /// Router: the route is of the kernel's `unreachable` type (answered Host Unreachable, or
+    /// ICMPv6 No Route).
+    UnreachableRoute,
+    /// Router: the route is of the kernel's `prohibit` type (answered Communication
+    /// Administratively Prohibited).
+    Prohibited,
+    /// Router: the route leaves through an interface xfwd does not own; with the kernel's
+    /// forwarding off nobody can forward it (answered as for no route).
+    ForeignEgress,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 27;
+    pub const COUNT: usize = 31;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -101,6 +112,10 @@ impl Reason {
         Reason::HopLimitExceeded,
         Reason::PacketTooBig,
         Reason::BeyondScope,
+        Reason::Blackhole,
+        Reason::UnreachableRoute,
+        Reason::Prohibited,
+        Reason::ForeignEgress,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -133,6 +148,10 @@ impl Reason {
             Reason::HopLimitExceeded => "hop-limit-exceeded",
             Reason::PacketTooBig => "packet-too-big",
             Reason::BeyondScope => "beyond-scope",
+            Reason::Blackhole => "blackhole",
+            Reason::UnreachableRoute => "unreachable-route",
+            Reason::Prohibited => "prohibited",
+            Reason::ForeignEgress => "egress-not-owned",
         }
     }
 }

@@ -15,4 +15,6 @@ pub use fib6::{Fib6, Prefix6};
 pub use neighbors::{Neighbor, NeighborTable, NeighborTable6};
 pub use router::{decide, icmp_share, prefetch, RouterState, TokenBucket};
 pub use router6::{decide6, prefetch6};
-pub use tables::{NextHop, NhKind, PortSpec, RouteTarget, RouterTables};
+pub use tables::{
+    Mirrored4, Mirrored6, MirroredRoute, NextHop, NhKind, Path, PortSpec, RouteKind, RouteTarget, RouterTables, Special,
+};

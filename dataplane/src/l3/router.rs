@@ -31,7 +31,7 @@
 use core::net::{IpAddr, Ipv4Addr};
 
 use super::neighbors::NeighborTable;
-use super::tables::{NhKind, RouterTables};
+use super::tables::{NhKind, RouterTables, Special};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4};
@@ -68,6 +68,28 @@ impl IcmpError {
         cause: Reason::NoRoute,
         msg_type: icmp::DEST_UNREACHABLE,
         code: icmp::CODE_HOST_UNREACHABLE,
+        rest: 0,
+    };
+    /// Destination Unreachable, host unreachable, for a route of the `unreachable` type.
+    pub const UNREACHABLE_ROUTE: IcmpError = IcmpError {
+        cause: Reason::UnreachableRoute,
+        msg_type: icmp::DEST_UNREACHABLE,
+        code: icmp::CODE_HOST_UNREACHABLE,
+        rest: 0,
+    };
+    /// Destination Unreachable, communication administratively prohibited (a `prohibit` route).
+    pub const PROHIBITED: IcmpError = IcmpError {
+        cause: Reason::Prohibited,
+        msg_type: icmp::DEST_UNREACHABLE,
+        code: icmp::CODE_ADMIN_PROHIBITED,
+        rest: 0,
+    };
+    /// Destination Unreachable, network unreachable, for a route out of an interface xfwd does
+    /// not own.
+    pub const FOREIGN_EGRESS: IcmpError = IcmpError {
+        cause: Reason::ForeignEgress,
+        msg_type: icmp::DEST_UNREACHABLE,
+        code: icmp::CODE_NET_UNREACHABLE,
         rest: 0,
     };
     /// Time Exceeded in transit.
@@ -324,20 +346,34 @@ pub fn decide(
     let Some(idx) = t.fib.lookup(dst) else {
         return icmp_error(frame, &mut env, IcmpError::NET_UNREACHABLE);
     };
-    let nh = t.nexthops[usize::from(idx.0)];
+    let mut idx = idx;
+    let mut nh = t.nexthops[usize::from(idx.0)];
+    if let NhKind::Group { first, len } = nh.kind {
+        // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
+        let pick = first as usize + (ecmp_hash(frame) % u32::from(len.max(1))) as usize;
+        let Some(&member) = t.groups.get(pick) else {
+            return Action::Drop(Reason::NoEgress);
+        };
+        idx = member;
+        nh = t.nexthops[usize::from(idx.0)];
+    }
     let next_hop = match nh.kind {
         NhKind::Broadcast => return Action::Drop(Reason::DirectedBroadcast),
         NhKind::Local => return local(frame, ingress, t, neighbors),
         NhKind::Connected => dst,
         NhKind::Gateway(gw) => gw,
+        NhKind::Special(s) => return special(frame, &mut env, s),
+        // Groups hold plain next hops only.
+        NhKind::Group { .. } => return Action::Drop(Reason::NoEgress),
     };
     if ttl <= 1 {
         return icmp_error(frame, &mut env, IcmpError::TTL_EXCEEDED);
     }
     let egress = &t.ports[nh.port.index()];
-    if total_len > egress.mtu as usize {
+    let mtu = if nh.mtu != 0 { nh.mtu.min(egress.mtu) } else { egress.mtu };
+    if total_len > mtu as usize {
         if dont_frag {
-            let mtu = egress.mtu.min(0xffff);
+            let mtu = mtu.min(0xffff);
             return icmp_error(frame, &mut env, IcmpError::frag_needed(mtu));
         }
         return Action::Drop(Reason::TooBigToForward);
@@ -436,12 +472,32 @@ fn back_mac(
     let hop = match kind {
         NhKind::Gateway(gw) => gw,
         NhKind::Connected => src,
-        NhKind::Local | NhKind::Broadcast => return None,
+        NhKind::Local | NhKind::Broadcast | NhKind::Special(_) | NhKind::Group { .. } => return None,
     };
     match neighbors.lookup(hop) {
         Some(n) if n.port == port => Some(n.mac),
         _ if port == ingress => Some(sender),
         _ => None,
+    }
+}
+
+/// The flow hash that picks among equal-cost paths: addresses, protocol and, for TCP and UDP
+/// outside fragments, the ports (the kernel's `fib_multipath_hash_policy` 1), so that the flows
+/// between two hosts spread too. A fixed seed: a flow keeps its path across table changes.
+#[inline]
+pub(crate) fn ecmp_hash(frame: &[u8]) -> u32 {
+    crate::aqm::flow::flow_key(frame).hash(ECMP_SEED)
+}
+
+const ECMP_SEED: u64 = 0x6563_6d70;
+
+/// What a route that is not forwarded does with the frame, as the kernel answers.
+fn special(frame: &[u8], env: &mut ErrorEnv<'_>, s: Special) -> Action {
+    match s {
+        Special::Blackhole => Action::Drop(Reason::Blackhole),
+        Special::Unreachable => icmp_error(frame, env, IcmpError::UNREACHABLE_ROUTE),
+        Special::Prohibit => icmp_error(frame, env, IcmpError::PROHIBITED),
+        Special::Foreign => icmp_error(frame, env, IcmpError::FOREIGN_EGRESS),
     }
 }
 
@@ -588,6 +644,101 @@ mod tests {
             u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
             quoted.to_vec(),
         )
+    }
+
+    /// The same ports with their routes as the kernel would hold them: connected and local
+    /// routes, an equal-cost pair of gateways, and the route types that are not forwarded.
+    fn mirrored_world() -> (RouterTables, NeighborTable, RouterState) {
+        use crate::l3::tables::{Mirrored4, Path, RouteKind, Special};
+        let (t, n, _) = world();
+        let via = |gw: &str| Path { gw: Some(ip(gw)), port: Some(P_ETH4), weight: 1 };
+        let route = |p: &str, kind: RouteKind, paths: Vec<Path<Ipv4Addr>>, mtu: u32, local_table: bool| Mirrored4 {
+            prefix: p.parse().unwrap(),
+            kind,
+            paths,
+            mtu,
+            protocol: 4,
+            local_table,
+        };
+        let dev = |port| vec![Path { gw: None, port: Some(port), weight: 1 }];
+        let routes = vec![
+            route("198.18.10.0/24", RouteKind::Unicast, dev(P_ETH5), 0, false),
+            route("198.18.30.0/24", RouteKind::Unicast, dev(P_ETH4), 0, false),
+            route("198.19.0.0/16", RouteKind::Unicast, vec![via("198.18.30.2"), via("198.18.30.3")], 0, false),
+            route("198.19.1.0/24", RouteKind::Special(Special::Blackhole), vec![], 0, false),
+            route("198.19.2.0/24", RouteKind::Special(Special::Unreachable), vec![], 0, false),
+            route("198.19.3.0/24", RouteKind::Special(Special::Prohibit), vec![], 0, false),
+            route("198.19.4.0/24", RouteKind::Unicast, vec![Path { gw: None, port: None, weight: 1 }], 0, false),
+            route("198.19.5.0/24", RouteKind::Unicast, vec![via("198.18.30.2")], 1300, false),
+            route("198.18.10.2/32", RouteKind::Local, dev(P_ETH5), 0, true),
+            route("198.18.30.1/32", RouteKind::Local, dev(P_ETH4), 0, true),
+            route("198.18.10.255/32", RouteKind::Broadcast, dev(P_ETH5), 0, true),
+        ];
+        let t = RouterTables::build_mirrored(t.ports.clone(), &routes, &[], crate::l3::fib::no_advice).unwrap();
+        n.insert(ip("198.18.30.3"), H1, P_ETH4, false).unwrap();
+        let mut st = RouterState::new(0, 10);
+        st.fit(&t);
+        (t, n, st)
+    }
+
+    #[test]
+    fn kernel_route_types_are_answered_as_the_kernel_answers_them() {
+        let mut w = mirrored_world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 8);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::Blackhole), "blackhole: silent");
+        for (dst, cause, code) in [
+            ("198.19.2.1", Reason::UnreachableRoute, icmp::CODE_HOST_UNREACHABLE),
+            ("198.19.3.1", Reason::Prohibited, icmp::CODE_ADMIN_PROHIBITED),
+            ("198.19.4.1", Reason::ForeignEgress, icmp::CODE_NET_UNREACHABLE),
+            ("198.18.200.1", Reason::NoRoute, icmp::CODE_NET_UNREACHABLE),
+        ] {
+            let mut f = udp("198.18.10.1", dst, 64, 8);
+            let a = run(&mut f, &mut w, &mut s);
+            let Action::Reply { len, cause: got, .. } = a else { panic!("{dst}: {a:?}") };
+            assert_eq!(got, cause, "{dst}");
+            let (src, to, ty, c, _, _) = parse_error(&s[..len as usize]);
+            assert_eq!((src, to, ty, c), (ip("198.18.10.2"), ip("198.18.10.1"), icmp::DEST_UNREACHABLE, code), "{dst}");
+        }
+        // Even with TTL 1: the route type answers first, as in the kernel's input routing.
+        let mut f = udp("198.18.10.1", "198.19.3.1", 1, 8);
+        assert!(matches!(run(&mut f, &mut w, &mut s), Action::Reply { cause: Reason::Prohibited, .. }));
+        // The local table's addresses and broadcasts stay the box's.
+        let mut f = udp("198.18.10.1", "198.18.30.1", 64, 8);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::LocalDelivery));
+        let mut f = udp("198.18.10.1", "198.18.10.255", 64, 8);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::DirectedBroadcast));
+        // A route's MTU below the port's is the one Fragmentation Needed names.
+        let mut f = udp("198.18.10.1", "198.19.5.1", 64, 1300);
+        f[14 + 6] |= 0x40;
+        let h = Ipv4Header::from_slice(&f[14..]).unwrap().0;
+        let c = h.calc_header_checksum().to_be_bytes();
+        f[14 + 10..14 + 12].copy_from_slice(&c);
+        let Action::Reply { len, cause, .. } = run(&mut f, &mut w, &mut s) else { panic!() };
+        assert_eq!(cause, Reason::FragmentationNeeded);
+        assert_eq!(parse_error(&s[..len as usize]).4 & 0xffff, 1300);
+    }
+
+    #[test]
+    fn equal_cost_paths_spread_flows_and_keep_each_on_one_path() {
+        let mut w = mirrored_world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let mut seen = std::collections::HashMap::new();
+        for sport in 0..64u16 {
+            for _ in 0..2 {
+                let b = PacketBuilder::ethernet2(H1.0, ETH5.0)
+                    .ipv4(ip("198.18.10.1").octets(), ip("198.19.9.9").octets(), 64)
+                    .udp(10_000 + sport, 5201);
+                let mut f = Vec::new();
+                b.write(&mut f, &[0; 8]).unwrap();
+                assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+                let mac = MacAddr(f[0..6].try_into().unwrap());
+                let first = *seen.entry(sport).or_insert(mac);
+                assert_eq!(first, mac, "flow {sport} changed path");
+            }
+        }
+        let gw2 = seen.values().filter(|&&m| m == GW).count();
+        assert!(gw2 > 8 && gw2 < 56, "64 flows over two paths: {gw2} on the first");
     }
 
     #[test]

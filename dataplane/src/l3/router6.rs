@@ -36,7 +36,7 @@ use core::net::{IpAddr, Ipv6Addr};
 
 use super::neighbors::NeighborTable6;
 use super::router::RouterState;
-use super::tables::{is_link_local6, scope6, NhKind6, RouterTables};
+use super::tables::{is_link_local6, scope6, NhKind6, RouterTables, Special};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
@@ -76,6 +76,28 @@ impl Icmp6Error {
         cause: Reason::BeyondScope,
         msg_type: icmpv6::DEST_UNREACHABLE,
         code: icmpv6::CODE_BEYOND_SCOPE,
+        rest: 0,
+    };
+    /// Destination Unreachable, no route, for a route of the `unreachable` type (as Linux's
+    /// `ip6_pkt_discard`).
+    pub const UNREACHABLE_ROUTE: Icmp6Error = Icmp6Error {
+        cause: Reason::UnreachableRoute,
+        msg_type: icmpv6::DEST_UNREACHABLE,
+        code: icmpv6::CODE_NO_ROUTE,
+        rest: 0,
+    };
+    /// Destination Unreachable, administratively prohibited (a `prohibit` route).
+    pub const PROHIBITED: Icmp6Error = Icmp6Error {
+        cause: Reason::Prohibited,
+        msg_type: icmpv6::DEST_UNREACHABLE,
+        code: icmpv6::CODE_PROHIBITED,
+        rest: 0,
+    };
+    /// Destination Unreachable, no route, for a route out of an interface xfwd does not own.
+    pub const FOREIGN_EGRESS: Icmp6Error = Icmp6Error {
+        cause: Reason::ForeignEgress,
+        msg_type: icmpv6::DEST_UNREACHABLE,
+        code: icmpv6::CODE_NO_ROUTE,
         rest: 0,
     };
     /// Time Exceeded, hop limit exceeded in transit.
@@ -170,11 +192,27 @@ pub fn decide6(
     let Some(idx) = t.v6.fib.lookup(dst) else {
         return icmp6_error(frame, &mut env, Icmp6Error::NO_ROUTE);
     };
-    let nh = t.v6.nexthops[usize::from(idx.0)];
+    let mut idx = idx;
+    let mut nh = t.v6.nexthops[usize::from(idx.0)];
+    if let NhKind6::Group { first, len } = nh.kind {
+        // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
+        let pick = first as usize + (super::router::ecmp_hash(frame) % u32::from(len.max(1))) as usize;
+        let Some(&member) = t.v6.groups.get(pick) else {
+            return Action::Drop(Reason::NoEgress);
+        };
+        idx = member;
+        nh = t.v6.nexthops[usize::from(idx.0)];
+    }
     let next_hop = match nh.kind {
         NhKind6::Local => return local6(frame, ingress, t, neighbors),
         NhKind6::Connected => dst,
         NhKind6::Gateway(gw) => gw,
+        NhKind6::Special(Special::Blackhole) => return Action::Drop(Reason::Blackhole),
+        NhKind6::Special(Special::Unreachable) => return icmp6_error(frame, &mut env, Icmp6Error::UNREACHABLE_ROUTE),
+        NhKind6::Special(Special::Prohibit) => return icmp6_error(frame, &mut env, Icmp6Error::PROHIBITED),
+        NhKind6::Special(Special::Foreign) => return icmp6_error(frame, &mut env, Icmp6Error::FOREIGN_EGRESS),
+        // Groups hold plain next hops only.
+        NhKind6::Group { .. } => return Action::Drop(Reason::NoEgress),
     };
     if hop_limit <= 1 {
         return icmp6_error(frame, &mut env, Icmp6Error::HOP_LIMIT);
@@ -184,8 +222,9 @@ pub fn decide6(
     }
     let egress = &t.ports[nh.port.index()];
     let ip_len = ipv6::HEADER_LEN + payload_len;
-    if ip_len > egress.mtu as usize {
-        let mtu = egress.mtu.max(ipv6::MIN_MTU as u32);
+    let mtu = if nh.mtu != 0 { nh.mtu.min(egress.mtu) } else { egress.mtu };
+    if ip_len > mtu as usize {
+        let mtu = mtu.max(ipv6::MIN_MTU as u32);
         return icmp6_error(frame, &mut env, Icmp6Error::too_big(mtu));
     }
     if let Ok(mut ip) = Ipv6Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
@@ -276,7 +315,7 @@ fn way_back(
         match back.kind {
             NhKind6::Connected => (back.port, src),
             NhKind6::Gateway(gw) => (back.port, gw),
-            NhKind6::Local => return None,
+            NhKind6::Local | NhKind6::Special(_) | NhKind6::Group { .. } => return None,
         }
     };
     match neighbors.lookup(scope6(hop, port)) {

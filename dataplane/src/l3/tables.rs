@@ -52,6 +52,15 @@ pub enum NhKind6 {
     Gateway(Ipv6Addr),
     /// One of the box's own addresses.
     Local,
+    /// A route that is not forwarded: see [`Special`].
+    Special(Special),
+    /// Equal-cost paths: entries `first..first + len` of [`Tables6::groups`].
+    Group {
+        /// First member.
+        first: u32,
+        /// Members (weights repeat a path).
+        len: u16,
+    },
 }
 
 /// An IPv6 next hop: kind and egress port. (The source of an ICMPv6 error is chosen when it is
@@ -62,6 +71,8 @@ pub struct NextHop6 {
     pub kind: NhKind6,
     /// Egress port.
     pub port: PortId,
+    /// The route's MTU where it sets one below the port's (0: the port's).
+    pub mtu: u32,
 }
 
 /// The IPv6 half of the tables.
@@ -73,6 +84,8 @@ pub struct Tables6 {
     pub nexthops: Vec<NextHop6>,
     /// Every route the FIB holds, for display: prefix, next hop index, origin.
     pub routes: Vec<(Prefix6, NhIndex, RouteOrigin)>,
+    /// Members of equal-cost groups ([`NhKind6::Group`]), plain next hops.
+    pub groups: Vec<NhIndex>,
 }
 
 /// Whether `a` is link-local unicast (fe80::/10).
@@ -126,6 +139,30 @@ pub enum NhKind {
     Local,
     /// The broadcast address of a connected subnet.
     Broadcast,
+    /// A route that is not forwarded: see [`Special`].
+    Special(Special),
+    /// Equal-cost paths: entries `first..first + len` of [`RouterTables::groups`].
+    Group {
+        /// First member.
+        first: u32,
+        /// Members (weights repeat a path).
+        len: u16,
+    },
+}
+
+/// Routes that are not forwarded, as the kernel answers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Special {
+    /// The kernel's `blackhole`: dropped silently.
+    Blackhole,
+    /// The kernel's `unreachable`: ICMP Host Unreachable (ICMPv6 No Route).
+    Unreachable,
+    /// The kernel's `prohibit`: ICMP Communication Administratively Prohibited (code 13;
+    /// ICMPv6 code 1).
+    Prohibit,
+    /// Out of an interface xfwd does not own: with the kernel's forwarding off nobody forwards
+    /// it, so it is dropped, counted, and answered as for no route.
+    Foreign,
 }
 
 /// A next hop: kind, egress port, and the box address that ICMP errors about packets routed
@@ -139,6 +176,8 @@ pub struct NextHop {
     pub port: PortId,
     /// Source address for ICMP sent through it.
     pub src: Ipv4Addr,
+    /// The route's MTU where it sets one below the port's (0: the port's).
+    pub mtu: u32,
 }
 
 /// Where a route came from.
@@ -152,6 +191,77 @@ pub enum RouteOrigin {
     Broadcast,
     /// Configured.
     Static,
+    /// Mirrored from the kernel: its protocol number (`rtm_protocol`: 2 kernel, 3 boot,
+    /// 4 static, 12 bird, 186 bgp, 188 ospf, ...), and whether it is in the local table.
+    Kernel {
+        /// Who installed it.
+        protocol: u8,
+        /// From the local table (the box's addresses and broadcasts).
+        local_table: bool,
+    },
+}
+
+/// The route types of the kernel that the mirror carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RouteKind {
+    /// Forwarded through its paths.
+    Unicast,
+    /// One of the box's addresses (local table; anycast ones too).
+    Local,
+    /// A subnet broadcast address (local table).
+    Broadcast,
+    /// Not forwarded, as [`Special`] says.
+    Special(Special),
+}
+
+/// One path of a mirrored route: a gateway or none (on link), the port it leaves by (`None`:
+/// an interface xfwd does not own), its weight among equal-cost paths (1..=256).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Path<A> {
+    /// The gateway, if any.
+    pub gw: Option<A>,
+    /// The port, if xfwd owns the interface.
+    pub port: Option<PortId>,
+    /// Weight (the kernel's `hops + 1`, or a nexthop group member's weight).
+    pub weight: u16,
+}
+
+/// A route as the kernel holds it, resolved to xfwd's ports (see `l3::mirror`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirroredRoute<P, A> {
+    /// Destination.
+    pub prefix: P,
+    /// Its type.
+    pub kind: RouteKind,
+    /// Paths (unicast: one or more).
+    pub paths: Vec<Path<A>>,
+    /// The route's MTU metric (0: none).
+    pub mtu: u32,
+    /// Who installed it (`rtm_protocol`).
+    pub protocol: u8,
+    /// From the local table.
+    pub local_table: bool,
+}
+
+/// An IPv4 route from the kernel.
+pub type Mirrored4 = MirroredRoute<Prefix, Ipv4Addr>;
+/// An IPv6 route from the kernel.
+pub type Mirrored6 = MirroredRoute<Prefix6, Ipv6Addr>;
+
+/// Members an equal-cost group may hold (paths repeated by weight are scaled down to this).
+pub const MAX_GROUP: usize = 256;
+
+/// The members of a group for `paths` with these weights, each repeated by its weight (scaled
+/// so that the total stays within [`MAX_GROUP`], each path at least once).
+fn weighted<T: Copy>(members: &[(T, u16)]) -> Vec<T> {
+    let total: usize = members.iter().map(|&(_, w)| usize::from(w.max(1))).sum();
+    let mut out = Vec::with_capacity(total.min(MAX_GROUP));
+    for &(m, w) in members {
+        let w = usize::from(w.max(1));
+        let n = if total <= MAX_GROUP { w } else { (w * MAX_GROUP / total).max(1) };
+        out.extend(std::iter::repeat_n(m, n));
+    }
+    out
 }
 
 /// Why tables could not be built.
@@ -193,6 +303,8 @@ pub struct RouterTables {
     pub routes: Vec<(Prefix, NhIndex, RouteOrigin)>,
     /// IPv6: its FIB, next hops and routes.
     pub v6: Tables6,
+    /// Members of equal-cost groups ([`NhKind::Group`]), plain next hops.
+    pub groups: Vec<NhIndex>,
     /// ICMP errors per second for the whole router (0: unlimited); set after building, travels
     /// with the tables so that a reload can change it.
     pub icmp_rate: u32,
@@ -231,7 +343,7 @@ impl RouterTables {
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
         let v6 = build6(&ports, statics6, advise)?;
-        let mut nexthops = vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED }];
+        let mut nexthops = vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 }];
         let mut index: HashMap<NextHop, NhIndex> = HashMap::new();
         let mut intern = |nh: NextHop, nexthops: &mut Vec<NextHop>| -> NhIndex {
             *index.entry(nh).or_insert_with(|| {
@@ -244,10 +356,10 @@ impl RouterTables {
             let port = PortId(p as u8);
             for &(addr, len) in &spec.addrs {
                 let subnet = Prefix::truncate(addr, len);
-                let nh = intern(NextHop { kind: NhKind::Connected, port, src: addr }, &mut nexthops);
+                let nh = intern(NextHop { kind: NhKind::Connected, port, src: addr, mtu: 0 }, &mut nexthops);
                 routes.push((subnet, nh, RouteOrigin::Connected));
                 if len < 31 {
-                    let b = intern(NextHop { kind: NhKind::Broadcast, port, src: addr }, &mut nexthops);
+                    let b = intern(NextHop { kind: NhKind::Broadcast, port, src: addr, mtu: 0 }, &mut nexthops);
                     routes.push((Prefix::truncate(subnet.broadcast(), 32), b, RouteOrigin::Broadcast));
                 }
             }
@@ -255,7 +367,7 @@ impl RouterTables {
         // Local addresses last among the automatic ones, so a /32 address wins over its subnet.
         for (p, spec) in ports.iter().enumerate() {
             for &(addr, _) in &spec.addrs {
-                let nh = intern(NextHop { kind: NhKind::Local, port: PortId(p as u8), src: addr }, &mut nexthops);
+                let nh = intern(NextHop { kind: NhKind::Local, port: PortId(p as u8), src: addr, mtu: 0 }, &mut nexthops);
                 routes.push((Prefix::truncate(addr, 32), nh, RouteOrigin::Local));
             }
         }
@@ -263,12 +375,12 @@ impl RouterTables {
             let nh = match target {
                 RouteTarget::Via(gw) => {
                     let (port, src) = connected_to(&ports, gw).ok_or(TablesError::GatewayUnreachable(gw))?;
-                    NextHop { kind: NhKind::Gateway(gw), port, src }
+                    NextHop { kind: NhKind::Gateway(gw), port, src, mtu: 0 }
                 }
                 RouteTarget::Dev(port) => {
                     let spec = ports.get(port.index()).ok_or(TablesError::NoSuchPort(port.0))?;
                     let &(src, _) = spec.addrs.first().ok_or_else(|| TablesError::NoAddress(spec.name.clone()))?;
-                    NextHop { kind: NhKind::Connected, port, src }
+                    NextHop { kind: NhKind::Connected, port, src, mtu: 0 }
                 }
             };
             let nh = intern(nh, &mut nexthops);
@@ -283,13 +395,103 @@ impl RouterTables {
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Local)).map(|r| (r.0, r.1)));
         let fib = Fib::build_advised(&fib_routes, advise)?;
         let id = TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(RouterTables { fib, nexthops, ports, routes, v6, icmp_rate: 0, icmp_burst: 1, id })
+        Ok(RouterTables { fib, nexthops, ports, routes, v6, groups: Vec::new(), icmp_rate: 0, icmp_burst: 1, id })
+    }
+
+    /// Builds the tables from routes mirrored from the kernel (`l3::mirror`): no route is made
+    /// up from the ports' addresses, which the kernel's own connected and local routes cover.
+    /// For a prefix given twice the last one wins, local-table routes after the main table's.
+    /// The ports' addresses serve ICMP sources and next hops' sources only.
+    pub fn build_mirrored(
+        ports: Vec<PortSpec>,
+        routes4: &[Mirrored4],
+        routes6: &[Mirrored6],
+        advise: Advice,
+    ) -> Result<RouterTables, TablesError> {
+        let mut nexthops = vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 }];
+        let mut groups = Vec::new();
+        let mut index: HashMap<NextHop, NhIndex> = HashMap::new();
+        let mut group_index: HashMap<Vec<NhIndex>, NhIndex> = HashMap::new();
+        let mut routes = Vec::with_capacity(routes4.len());
+        let any_src = ports.iter().flat_map(|p| p.addrs.first()).map(|a| a.0).next().unwrap_or(Ipv4Addr::UNSPECIFIED);
+        // The box address ICMP errors through `port` towards `a` come from: the one whose
+        // subnet holds `a`, else the port's first, else any port's.
+        let src_for = |port: PortId, a: Ipv4Addr| -> Ipv4Addr {
+            let spec = &ports[port.index()];
+            spec.addrs
+                .iter()
+                .filter(|&&(x, len)| Prefix::truncate(x, len).contains(a))
+                .max_by_key(|x| x.1)
+                .or(spec.addrs.first())
+                .map_or(any_src, |x| x.0)
+        };
+        let mut order: Vec<&Mirrored4> = routes4.iter().collect();
+        order.sort_by_key(|r| r.local_table);
+        for r in order {
+            if r.paths.iter().any(|p| p.port.is_some_and(|x| x.index() >= ports.len())) {
+                return Err(TablesError::NoSuchPort(r.paths.iter().flat_map(|p| p.port).map(|p| p.0).max().unwrap_or(0)));
+            }
+            let mtu = r.mtu;
+            let one = |p: &Path<Ipv4Addr>| -> NextHop {
+                match (p.port, p.gw) {
+                    (None, _) => NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 },
+                    (Some(port), Some(gw)) => NextHop { kind: NhKind::Gateway(gw), port, src: src_for(port, gw), mtu },
+                    (Some(port), None) => {
+                        NextHop { kind: NhKind::Connected, port, src: src_for(port, r.prefix.addr()), mtu }
+                    }
+                }
+            };
+            let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
+            let nh = match r.kind {
+                RouteKind::Local => {
+                    intern(&mut index, &mut nexthops, NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 })
+                }
+                RouteKind::Broadcast => intern(
+                    &mut index,
+                    &mut nexthops,
+                    NextHop { kind: NhKind::Broadcast, port: first_port, src: any_src, mtu: 0 },
+                ),
+                RouteKind::Special(k) => {
+                    intern(&mut index, &mut nexthops, NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 })
+                }
+                RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
+                    Some(p) => intern(&mut index, &mut nexthops, one(p)),
+                    None => continue,
+                },
+                RouteKind::Unicast => {
+                    let members: Vec<(NhIndex, u16)> =
+                        r.paths.iter().map(|p| (intern(&mut index, &mut nexthops, one(p)), p.weight)).collect();
+                    let members = weighted(&members);
+                    let next = NhIndex(nexthops.len() as u16);
+                    let g = *group_index.entry(members.clone()).or_insert_with(|| {
+                        let first = groups.len() as u32;
+                        groups.extend_from_slice(&members);
+                        let len = members.len() as u16;
+                        nexthops.push(NextHop { kind: NhKind::Group { first, len }, port: PortId(0), src: any_src, mtu: 0 });
+                        next
+                    });
+                    g
+                }
+            };
+            routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
+        }
+        let fib_routes: Vec<(Prefix, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
+        let fib = Fib::build_advised(&fib_routes, advise)?;
+        let v6 = mirrored6(&ports, routes6, advise)?;
+        let id = TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(RouterTables { fib, nexthops, ports, routes, v6, groups, icmp_rate: 0, icmp_burst: 1, id })
     }
 
     /// The IPv6 next hop for `dst`, if routed.
     #[inline]
+    /// An equal-cost group stands for its first member here (the way back for the router's
+    /// own answers); the decision picks members by flow.
     pub fn route6(&self, dst: Ipv6Addr) -> Option<&NextHop6> {
-        self.v6.fib.lookup(dst).map(|i| &self.v6.nexthops[usize::from(i.0)])
+        let nh = &self.v6.nexthops[usize::from(self.v6.fib.lookup(dst)?.0)];
+        match nh.kind {
+            NhKind6::Group { first, .. } => self.v6.nexthops.get(usize::from(self.v6.groups.get(first as usize)?.0)),
+            _ => Some(nh),
+        }
     }
 
     /// Whether `a` is one of the box's IPv6 addresses (link-local ones are the kernel's).
@@ -327,8 +529,14 @@ impl RouterTables {
 
     /// The next hop for `dst`, if routed.
     #[inline]
+    /// An equal-cost group stands for its first member here (the way back for the router's
+    /// own answers); the decision picks members by flow.
     pub fn route(&self, dst: Ipv4Addr) -> Option<&NextHop> {
-        self.fib.lookup(dst).map(|i| &self.nexthops[usize::from(i.0)])
+        let nh = &self.nexthops[usize::from(self.fib.lookup(dst)?.0)];
+        match nh.kind {
+            NhKind::Group { first, .. } => self.nexthops.get(usize::from(self.groups.get(first as usize)?.0)),
+            _ => Some(nh),
+        }
     }
 
     /// Whether `a` is one of the box's addresses.
@@ -368,10 +576,76 @@ pub fn connected_to6(ports: &[PortSpec], a: Ipv6Addr) -> Option<PortId> {
         .map(|(p, _, _)| PortId(p as u8))
 }
 
+/// The index of `nh`, added if new.
+fn intern<N: Copy + Eq + core::hash::Hash>(index: &mut HashMap<N, NhIndex>, nexthops: &mut Vec<N>, nh: N) -> NhIndex {
+    *index.entry(nh).or_insert_with(|| {
+        nexthops.push(nh);
+        NhIndex((nexthops.len() - 1) as u16)
+    })
+}
+
+/// [`RouterTables::build_mirrored`]'s IPv6 half.
+fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Result<Tables6, TablesError> {
+    let mut nexthops = vec![NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 }];
+    let mut groups = Vec::new();
+    let mut index: HashMap<NextHop6, NhIndex> = HashMap::new();
+    let mut group_index: HashMap<Vec<NhIndex>, NhIndex> = HashMap::new();
+    let mut routes = Vec::with_capacity(routes6.len());
+    let mut order: Vec<&Mirrored6> = routes6.iter().collect();
+    order.sort_by_key(|r| r.local_table);
+    for r in order {
+        if r.paths.iter().any(|p| p.port.is_some_and(|x| x.index() >= ports.len())) {
+            return Err(TablesError::NoSuchPort(r.paths.iter().flat_map(|p| p.port).map(|p| p.0).max().unwrap_or(0)));
+        }
+        let mtu = r.mtu;
+        let one = |p: &Path<Ipv6Addr>| -> NextHop6 {
+            match (p.port, p.gw) {
+                (None, _) => NextHop6 { kind: NhKind6::Special(Special::Foreign), port: PortId(0), mtu: 0 },
+                (Some(port), Some(gw)) => NextHop6 { kind: NhKind6::Gateway(gw), port, mtu },
+                (Some(port), None) => NextHop6 { kind: NhKind6::Connected, port, mtu },
+            }
+        };
+        let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
+        let nh = match r.kind {
+            // IPv6 has no broadcast; the kernel's anycast routes come as Local.
+            RouteKind::Local | RouteKind::Broadcast => {
+                intern(&mut index, &mut nexthops, NextHop6 { kind: NhKind6::Local, port: first_port, mtu: 0 })
+            }
+            RouteKind::Special(k) => {
+                intern(&mut index, &mut nexthops, NextHop6 { kind: NhKind6::Special(k), port: PortId(0), mtu: 0 })
+            }
+            RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
+                Some(p) => intern(&mut index, &mut nexthops, one(p)),
+                None => continue,
+            },
+            RouteKind::Unicast => {
+                let members: Vec<(NhIndex, u16)> =
+                    r.paths.iter().map(|p| (intern(&mut index, &mut nexthops, one(p)), p.weight)).collect();
+                let members = weighted(&members);
+                let next = NhIndex(nexthops.len() as u16);
+                *group_index.entry(members.clone()).or_insert_with(|| {
+                    let first = groups.len() as u32;
+                    groups.extend_from_slice(&members);
+                    let len = members.len() as u16;
+                    nexthops.push(NextHop6 { kind: NhKind6::Group { first, len }, port: PortId(0), mtu: 0 });
+                    next
+                })
+            }
+        };
+        routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
+    }
+    if nexthops.len() > 0x7fff {
+        return Err(FibError::TooManyNextHops(nexthops.len()).into());
+    }
+    let fib_routes: Vec<(Prefix6, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
+    let fib = Fib6::build_advised(&fib_routes, advise)?;
+    Ok(Tables6 { fib, nexthops, routes, groups })
+}
+
 /// The IPv6 tables: connected prefixes, static routes, then the box's addresses as /128s (a
 /// later duplicate wins in the FIB, so these stay above any static route).
 fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advice) -> Result<Tables6, TablesError> {
-    let mut nexthops = vec![NextHop6 { kind: NhKind6::Local, port: PortId(0) }];
+    let mut nexthops = vec![NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 }];
     let mut index: HashMap<NextHop6, NhIndex> = HashMap::new();
     let mut intern = |nh: NextHop6, nexthops: &mut Vec<NextHop6>| -> NhIndex {
         *index.entry(nh).or_insert_with(|| {
@@ -382,7 +656,7 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
     let mut routes = Vec::new();
     for (p, spec) in ports.iter().enumerate() {
         for &(addr, len) in &spec.addrs6 {
-            let nh = intern(NextHop6 { kind: NhKind6::Connected, port: PortId(p as u8) }, &mut nexthops);
+            let nh = intern(NextHop6 { kind: NhKind6::Connected, port: PortId(p as u8), mtu: 0 }, &mut nexthops);
             routes.push((Prefix6::truncate(addr, len), nh, RouteOrigin::Connected));
         }
     }
@@ -401,13 +675,13 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
                 if port.index() >= ports.len() {
                     return Err(TablesError::NoSuchPort(port.0));
                 }
-                NextHop6 { kind: NhKind6::Gateway(gw), port }
+                NextHop6 { kind: NhKind6::Gateway(gw), port, mtu: 0 }
             }
             RouteTarget6::Dev(port) => {
                 if port.index() >= ports.len() {
                     return Err(TablesError::NoSuchPort(port.0));
                 }
-                NextHop6 { kind: NhKind6::Connected, port }
+                NextHop6 { kind: NhKind6::Connected, port, mtu: 0 }
             }
         };
         let nh = intern(nh, &mut nexthops);
@@ -415,13 +689,13 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
     }
     for (p, spec) in ports.iter().enumerate() {
         for &(addr, _) in &spec.addrs6 {
-            let nh = intern(NextHop6 { kind: NhKind6::Local, port: PortId(p as u8) }, &mut nexthops);
+            let nh = intern(NextHop6 { kind: NhKind6::Local, port: PortId(p as u8), mtu: 0 }, &mut nexthops);
             routes.push((Prefix6::truncate(addr, 128), nh, RouteOrigin::Local));
         }
     }
     let fib_routes: Vec<(Prefix6, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
     let fib = Fib6::build_advised(&fib_routes, advise)?;
-    Ok(Tables6 { fib, nexthops, routes })
+    Ok(Tables6 { fib, nexthops, routes, groups: Vec::new() })
 }
 
 #[cfg(test)]
@@ -500,13 +774,13 @@ mod tests {
         ];
         let t = RouterTables::build_dual(dual(), &[], &statics, no_advice).unwrap();
         let nh = |a: &str| t.route6(ip6(a)).copied();
-        assert_eq!(nh("2001:2:0:10::7"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(0) }));
-        assert_eq!(nh("2001:2:0:30::1"), Some(NextHop6 { kind: NhKind6::Local, port: PortId(1) }));
+        assert_eq!(nh("2001:2:0:10::7"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(0), mtu: 0 }));
+        assert_eq!(nh("2001:2:0:30::1"), Some(NextHop6 { kind: NhKind6::Local, port: PortId(1), mtu: 0 }));
         assert!(t.is_local6(ip6("2001:2:0:31::1")));
         assert!(!t.is_local6(ip6("fe80::4")), "link-local addresses are the kernel's");
         assert_eq!(nh("2001:2:100::1").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
-        assert_eq!(nh("2001:2:200::1"), Some(NextHop6 { kind: NhKind6::Gateway(ip6("fe80::99")), port: PortId(0) }));
-        assert_eq!(nh("2001:2:300::1"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(1) }));
+        assert_eq!(nh("2001:2:200::1"), Some(NextHop6 { kind: NhKind6::Gateway(ip6("fe80::99")), port: PortId(0), mtu: 0 }));
+        assert_eq!(nh("2001:2:300::1"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(1), mtu: 0 }));
         assert_eq!(nh("2001:2:0:31::9").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
         assert_eq!(nh("2001:3::1"), None);
         // IPv4 untouched beside it.

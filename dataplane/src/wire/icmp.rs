@@ -37,6 +37,8 @@ pub const ADDRESS_MASK_REPLY: u8 = 18;
 pub const CODE_NET_UNREACHABLE: u8 = 0;
 /// Destination Unreachable code: host unreachable.
 pub const CODE_HOST_UNREACHABLE: u8 = 1;
+/// Destination Unreachable code: communication administratively prohibited (RFC 1812).
+pub const CODE_ADMIN_PROHIBITED: u8 = 13;
 /// Destination Unreachable code: fragmentation needed and DF set.
 pub const CODE_FRAG_NEEDED: u8 = 4;
 /// Time Exceeded code: TTL exceeded in transit.
