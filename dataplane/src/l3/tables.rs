@@ -367,7 +367,8 @@ impl RouterTables {
         // Local addresses last among the automatic ones, so a /32 address wins over its subnet.
         for (p, spec) in ports.iter().enumerate() {
             for &(addr, _) in &spec.addrs {
-                let nh = intern(NextHop { kind: NhKind::Local, port: PortId(p as u8), src: addr, mtu: 0 }, &mut nexthops);
+                let nh =
+                    intern(NextHop { kind: NhKind::Local, port: PortId(p as u8), src: addr, mtu: 0 }, &mut nexthops);
                 routes.push((Prefix::truncate(addr, 32), nh, RouteOrigin::Local));
             }
         }
@@ -429,12 +430,16 @@ impl RouterTables {
         order.sort_by_key(|r| r.local_table);
         for r in order {
             if r.paths.iter().any(|p| p.port.is_some_and(|x| x.index() >= ports.len())) {
-                return Err(TablesError::NoSuchPort(r.paths.iter().flat_map(|p| p.port).map(|p| p.0).max().unwrap_or(0)));
+                return Err(TablesError::NoSuchPort(
+                    r.paths.iter().flat_map(|p| p.port).map(|p| p.0).max().unwrap_or(0),
+                ));
             }
             let mtu = r.mtu;
             let one = |p: &Path<Ipv4Addr>| -> NextHop {
                 match (p.port, p.gw) {
-                    (None, _) => NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 },
+                    (None, _) => {
+                        NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 }
+                    }
                     (Some(port), Some(gw)) => NextHop { kind: NhKind::Gateway(gw), port, src: src_for(port, gw), mtu },
                     (Some(port), None) => {
                         NextHop { kind: NhKind::Connected, port, src: src_for(port, r.prefix.addr()), mtu }
@@ -443,17 +448,21 @@ impl RouterTables {
             };
             let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
             let nh = match r.kind {
-                RouteKind::Local => {
-                    intern(&mut index, &mut nexthops, NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 })
-                }
+                RouteKind::Local => intern(
+                    &mut index,
+                    &mut nexthops,
+                    NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 },
+                ),
                 RouteKind::Broadcast => intern(
                     &mut index,
                     &mut nexthops,
                     NextHop { kind: NhKind::Broadcast, port: first_port, src: any_src, mtu: 0 },
                 ),
-                RouteKind::Special(k) => {
-                    intern(&mut index, &mut nexthops, NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 })
-                }
+                RouteKind::Special(k) => intern(
+                    &mut index,
+                    &mut nexthops,
+                    NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 },
+                ),
                 RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
                     Some(p) => intern(&mut index, &mut nexthops, one(p)),
                     None => continue,
@@ -467,7 +476,12 @@ impl RouterTables {
                         let first = groups.len() as u32;
                         groups.extend_from_slice(&members);
                         let len = members.len() as u16;
-                        nexthops.push(NextHop { kind: NhKind::Group { first, len }, port: PortId(0), src: any_src, mtu: 0 });
+                        nexthops.push(NextHop {
+                            kind: NhKind::Group { first, len },
+                            port: PortId(0),
+                            src: any_src,
+                            mtu: 0,
+                        });
                         next
                     });
                     g
@@ -779,7 +793,10 @@ mod tests {
         assert!(t.is_local6(ip6("2001:2:0:31::1")));
         assert!(!t.is_local6(ip6("fe80::4")), "link-local addresses are the kernel's");
         assert_eq!(nh("2001:2:100::1").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
-        assert_eq!(nh("2001:2:200::1"), Some(NextHop6 { kind: NhKind6::Gateway(ip6("fe80::99")), port: PortId(0), mtu: 0 }));
+        assert_eq!(
+            nh("2001:2:200::1"),
+            Some(NextHop6 { kind: NhKind6::Gateway(ip6("fe80::99")), port: PortId(0), mtu: 0 })
+        );
         assert_eq!(nh("2001:2:300::1"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(1), mtu: 0 }));
         assert_eq!(nh("2001:2:0:31::9").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
         assert_eq!(nh("2001:3::1"), None);

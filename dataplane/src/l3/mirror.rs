@@ -1,0 +1,736 @@
+//! The kernel's routing state as xfwd mirrors it (`[fib] source = "kernel"`): routes of the
+//! local table and of one main table, nexthop objects, the ports' addresses and MTUs. Pure: the
+//! I/O layer (`io::kernel`) turns rtnetlink messages into [`Event`]s, applies them here, and
+//! builds the workers' tables from [`Mirror::routes4`], [`Mirror::routes6`] and
+//! [`Mirror::ports`] when something changed.
+//!
+//! # What the kernel's semantics become here
+//!
+//! - Of the routes for one prefix in one table (they differ by metric, and IPv4 by TOS), the
+//!   lowest metric is used, as the kernel does; routes with a TOS are not used (counted in
+//!   [`Mirror::ignored`]), nor are source-specific IPv6 routes.
+//! - The kernel looks the local table up first, then the main one. The mirror merges both
+//!   into one longest-prefix match where a local-table route wins a tie; the two differ only
+//!   when the local table holds a prefix that a longer main route would split, which the
+//!   kernel's own local routes (addresses, broadcasts, 127/8 and ::1) never are.
+//! - Routes naming a nexthop object (`RTA_NH_ID`, as FRR installs them) take its paths; a
+//!   group's members keep their weights; a route whose object is unknown is not used. Deleting
+//!   an object deletes the routes that use it, which the kernel does without a notification.
+//! - A route's paths through interfaces xfwd does not own stay, marked as such: the decision
+//!   answers them as for no route ([`super::tables::Special::Foreign`]).
+//! - The kernel removes routes without a notification when an interface goes down or an IPv4
+//!   address goes away; those events ask for a full resynchronisation ([`Applied::Resync`]).
+//! - IPv6 multipath routes may arrive whole or path by path (`NLM_F_APPEND`); deleting one path
+//!   of a multipath route leaves the others.
+
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::collections::{BTreeMap, HashMap};
+
+use super::fib::Prefix;
+use super::fib6::Prefix6;
+use super::tables::{Mirrored4, Mirrored6, MirroredRoute, Path, PortSpec, RouteKind, Special};
+use crate::PortId;
+
+/// The kernel's local routing table.
+pub const TABLE_LOCAL: u32 = 255;
+/// The kernel's main routing table.
+pub const TABLE_MAIN: u32 = 254;
+
+/// A route type as the kernel names it (`rtm_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelType {
+    /// `unicast`.
+    Unicast,
+    /// `local`.
+    Local,
+    /// `broadcast`.
+    Broadcast,
+    /// `anycast`.
+    Anycast,
+    /// `blackhole`.
+    Blackhole,
+    /// `unreachable`.
+    Unreachable,
+    /// `prohibit`.
+    Prohibit,
+    /// Anything else (multicast, throw, nat, ...): not used.
+    Other(u8),
+}
+
+/// One path of a kernel route: gateway, output interface, weight (1..=256).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KernelPath<A> {
+    /// Gateway.
+    pub gw: Option<A>,
+    /// Output interface.
+    pub ifindex: u32,
+    /// Weight.
+    pub weight: u16,
+}
+
+/// A route as an rtnetlink message describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelRoute<P, A> {
+    /// Routing table.
+    pub table: u32,
+    /// Destination.
+    pub prefix: P,
+    /// Metric (`RTA_PRIORITY`).
+    pub metric: u32,
+    /// IPv4 TOS (IPv6: 0).
+    pub tos: u8,
+    /// Whether it is source-specific (IPv6 `from`).
+    pub has_source: bool,
+    /// Type.
+    pub kind: KernelType,
+    /// Who installed it.
+    pub protocol: u8,
+    /// Paths (`RTA_GATEWAY`/`RTA_OIF`, or `RTA_MULTIPATH`).
+    pub paths: Vec<KernelPath<A>>,
+    /// Nexthop object (`RTA_NH_ID`).
+    pub nh_id: Option<u32>,
+    /// MTU metric (0: none).
+    pub mtu: u32,
+}
+
+/// An IPv4 kernel route.
+pub type KernelRoute4 = KernelRoute<Prefix, Ipv4Addr>;
+/// An IPv6 kernel route.
+pub type KernelRoute6 = KernelRoute<Prefix6, Ipv6Addr>;
+
+/// A nexthop object (`RTM_NEWNEXTHOP`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nexthop {
+    /// A gateway (or none) out of an interface.
+    Single {
+        /// Gateway.
+        gw: Option<IpAddr>,
+        /// Output interface.
+        ifindex: u32,
+    },
+    /// `blackhole`.
+    Blackhole,
+    /// A group: member ids and weights.
+    Group(Vec<(u32, u16)>),
+}
+
+/// What changed in the kernel, from one rtnetlink message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// `RTM_NEWROUTE` (IPv4); `append`: `NLM_F_APPEND` was set.
+    Route4 {
+        /// New (else deleted).
+        add: bool,
+        /// The route.
+        route: KernelRoute4,
+    },
+    /// `RTM_NEWROUTE`/`RTM_DELROUTE` (IPv6).
+    Route6 {
+        /// New (else deleted).
+        add: bool,
+        /// `NLM_F_REPLACE` was set (a new route replaces the one it names, whole).
+        replace: bool,
+        /// The route.
+        route: KernelRoute6,
+    },
+    /// `RTM_NEWNEXTHOP`/`RTM_DELNEXTHOP`.
+    Nexthop {
+        /// Its id.
+        id: u32,
+        /// The object, or `None` when deleted.
+        nh: Option<Nexthop>,
+    },
+    /// `RTM_NEWADDR`/`RTM_DELADDR`.
+    Address {
+        /// New (else deleted).
+        add: bool,
+        /// Interface.
+        ifindex: u32,
+        /// Address.
+        addr: IpAddr,
+        /// Prefix length.
+        len: u8,
+    },
+    /// `RTM_NEWLINK`: an interface's state.
+    Link {
+        /// Interface.
+        ifindex: u32,
+        /// Administratively up.
+        up: bool,
+        /// Its MTU.
+        mtu: u32,
+    },
+}
+
+/// What applying an event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// Nothing the workers' tables depend on.
+    Unchanged,
+    /// The tables must be rebuilt.
+    Changed,
+    /// The kernel may have changed routes without telling: dump everything again.
+    Resync,
+}
+
+type Key4 = (u32, Prefix, u8, u32);
+type Key6 = (u32, Prefix6, u32, u32);
+
+/// The mirror (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    table: u32,
+    ports: Vec<(u32, PortSpec)>,
+    up: HashMap<u32, bool>,
+    routes4: BTreeMap<Key4, KernelRoute4>,
+    routes6: BTreeMap<Key6, KernelRoute6>,
+    nexthops: HashMap<u32, Nexthop>,
+    /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), by
+    /// the last build.
+    pub ignored: usize,
+}
+
+impl Mirror {
+    /// A mirror of `table` (and the local table) for the ports `(ifindex, spec)`, in port
+    /// order; their addresses come from the kernel.
+    pub fn new(table: u32, ports: Vec<(u32, PortSpec)>) -> Mirror {
+        let ports = ports
+            .into_iter()
+            .map(|(i, mut s)| {
+                s.addrs.clear();
+                s.addrs6.clear();
+                s.link_local = None;
+                (i, s)
+            })
+            .collect();
+        Mirror {
+            table,
+            ports,
+            up: HashMap::new(),
+            routes4: BTreeMap::new(),
+            routes6: BTreeMap::new(),
+            nexthops: HashMap::new(),
+            ignored: 0,
+        }
+    }
+
+    /// Forgets every route, object and address (before a full dump).
+    pub fn clear(&mut self) {
+        self.routes4.clear();
+        self.routes6.clear();
+        self.nexthops.clear();
+        self.up.clear();
+        for (_, s) in &mut self.ports {
+            s.addrs.clear();
+            s.addrs6.clear();
+            s.link_local = None;
+        }
+    }
+
+    /// The port of interface `ifindex`, if xfwd owns it.
+    pub fn port_of(&self, ifindex: u32) -> Option<PortId> {
+        self.ports.iter().position(|(i, _)| *i == ifindex).map(|p| PortId(p as u8))
+    }
+
+    fn wanted(&self, table: u32) -> bool {
+        table == self.table || table == TABLE_LOCAL
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, e: Event) -> Applied {
+        match e {
+            Event::Route4 { add, route } => {
+                if !self.wanted(route.table) {
+                    return Applied::Unchanged;
+                }
+                let key = (route.table, route.prefix, route.tos, route.metric);
+                let changed = if add {
+                    self.routes4.insert(key, route.clone()).as_ref() != Some(&route)
+                } else {
+                    self.routes4.remove(&key).is_some()
+                };
+                if changed {
+                    Applied::Changed
+                } else {
+                    Applied::Unchanged
+                }
+            }
+            Event::Route6 { add, replace, route } => {
+                if !self.wanted(route.table) {
+                    return Applied::Unchanged;
+                }
+                self.apply6(add, replace, route)
+            }
+            Event::Nexthop { id, nh: Some(nh) } => {
+                if self.nexthops.insert(id, nh.clone()).as_ref() == Some(&nh) {
+                    Applied::Unchanged
+                } else {
+                    Applied::Changed
+                }
+            }
+            Event::Nexthop { id, nh: None } => {
+                if self.nexthops.remove(&id).is_none() {
+                    return Applied::Unchanged;
+                }
+                // The kernel deletes the routes that used it, silently.
+                self.routes4.retain(|_, r| r.nh_id != Some(id));
+                self.routes6.retain(|_, r| r.nh_id != Some(id));
+                for nh in self.nexthops.values_mut() {
+                    if let Nexthop::Group(m) = nh {
+                        m.retain(|(member, _)| *member != id);
+                    }
+                }
+                Applied::Changed
+            }
+            Event::Address { add, ifindex, addr, len } => {
+                let Some(p) = self.port_of(ifindex) else {
+                    // Not a port's: its routes arrive by themselves; a removal may take
+                    // routes with it silently.
+                    return if add || addr.is_ipv6() { Applied::Unchanged } else { Applied::Resync };
+                };
+                let spec = &mut self.ports[p.index()].1;
+                match addr {
+                    IpAddr::V4(a) => {
+                        spec.addrs.retain(|x| x.0 != a);
+                        if add {
+                            spec.addrs.push((a, len));
+                        } else {
+                            return Applied::Resync;
+                        }
+                    }
+                    IpAddr::V6(a) if super::tables::is_link_local6(&a) => {
+                        spec.link_local = if add { Some(a) } else { None };
+                    }
+                    IpAddr::V6(a) => {
+                        spec.addrs6.retain(|x| x.0 != a);
+                        if add {
+                            spec.addrs6.push((a, len));
+                        }
+                    }
+                }
+                Applied::Changed
+            }
+            Event::Link { ifindex, up, mtu } => {
+                let was = self.up.insert(ifindex, up);
+                let mut changed = Applied::Unchanged;
+                if let Some(p) = self.port_of(ifindex) {
+                    let spec = &mut self.ports[p.index()].1;
+                    if spec.mtu != mtu {
+                        spec.mtu = mtu;
+                        changed = Applied::Changed;
+                    }
+                }
+                match was {
+                    // Going down flushes its routes; coming up restores some: silently.
+                    Some(w) if w != up => Applied::Resync,
+                    _ => changed,
+                }
+            }
+        }
+    }
+
+    fn apply6(&mut self, add: bool, replace: bool, route: KernelRoute6) -> Applied {
+        let gateway = route.paths.iter().any(|p| p.gw.is_some());
+        // Routes on link are one per interface (fe80::/64 on every port); gateway routes
+        // of one prefix and metric are one route, their paths siblings.
+        let dev = if gateway || route.nh_id.is_some() { 0 } else { route.paths.first().map_or(0, |p| p.ifindex) };
+        let key = (route.table, route.prefix, route.metric, dev);
+        if add {
+            match self.routes6.get_mut(&key) {
+                Some(old) if !replace && gateway && old.nh_id.is_none() && route.nh_id.is_none() => {
+                    let before = old.paths.len();
+                    for p in route.paths {
+                        if !old.paths.contains(&p) {
+                            old.paths.push(p);
+                        }
+                    }
+                    if old.paths.len() == before {
+                        Applied::Unchanged
+                    } else {
+                        Applied::Changed
+                    }
+                }
+                Some(old) if *old == route => Applied::Unchanged,
+                _ => {
+                    self.routes6.insert(key, route);
+                    Applied::Changed
+                }
+            }
+        } else {
+            let Some(old) = self.routes6.get_mut(&key) else {
+                return Applied::Unchanged;
+            };
+            if gateway && old.paths.len() > route.paths.len() {
+                old.paths.retain(|p| !route.paths.iter().any(|q| q.gw == p.gw && q.ifindex == p.ifindex));
+                if !old.paths.is_empty() {
+                    return Applied::Changed;
+                }
+            }
+            self.routes6.remove(&key);
+            Applied::Changed
+        }
+    }
+
+    /// The ports with the kernel's addresses and MTUs, in port order.
+    pub fn ports(&self) -> Vec<PortSpec> {
+        self.ports.iter().map(|(_, s)| s.clone()).collect()
+    }
+
+    /// The paths of a route, resolved to ports, or its type alone; `None`: not used.
+    fn resolve<A: Copy>(
+        &self,
+        kind: KernelType,
+        paths: &[KernelPath<A>],
+        nh_id: Option<u32>,
+        from: impl Fn(IpAddr) -> Option<A>,
+    ) -> Option<(RouteKind, Vec<Path<A>>)> {
+        let kind = match kind {
+            KernelType::Unicast => RouteKind::Unicast,
+            KernelType::Local | KernelType::Anycast => RouteKind::Local,
+            KernelType::Broadcast => RouteKind::Broadcast,
+            KernelType::Blackhole => return Some((RouteKind::Special(Special::Blackhole), Vec::new())),
+            KernelType::Unreachable => return Some((RouteKind::Special(Special::Unreachable), Vec::new())),
+            KernelType::Prohibit => return Some((RouteKind::Special(Special::Prohibit), Vec::new())),
+            KernelType::Other(_) => return None,
+        };
+        let path = |gw: Option<A>, ifindex: u32, weight: u16| Path { gw, port: self.port_of(ifindex), weight };
+        let Some(id) = nh_id else {
+            let out: Vec<Path<A>> = paths.iter().map(|p| path(p.gw, p.ifindex, p.weight)).collect();
+            return (!out.is_empty() || kind != RouteKind::Unicast).then_some((kind, out));
+        };
+        let single = |nh: &Nexthop, weight: u16| -> Option<Option<Path<A>>> {
+            match nh {
+                Nexthop::Single { gw, ifindex } => {
+                    let gw = match gw {
+                        Some(g) => Some(from(*g)?),
+                        None => None,
+                    };
+                    Some(Some(path(gw, *ifindex, weight)))
+                }
+                Nexthop::Blackhole => Some(None),
+                Nexthop::Group(_) => None,
+            }
+        };
+        match self.nexthops.get(&id)? {
+            Nexthop::Group(members) => {
+                let mut out = Vec::with_capacity(members.len());
+                for &(m, w) in members {
+                    if let Some(Some(p)) = single(self.nexthops.get(&m)?, w) {
+                        out.push(p);
+                    }
+                }
+                (!out.is_empty()).then_some((kind, out))
+            }
+            nh => match single(nh, 1)? {
+                Some(p) => Some((kind, vec![p])),
+                None => Some((RouteKind::Special(Special::Blackhole), Vec::new())),
+            },
+        }
+    }
+
+    /// The IPv4 routes the workers use: per prefix and table, the lowest metric.
+    pub fn routes4(&mut self) -> Vec<Mirrored4> {
+        let mut ignored = 0;
+        let out = best(self.routes4.iter().map(|((t, p, tos, _), r)| ((*t, *p), *tos != 0, r)), &mut ignored)
+            .into_iter()
+            .filter_map(|r| {
+                let got = self.resolve(r.kind, &r.paths, r.nh_id, |a| match a {
+                    IpAddr::V4(a) => Some(a),
+                    IpAddr::V6(_) => None,
+                });
+                if got.is_none() {
+                    ignored += 1;
+                }
+                let (kind, paths) = got?;
+                Some(MirroredRoute {
+                    prefix: r.prefix,
+                    kind,
+                    paths,
+                    mtu: r.mtu,
+                    protocol: r.protocol,
+                    local_table: r.table == TABLE_LOCAL,
+                })
+            })
+            .collect();
+        self.ignored = ignored;
+        out
+    }
+
+    /// The IPv6 routes the workers use (after [`Mirror::routes4`], whose ignored count this
+    /// adds to).
+    pub fn routes6(&mut self) -> Vec<Mirrored6> {
+        let mut ignored = self.ignored;
+        let out = best(self.routes6.iter().map(|((t, p, _, _), r)| ((*t, *p), r.has_source, r)), &mut ignored)
+            .into_iter()
+            .filter_map(|r| {
+                let got = self.resolve(r.kind, &r.paths, r.nh_id, |a| match a {
+                    IpAddr::V6(a) => Some(a),
+                    IpAddr::V4(_) => None,
+                });
+                if got.is_none() {
+                    ignored += 1;
+                }
+                let (kind, paths) = got?;
+                Some(MirroredRoute {
+                    prefix: r.prefix,
+                    kind,
+                    paths,
+                    mtu: r.mtu,
+                    protocol: r.protocol,
+                    local_table: r.table == TABLE_LOCAL,
+                })
+            })
+            .collect();
+        self.ignored = ignored;
+        out
+    }
+
+    /// The box's addresses and subnet broadcasts from the local table (for the XDP program,
+    /// which hands traffic to them to the kernel): single addresses only.
+    pub fn local_addresses(&self) -> Vec<(IpAddr, bool)> {
+        let mut out = Vec::new();
+        for ((t, p, _, _), r) in &self.routes4 {
+            if *t == TABLE_LOCAL && p.prefix_len() == 32 {
+                match r.kind {
+                    KernelType::Local => out.push((IpAddr::V4(p.addr()), true)),
+                    KernelType::Broadcast => out.push((IpAddr::V4(p.addr()), false)),
+                    _ => {}
+                }
+            }
+        }
+        for ((t, p, _, _), r) in &self.routes6 {
+            if *t == TABLE_LOCAL && p.prefix_len() == 128 && matches!(r.kind, KernelType::Local | KernelType::Anycast) {
+                out.push((IpAddr::V6(p.addr()), true));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Routes held (all tables mirrored, all metrics).
+    pub fn len(&self) -> usize {
+        self.routes4.len() + self.routes6.len()
+    }
+
+    /// Whether no route is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Of routes keyed by (table, prefix), in key order with metrics ascending, the first usable
+/// one of each key; `skip` marks routes that are never used (counted in `ignored`).
+fn best<'a, K: PartialEq, P: 'a, A: 'a>(
+    routes: impl Iterator<Item = (K, bool, &'a KernelRoute<P, A>)>,
+    ignored: &mut usize,
+) -> Vec<&'a KernelRoute<P, A>> {
+    let mut out: Vec<&KernelRoute<P, A>> = Vec::new();
+    let mut last: Option<K> = None;
+    for (k, skip, r) in routes {
+        if skip {
+            *ignored += 1;
+            continue;
+        }
+        if last.as_ref() == Some(&k) {
+            continue;
+        }
+        last = Some(k);
+        out.push(r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::MacAddr;
+
+    fn spec(name: &str) -> PortSpec {
+        PortSpec {
+            name: name.into(),
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            mtu: 1500,
+            addrs: Vec::new(),
+            addrs6: Vec::new(),
+            link_local: None,
+        }
+    }
+
+    fn mirror() -> Mirror {
+        Mirror::new(TABLE_MAIN, vec![(4, spec("eth4")), (5, spec("eth5"))])
+    }
+
+    fn r4(table: u32, p: &str, metric: u32, kind: KernelType, paths: &[(Option<&str>, u32)]) -> KernelRoute4 {
+        KernelRoute {
+            table,
+            prefix: p.parse().unwrap(),
+            metric,
+            tos: 0,
+            has_source: false,
+            kind,
+            protocol: 4,
+            paths: paths
+                .iter()
+                .map(|&(gw, ifindex)| KernelPath { gw: gw.map(|g| g.parse().unwrap()), ifindex, weight: 1 })
+                .collect(),
+            nh_id: None,
+            mtu: 0,
+        }
+    }
+
+    fn r6(p: &str, metric: u32, paths: &[(Option<&str>, u32)]) -> KernelRoute6 {
+        KernelRoute {
+            table: TABLE_MAIN,
+            prefix: p.parse().unwrap(),
+            metric,
+            tos: 0,
+            has_source: false,
+            kind: KernelType::Unicast,
+            protocol: 4,
+            paths: paths
+                .iter()
+                .map(|&(gw, ifindex)| KernelPath { gw: gw.map(|g| g.parse().unwrap()), ifindex, weight: 1 })
+                .collect(),
+            nh_id: None,
+            mtu: 0,
+        }
+    }
+
+    fn add4(m: &mut Mirror, r: KernelRoute4) -> Applied {
+        m.apply(Event::Route4 { add: true, route: r })
+    }
+
+    #[test]
+    fn the_lowest_metric_wins_and_deleting_it_uncovers_the_next() {
+        let mut m = mirror();
+        assert_eq!(
+            add4(&mut m, r4(TABLE_MAIN, "198.19.0.0/16", 20, KernelType::Unicast, &[(Some("198.18.30.2"), 4)])),
+            Applied::Changed
+        );
+        add4(&mut m, r4(TABLE_MAIN, "198.19.0.0/16", 10, KernelType::Unicast, &[(Some("198.18.30.3"), 4)]));
+        let got = m.routes4();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].paths[0].gw, Some("198.18.30.3".parse().unwrap()));
+        assert_eq!(got[0].paths[0].port, Some(PortId(0)));
+        let del = r4(TABLE_MAIN, "198.19.0.0/16", 10, KernelType::Unicast, &[]);
+        assert_eq!(m.apply(Event::Route4 { add: false, route: del.clone() }), Applied::Changed);
+        assert_eq!(m.routes4()[0].paths[0].gw, Some("198.18.30.2".parse().unwrap()));
+        assert_eq!(m.apply(Event::Route4 { add: false, route: del }), Applied::Unchanged, "already gone");
+        // The same route again changes nothing.
+        assert_eq!(
+            add4(&mut m, r4(TABLE_MAIN, "198.19.0.0/16", 20, KernelType::Unicast, &[(Some("198.18.30.2"), 4)])),
+            Applied::Unchanged
+        );
+    }
+
+    #[test]
+    fn other_tables_tos_and_unknown_types_are_not_used() {
+        let mut m = mirror();
+        assert_eq!(add4(&mut m, r4(100, "198.19.0.0/16", 0, KernelType::Unicast, &[(None, 4)])), Applied::Unchanged);
+        let mut tos = r4(TABLE_MAIN, "198.19.1.0/24", 0, KernelType::Unicast, &[(None, 4)]);
+        tos.tos = 0x10;
+        add4(&mut m, tos);
+        add4(&mut m, r4(TABLE_MAIN, "198.19.2.0/24", 0, KernelType::Other(9), &[]));
+        add4(&mut m, r4(TABLE_LOCAL, "198.18.30.1/32", 0, KernelType::Local, &[(None, 4)]));
+        add4(&mut m, r4(TABLE_MAIN, "198.19.3.0/24", 0, KernelType::Prohibit, &[]));
+        add4(&mut m, r4(TABLE_MAIN, "198.19.4.0/24", 0, KernelType::Unicast, &[(Some("10.9.9.9"), 77)]));
+        let got = m.routes4();
+        assert_eq!(m.ignored, 2, "TOS and an unknown type");
+        let kinds: Vec<_> = got.iter().map(|r| (r.prefix.to_string(), r.kind, r.local_table)).collect();
+        assert!(kinds.contains(&("198.18.30.1/32".into(), RouteKind::Local, true)));
+        assert!(kinds.contains(&("198.19.3.0/24".into(), RouteKind::Special(Special::Prohibit), false)));
+        let foreign = got.iter().find(|r| r.prefix.to_string() == "198.19.4.0/24").unwrap();
+        assert_eq!(foreign.paths[0].port, None, "interface 77 is not a port");
+        assert_eq!(m.local_addresses(), vec![("198.18.30.1".parse().unwrap(), true)]);
+    }
+
+    #[test]
+    fn nexthop_objects_and_groups_give_their_paths_and_take_their_routes_with_them() {
+        let mut m = mirror();
+        let nh = |gw: &str, ifindex| Nexthop::Single { gw: Some(gw.parse().unwrap()), ifindex };
+        m.apply(Event::Nexthop { id: 1, nh: Some(nh("198.18.30.2", 4)) });
+        m.apply(Event::Nexthop { id: 2, nh: Some(nh("198.18.10.1", 5)) });
+        m.apply(Event::Nexthop { id: 10, nh: Some(Nexthop::Group(vec![(1, 1), (2, 3)])) });
+        m.apply(Event::Nexthop { id: 11, nh: Some(Nexthop::Blackhole) });
+        let mut a = r4(TABLE_MAIN, "198.19.0.0/16", 20, KernelType::Unicast, &[]);
+        a.nh_id = Some(10);
+        add4(&mut m, a);
+        let mut b = r4(TABLE_MAIN, "198.19.1.0/24", 20, KernelType::Unicast, &[]);
+        b.nh_id = Some(11);
+        add4(&mut m, b);
+        let mut c = r4(TABLE_MAIN, "198.19.2.0/24", 20, KernelType::Unicast, &[]);
+        c.nh_id = Some(99);
+        add4(&mut m, c);
+        let got = m.routes4();
+        assert_eq!(m.ignored, 1, "object 99 is unknown");
+        let g = got.iter().find(|r| r.prefix.to_string() == "198.19.0.0/16").unwrap();
+        assert_eq!(
+            g.paths,
+            vec![
+                Path { gw: Some("198.18.30.2".parse().unwrap()), port: Some(PortId(0)), weight: 1 },
+                Path { gw: Some("198.18.10.1".parse().unwrap()), port: Some(PortId(1)), weight: 3 },
+            ]
+        );
+        assert_eq!(
+            got.iter().find(|r| r.prefix.to_string() == "198.19.1.0/24").unwrap().kind,
+            RouteKind::Special(Special::Blackhole)
+        );
+        // Replacing an object changes its routes without a route message.
+        assert_eq!(m.apply(Event::Nexthop { id: 1, nh: Some(nh("198.18.30.9", 4)) }), Applied::Changed);
+        assert_eq!(
+            m.routes4().iter().find(|r| r.prefix.to_string() == "198.19.0.0/16").unwrap().paths[0].gw,
+            Some("198.18.30.9".parse().unwrap())
+        );
+        // Deleting the group deletes its routes.
+        assert_eq!(m.apply(Event::Nexthop { id: 10, nh: None }), Applied::Changed);
+        assert!(m.routes4().iter().all(|r| r.prefix.to_string() != "198.19.0.0/16"));
+    }
+
+    #[test]
+    fn ipv6_multipath_routes_merge_path_by_path_and_lose_paths_one_at_a_time() {
+        let mut m = mirror();
+        let add = |m: &mut Mirror, r, replace| m.apply(Event::Route6 { add: true, replace, route: r });
+        add(&mut m, r6("2001:2:100::/48", 1024, &[(Some("2001:2:0:30::2"), 4)]), false);
+        assert_eq!(add(&mut m, r6("2001:2:100::/48", 1024, &[(Some("2001:2:0:30::3"), 4)]), false), Applied::Changed);
+        assert_eq!(m.routes6()[0].paths.len(), 2);
+        let del = r6("2001:2:100::/48", 1024, &[(Some("2001:2:0:30::2"), 4)]);
+        assert_eq!(m.apply(Event::Route6 { add: false, replace: false, route: del }), Applied::Changed);
+        let got = m.routes6();
+        assert_eq!(got[0].paths.len(), 1);
+        assert_eq!(got[0].paths[0].gw, Some("2001:2:0:30::3".parse().unwrap()));
+        // A replace is whole.
+        add(&mut m, r6("2001:2:100::/48", 1024, &[(Some("2001:2:0:30::7"), 4)]), true);
+        assert_eq!(
+            m.routes6()[0].paths,
+            vec![Path { gw: Some("2001:2:0:30::7".parse().unwrap()), port: Some(PortId(0)), weight: 1 }]
+        );
+        // Routes on link are one per interface.
+        add(&mut m, r6("fe80::/64", 256, &[(None, 4)]), false);
+        add(&mut m, r6("fe80::/64", 256, &[(None, 5)]), false);
+        assert_eq!(m.len(), 3);
+    }
+
+    #[test]
+    fn addresses_mtus_and_silent_kernel_changes() {
+        let mut m = mirror();
+        let addr = |add, ifindex, a: &str, len| Event::Address { add, ifindex, addr: a.parse().unwrap(), len };
+        assert_eq!(m.apply(addr(true, 4, "198.18.30.1", 24)), Applied::Changed);
+        assert_eq!(m.apply(addr(true, 4, "2001:2:0:30::1", 64)), Applied::Changed);
+        assert_eq!(m.apply(addr(true, 4, "fe80::1", 64)), Applied::Changed);
+        assert_eq!(m.apply(addr(true, 9, "10.0.0.1", 8)), Applied::Unchanged, "not a port");
+        let p = &m.ports()[0];
+        assert_eq!(p.addrs, vec![("198.18.30.1".parse().unwrap(), 24)]);
+        assert_eq!(p.addrs6, vec![("2001:2:0:30::1".parse().unwrap(), 64)]);
+        assert_eq!(p.link_local, Some("fe80::1".parse().unwrap()));
+        // IPv4 addresses take routes with them silently.
+        assert_eq!(m.apply(addr(false, 4, "198.18.30.1", 24)), Applied::Resync);
+        assert_eq!(m.apply(addr(false, 9, "10.0.0.1", 8)), Applied::Resync);
+        assert_eq!(m.apply(Event::Link { ifindex: 5, up: true, mtu: 1500 }), Applied::Unchanged);
+        assert_eq!(m.apply(Event::Link { ifindex: 5, up: true, mtu: 9000 }), Applied::Changed);
+        assert_eq!(m.ports()[1].mtu, 9000);
+        assert_eq!(m.apply(Event::Link { ifindex: 5, up: false, mtu: 9000 }), Applied::Resync);
+        m.clear();
+        assert!(m.is_empty() && m.ports()[0].addrs6.is_empty());
+    }
+}
