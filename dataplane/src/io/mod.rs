@@ -61,6 +61,7 @@ pub mod glean;
 pub mod memory;
 pub mod options;
 pub mod port;
+pub mod rtnl;
 pub mod start;
 pub mod view;
 pub mod worker;

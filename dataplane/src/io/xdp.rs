@@ -128,6 +128,45 @@ pub enum XdpError {
     Limit(String),
 }
 
+/// The maps of the box's addresses (router mode): traffic to them is the kernel's, but for
+/// echo requests. Held by the thread that mirrors the kernel's addresses.
+pub struct LocalMaps {
+    v4: MapHandle,
+    v6: MapHandle,
+}
+
+impl std::fmt::Debug for LocalMaps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalMaps").finish_non_exhaustive()
+    }
+}
+
+impl LocalMaps {
+    fn pick(&self, a: std::net::IpAddr) -> (&MapHandle, &'static str, Vec<u8>) {
+        match a {
+            std::net::IpAddr::V4(a) => (&self.v4, "xfwd_local", a.octets().to_vec()),
+            std::net::IpAddr::V6(a) => (&self.v6, "xfwd_local6", a.octets().to_vec()),
+        }
+    }
+
+    /// Adds or changes one address.
+    pub fn set(&self, a: std::net::IpAddr, kind: LocalKind) -> Result<(), XdpError> {
+        let value: u32 = match kind {
+            LocalKind::Address => 1,
+            LocalKind::Broadcast => 2,
+        };
+        let (m, name, key) = self.pick(a);
+        m.update(&key, &value.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| XdpError::Map { map: name, cause: format!("{e:#}") })
+    }
+
+    /// Removes one address (absent: nothing to do).
+    pub fn remove(&self, a: std::net::IpAddr) {
+        let (m, _, key) = self.pick(a);
+        let _ = m.delete(&key);
+    }
+}
+
 /// The loaded program and its maps; attachments are made with [`XdpProgram::attach`].
 pub struct XdpProgram {
     // Kept so the program fd stays open while links are created.
@@ -223,6 +262,16 @@ impl XdpProgram {
                 .map_err(|e| XdpError::Map { map: "xfwd_ports", cause: format!("{e:#}") })?;
         }
         Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new() })
+    }
+
+    /// Handles on the maps of the box's addresses, for a thread that keeps them in step with
+    /// the kernel's (`[fib] source = "kernel"`).
+    pub fn local_maps(&self) -> Result<LocalMaps, XdpError> {
+        let map = |name: &'static str| -> Result<MapHandle, XdpError> {
+            let m = self.object.maps().find(|m| m.name() == name).ok_or(XdpError::Missing(name))?;
+            MapHandle::try_from(&m).map_err(|e| XdpError::Map { map: name, cause: format!("{e:#}") })
+        };
+        Ok(LocalMaps { v4: map("xfwd_local")?, v6: map("xfwd_local6")? })
     }
 
     /// Makes frames of `port` in `slot` (their queue, or their CPU's slot: [`Steer`]) go to

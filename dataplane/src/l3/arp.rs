@@ -316,6 +316,50 @@ mod tests {
         assert!(!e.resolving());
     }
 
+    #[test]
+    fn with_the_kernel_resolving_requests_become_asks_and_its_entries_are_used() {
+        let (mut e, n, c) = engine(64, 4);
+        e.resolve_by_kernel();
+        let glean = |e: &mut ArpEngine, dst: &str, now| {
+            e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip(dst)), frame: &udp_from_h1(dst) }, now)
+        };
+        glean(&mut e, "198.18.30.7", 0);
+        assert!(e.take_output().is_empty(), "no ARP of its own");
+        assert_eq!(e.take_asks(), vec![(P4, ip("198.18.30.7"))]);
+        // The kernel resolves it: the waiting frame leaves, rewritten.
+        let gw = MacAddr([2, 0, 0, 0, 0, 7]);
+        e.kernel_entry(ip("198.18.30.7"), P4, Some(gw), false, 100);
+        let out = e.take_output();
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].0, &out[0].1[0..6]), (P4, &gw.0[..]));
+        assert_eq!(n.lookup(ip("198.18.30.7")).map(|x| x.mac), Some(gw));
+        // Kept fresh: asked again every reachable time, never expired by xfwd.
+        e.timers(100 + REACHABLE_MS - 1);
+        assert!(e.take_asks().is_empty());
+        e.timers(100 + REACHABLE_MS);
+        assert_eq!(e.take_asks(), vec![(P4, ip("198.18.30.7"))]);
+        e.timers(100 + 10 * REACHABLE_MS);
+        assert!(n.lookup(ip("198.18.30.7")).is_some());
+        assert!(e.take_output().is_empty());
+        assert_eq!(e.take_asks().len(), 1);
+        // The kernel drops it: so does xfwd.
+        e.kernel_entry(ip("198.18.30.7"), P4, None, false, 200);
+        assert_eq!(n.lookup(ip("198.18.30.7")), None);
+        // The kernel gives up: what waited gets Host Unreachable at once.
+        glean(&mut e, "198.18.30.8", 300);
+        assert_eq!(e.take_asks().len(), 1);
+        e.kernel_entry(ip("198.18.30.8"), P4, None, true, 400);
+        let out = e.take_output();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].1[12..14], [0x08, 0x00], "an ICMP error");
+        assert_eq!((c.unresolved.get(), c.host_unreachable_sent.get()), (1, 1));
+        assert!(!e.resolving());
+        // Entries the workers never needed are mirrored but not refreshed.
+        e.kernel_entry(ip("198.18.30.9"), P4, Some(gw), false, 500);
+        e.timers(500 + 2 * REACHABLE_MS);
+        assert!(e.take_asks().iter().all(|a| a.1 != ip("198.18.30.9")));
+    }
+
     /// Resolves `ip` (on eth4) the way a forwarded packet does: glean, request, reply.
     fn resolve(e: &mut ArpEngine, ip_s: &str, mac: MacAddr, now: u64) {
         e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip(ip_s)), frame: &udp_from_h1(ip_s) }, now);

@@ -194,6 +194,9 @@ pub struct Resolver<F: Family> {
     requests: TokenBucket,
     icmp: RouterState,
     out: Vec<(PortId, Vec<u8>)>,
+    /// The kernel resolves (`[fib] source = "kernel"`): requests become asks to it.
+    kernel: bool,
+    asks: Vec<(PortId, F::Addr)>,
 }
 
 impl<F: Family> std::fmt::Debug for Resolver<F> {
@@ -223,7 +226,54 @@ impl<F: Family> Resolver<F> {
             requests: TokenBucket::new(REQUEST_RATE, REQUEST_BURST),
             icmp: RouterState::new(cfg.icmp_rate, cfg.icmp_burst),
             out: Vec::new(),
+            kernel: false,
+            asks: Vec::new(),
         }
+    }
+
+    /// Leaves resolution to the kernel (`[fib] source = "kernel"`): instead of sending
+    /// requests, the resolver asks the kernel to resolve ([`Resolver::take_asks`]) and learns
+    /// what the kernel's table says ([`Resolver::kernel_entry`]); entries it resolved for the
+    /// workers are asked again every reachable time, so that the kernel, which sees none of
+    /// the forwarded traffic, re-verifies them when they go stale; nothing expires but by the
+    /// kernel's word.
+    pub fn resolve_by_kernel(&mut self) {
+        self.kernel = true;
+    }
+
+    /// An entry of the kernel's neighbour table changed (`ip` keyed as the table keys it):
+    /// usable with `mac`, or gone (`None`; `failed`: the kernel gave up resolving it).
+    pub fn kernel_entry(&mut self, ip: F::Addr, port: PortId, mac: Option<MacAddr>, failed: bool, now: u64) {
+        if self.statics.contains(&ip) {
+            return;
+        }
+        match mac {
+            Some(mac) => {
+                let known = self.neighbors.lookup(ip);
+                if known.is_some_and(|n| n.mac == mac && n.port == port) {
+                    self.confirm(ip, now);
+                    return;
+                }
+                self.learn(ip, mac, port, now);
+            }
+            None => {
+                if self.neighbors.remove(ip) {
+                    self.counters.expired.inc();
+                }
+                self.meta.remove(&ip);
+                if failed {
+                    if let Some(p) = self.pending.remove(&ip) {
+                        self.counters.unresolved.inc();
+                        self.unreachable(p, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What to ask the kernel to resolve or re-verify, as (port, key), in order.
+    pub fn take_asks(&mut self) -> Vec<(PortId, F::Addr)> {
+        std::mem::take(&mut self.asks)
     }
 }
 
@@ -342,6 +392,10 @@ impl<F: Family> Resolver<F> {
             self.counters.requests_rate_limited.inc();
             return false;
         }
+        if self.kernel {
+            self.asks.push((port, target));
+            return true;
+        }
         let tables = self.tables.load();
         let mut frame = Vec::new();
         F::request(&tables, port, self.macs[port.index()], target, to, &mut frame);
@@ -376,6 +430,10 @@ impl<F: Family> Resolver<F> {
         // Entries to confirm or expire. Resolved ones are probed when stale and removed after
         // MAX_PROBES unanswered probes (or, should the request bucket keep refusing probes, at
         // a hard deadline); ones learnt in passing expire at twice the reachable time.
+        if self.kernel {
+            self.refresh(now);
+            return;
+        }
         let deadline = REACHABLE_MS + u64::from(MAX_PROBES + 2) * RETRANS_MS;
         let stale: Vec<F::Addr> = self
             .meta
@@ -405,6 +463,29 @@ impl<F: Family> Resolver<F> {
                 if let Some(m) = self.meta.get_mut(&ip) {
                     m.probes += 1;
                     m.next_probe_ms = now + RETRANS_MS;
+                }
+            }
+        }
+    }
+
+    /// Kernel resolution: asks again, every reachable time, for the entries resolved for the
+    /// workers (the kernel then re-verifies a stale one, as if its own traffic used it).
+    fn refresh(&mut self, now: u64) {
+        let due: Vec<F::Addr> = self
+            .meta
+            .iter()
+            .filter(|(_, m)| m.resolved && now.saturating_sub(m.confirmed_ms) >= REACHABLE_MS)
+            .map(|(ip, _)| *ip)
+            .collect();
+        for ip in due {
+            let Some(n) = self.neighbors.lookup(ip) else {
+                self.meta.remove(&ip);
+                continue;
+            };
+            if self.request(n.port, ip, Some(n.mac), now) {
+                self.counters.probes_sent.inc();
+                if let Some(m) = self.meta.get_mut(&ip) {
+                    m.confirmed_ms = now;
                 }
             }
         }

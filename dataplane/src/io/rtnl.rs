@@ -1,0 +1,654 @@
+//! rtnetlink: the kernel's routes, nexthop objects, addresses, links, neighbours and policy
+//! rules, dumped and followed, as [`crate::l3::mirror`] events; and the requests xfwd makes of
+//! the kernel's neighbour table (resolve this address: `NTF_USE`).
+//!
+//! Messages are parsed by `netlink-packet-route`, except nexthop objects (`RTM_NEWNEXTHOP`,
+//! `RTM_DELNEXTHOP`), which it does not know: their header and attributes are read here with
+//! `netlink-packet-core`'s attribute iterator.
+//!
+//! Two sockets: one subscribed to the groups before anything is dumped (so that no change is
+//! missed between a dump and the first notification), one for dumps and requests. A
+//! notification read after a dump is newer than what the dump said, so applying the dump
+//! first and the notifications after it gives the kernel's state.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::{AsRawFd, RawFd};
+
+use netlink_packet_core::{
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer, NlasIterator, NLM_F_APPEND, NLM_F_CREATE,
+    NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REPLACE, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteType,
+};
+use netlink_packet_route::rule::{RuleAttribute, RuleMessage};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use crate::l3::mirror::{Event, KernelPath, KernelRoute, KernelType, Nexthop};
+use crate::l3::{Prefix, Prefix6};
+use crate::wire::MacAddr;
+
+const RTM_NEWNEXTHOP: u16 = 104;
+const RTM_DELNEXTHOP: u16 = 105;
+const RTM_GETNEXTHOP: u16 = 106;
+const NHA_ID: u16 = 1;
+const NHA_GROUP: u16 = 2;
+const NHA_BLACKHOLE: u16 = 4;
+const NHA_OIF: u16 = 5;
+const NHA_GATEWAY: u16 = 6;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+
+/// The groups the following socket joins: links, neighbours, IPv4 and IPv6 addresses and
+/// routes, nexthop objects.
+const GROUPS: [u32; 7] = [
+    libc::RTNLGRP_LINK,
+    libc::RTNLGRP_NEIGH,
+    libc::RTNLGRP_IPV4_IFADDR,
+    libc::RTNLGRP_IPV4_ROUTE,
+    libc::RTNLGRP_IPV6_IFADDR,
+    libc::RTNLGRP_IPV6_ROUTE,
+    libc::RTNLGRP_NEXTHOP,
+];
+
+/// A neighbour entry of the kernel's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelNeighbor {
+    /// Interface.
+    pub ifindex: u32,
+    /// Address.
+    pub ip: IpAddr,
+    /// Its MAC where the entry is usable (reachable, stale, delay, probe, permanent, noarp);
+    /// `None` when it failed or was deleted.
+    pub mac: Option<MacAddr>,
+    /// The kernel gave up resolving it (`NUD_FAILED`).
+    pub failed: bool,
+}
+
+/// A policy rule (`ip rule`): priority, table, and whether it selects by anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+    /// Priority.
+    pub priority: u32,
+    /// Table looked up (0: not a lookup).
+    pub table: u32,
+    /// Selects by something (addresses, marks, interfaces, ...), or is not a plain lookup.
+    pub selective: bool,
+}
+
+/// What one rtnetlink message says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// For the mirror.
+    Event(Event),
+    /// A neighbour entry changed.
+    Neighbor(KernelNeighbor),
+    /// A policy rule.
+    Rule(Rule),
+}
+
+/// What a dump asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dump {
+    /// Links.
+    Links,
+    /// Addresses, both families.
+    Addresses,
+    /// Nexthop objects.
+    Nexthops,
+    /// IPv4 routes.
+    Routes4,
+    /// IPv6 routes.
+    Routes6,
+    /// Neighbours, both families.
+    Neighbors,
+    /// IPv4 rules.
+    Rules4,
+    /// IPv6 rules.
+    Rules6,
+}
+
+/// Why reading from the kernel failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RtnlError {
+    /// A dump changed while it was read (`NLM_F_DUMP_INTR`): read it again.
+    #[error("the kernel's tables changed during the dump")]
+    Interrupted,
+    /// Notifications were lost (`ENOBUFS`): resynchronise.
+    #[error("netlink socket overrun: notifications were lost")]
+    Overrun,
+    /// The kernel answered a request with an error.
+    #[error("the kernel refused {what}: {err}")]
+    Refused {
+        /// The request.
+        what: &'static str,
+        /// Its error.
+        err: io::Error,
+    },
+    /// The socket failed.
+    #[error("netlink: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// An rtnetlink socket.
+pub struct Rtnl {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Rtnl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rtnl").field("fd", &self.sock.as_raw_fd()).finish()
+    }
+}
+
+impl Rtnl {
+    /// A socket for dumps and requests.
+    pub fn open() -> io::Result<Rtnl> {
+        let mut sock = Socket::new(NETLINK_ROUTE)?;
+        sock.bind_auto()?;
+        sock.connect(&SocketAddr::new(0, 0))?;
+        // Dumps of a million routes come in as fast as the kernel writes them.
+        force_rcvbuf(sock.as_raw_fd(), 8 << 20);
+        Ok(Rtnl { sock, seq: 1, buf: vec![0; 1 << 20] })
+    }
+
+    /// A socket subscribed to every group the mirror follows, non-blocking, with a receive
+    /// buffer of `rcvbuf` bytes (what a burst of changes must fit in before it is read).
+    pub fn subscribe(rcvbuf: usize) -> io::Result<Rtnl> {
+        let mut sock = Socket::new(NETLINK_ROUTE)?;
+        sock.bind_auto()?;
+        for g in GROUPS {
+            sock.add_membership(g)?;
+        }
+        sock.set_non_blocking(true)?;
+        force_rcvbuf(sock.as_raw_fd(), rcvbuf);
+        Ok(Rtnl { sock, seq: 1, buf: vec![0; 1 << 20] })
+    }
+
+    /// The socket's descriptor (to poll it).
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    fn send(
+        &mut self,
+        message_type: u16,
+        flags: u16,
+        payload: Option<RouteNetlinkMessage>,
+        raw: &[u8],
+    ) -> io::Result<u32> {
+        self.seq = self.seq.wrapping_add(1);
+        let mut bytes = match payload {
+            Some(p) => {
+                let mut header = NetlinkHeader::default();
+                header.flags = flags;
+                header.sequence_number = self.seq;
+                let mut m = NetlinkMessage::new(header, NetlinkPayload::from(p));
+                m.finalize();
+                let mut b = vec![0u8; m.buffer_len()];
+                m.serialize(&mut b);
+                b
+            }
+            None => {
+                let mut b = vec![0u8; 16 + raw.len()];
+                b[16..].copy_from_slice(raw);
+                let mut nb = NetlinkBuffer::new(&mut b[..]);
+                nb.set_length((16 + raw.len()) as u32);
+                nb.set_message_type(message_type);
+                nb.set_flags(flags);
+                nb.set_sequence_number(self.seq);
+                b
+            }
+        };
+        if bytes.is_empty() {
+            bytes.resize(16, 0);
+        }
+        self.sock.send(&bytes, 0)?;
+        Ok(self.seq)
+    }
+
+    /// Dumps `what`, appending what it says to `out`.
+    pub fn dump(&mut self, what: Dump, out: &mut Vec<Message>) -> Result<(), RtnlError> {
+        let flags = NLM_F_REQUEST | NLM_F_DUMP;
+        let seq = match what {
+            Dump::Links => self.send(0, flags, Some(RouteNetlinkMessage::GetLink(LinkMessage::default())), &[])?,
+            Dump::Addresses => {
+                self.send(0, flags, Some(RouteNetlinkMessage::GetAddress(AddressMessage::default())), &[])?
+            }
+            Dump::Neighbors => {
+                self.send(0, flags, Some(RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default())), &[])?
+            }
+            Dump::Routes4 | Dump::Routes6 => {
+                let mut m = RouteMessage::default();
+                m.header.address_family =
+                    if what == Dump::Routes4 { AddressFamily::Inet } else { AddressFamily::Inet6 };
+                self.send(0, flags, Some(RouteNetlinkMessage::GetRoute(m)), &[])?
+            }
+            Dump::Rules4 | Dump::Rules6 => {
+                let mut m = RuleMessage::default();
+                m.header.family = if what == Dump::Rules4 { AddressFamily::Inet } else { AddressFamily::Inet6 };
+                self.send(0, flags, Some(RouteNetlinkMessage::GetRule(m)), &[])?
+            }
+            // struct nhmsg, all zero: every family.
+            Dump::Nexthops => self.send(RTM_GETNEXTHOP, flags, None, &[0u8; 8])?,
+        };
+        let mut interrupted = false;
+        loop {
+            let n = self.sock.recv(&mut &mut self.buf[..], 0)?;
+            let mut at = 0;
+            while at + 16 <= n {
+                let Ok(nb) = NetlinkBuffer::new_checked(&self.buf[at..n]) else { break };
+                let len = nb.length() as usize;
+                let (ty, fl, sq) = (nb.message_type(), nb.flags(), nb.sequence_number());
+                let bytes = &self.buf[at..at + len];
+                at += (len + 3) & !3;
+                if sq != seq {
+                    continue;
+                }
+                if fl & NLM_F_DUMP_INTR != 0 {
+                    interrupted = true;
+                }
+                match ty {
+                    NLMSG_DONE => {
+                        return if interrupted { Err(RtnlError::Interrupted) } else { Ok(()) };
+                    }
+                    NLMSG_ERROR => {
+                        let code = i32::from_ne_bytes(bytes[16..20].try_into().unwrap_or_default());
+                        if code == 0 {
+                            continue;
+                        }
+                        let err = io::Error::from_raw_os_error(-code);
+                        // A kernel without nexthop objects has none to dump.
+                        if what == Dump::Nexthops && matches!(-code, libc::EOPNOTSUPP | libc::EINVAL) {
+                            return Ok(());
+                        }
+                        return Err(RtnlError::Refused { what: "a dump", err });
+                    }
+                    _ => {
+                        if let Some(m) = parse(bytes) {
+                            out.push(m);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads every notification waiting, appending what they say to `out`; returns how many
+    /// were read.
+    pub fn recv(&mut self, out: &mut Vec<Message>) -> Result<usize, RtnlError> {
+        let mut count = 0;
+        loop {
+            let n = match self.sock.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(count),
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => return Err(RtnlError::Overrun),
+                Err(e) => return Err(e.into()),
+            };
+            let mut at = 0;
+            while at + 16 <= n {
+                let Ok(nb) = NetlinkBuffer::new_checked(&self.buf[at..n]) else { break };
+                let len = nb.length() as usize;
+                if let Some(m) = parse(&self.buf[at..at + len]) {
+                    out.push(m);
+                }
+                count += 1;
+                at += (len + 3) & !3;
+            }
+        }
+    }
+
+    /// Asks the kernel to resolve `ip` on `ifindex`, or to confirm an entry it holds
+    /// (`RTM_NEWNEIGH` with `NTF_USE`, creating the entry if it is new): the kernel sends its
+    /// ARP request or neighbour solicitation, or probes a stale entry, as for its own traffic.
+    /// No answer is awaited; the result comes as a neighbour notification.
+    pub fn ask_neighbor(&mut self, ifindex: u32, ip: IpAddr) -> io::Result<()> {
+        let mut m = NeighbourMessage::default();
+        m.header.family = if ip.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+        m.header.ifindex = ifindex;
+        m.header.flags = NeighbourFlags::Use;
+        m.header.state = NeighbourState::None;
+        m.attributes.push(NeighbourAttribute::Destination(match ip {
+            IpAddr::V4(a) => NeighbourAddress::Inet(a),
+            IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+        }));
+        self.send(0, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE, Some(RouteNetlinkMessage::NewNeighbour(m)), &[])?;
+        Ok(())
+    }
+}
+
+/// Sets the socket's receive buffer, past `rmem_max` where the process may (root).
+fn force_rcvbuf(fd: RawFd, bytes: usize) {
+    let v = bytes.min(i32::MAX as usize) as libc::c_int;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: `v` is a c_int alive for the call and its size is passed.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}
+
+/// What one message says, if the mirror or the neighbour tables care.
+pub fn parse(bytes: &[u8]) -> Option<Message> {
+    let nb = NetlinkBuffer::new_checked(bytes).ok()?;
+    let ty = nb.message_type();
+    let flags = nb.flags();
+    if ty == RTM_NEWNEXTHOP || ty == RTM_DELNEXTHOP {
+        return parse_nexthop(nb.payload(), ty == RTM_NEWNEXTHOP).map(Message::Event);
+    }
+    let m = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes).ok()?;
+    let NetlinkPayload::InnerMessage(inner) = m.payload else { return None };
+    match inner {
+        RouteNetlinkMessage::NewRoute(r) => route(r, true, flags),
+        RouteNetlinkMessage::DelRoute(r) => route(r, false, flags),
+        RouteNetlinkMessage::NewAddress(a) => address(a, true),
+        RouteNetlinkMessage::DelAddress(a) => address(a, false),
+        RouteNetlinkMessage::NewLink(l) => Some(link(l, true)),
+        RouteNetlinkMessage::DelLink(l) => Some(link(l, false)),
+        RouteNetlinkMessage::NewNeighbour(n) => neighbor(n, true),
+        RouteNetlinkMessage::DelNeighbour(n) => neighbor(n, false),
+        RouteNetlinkMessage::NewRule(r) => Some(Message::Rule(rule(r))),
+        _ => None,
+    }
+}
+
+fn parse_nexthop(payload: &[u8], add: bool) -> Option<Event> {
+    // struct nhmsg { family, scope, protocol, resvd: u8; flags: u32 }, then attributes.
+    let attrs = payload.get(8..)?;
+    let (mut id, mut oif, mut gw, mut blackhole, mut group) = (None, 0u32, None, false, None);
+    let family = *payload.first()?;
+    for nla in NlasIterator::new(attrs) {
+        let nla: NlaBuffer<&[u8]> = nla.ok()?;
+        let v = nla.value();
+        match nla.kind() {
+            NHA_ID => id = Some(u32::from_ne_bytes(v.get(..4)?.try_into().ok()?)),
+            NHA_OIF => oif = u32::from_ne_bytes(v.get(..4)?.try_into().ok()?),
+            NHA_BLACKHOLE => blackhole = true,
+            NHA_GATEWAY => {
+                gw = match (family as i32, v.len()) {
+                    (libc::AF_INET, 4) => Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(v).ok()?))),
+                    (libc::AF_INET6, 16) => Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(v).ok()?))),
+                    _ => return None,
+                }
+            }
+            NHA_GROUP => {
+                // struct nexthop_grp { id: u32, weight: u8, weight_high: u8, resvd2: u16 }.
+                group = Some(
+                    v.chunks_exact(8)
+                        .map(|c| {
+                            let id = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+                            (id, u16::from(c[4]) + (u16::from(c[5]) << 8) + 1)
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            }
+            _ => {}
+        }
+    }
+    let id = id?;
+    if !add {
+        return Some(Event::Nexthop { id, nh: None });
+    }
+    let nh = match (group, blackhole) {
+        (Some(g), _) => Nexthop::Group(g),
+        (None, true) => Nexthop::Blackhole,
+        (None, false) => Nexthop::Single { gw, ifindex: oif },
+    };
+    Some(Event::Nexthop { id, nh: Some(nh) })
+}
+
+fn kernel_type(t: RouteType) -> KernelType {
+    match t {
+        RouteType::Unicast => KernelType::Unicast,
+        RouteType::Local => KernelType::Local,
+        RouteType::Broadcast => KernelType::Broadcast,
+        RouteType::Anycast => KernelType::Anycast,
+        RouteType::BlackHole => KernelType::Blackhole,
+        RouteType::Unreachable => KernelType::Unreachable,
+        RouteType::Prohibit => KernelType::Prohibit,
+        other => KernelType::Other(u8::from(other)),
+    }
+}
+
+fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
+    let RouteMessage { header, attributes, .. } = r;
+    let RouteHeader {
+        address_family,
+        destination_prefix_length: len,
+        source_prefix_length,
+        tos,
+        table,
+        protocol,
+        kind,
+        flags: rflags,
+        ..
+    } = header;
+    // Cached exceptions (PMTU, redirects) are not routes.
+    if rflags.contains(RouteFlags::Cloned) {
+        return None;
+    }
+    let mut table = u32::from(table);
+    let (mut dst, mut gw, mut oif, mut metric, mut mtu, mut nh_id) = (None, None, 0u32, 0u32, 0u32, None);
+    let mut multipath = None;
+    for a in attributes {
+        match a {
+            RouteAttribute::Table(t) => table = t,
+            RouteAttribute::Destination(d) => dst = Some(d),
+            RouteAttribute::Gateway(g) => gw = Some(g),
+            RouteAttribute::Oif(i) => oif = i,
+            RouteAttribute::Priority(p) => metric = p,
+            RouteAttribute::NhId(i) => nh_id = Some(i),
+            RouteAttribute::MultiPath(m) => multipath = Some(m),
+            RouteAttribute::Metrics(ms) => {
+                for m in ms {
+                    if let RouteMetric::Mtu(v) = m {
+                        mtu = v;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let paths_of = |gw: Option<RouteAddress>, oif: u32, weight: u16, out: &mut Vec<(Option<IpAddr>, u32, u16)>| {
+        let gw = match gw {
+            Some(RouteAddress::Inet(a)) => Some(IpAddr::V4(a)),
+            Some(RouteAddress::Inet6(a)) => Some(IpAddr::V6(a)),
+            _ => None,
+        };
+        out.push((gw, oif, weight));
+    };
+    let mut raw = Vec::new();
+    if let Some(m) = multipath {
+        for hop in m {
+            let g = hop.attributes.iter().find_map(|a| match a {
+                RouteAttribute::Gateway(g) => Some(g.clone()),
+                _ => None,
+            });
+            paths_of(g, hop.interface_index, u16::from(hop.hops) + 1, &mut raw);
+        }
+    } else if oif != 0 || gw.is_some() {
+        paths_of(gw, oif, 1, &mut raw);
+    }
+    let replace = flags & NLM_F_REPLACE != 0;
+    let _ = flags & NLM_F_APPEND;
+    let kind = kernel_type(kind);
+    let protocol = u8::from(protocol);
+    match address_family {
+        AddressFamily::Inet => {
+            let addr = match dst {
+                Some(RouteAddress::Inet(a)) => a,
+                None => Ipv4Addr::UNSPECIFIED,
+                _ => return None,
+            };
+            // An IPv4 route through an IPv6 gateway (RFC 5549) cannot be resolved by ARP: the
+            // path is kept without its gateway only if there is none.
+            let paths = raw
+                .into_iter()
+                .filter_map(|(g, ifindex, weight)| match g {
+                    Some(IpAddr::V4(a)) => Some(KernelPath { gw: Some(a), ifindex, weight }),
+                    None => Some(KernelPath { gw: None, ifindex, weight }),
+                    Some(IpAddr::V6(_)) => None,
+                })
+                .collect();
+            let route = KernelRoute {
+                table,
+                prefix: Prefix::truncate(addr, len),
+                metric,
+                tos,
+                has_source: source_prefix_length != 0,
+                kind,
+                protocol,
+                paths,
+                nh_id,
+                mtu,
+            };
+            Some(Message::Event(Event::Route4 { add, route }))
+        }
+        AddressFamily::Inet6 => {
+            let addr = match dst {
+                Some(RouteAddress::Inet6(a)) => a,
+                None => Ipv6Addr::UNSPECIFIED,
+                _ => return None,
+            };
+            let paths = raw
+                .into_iter()
+                .filter_map(|(g, ifindex, weight)| match g {
+                    Some(IpAddr::V6(a)) => Some(KernelPath { gw: Some(a), ifindex, weight }),
+                    None => Some(KernelPath { gw: None, ifindex, weight }),
+                    Some(IpAddr::V4(_)) => None,
+                })
+                .collect();
+            let route = KernelRoute {
+                table,
+                prefix: Prefix6::truncate(addr, len),
+                metric,
+                tos: 0,
+                has_source: source_prefix_length != 0,
+                kind,
+                protocol,
+                paths,
+                nh_id,
+                mtu,
+            };
+            Some(Message::Event(Event::Route6 { add, replace, route }))
+        }
+        _ => None,
+    }
+}
+
+fn address(a: AddressMessage, add: bool) -> Option<Message> {
+    let (mut local, mut address) = (None, None);
+    for attr in a.attributes {
+        match attr {
+            AddressAttribute::Local(x) => local = Some(x),
+            AddressAttribute::Address(x) => address = Some(x),
+            _ => {}
+        }
+    }
+    // IPv4 point-to-point addresses carry the peer in IFA_ADDRESS; the box's is IFA_LOCAL.
+    let addr = local.or(address)?;
+    Some(Message::Event(Event::Address { add, ifindex: a.header.index, addr, len: a.header.prefix_len }))
+}
+
+fn link(l: LinkMessage, add: bool) -> Message {
+    let mtu = l
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::Mtu(m) => Some(*m),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let up = add && l.header.flags.contains(LinkFlags::Up);
+    Message::Event(Event::Link { ifindex: l.header.index, up, mtu })
+}
+
+fn neighbor(n: NeighbourMessage, add: bool) -> Option<Message> {
+    let (mut ip, mut lladdr) = (None, None);
+    for a in n.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(x)) => ip = Some(IpAddr::V4(x)),
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(x)) => ip = Some(IpAddr::V6(x)),
+            NeighbourAttribute::LinkLayerAddress(b) if b.len() == 6 => {
+                lladdr = Some(MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]))
+            }
+            _ => {}
+        }
+    }
+    let usable = add
+        && matches!(
+            n.header.state,
+            NeighbourState::Reachable
+                | NeighbourState::Stale
+                | NeighbourState::Delay
+                | NeighbourState::Probe
+                | NeighbourState::Permanent
+                | NeighbourState::Noarp
+        );
+    Some(Message::Neighbor(KernelNeighbor {
+        ifindex: n.header.ifindex,
+        ip: ip?,
+        mac: if usable { lladdr } else { None },
+        failed: add && n.header.state == NeighbourState::Failed,
+    }))
+}
+
+fn rule(r: RuleMessage) -> Rule {
+    let mut priority = 0;
+    let mut table = u32::from(r.header.table);
+    let mut selective = r.header.src_len != 0 || r.header.dst_len != 0 || r.header.tos != 0;
+    for a in r.attributes {
+        match a {
+            RuleAttribute::Priority(p) => priority = p,
+            RuleAttribute::Table(t) => table = t,
+            RuleAttribute::Protocol(_) | RuleAttribute::Other(_) => {}
+            // -1 (u32::MAX) is "not set".
+            RuleAttribute::SuppressPrefixLen(u32::MAX) | RuleAttribute::SuppressIfGroup(u32::MAX) => {}
+            _ => selective = true,
+        }
+    }
+    if r.header.action != netlink_packet_route::rule::RuleAction::ToTable {
+        selective = true;
+    }
+    Rule { v6: r.header.family == AddressFamily::Inet6, priority, table, selective }
+}
+
+/// Whether the policy rules are the kernel's defaults (local, main, default) plus, where
+/// `table` is not main, plain lookups of `table`: anything else would route some packets by
+/// other tables than the mirrored ones.
+pub fn rules_problem(rules: &[Rule], table: u32) -> Option<String> {
+    for r in rules {
+        let default = matches!((r.priority, r.table), (0, 255) | (32766, 254) | (32767, 253));
+        let ours = r.table == table && !r.selective;
+        if !(default && !r.selective) && !ours {
+            return Some(format!(
+                "{} policy rule {}: lookup of table {}{}",
+                if r.v6 { "IPv6" } else { "IPv4" },
+                r.priority,
+                r.table,
+                if r.selective { " with selectors" } else { "" }
+            ));
+        }
+    }
+    None
+}
