@@ -17,7 +17,8 @@ use xfwd_config::router::RouterConfig;
 use xfwd_dataplane::io::start::plan::Layout;
 use xfwd_dataplane::io::xsk::RingSizes;
 use xfwd_dataplane::io::{
-    AqmMode, Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RtPriority, Sockets, StartError, XdpMode, ZeroCopy,
+    AqmMode, FibSource, Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RtPriority, Sockets, StartError, XdpMode,
+    ZeroCopy,
 };
 
 #[derive(Parser, Debug)]
@@ -369,14 +370,18 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let c = config_file::load(&args.config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
-    if args.check {
-        println!(
-            "{}: ok: {} interface(s), {} static route(s), {} static neighbor(s)",
-            args.config.display(),
-            c.interfaces.len(),
+    let routes_from = match c.fib {
+        FibSource::Config => format!(
+            "{} static route(s), {} static neighbor(s)",
             c.routes.len() + c.routes6.len(),
             c.neighbors.len() + c.neighbors6.len()
-        );
+        ),
+        FibSource::Kernel { table } => {
+            format!("addresses, routes (local table and table {table}) and neighbours from the kernel")
+        }
+    };
+    if args.check {
+        println!("{}: ok: {} interface(s), {routes_from}", args.config.display(), c.interfaces.len());
         return Ok(ExitCode::SUCCESS);
     }
     let w = &args.workers;
@@ -406,13 +411,11 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
     let (fwd, control) = start(&cfg, w)?;
     println!(
-        "xfwd: router {} | {} queue(s), poll {}, {}, {} static route(s), {} static neighbor(s)",
+        "xfwd: router {} | {} queue(s), poll {}, {}, {routes_from}",
         args.config.display(),
         fwd.cores.len(),
         cfg.poll,
         xsk_mode(&fwd),
-        c.routes.len() + c.routes6.len(),
-        c.neighbors.len() + c.neighbors6.len()
     );
     for i in &c.interfaces {
         let addrs: Vec<String> = i
@@ -432,7 +435,13 @@ fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, co
     let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| xfwd::UsageError(e.to_string()))?;
     // Bound as root, the socket file stays root's: only root may query a running xfwd.
     let mut control = control::ControlServer::bind(&w.control).map_err(|e| xfwd::UsageError(format!("{e:#}")))?;
-    let keep: Vec<caps::Capability> = privs::keep_for_map_reads_here().into_iter().collect();
+    let mut keep: Vec<caps::Capability> = privs::keep_for_map_reads_here().into_iter().collect();
+    // The kernel resolves the neighbours of its routes: asking it to (RTM_NEWNEIGH) takes
+    // CAP_NET_ADMIN in the thread that sends the request, not only in the socket's opener.
+    let kernel_fib = matches!(&cfg.mode, Mode::Router(s) if s.fib != FibSource::Config);
+    if kernel_fib {
+        keep.push(caps::Capability::CAP_NET_ADMIN);
+    }
     let mut dropped = None;
     let fwd = Forwarder::start_with(cfg, || {
         dropped = Some(privs::drop_all(user.as_ref(), &keep).map_err(|e| e.to_string())?);
@@ -440,9 +449,14 @@ fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, co
     })?;
     control.serve(fwd.view())?;
     if let Some(d) = dropped {
-        let kept = match d.kept.first() {
-            None => "no capabilities left".to_owned(),
-            Some(c) => format!("kept only {c} (this kernel needs it to read the counters map)"),
+        let why = |c: &caps::Capability| match c {
+            caps::Capability::CAP_NET_ADMIN => "to ask the kernel to resolve neighbours",
+            _ => "this kernel needs it to read the counters map",
+        };
+        let kept = if d.kept.is_empty() {
+            "no capabilities left".to_owned()
+        } else {
+            format!("kept only {}", d.kept.iter().map(|c| format!("{c} ({})", why(c))).collect::<Vec<_>>().join(", "))
         };
         let user = user.map_or_else(|| format!("uid {}", d.uid), |u| format!("user {} (uid {})", u.name, d.uid));
         println!("xfwd: privileges dropped: {kept}, running as {user}");

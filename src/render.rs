@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use xfwd_dataplane::io::{LiveView, PortInfo, PortReport, Report};
 use xfwd_dataplane::l2::FdbEntry;
-use xfwd_dataplane::l3::tables::{NhKind6, RouteOrigin};
-use xfwd_dataplane::l3::NhKind;
+use xfwd_dataplane::l3::tables::{NextHop6, NhKind6, RouteOrigin, Special};
+use xfwd_dataplane::l3::{NextHop, NhKind};
 
 fn rate(now: u64, before: u64, dt: Duration) -> String {
     let secs = dt.as_secs_f64();
@@ -164,6 +164,26 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
             let _ =
                 writeln!(s, "ndp: {}", r.ndp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
         }
+        if let Some(k) = &r.kernel {
+            let latency = match k.latency_us {
+                Some((p50, p99, max)) => format!("median {p50} µs, p99 {p99} µs, max {max} µs"),
+                None => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "kernel routes: {} mirrored ({} not used), {} notifications, {} updates applied, {} resyncs ({} after overruns, {} interrupted dumps), {} failed builds; last full sync {} ms",
+                k.routes,
+                k.ignored,
+                k.messages,
+                k.updates,
+                k.resyncs,
+                k.overruns,
+                k.dumps_interrupted,
+                k.build_errors,
+                k.last_sync_us / 1000
+            );
+            let _ = writeln!(s, "kernel change to workers: {latency}");
+        }
         let icmp: u64 = r.ports.iter().map(|p| p.total.icmp_sent).sum();
         let limited: u64 = r.queues.iter().map(|q| q.icmp_rate_limited).sum();
         let gleaned: u64 = r.ports.iter().map(|p| p.total.gleaned).sum();
@@ -187,39 +207,149 @@ pub fn fdb(entries: &[(FdbEntry, String)], capacity: usize) -> String {
     s
 }
 
-/// `xfwd show routes`: every route, like `ip route` (local and broadcast ones marked).
+/// The name `ip route` gives a route's protocol (`rtm_protocol`).
+fn proto_name(p: u8) -> String {
+    match p {
+        2 => "kernel".into(),
+        3 => "boot".into(),
+        4 => "static".into(),
+        9 => "ra".into(),
+        11 => "zebra".into(),
+        12 => "bird".into(),
+        16 => "dhcp".into(),
+        42 => "babel".into(),
+        186 => "bgp".into(),
+        187 => "isis".into(),
+        188 => "ospf".into(),
+        189 => "rip".into(),
+        192 => "eigrp".into(),
+        n => n.to_string(),
+    }
+}
+
+/// Equal-cost members, each once with its weight (the number of times it is repeated).
+fn weights<T: PartialEq + Copy>(members: impl Iterator<Item = T>) -> Vec<(T, usize)> {
+    let mut out: Vec<(T, usize)> = Vec::new();
+    for m in members {
+        match out.iter_mut().find(|(x, _)| *x == m) {
+            Some((_, n)) => *n += 1,
+            None => out.push((m, 1)),
+        }
+    }
+    out
+}
+
+/// `xfwd show routes`: every route, like `ip route` (local and broadcast ones marked); routes
+/// mirrored from the kernel say so, with their protocol and table.
 pub fn routes(view: &LiveView) -> String {
     let Some(r) = &view.router else {
         return "not a router\n".into();
     };
     let t = r.tables.load();
     let mut s = String::new();
+    let dev_of = |p: xfwd_dataplane::PortId| t.ports.get(p.index()).map_or("?", |p| p.name.as_str()).to_owned();
+    let special = |k: Special| match k {
+        Special::Blackhole => "blackhole ",
+        Special::Unreachable => "unreachable ",
+        Special::Prohibit => "prohibit ",
+        Special::Foreign => "",
+    };
+    let suffix = |origin: &RouteOrigin, mtu: u32, foreign: bool| {
+        let mut x = String::new();
+        if mtu != 0 {
+            let _ = write!(x, " mtu {mtu}");
+        }
+        if let RouteOrigin::Kernel { protocol, local_table } = origin {
+            let _ = write!(x, " proto {}", proto_name(*protocol));
+            if *local_table {
+                x.push_str(" table local");
+            }
+        }
+        if foreign {
+            x.push_str("  [not forwarded: out of an interface xfwd does not own]");
+        }
+        x
+    };
+    let v4 = |h: &NextHop| -> String {
+        match h.kind {
+            NhKind::Gateway(gw) => format!("via {gw} dev {}", dev_of(h.port)),
+            _ => format!("dev {}", dev_of(h.port)),
+        }
+    };
     for (prefix, nh, origin) in &t.routes {
         let h = &t.nexthops[usize::from(nh.0)];
-        let dev = t.ports.get(h.port.index()).map_or("?", |p| p.name.as_str());
+        let dev = dev_of(h.port);
         let line = match (origin, h.kind) {
             (RouteOrigin::Local, _) => format!("local {} dev {dev}", prefix.addr()),
             (RouteOrigin::Broadcast, _) => format!("broadcast {} dev {dev}", prefix.addr()),
+            (RouteOrigin::Kernel { .. }, NhKind::Local) => {
+                format!("local {prefix} dev {dev}{}", suffix(origin, 0, false))
+            }
+            (RouteOrigin::Kernel { .. }, NhKind::Broadcast) => {
+                format!("broadcast {prefix} dev {dev}{}", suffix(origin, 0, false))
+            }
+            (_, NhKind::Special(Special::Foreign)) => format!("{prefix} dev (not a port){}", suffix(origin, 0, true)),
+            (_, NhKind::Special(k)) => format!("{}{prefix}{}", special(k), suffix(origin, 0, false)),
+            (_, NhKind::Group { first, len }) => {
+                let members = t.groups[first as usize..first as usize + usize::from(len)].iter().map(|i| i.0);
+                let mut line = format!("{prefix}");
+                for (m, w) in weights(members) {
+                    let h = &t.nexthops[usize::from(m)];
+                    let _ = write!(line, " nexthop {}", v4(h));
+                    if w > 1 {
+                        let _ = write!(line, " weight {w}");
+                    }
+                }
+                line + &suffix(origin, 0, false)
+            }
+            (RouteOrigin::Kernel { .. }, _) => {
+                format!("{prefix} {} src {}{}", v4(h), h.src, suffix(origin, h.mtu, false))
+            }
             (_, NhKind::Gateway(gw)) => format!("{prefix} via {gw} dev {dev} src {}", h.src),
             (RouteOrigin::Connected, _) => format!("{prefix} dev {dev} proto kernel scope link src {}", h.src),
             _ => format!("{prefix} dev {dev} src {}", h.src),
         };
         let _ = writeln!(s, "{line}");
     }
+    let v6 = |h: &NextHop6| -> String {
+        match h.kind {
+            NhKind6::Gateway(gw) => format!("via {gw} dev {}", dev_of(h.port)),
+            _ => format!("dev {}", dev_of(h.port)),
+        }
+    };
     for (prefix, nh, origin) in &t.v6.routes {
         let h = &t.v6.nexthops[usize::from(nh.0)];
-        let dev = t.ports.get(h.port.index()).map_or("?", |p| p.name.as_str());
+        let dev = dev_of(h.port);
         let line = match (origin, h.kind) {
             (RouteOrigin::Local, _) => format!("local {} dev {dev}", prefix.addr()),
+            (RouteOrigin::Kernel { .. }, NhKind6::Local) => {
+                format!("local {prefix} dev {dev}{}", suffix(origin, 0, false))
+            }
+            (_, NhKind6::Special(Special::Foreign)) => format!("{prefix} dev (not a port){}", suffix(origin, 0, true)),
+            (_, NhKind6::Special(k)) => format!("{}{prefix}{}", special(k), suffix(origin, 0, false)),
+            (_, NhKind6::Group { first, len }) => {
+                let members = t.v6.groups[first as usize..first as usize + usize::from(len)].iter().map(|i| i.0);
+                let mut line = format!("{prefix}");
+                for (m, w) in weights(members) {
+                    let h = &t.v6.nexthops[usize::from(m)];
+                    let _ = write!(line, " nexthop {}", v6(h));
+                    if w > 1 {
+                        let _ = write!(line, " weight {w}");
+                    }
+                }
+                line + &suffix(origin, 0, false)
+            }
+            (RouteOrigin::Kernel { .. }, _) => format!("{prefix} {}{}", v6(h), suffix(origin, h.mtu, false)),
             (_, NhKind6::Gateway(gw)) => format!("{prefix} via {gw} dev {dev}"),
             (RouteOrigin::Connected, _) => format!("{prefix} dev {dev} proto kernel"),
             _ => format!("{prefix} dev {dev}"),
         };
         let _ = writeln!(s, "{line}");
     }
+    let from = if r.kernel.is_some() { " (mirrored from the kernel)" } else { "" };
     let _ = writeln!(
         s,
-        "{} routes, FIB {} MiB; {} IPv6 routes, FIB {} MiB",
+        "{} routes, FIB {} MiB; {} IPv6 routes, FIB {} MiB{from}",
         t.routes.len(),
         t.fib.memory() >> 20,
         t.v6.routes.len(),

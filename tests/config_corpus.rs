@@ -60,6 +60,12 @@ const CORPUS: &[(&str, &str)] = &[
         "48-ipv6-route-host-bits.toml",
         "5:10: route prefix 2001:2:100::1/48 has host bits set; did you mean 2001:2:100::/48?",
     ),
+    ("49-kernel-fib-with-addresses.toml", "6:13: with [fib] source = \"kernel\" the addresses are the kernel's"),
+    ("50-kernel-fib-with-route.toml", "8:10: with [fib] source = \"kernel\" the kernel's routes are used"),
+    ("51-kernel-fib-with-neighbor.toml", "8:6: with [fib] source = \"kernel\" the kernel's neighbour table is used"),
+    ("52-fib-bad-source.toml", "2:10: [fib] source = \"bgp\": use \"config\""),
+    ("53-fib-table-without-kernel.toml", "2:9: [fib] table names a kernel routing table"),
+    ("54-interface-without-addresses.toml", "2:8: interface lo has no addresses"),
 ];
 
 #[test]

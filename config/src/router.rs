@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::io::{AqmMode, PollMode, RouterLimits, RouterSetup, XdpMode};
+use xfwd_dataplane::io::{AqmMode, FibSource, PollMode, RouterLimits, RouterSetup, XdpMode};
 use xfwd_dataplane::l3::tables::{is_link_local6, RouteTarget6};
 use xfwd_dataplane::l3::{Prefix, Prefix6, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
@@ -131,6 +131,8 @@ pub struct RouterConfig {
     pub aqm: Aqm,
     /// Limits, in the data plane's terms (the file's, or the defaults).
     pub limits: RouterLimits,
+    /// Where the routes come from (`[fib]`).
+    pub fib: FibSource,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +151,15 @@ struct RawConfig {
     limits: RawLimits,
     #[serde(default)]
     aqm: RawAqm,
+    #[serde(default)]
+    fib: RawFib,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawFib {
+    source: Option<Spanned<String>>,
+    table: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -163,7 +174,7 @@ struct RawAqm {
 #[serde(deny_unknown_fields)]
 struct RawInterface {
     name: Spanned<String>,
-    addresses: Spanned<Vec<Spanned<String>>>,
+    addresses: Option<Spanned<Vec<Spanned<String>>>>,
     link_local: Option<Spanned<String>>,
 }
 
@@ -298,7 +309,8 @@ impl RouterConfig {
             });
         }
 
-        let (interfaces, subnets, subnets6) = interfaces_of(&cx, &raw)?;
+        let fib = fib_of(&cx, &raw)?;
+        let (interfaces, subnets, subnets6) = interfaces_of(&cx, &raw, fib != FibSource::Config)?;
         let mut r = routes_of(&cx, &raw, &interfaces, &subnets, &subnets6)?;
         let (neighbors, neighbors6) = neighbors_of(&cx, &raw, &subnets, &subnets6)?;
         let workers = workers_of(&cx, &raw)?;
@@ -314,6 +326,7 @@ impl RouterConfig {
 
         Ok(RouterConfig {
             path: path.to_owned(),
+            fib,
             interfaces,
             routes: r.v4,
             routes6: r.v6,
@@ -352,6 +365,7 @@ impl RouterConfig {
             neighbors: self.neighbors.clone(),
             neighbors6: self.neighbors6.clone(),
             limits: self.limits,
+            fib: self.fib,
         }
     }
 
@@ -388,6 +402,9 @@ impl RouterConfig {
         }
         if self.workers != other.workers {
             return Some("worker settings changed".into());
+        }
+        if self.fib != other.fib {
+            return Some("[fib] changed".into());
         }
         None
     }
@@ -443,7 +460,7 @@ fn target6(
 
 /// The `[[interface]]` tables: each interface with its addresses, and every connected subnet
 /// (IPv4) and prefix (IPv6) with the address and interface it belongs to.
-fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets, Subnets6), ConfigError> {
+fn interfaces_of(cx: &Ctx, raw: &RawConfig, kernel: bool) -> Result<(Vec<Interface>, Subnets, Subnets6), ConfigError> {
     let text = cx.text;
     let mut interfaces: Vec<Interface> = Vec::new();
     let mut subnets: Subnets = Vec::new();
@@ -459,15 +476,45 @@ fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets, 
                 format!("interface {name} is configured twice; merge its addresses into one [[interface]]"),
             ));
         }
-        if ri.addresses.get_ref().is_empty() {
+        let p = pos_of(text, ri.name.span().start);
+        if kernel {
+            // The kernel's addresses are used: the file names the ports only.
+            if let Some(a) = &ri.addresses {
+                return Err(cx.err(
+                    a.span(),
+                    format!("with [fib] source = \"kernel\" the addresses are the kernel's: remove `addresses` here and give them to the interface (ip addr add ... dev {name})"),
+                ));
+            }
+            if let Some(ll) = &ri.link_local {
+                return Err(cx.err(
+                    ll.span(),
+                    "with [fib] source = \"kernel\" the link-local address is the kernel's: remove `link_local`",
+                ));
+            }
+            interfaces.push(Interface {
+                name,
+                name_pos: p,
+                addresses: Vec::new(),
+                addresses6: Vec::new(),
+                link_local: None,
+            });
+            continue;
+        }
+        let Some(raw_addresses) = &ri.addresses else {
             return Err(cx.err(
-                ri.addresses.span(),
+                ri.name.span(),
+                format!("interface {name} has no addresses; give it at least one, e.g. addresses = [\"192.168.10.2/24\"] (or take them from the kernel: [fib] source = \"kernel\")"),
+            ));
+        };
+        if raw_addresses.get_ref().is_empty() {
+            return Err(cx.err(
+                raw_addresses.span(),
                 format!("interface {name} has no addresses; give it at least one, e.g. [\"192.168.10.2/24\"]"),
             ));
         }
         let mut addresses = Vec::new();
         let mut addresses6 = Vec::new();
-        for a in ri.addresses.get_ref() {
+        for a in raw_addresses.get_ref() {
             if is_v6(a.get_ref()) {
                 let (addr, len) = parse_addr6(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
                 let prefix = Prefix6::truncate(addr, len);
@@ -510,7 +557,6 @@ fn interfaces_of(cx: &Ctx, raw: &RawConfig) -> Result<(Vec<Interface>, Subnets, 
                 Some(a)
             }
         };
-        let p = pos_of(text, ri.name.span().start);
         interfaces.push(Interface { name, name_pos: p, addresses, addresses6, link_local });
     }
     Ok((interfaces, subnets, subnets6))
@@ -641,6 +687,53 @@ fn neighbors_of(
 }
 
 /// The `[workers]` table.
+/// `[fib]`: where the routes come from; with the kernel's, the file holds no addresses,
+/// routes or neighbours (each refused where it stands, saying where it belongs).
+fn fib_of(cx: &Ctx, raw: &RawConfig) -> Result<FibSource, ConfigError> {
+    let kernel = match &raw.fib.source {
+        None => false,
+        Some(s) => match s.get_ref().as_str() {
+            "config" => false,
+            "kernel" => true,
+            other => {
+                return Err(cx.err(s.span(), format!("[fib] source = \"{other}\": use \"config\" (this file's routes) or \"kernel\" (the kernel's, as routing daemons install them)")))
+            }
+        },
+    };
+    if !kernel {
+        if let Some(t) = &raw.fib.table {
+            return Err(cx.err(t.span(), "[fib] table names a kernel routing table: it needs source = \"kernel\""));
+        }
+        return Ok(FibSource::Config);
+    }
+    let table = match &raw.fib.table {
+        None => 254,
+        Some(t) => match *t.get_ref() {
+            0 | 255 => {
+                return Err(cx.err(
+                    t.span(),
+                    format!(
+                        "[fib] table = {}: give a routing table to mirror besides the local one (254 is main)",
+                        t.get_ref()
+                    ),
+                ))
+            }
+            n => n,
+        },
+    };
+    const WHY: &str = "with [fib] source = \"kernel\" the kernel's";
+    if let Some(r) = raw.route.first() {
+        return Err(cx.err(r.prefix.span(), format!("{WHY} routes are used: add this one to the kernel (ip route add ...) or to the routing daemon, and remove the [[route]]")));
+    }
+    if let Some(rf) = &raw.routes_file {
+        return Err(cx.err(rf.span(), format!("{WHY} routes are used: load these into the kernel (ip -batch) or the routing daemon, and remove routes_file")));
+    }
+    if let Some(n) = raw.neighbor.first() {
+        return Err(cx.err(n.ip.span(), format!("{WHY} neighbour table is used: add this one to it (ip neigh replace ... lladdr ... nud permanent) and remove the [[neighbor]]")));
+    }
+    Ok(FibSource::Kernel { table })
+}
+
 fn workers_of(cx: &Ctx, raw: &RawConfig) -> Result<Workers, ConfigError> {
     let w = &raw.workers;
     if let Some(q) = &w.queues {

@@ -24,9 +24,11 @@ use crossbeam_channel::Receiver;
 
 use super::glean::GleanReceiver;
 
+use super::rtnl::Rtnl;
 use crate::l3::arp::ArpEngine;
 pub use crate::l3::arp::{ArpConfig, ArpCounters};
 use crate::l3::ndp::NdpEngine;
+use crate::l3::tables::{scope6, unscope6};
 use crate::l3::{NeighborTable, NeighborTable6, RouterTables};
 use crate::time::Clock;
 use crate::wire::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6};
@@ -46,6 +48,17 @@ pub enum Control {
     StaticNeighbors6(Vec<(Ipv6Addr, MacAddr)>),
     /// Change the number of packets held per unresolved neighbour (on reload).
     GleanQueue(usize),
+    /// An entry of the kernel's neighbour table changed (`[fib] source = "kernel"`).
+    KernelNeighbor {
+        /// The port it is on.
+        port: PortId,
+        /// Its address.
+        ip: IpAddr,
+        /// Its MAC where usable; `None`: gone or failed.
+        mac: Option<MacAddr>,
+        /// The kernel gave up resolving it.
+        failed: bool,
+    },
 }
 
 /// A port as the ARP thread needs it.
@@ -150,6 +163,27 @@ impl PacketSocket {
         Ok(())
     }
 
+    /// Keeps nothing on the socket, which then only sends (the kernel answers and resolves
+    /// when it keeps the neighbour tables).
+    fn receive_nothing(&self) -> io::Result<()> {
+        let prog = [libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 }];
+        let fprog = libc::sock_fprog { len: 1, filter: prog.as_ptr().cast_mut() };
+        // SAFETY: `fprog` points at `prog`, alive for the call; the kernel copies the program.
+        let r = unsafe {
+            libc::setsockopt(
+                self.raw(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&fprog as *const libc::sock_fprog).cast(),
+                std::mem::size_of::<libc::sock_fprog>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Lets the frames to the Ethernet group `mac` in on the socket's interface.
     fn join(&self, ifindex: u32, mac: MacAddr) -> io::Result<()> {
         // SAFETY: packet_mreq is plain data; all-zero is a valid starting value.
@@ -219,7 +253,9 @@ impl PacketSocket {
 
 /// Opens the packet sockets: everything the ARP thread needs from the kernel, so that the
 /// process can drop its privileges before [`ArpReady::spawn`] starts the thread. `counters`
-/// are ARP's and neighbour discovery's.
+/// are ARP's and neighbour discovery's. With `kernel` (a netlink socket), the kernel resolves:
+/// the sockets only send, and the engines ask the kernel through it
+/// ([`crate::l3::resolve::Resolver::resolve_by_kernel`]).
 #[allow(clippy::too_many_arguments, reason = "the thread's whole world, handed over once")]
 pub fn open(
     ports: Vec<ArpPort>,
@@ -231,26 +267,36 @@ pub fn open(
     control: Receiver<Control>,
     stop: Arc<AtomicBool>,
     clock: Clock,
+    kernel: Option<Rtnl>,
 ) -> io::Result<ArpReady> {
     let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_ARP)).collect::<io::Result<Vec<_>>>()?;
     let sockets6 =
         ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_IPV6)).collect::<io::Result<Vec<_>>>()?;
-    for s in &sockets6 {
-        s.only_neighbour_discovery()?;
-    }
-    let t = tables.load();
-    for ((p, s), spec) in ports.iter().zip(&sockets6).zip(&t.ports) {
-        for (a, _) in &spec.addrs6 {
-            s.join(p.ifindex, icmpv6::multicast_mac(&icmpv6::solicited_node(a)))?;
-        }
-    }
     let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
     let mut engine = ArpEngine::new(macs.clone(), Arc::clone(&tables), neighbors.v4, cfg, Arc::clone(&counters.0));
+    let mut engine6 = NdpEngine::new(macs, Arc::clone(&tables), neighbors.v6, cfg, Arc::clone(&counters.1));
+    if kernel.is_some() {
+        for s in sockets.iter().chain(&sockets6) {
+            s.receive_nothing()?;
+        }
+        engine.resolve_by_kernel();
+        engine6.resolve_by_kernel();
+    } else {
+        for s in &sockets6 {
+            s.only_neighbour_discovery()?;
+        }
+        let t = tables.load();
+        for ((p, s), spec) in ports.iter().zip(&sockets6).zip(&t.ports) {
+            for (a, _) in &spec.addrs6 {
+                s.join(p.ifindex, icmpv6::multicast_mac(&icmpv6::solicited_node(a)))?;
+            }
+        }
+    }
     engine.set_statics(neighbors.statics);
-    let mut engine6 = NdpEngine::new(macs, tables, neighbors.v6, cfg, Arc::clone(&counters.1));
     engine6.set_statics(neighbors.statics6);
+    let ifindex = ports.iter().map(|p| p.ifindex).collect();
     Ok(ArpReady {
-        thread: ArpThread { sockets, sockets6, engine, engine6, counters: counters.0, clock },
+        thread: ArpThread { sockets, sockets6, engine, engine6, counters: counters.0, clock, kernel, ifindex },
         glean,
         control,
         stop,
@@ -287,6 +333,10 @@ struct ArpThread {
     engine6: NdpEngine,
     counters: Arc<ArpCounters>,
     clock: Clock,
+    /// The kernel resolves: asks go through this socket, nothing is read.
+    kernel: Option<Rtnl>,
+    /// Each port's interface index.
+    ifindex: Vec<u32>,
 }
 
 impl ArpThread {
@@ -299,6 +349,9 @@ impl ArpThread {
             // At most READ_BURST frames per socket per turn: a flood on one cannot keep the
             // others, the gleans and the timers waiting.
             for p in 0..self.sockets.len() {
+                if self.kernel.is_some() {
+                    break;
+                }
                 for _ in 0..READ_BURST {
                     let Some(n) = self.sockets[p].recv(&mut buf) else { break };
                     self.engine.on_arp(PortId(p as u8), &buf[..n], now);
@@ -320,6 +373,12 @@ impl ArpThread {
                         self.engine.set_glean_queue(n);
                         self.engine6.set_glean_queue(n);
                     }
+                    Control::KernelNeighbor { port, ip: IpAddr::V4(a), mac, failed } => {
+                        self.engine.kernel_entry(a, port, mac, failed, now)
+                    }
+                    Control::KernelNeighbor { port, ip: IpAddr::V6(a), mac, failed } => {
+                        self.engine6.kernel_entry(scope6(a, port), port, mac, failed, now)
+                    }
                 }
             }
             if now >= last_timers + 50 || self.engine.resolving() || self.engine6.resolving() {
@@ -332,6 +391,16 @@ impl ArpThread {
     }
 
     fn flush(&mut self) {
+        if let Some(rtnl) = &mut self.kernel {
+            let asks = self.engine.take_asks().into_iter().map(|(p, a)| (p, IpAddr::V4(a)));
+            let asks = asks.chain(self.engine6.take_asks().into_iter().map(|(p, a)| (p, IpAddr::V6(unscope6(a)))));
+            for (port, ip) in asks {
+                let Some(&ifindex) = self.ifindex.get(port.index()) else { continue };
+                if rtnl.ask_neighbor(ifindex, ip).is_err() {
+                    self.counters.send_errors.inc();
+                }
+            }
+        }
         // Each family's frames leave by its own socket (whose protocol the kernel gives them).
         let out = self.engine.take_output().into_iter().map(|o| (o, false));
         let out = out.chain(self.engine6.take_output().into_iter().map(|o| (o, true)));

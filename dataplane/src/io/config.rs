@@ -82,6 +82,22 @@ pub struct RouterSetup {
     pub neighbors6: Vec<(Ipv6Addr, MacAddr)>,
     /// Limits.
     pub limits: RouterLimits,
+    /// Where the routes come from.
+    pub fib: FibSource,
+}
+
+/// Where the router's routes, addresses and neighbours come from (the router file's `[fib]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FibSource {
+    /// The router file: its addresses, routes and static neighbours; xfwd resolves.
+    #[default]
+    Config,
+    /// The kernel: its addresses, the routes of its local table and of `table`, followed over
+    /// rtnetlink; the kernel resolves neighbours.
+    Kernel {
+        /// The routing table mirrored besides the local one (254: main).
+        table: u32,
+    },
 }
 
 /// The router's table sizes and rates (the router file's `[limits]`).

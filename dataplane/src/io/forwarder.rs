@@ -43,6 +43,8 @@ pub(super) struct RouterControl {
     pub(super) specs: Vec<PortSpec>,
     pub(super) limits: RouterLimits,
     pub(super) control: crossbeam_channel::Sender<ArpControl>,
+    /// Kernel mode: the limits the kernel-mirror thread builds with, and whether they changed.
+    pub(super) kernel: Option<Arc<std::sync::Mutex<(RouterLimits, bool)>>>,
 }
 
 impl Forwarder {
@@ -62,6 +64,15 @@ impl Forwarder {
         };
         if limits.neighbors != rc.limits.neighbors {
             return Err("limits.neighbors changed: the neighbour table is sized at start; restart xfwd".into());
+        }
+        if let Some(k) = &rc.kernel {
+            // The routes are the kernel's: only the limits reload; the next build takes them.
+            if !(routes.is_empty() && routes6.is_empty() && neighbors.is_empty() && neighbors6.is_empty()) {
+                return Err("the routes and neighbours come from the kernel ([fib] source = \"kernel\")".into());
+            }
+            *k.lock().unwrap_or_else(|p| p.into_inner()) = (limits, true);
+            let _ = rc.control.send(ArpControl::GleanQueue(limits.glean_queue));
+            return Ok(());
         }
         let mut t = RouterTables::build_dual(rc.specs.clone(), routes, routes6, advise_huge_pages)
             .map_err(|e| e.to_string())?;

@@ -58,6 +58,7 @@ pub mod config;
 pub mod drivers;
 pub mod forwarder;
 pub mod glean;
+pub mod kernel;
 pub mod memory;
 pub mod options;
 pub mod port;
@@ -68,7 +69,7 @@ pub mod worker;
 pub mod xdp;
 pub mod xsk;
 
-pub use config::{ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError};
+pub use config::{FibSource, ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError};
 pub use forwarder::Forwarder;
 pub use options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};

@@ -16,8 +16,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, RawFd};
 
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer, NlasIterator, NLM_F_APPEND, NLM_F_CREATE,
-    NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer, NlasIterator, NLM_F_CREATE, NLM_F_DUMP,
+    NLM_F_DUMP_INTR, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -490,7 +490,6 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
         paths_of(gw, oif, 1, &mut raw);
     }
     let replace = flags & NLM_F_REPLACE != 0;
-    let _ = flags & NLM_F_APPEND;
     let kind = kernel_type(kind);
     let protocol = u8::from(protocol);
     match address_family {
@@ -639,8 +638,8 @@ fn rule(r: RuleMessage) -> Rule {
 pub fn rules_problem(rules: &[Rule], table: u32) -> Option<String> {
     for r in rules {
         let default = matches!((r.priority, r.table), (0, 255) | (32766, 254) | (32767, 253));
-        let ours = r.table == table && !r.selective;
-        if !(default && !r.selective) && !ours {
+        let plain = !r.selective && (default || r.table == table);
+        if !plain {
             return Some(format!(
                 "{} policy rule {}: lookup of table {}{}",
                 if r.v6 { "IPv6" } else { "IPv4" },
@@ -651,4 +650,104 @@ pub fn rules_problem(rules: &[Rule], table: u32) -> Option<String> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netlink_packet_route::route::{RouteNextHop, RouteProtocol};
+
+    fn rule(priority: u32, table: u32, selective: bool) -> Rule {
+        Rule { v6: false, priority, table, selective }
+    }
+
+    #[test]
+    fn only_the_default_rules_and_plain_lookups_of_the_mirrored_table_pass() {
+        let defaults = [rule(0, 255, false), rule(32766, 254, false), rule(32767, 253, false)];
+        assert_eq!(rules_problem(&defaults, 254), None);
+        let mut more = defaults.to_vec();
+        more.push(rule(100, 100, false));
+        assert_eq!(rules_problem(&more, 100), None, "a plain lookup of the table mirrored");
+        assert!(rules_problem(&more, 254).unwrap().contains("policy rule 100: lookup of table 100"));
+        more[3].selective = true;
+        assert!(rules_problem(&more, 100).unwrap().contains("with selectors"));
+    }
+
+    fn message(ty: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 16 + payload.len()];
+        b[16..].copy_from_slice(payload);
+        let mut nb = NetlinkBuffer::new(&mut b[..]);
+        nb.set_length((16 + payload.len()) as u32);
+        nb.set_message_type(ty);
+        nb.set_flags(flags);
+        b
+    }
+
+    fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
+        let len = 4 + value.len();
+        let mut v = Vec::new();
+        v.extend_from_slice(&(len as u16).to_ne_bytes());
+        v.extend_from_slice(&kind.to_ne_bytes());
+        v.extend_from_slice(value);
+        v.resize((len + 3) & !3, 0);
+        v
+    }
+
+    #[test]
+    fn nexthop_objects_and_groups_are_read_from_their_attributes() {
+        let mut p = vec![libc::AF_INET as u8, 0, 0, 0, 0, 0, 0, 0];
+        p.extend(nla(NHA_ID, &7u32.to_ne_bytes()));
+        p.extend(nla(NHA_GATEWAY, &[198, 18, 30, 2]));
+        p.extend(nla(NHA_OIF, &4u32.to_ne_bytes()));
+        let got = parse(&message(RTM_NEWNEXTHOP, 0, &p));
+        let want = Nexthop::Single { gw: Some("198.18.30.2".parse().unwrap()), ifindex: 4 };
+        assert_eq!(got, Some(Message::Event(Event::Nexthop { id: 7, nh: Some(want) })));
+        // A group: members with their weights (the kernel's weight - 1 on the wire).
+        let mut p = vec![0u8; 8];
+        p.extend(nla(NHA_ID, &9u32.to_ne_bytes()));
+        let mut g = Vec::new();
+        for (id, w) in [(7u32, 0u8), (8, 2)] {
+            g.extend_from_slice(&id.to_ne_bytes());
+            g.extend_from_slice(&[w, 0, 0, 0]);
+        }
+        p.extend(nla(NHA_GROUP, &g));
+        let got = parse(&message(RTM_NEWNEXTHOP, 0, &p));
+        assert_eq!(got, Some(Message::Event(Event::Nexthop { id: 9, nh: Some(Nexthop::Group(vec![(7, 1), (8, 3)])) })));
+        let got = parse(&message(RTM_DELNEXTHOP, 0, &p));
+        assert_eq!(got, Some(Message::Event(Event::Nexthop { id: 9, nh: None })));
+        // Cut short: nothing, no panic.
+        assert_eq!(parse(&message(RTM_NEWNEXTHOP, 0, &p[..3])), None);
+    }
+
+    #[test]
+    fn routes_carry_their_table_metric_paths_weights_and_mtu() {
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet;
+        m.header.destination_prefix_length = 16;
+        m.header.table = 254;
+        m.header.protocol = RouteProtocol::Bird;
+        m.header.kind = RouteType::Unicast;
+        m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet("198.19.0.0".parse().unwrap())));
+        m.attributes.push(RouteAttribute::Priority(20));
+        m.attributes.push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(1400)]));
+        let hop = |gw: &str, ifindex, hops| {
+            let mut h = RouteNextHop::default();
+            h.interface_index = ifindex;
+            h.hops = hops;
+            h.attributes.push(RouteAttribute::Gateway(RouteAddress::Inet(gw.parse().unwrap())));
+            h
+        };
+        m.attributes.push(RouteAttribute::MultiPath(vec![hop("198.18.30.2", 4, 0), hop("198.18.30.3", 4, 1)]));
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST;
+        let mut nm = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::NewRoute(m)));
+        nm.finalize();
+        let mut b = vec![0u8; nm.buffer_len()];
+        nm.serialize(&mut b);
+        let Some(Message::Event(Event::Route4 { add: true, route })) = parse(&b) else { panic!("{:?}", parse(&b)) };
+        assert_eq!((route.table, route.metric, route.mtu, route.protocol), (254, 20, 1400, 12));
+        assert_eq!(route.prefix.to_string(), "198.19.0.0/16");
+        let paths: Vec<_> = route.paths.iter().map(|p| (p.gw.unwrap().to_string(), p.ifindex, p.weight)).collect();
+        assert_eq!(paths, vec![("198.18.30.2".into(), 4, 1), ("198.18.30.3".into(), 4, 2)]);
+    }
 }

@@ -33,6 +33,8 @@ pub struct RouterView {
     pub arp: Arc<ArpCounters>,
     /// What it counts of neighbour discovery.
     pub ndp: Arc<ArpCounters>,
+    /// Kernel mode: what the thread that mirrors the kernel's routes counts.
+    pub kernel: Option<Arc<super::kernel::SyncCounters>>,
 }
 
 /// What the stats printer and the control socket read while workers run.
@@ -113,6 +115,9 @@ pub struct Report {
     /// Router mode: IPv6 neighbour table entries and capacity.
     #[serde(default)]
     pub neighbors6: Option<(usize, usize)>,
+    /// Router mode with the kernel's routes: what mirroring them counts.
+    #[serde(default)]
+    pub kernel: Option<super::kernel::SyncReport>,
     /// Whether the AF_XDP sockets are bound in zero-copy mode (`None` in reports from before
     /// xfwd said).
     #[serde(default)]
@@ -184,6 +189,7 @@ impl LiveView {
             neighbors: self.router.as_ref().map(|r| (r.neighbors.len(), r.neighbors.capacity())),
             ndp: self.router.as_ref().map(|r| r.ndp.snapshot()).unwrap_or_default(),
             neighbors6: self.router.as_ref().map(|r| (r.neighbors6.len(), r.neighbors6.capacity())),
+            kernel: self.router.as_ref().and_then(|r| r.kernel.as_ref()).map(|k| k.snapshot()),
             zero_copy: Some(self.zero_copy),
             rt_priority: self.rt_priority,
             aqm: Some(self.aqm.name().to_owned()),

@@ -24,7 +24,7 @@
 pub mod plan;
 pub mod sched;
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -34,14 +34,18 @@ use arc_swap::ArcSwap;
 use self::plan::{Layout, Plan, Role, RouterPlan};
 use self::sched::RealTime;
 use super::arp::{self, ArpConfig, ArpCounters, ArpPort, ArpReady};
+use super::config::FibSource;
 use super::config::{ForwarderConfig, RouterLimits, StartError};
 use super::forwarder::{Forwarder, RouterControl};
 use super::glean::{self, GleanReceiver, GleanSender};
+use super::kernel::{self, KernelSync, Synced};
 use super::memory::advise_huge_pages;
 use super::options::{PollMode, XdpMode};
 use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
+use super::rtnl::Rtnl;
 use super::view::{LiveView, RouterView};
 use super::worker::{BridgeDecide, RouterDecide, Worker};
+use super::xdp::LocalKind;
 use super::xdp::{ProgramMode, Steer, XdpProgram};
 use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU};
 use crate::l2::Fdb;
@@ -79,10 +83,10 @@ impl Forwarder {
         sched::raise_memlock();
         let clock = Clock::start();
         let stop = Arc::new(AtomicBool::new(false));
-        let shared = Shared::new(&plan)?;
+        let shared = Shared::new(&plan, &ports)?;
         // The stamp's key: drawn for each start, never leaves the box.
         let stamp_key = plan.aqm.map(|_| random_key());
-        let mut xdp = load_program(&ports, &plan, stamp_key)?;
+        let mut xdp = load_program(&ports, &plan, &shared, stamp_key)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
         let pools = sockets
             .iter()
@@ -93,12 +97,12 @@ impl Forwarder {
         let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
         let Shared { fdb, router } = shared;
-        let (arp, router_view, router_control) = match router {
+        let (arp, router_view, router_control, kernel_sync) = match router {
             Some(r) => {
-                let (ready, view, control) = open_arp(r, &ports, plan.queues, &stop, clock)?;
-                (Some(ready), Some(view), Some(control))
+                let (ready, view, control, sync) = open_arp(r, &ports, plan.queues, &stop, clock, &xdp)?;
+                (Some(ready), Some(view), Some(control), sync)
             }
-            None => (None, None, None),
+            None => (None, None, None, None),
         };
         let xdp_counters = xdp.counter_reader()?;
         // Taken here, before the view that reports it; the workers inherit it at step 9.
@@ -127,6 +131,14 @@ impl Forwarder {
         }
         if let Some(ready) = arp {
             let handle = ready.spawn().map_err(|e| StartError::System(format!("cannot start the ARP thread: {e}")))?;
+            threads.adopt(handle);
+        }
+        if let Some(sync) = kernel_sync {
+            let stop = Arc::clone(&stop);
+            let handle = std::thread::Builder::new()
+                .name("xfwd-kernel".into())
+                .spawn(move || sync.run(&stop))
+                .map_err(|e| StartError::System(format!("cannot start the kernel-mirror thread: {e}")))?;
             threads.adopt(handle);
         }
         if plan.deferral_advice {
@@ -185,13 +197,13 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(plan: &Plan<'_>) -> Result<Shared, StartError> {
+    fn new(plan: &Plan<'_>, ports: &[PortInfo]) -> Result<Shared, StartError> {
         Ok(match &plan.role {
             Role::Bridge { fdb_size, ageing_s } => {
                 Shared { fdb: Arc::new(Fdb::new(*fdb_size, *ageing_s)), router: None }
             }
             Role::Router(r) => {
-                Shared { fdb: Arc::new(Fdb::new(8, 1)), router: Some(RouterParts::new(r, plan.queues)?) }
+                Shared { fdb: Arc::new(Fdb::new(8, 1)), router: Some(RouterParts::new(r, ports, plan.queues)?) }
             }
         })
     }
@@ -208,13 +220,42 @@ struct RouterParts {
     limits: RouterLimits,
     glean_tx: GleanSender,
     glean_rx: GleanReceiver,
+    /// Kernel mode: the first synchronisation's sockets and mirror (its tables are in
+    /// `tables`), and the addresses the XDP program starts with.
+    kernel: Option<Synced>,
+    local: Vec<(IpAddr, LocalKind)>,
 }
 
 impl RouterParts {
-    fn new(r: &RouterPlan<'_>, queues: u32) -> Result<RouterParts, StartError> {
+    fn new(r: &RouterPlan<'_>, ports: &[PortInfo], queues: u32) -> Result<RouterParts, StartError> {
         let setup = r.setup;
-        let mut t = RouterTables::build_dual(r.specs.clone(), &setup.routes, &setup.routes6, advise_huge_pages)
-            .map_err(|e| StartError::Usage(e.to_string()))?;
+        let (mut t, kernel, local) = match setup.fib {
+            FibSource::Config => {
+                let t = RouterTables::build_dual(r.specs.clone(), &setup.routes, &setup.routes6, advise_huge_pages)
+                    .map_err(|e| StartError::Usage(e.to_string()))?;
+                (t, None, r.local.clone())
+            }
+            FibSource::Kernel { table } => {
+                let specs = ports.iter().map(|p| p.ifindex).zip(r.specs.iter().cloned()).collect();
+                let mut synced = kernel::first_sync(table, specs, setup.limits).map_err(|e| match e {
+                    kernel::SyncError::Rules(_) => StartError::Usage(e.to_string()),
+                    _ => StartError::System(e.to_string()),
+                })?;
+                let t = std::mem::replace(
+                    &mut synced.tables,
+                    RouterTables::build(Vec::new(), &[]).map_err(|e| StartError::System(e.to_string()))?,
+                );
+                let local = synced.local.clone();
+                if local.len() > super::xdp::MAX_LOCAL {
+                    return Err(StartError::Usage(format!(
+                        "the kernel has {} local addresses and broadcasts; the XDP program holds at most {}",
+                        local.len(),
+                        super::xdp::MAX_LOCAL
+                    )));
+                }
+                (t, Some(synced), local)
+            }
+        };
         t.icmp_rate = setup.limits.icmp_rate;
         t.icmp_burst = setup.limits.icmp_burst;
         // Bounded: a worker that cannot queue a frame for the ARP thread drops it, counted.
@@ -229,6 +270,8 @@ impl RouterParts {
             limits: setup.limits,
             glean_tx,
             glean_rx,
+            kernel,
+            local,
         })
     }
 
@@ -251,10 +294,15 @@ impl RouterParts {
 }
 
 /// Step 3: the XDP program for the plan's role, with the ports registered; not attached.
-fn load_program(ports: &[PortInfo], plan: &Plan<'_>, stamp_key: Option<u64>) -> Result<XdpProgram, StartError> {
-    let mode = match &plan.role {
-        Role::Bridge { .. } => ProgramMode::Bridge,
-        Role::Router(r) => ProgramMode::Router { local: &r.local },
+fn load_program(
+    ports: &[PortInfo],
+    plan: &Plan<'_>,
+    shared: &Shared,
+    stamp_key: Option<u64>,
+) -> Result<XdpProgram, StartError> {
+    let mode = match &shared.router {
+        None => ProgramMode::Bridge,
+        Some(r) => ProgramMode::Router { local: &r.local },
     };
     let steer = match plan.layout {
         Layout::PerQueue => Steer::ByQueue,
@@ -386,8 +434,33 @@ fn open_arp(
     queues: u32,
     stop: &Arc<AtomicBool>,
     clock: Clock,
-) -> Result<(ArpReady, RouterView, RouterControl), StartError> {
+    xdp: &XdpProgram,
+) -> Result<(ArpReady, RouterView, RouterControl, Option<KernelSync>), StartError> {
     let (control_tx, control_rx) = crossbeam_channel::unbounded();
+    let limits = Arc::new(std::sync::Mutex::new((r.limits, false)));
+    let asks = match &r.kernel {
+        Some(_) => Some(
+            Rtnl::open()
+                .map_err(|e| StartError::System(format!("cannot open a netlink socket for the ARP thread: {e}")))?,
+        ),
+        None => None,
+    };
+    let (sync, sync_counters) = match r.kernel {
+        Some(synced) => {
+            let counters = Arc::clone(&synced.counters);
+            let (sync, neighbors) = KernelSync::new(
+                synced,
+                Arc::clone(&r.tables),
+                Arc::clone(&limits),
+                control_tx.clone(),
+                xdp.local_maps()?,
+            );
+            // Queued before the ARP thread starts: it begins with the kernel's entries.
+            sync.send_neighbors(neighbors);
+            (Some(sync), Some(counters))
+        }
+        None => (None, None),
+    };
     let counters = Arc::new(ArpCounters::default());
     let arp_ports = ports.iter().map(|p| ArpPort { ifindex: p.ifindex, mac: p.mac }).collect();
     let (icmp_rate, icmp_burst) = icmp_share(r.limits.icmp_rate, r.limits.icmp_burst, queues + 1);
@@ -413,11 +486,24 @@ fn open_arp(
         control_rx,
         Arc::clone(stop),
         clock,
+        asks,
     )
     .map_err(|e| StartError::System(format!("cannot open the ARP packet sockets: {e}")))?;
-    let view = RouterView { tables: r.tables, neighbors: r.neighbors, neighbors6: r.neighbors6, arp: counters, ndp };
-    let control = RouterControl { specs: r.specs, limits: r.limits, control: control_tx };
-    Ok((ready, view, control))
+    let view = RouterView {
+        tables: r.tables,
+        neighbors: r.neighbors,
+        neighbors6: r.neighbors6,
+        arp: counters,
+        ndp,
+        kernel: sync_counters,
+    };
+    let control = RouterControl {
+        specs: r.specs,
+        limits: r.limits,
+        control: control_tx,
+        kernel: sync.is_some().then_some(limits),
+    };
+    Ok((ready, view, control, sync))
 }
 
 /// The threads started so far. Dropped before [`Threads::keep`] (a later step failed), it

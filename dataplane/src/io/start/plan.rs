@@ -651,6 +651,7 @@ mod tests {
             neighbors: Vec::new(),
             neighbors6: Vec::new(),
             limits,
+            fib: Default::default(),
         };
         ForwarderConfig { mode: Mode::Router(setup), ..bridge(&["eth4", "eth5"]) }
     }

@@ -1,0 +1,399 @@
+//! The kernel's routes as the workers' (`[fib] source = "kernel"`): a first synchronisation at
+//! start, then a thread that follows rtnetlink and swaps new tables in.
+//!
+//! At start ([`first_sync`]) the notification socket subscribes, then links, addresses,
+//! nexthop objects, routes of both families, neighbours and policy rules are dumped into a
+//! [`Mirror`]; rules other than the defaults are refused; a dump the kernel marks interrupted
+//! is read again. The workers start with tables built from it.
+//!
+//! The thread ([`KernelSync`]) then reads every notification waiting, applies them to the
+//! mirror, and, if the routes changed, builds new tables aside and swaps them in whole: a
+//! worker sees either the tables before a batch of changes or after it, never a half-applied
+//! one. It also keeps the XDP program's map of the box's addresses in step, and hands
+//! neighbour changes to the ARP thread (the only writer of the neighbour tables). A socket
+//! overrun (`ENOBUFS`: notifications lost), an event after which the kernel may have changed
+//! routes without a notification (an interface down, an IPv4 address removed), or an
+//! interrupted dump starts a full resynchronisation: the mirror is emptied and dumped again,
+//! then the tables swapped, so that nothing is ever half-applied either.
+//!
+//! Each batch's delay, from the moment its first message was read off the socket to the swap
+//! that makes it visible to the workers, is recorded in [`SyncCounters`]: this is what
+//! `xfwd show stats` reports as the time from a kernel change to the workers seeing it.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use crossbeam_channel::Sender;
+use serde::{Deserialize, Serialize};
+
+use super::arp::Control as ArpControl;
+use super::config::RouterLimits;
+use super::memory::advise_huge_pages;
+use super::rtnl::{rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
+use super::xdp::{LocalKind, LocalMaps};
+use crate::l3::mirror::{Applied, Mirror};
+use crate::l3::{PortSpec, RouterTables};
+use crate::stats::Counter;
+
+/// How many times a dump the kernel marks interrupted is read again before giving up.
+const DUMP_TRIES: usize = 10;
+/// Receive buffer of the notification socket: a burst of changes (a daemon installing a full
+/// table) must fit in it between two reads.
+const NOTIFY_RCVBUF: usize = 64 << 20;
+/// Latency buckets: bucket *i* counts delays below 2^*i* µs (the last, the rest).
+const BUCKETS: usize = 24;
+
+/// What the kernel-mirror thread counts.
+#[derive(Debug, Default)]
+pub struct SyncCounters {
+    /// Notifications read.
+    pub messages: Counter,
+    /// Batches that changed the routes (each one table swap).
+    pub updates: Counter,
+    /// Full resynchronisations (the first at start not counted).
+    pub resyncs: Counter,
+    /// Of those, after a socket overrun.
+    pub overruns: Counter,
+    /// Dumps read again because the kernel marked them interrupted.
+    pub dumps_interrupted: Counter,
+    /// Table builds that failed (the previous tables stay; a resync follows).
+    pub build_errors: Counter,
+    /// Routes in the mirror (all metrics, both families), at the last build.
+    pub routes: Counter,
+    /// Routes the mirror does not use (TOS, source-specific, unknown types or objects).
+    pub ignored: Counter,
+    /// Addresses the XDP program's map could not take.
+    pub local_map_errors: Counter,
+    /// Delay from a batch's first message to its table swap, by log2 µs bucket.
+    latency: [AtomicU64; BUCKETS],
+    /// The longest such delay, µs.
+    latency_max_us: AtomicU64,
+    /// The last full synchronisation's duration, µs (the first at start included).
+    pub last_sync_us: Counter,
+}
+
+/// [`SyncCounters`] at one instant, for `show stats`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyncReport {
+    /// Notifications read.
+    pub messages: u64,
+    /// Table swaps for changes.
+    pub updates: u64,
+    /// Full resynchronisations.
+    pub resyncs: u64,
+    /// Of which after an overrun.
+    pub overruns: u64,
+    /// Interrupted dumps read again.
+    pub dumps_interrupted: u64,
+    /// Failed builds.
+    pub build_errors: u64,
+    /// Routes mirrored.
+    pub routes: u64,
+    /// Routes not used.
+    pub ignored: u64,
+    /// Addresses the XDP map refused.
+    pub local_map_errors: u64,
+    /// Change-to-swap delay: median, 99th percentile and maximum, µs (`None`: no update yet).
+    pub latency_us: Option<(u64, u64, u64)>,
+    /// Delays by bucket: `(upper bound µs, count)`, empty buckets left out.
+    pub latency_histogram: Vec<(u64, u64)>,
+    /// The last full synchronisation, µs.
+    pub last_sync_us: u64,
+}
+
+impl SyncCounters {
+    fn record(&self, d: Duration) {
+        let us = d.as_micros().min(u128::from(u64::MAX)) as u64;
+        let b = (64 - us.leading_zeros() as usize).min(BUCKETS - 1);
+        self.latency[b].fetch_add(1, Ordering::Relaxed);
+        self.latency_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> SyncReport {
+        let hist: Vec<u64> = self.latency.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        let total: u64 = hist.iter().sum();
+        let max = self.latency_max_us.load(Ordering::Relaxed);
+        // A bucket's upper bound, capped at the maximum seen.
+        let quantile = |q: f64| -> u64 {
+            let want = ((total as f64) * q).ceil().max(1.0) as u64;
+            let mut seen = 0;
+            for (b, n) in hist.iter().enumerate() {
+                seen += n;
+                if seen >= want {
+                    return (1u64 << b).min(max.max(1));
+                }
+            }
+            max
+        };
+        SyncReport {
+            messages: self.messages.get(),
+            updates: self.updates.get(),
+            resyncs: self.resyncs.get(),
+            overruns: self.overruns.get(),
+            dumps_interrupted: self.dumps_interrupted.get(),
+            build_errors: self.build_errors.get(),
+            routes: self.routes.get(),
+            ignored: self.ignored.get(),
+            local_map_errors: self.local_map_errors.get(),
+            latency_us: (total > 0).then(|| (quantile(0.5), quantile(0.99), max)),
+            latency_histogram: hist.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| (1u64 << b, *n)).collect(),
+            last_sync_us: self.last_sync_us.get(),
+        }
+    }
+}
+
+/// Why the kernel's tables could not be mirrored at start.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Reading them failed.
+    #[error("reading the kernel's routing tables: {0}")]
+    Netlink(#[from] RtnlError),
+    /// Policy routing that the mirror cannot follow.
+    #[error("{0} routes some packets by another table than the one mirrored; xfwd mirrors the local table and one other ([fib] table); remove the rule (ip rule del ...) or use source = \"config\"")]
+    Rules(String),
+    /// The tables could not be built.
+    #[error("building the tables from the kernel's routes: {0}")]
+    Build(String),
+}
+
+/// What the first synchronisation gives.
+#[derive(Debug)]
+pub struct Synced {
+    /// The mirror.
+    pub mirror: Mirror,
+    /// The subscribed socket.
+    pub events: Rtnl,
+    /// The socket for later dumps.
+    pub dumps: Rtnl,
+    /// Tables built from it.
+    pub tables: RouterTables,
+    /// The kernel's neighbour entries on the ports.
+    pub neighbors: Vec<KernelNeighbor>,
+    /// The box's addresses and broadcasts, for the XDP program.
+    pub local: Vec<(IpAddr, LocalKind)>,
+    /// What it counted.
+    pub counters: Arc<SyncCounters>,
+}
+
+/// Dumps everything into `mirror` (emptied first); returns the neighbour entries and the
+/// policy rules seen.
+fn dump_all(
+    dumps: &mut Rtnl,
+    mirror: &mut Mirror,
+    counters: &SyncCounters,
+) -> Result<(Vec<KernelNeighbor>, Vec<super::rtnl::Rule>), RtnlError> {
+    let mut tries = 0;
+    loop {
+        let mut out = Vec::new();
+        let r = [
+            Dump::Links,
+            Dump::Addresses,
+            Dump::Nexthops,
+            Dump::Routes4,
+            Dump::Routes6,
+            Dump::Neighbors,
+            Dump::Rules4,
+            Dump::Rules6,
+        ]
+        .into_iter()
+        .try_for_each(|d| dumps.dump(d, &mut out));
+        match r {
+            Err(RtnlError::Interrupted) if tries < DUMP_TRIES => {
+                tries += 1;
+                counters.dumps_interrupted.inc();
+                continue;
+            }
+            Err(e) => return Err(e),
+            Ok(()) => {}
+        }
+        mirror.clear();
+        let (mut neighbors, mut rules) = (Vec::new(), Vec::new());
+        for m in out {
+            match m {
+                Message::Event(e) => {
+                    mirror.apply(e);
+                }
+                Message::Neighbor(n) => neighbors.push(n),
+                Message::Rule(r) => rules.push(r),
+            }
+        }
+        return Ok((neighbors, rules));
+    }
+}
+
+fn locals(mirror: &Mirror) -> Vec<(IpAddr, LocalKind)> {
+    mirror
+        .local_addresses()
+        .into_iter()
+        .map(|(a, address)| (a, if address { LocalKind::Address } else { LocalKind::Broadcast }))
+        .collect()
+}
+
+fn build(mirror: &mut Mirror, limits: RouterLimits, counters: &SyncCounters) -> Result<RouterTables, String> {
+    let r4 = mirror.routes4();
+    let r6 = mirror.routes6();
+    counters.routes.set(mirror.len() as u64);
+    counters.ignored.set(mirror.ignored as u64);
+    let mut t = RouterTables::build_mirrored(mirror.ports(), &r4, &r6, advise_huge_pages).map_err(|e| e.to_string())?;
+    t.icmp_rate = limits.icmp_rate;
+    t.icmp_burst = limits.icmp_burst;
+    Ok(t)
+}
+
+/// The first synchronisation: subscribe, dump, check the rules, build (module documentation).
+/// `ports` are `(ifindex, spec)` in port order.
+pub fn first_sync(table: u32, ports: Vec<(u32, PortSpec)>, limits: RouterLimits) -> Result<Synced, SyncError> {
+    let started = Instant::now();
+    let events = Rtnl::subscribe(NOTIFY_RCVBUF).map_err(RtnlError::from)?;
+    let mut dumps = Rtnl::open().map_err(RtnlError::from)?;
+    let mut mirror = Mirror::new(table, ports);
+    let counters = Arc::new(SyncCounters::default());
+    let (neighbors, rules) = dump_all(&mut dumps, &mut mirror, &counters)?;
+    if let Some(p) = rules_problem(&rules, table) {
+        return Err(SyncError::Rules(p));
+    }
+    let tables = build(&mut mirror, limits, &counters).map_err(SyncError::Build)?;
+    let local = locals(&mirror);
+    counters.last_sync_us.set(started.elapsed().as_micros() as u64);
+    Ok(Synced { mirror, events, dumps, tables, neighbors, local, counters })
+}
+
+/// The thread that follows the kernel (module documentation).
+pub struct KernelSync {
+    mirror: Mirror,
+    events: Rtnl,
+    dumps: Rtnl,
+    tables: Arc<ArcSwap<RouterTables>>,
+    limits: Arc<Mutex<(RouterLimits, bool)>>,
+    arp: Sender<ArpControl>,
+    local_maps: LocalMaps,
+    local_now: BTreeMap<IpAddr, LocalKind>,
+    counters: Arc<SyncCounters>,
+}
+
+impl std::fmt::Debug for KernelSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelSync").field("routes", &self.mirror.len()).finish_non_exhaustive()
+    }
+}
+
+impl KernelSync {
+    /// The thread's state after [`first_sync`]: it swaps tables into `tables`, sends
+    /// neighbours to the ARP thread by `arp`, keeps `local_maps` as the mirror's addresses
+    /// (which the XDP program was loaded with), and reads the limits from `limits` (whose flag
+    /// asks for a rebuild after a reload changed them).
+    pub fn new(
+        synced: Synced,
+        tables: Arc<ArcSwap<RouterTables>>,
+        limits: Arc<Mutex<(RouterLimits, bool)>>,
+        arp: Sender<ArpControl>,
+        local_maps: LocalMaps,
+    ) -> (KernelSync, Vec<KernelNeighbor>) {
+        let Synced { mirror, events, dumps, neighbors, local, counters, .. } = synced;
+        let local_now = local.into_iter().collect();
+        (KernelSync { mirror, events, dumps, tables, limits, arp, local_maps, local_now, counters }, neighbors)
+    }
+
+    /// Hands the kernel's neighbour entries to the ARP thread (those on the ports).
+    pub fn send_neighbors(&self, list: Vec<KernelNeighbor>) {
+        for n in list {
+            let Some(port) = self.mirror.port_of(n.ifindex) else { continue };
+            let _ = self.arp.send(ArpControl::KernelNeighbor { port, ip: n.ip, mac: n.mac, failed: n.failed });
+        }
+    }
+
+    /// Runs until `stop`.
+    pub fn run(mut self, stop: &AtomicBool) {
+        let mut batch = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let mut pfd = libc::pollfd { fd: self.events.fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd over our open socket.
+            let _ = unsafe { libc::poll(&mut pfd, 1, 100) };
+            let first = Instant::now();
+            batch.clear();
+            let mut resync = false;
+            match self.events.recv(&mut batch) {
+                Ok(n) => self.counters.messages.add(n as u64),
+                Err(RtnlError::Overrun) => {
+                    self.counters.overruns.inc();
+                    resync = true;
+                }
+                Err(_) => resync = true,
+            }
+            let mut changed = false;
+            let mut neighbors = Vec::new();
+            for m in batch.drain(..) {
+                match m {
+                    Message::Event(e) => match self.mirror.apply(e) {
+                        Applied::Unchanged => {}
+                        Applied::Changed => changed = true,
+                        Applied::Resync => resync = true,
+                    },
+                    Message::Neighbor(n) => neighbors.push(n),
+                    Message::Rule(_) => {}
+                }
+            }
+            self.send_neighbors(neighbors);
+            let limits = {
+                let mut l = self.limits.lock().unwrap_or_else(|p| p.into_inner());
+                changed |= std::mem::take(&mut l.1);
+                l.0
+            };
+            if resync {
+                self.resync(limits);
+                self.counters.record(first.elapsed());
+            } else if changed {
+                self.swap(limits);
+                self.counters.record(first.elapsed());
+            }
+        }
+    }
+
+    fn swap(&mut self, limits: RouterLimits) {
+        match build(&mut self.mirror, limits, &self.counters) {
+            Ok(t) => {
+                self.tables.store(Arc::new(t));
+                self.counters.updates.inc();
+                self.sync_locals();
+            }
+            Err(_) => self.counters.build_errors.inc(),
+        }
+    }
+
+    fn resync(&mut self, limits: RouterLimits) {
+        let started = Instant::now();
+        self.counters.resyncs.inc();
+        // What waits on the socket is older than the dump that follows: drop it.
+        let mut stale = Vec::new();
+        while matches!(self.events.recv(&mut stale), Ok(n) if n > 0) {
+            stale.clear();
+        }
+        match dump_all(&mut self.dumps, &mut self.mirror, &self.counters) {
+            Ok((neighbors, _)) => {
+                self.send_neighbors(neighbors);
+                self.swap(limits);
+            }
+            Err(_) => self.counters.build_errors.inc(),
+        }
+        self.counters.last_sync_us.set(started.elapsed().as_micros() as u64);
+    }
+
+    /// Brings the XDP program's address map to the mirror's addresses.
+    fn sync_locals(&mut self) {
+        let want: BTreeMap<IpAddr, LocalKind> = locals(&self.mirror).into_iter().collect();
+        for a in self.local_now.keys().filter(|a| !want.contains_key(a)) {
+            self.local_maps.remove(*a);
+        }
+        for (a, k) in &want {
+            if self.local_now.get(a) != Some(k) && self.local_maps.set(*a, *k).is_err() {
+                self.counters.local_map_errors.inc();
+            }
+        }
+        self.local_now = want;
+    }
+}
