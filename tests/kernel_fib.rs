@@ -122,3 +122,139 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
         "0"
     );
 }
+
+/// Sends two UDP datagrams from each of `flows` source ports of h1 to `dst`.
+fn udp_flows(r: &Rig, dst: &str, flows: u16) {
+    let script = format!(
+        "import socket\nfor i in range({flows}):\n  s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n  s.bind(('198.18.10.1', 20000 + i))\n  s.sendto(b'x' * 18, ('{dst}', 9))\n  s.sendto(b'x' * 18, ('{dst}', 9))\n  s.close()\n"
+    );
+    let out = r.h1.command("/usr/bin/python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn equal_cost_routes_spread_flows_over_two_next_hops_each_flow_on_one() {
+    if !root_or_skip("equal_cost_routes_spread_flows_over_two_next_hops_each_flow_on_one") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    // A second next hop beside h2, with its own MAC: a macvlan on h2's link.
+    r.h2.ip(&["link", "add", "link", "eth0", "name", "mv0", "type", "macvlan", "mode", "bridge"]).unwrap();
+    r.h2.ip(&["addr", "add", "198.18.30.3/24", "dev", "mv0"]).unwrap();
+    r.h2.ip(&["link", "set", "mv0", "up"]).unwrap();
+    // Each interface answers ARP for its own address only.
+    r.h2.write_file("/proc/sys/net/ipv4/conf/all/arp_ignore", "1").unwrap();
+    r.h2.ip(&["addr", "add", "198.19.1.1/32", "dev", "lo"]).unwrap();
+    r.h1.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.10.2"]).unwrap();
+    r.boxns
+        .ip(&["route", "add", "198.19.0.0/16", "nexthop", "via", "198.18.30.2", "nexthop", "via", "198.18.30.3"])
+        .unwrap();
+    let control = control_path("kf-ecmp");
+    let mut x = start(&r, &control);
+    let routes = show(&control, "routes");
+    assert!(
+        routes.contains("198.19.0.0/16 nexthop via 198.18.30.2 dev eth4 nexthop via 198.18.30.3 dev eth4"),
+        "{routes}"
+    );
+    // Resolve both next hops (the kernel does), then count.
+    udp_flows(&r, "198.19.1.1", 64);
+    std::thread::sleep(Duration::from_secs(1));
+    let cap = common::capture(r.h2.name(), "eth0", Duration::from_secs(2));
+    udp_flows(&r, "198.19.1.1", 64);
+    let frames = cap.join().unwrap();
+    let base = common::mac_bytes(&r.h2, "eth0");
+    let mv = common::mac_bytes(&r.h2, "mv0");
+    let mut by_flow: std::collections::HashMap<u16, Vec<[u8; 6]>> = std::collections::HashMap::new();
+    for f in &frames {
+        // IPv4 UDP to 198.19.1.1 port 9.
+        if f.len() >= 42 && f[12..14] == [8, 0] && f[23] == 17 && f[30..34] == [198, 19, 1, 1] {
+            let sport = u16::from_be_bytes([f[34], f[35]]);
+            by_flow.entry(sport).or_default().push(f[0..6].try_into().unwrap());
+        }
+    }
+    assert_eq!(by_flow.len(), 64, "every flow arrived: {}", by_flow.len());
+    for (sport, macs) in &by_flow {
+        assert!(macs.iter().all(|m| m == &macs[0]), "flow {sport} used two paths: {macs:?}");
+        assert!(macs[0] == base || macs[0] == mv, "flow {sport} went to {:?}", macs[0]);
+    }
+    let on_mv = by_flow.values().filter(|m| m[0] == mv).count();
+    assert!((8..=56).contains(&on_mv), "64 flows over two next hops: {on_mv} on the second");
+    stop_clean(&mut x);
+}
+
+#[test]
+fn the_kernels_neighbour_entries_are_used_as_they_change() {
+    if !root_or_skip("the_kernels_neighbour_entries_are_used_as_they_change") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    r.h1.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.10.2"]).unwrap();
+    r.boxns.ip(&["route", "add", "198.19.3.0/24", "via", "198.18.30.9"]).unwrap();
+    let control = control_path("kf-neigh");
+    let mut x = start(&r, &control);
+    // A permanent entry put in the kernel is xfwd's at once, and used.
+    r.boxns
+        .ip(&["neigh", "replace", "198.18.30.9", "lladdr", "02:00:00:00:30:09", "dev", "eth4", "nud", "permanent"])
+        .unwrap();
+    let start_t = Instant::now();
+    while !show(&control, "neighbors").contains("198.18.30.9 dev eth4 lladdr 02:00:00:00:30:09") {
+        assert!(start_t.elapsed() < Duration::from_secs(5), "{}", show(&control, "neighbors"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cap = common::capture(r.h2.name(), "eth0", Duration::from_millis(1500));
+    let _ = ping(&r.h1, &["-c", "1", "-W", "1", "198.19.3.1"]);
+    let frames = cap.join().unwrap();
+    assert!(
+        frames.iter().any(|f| f[0..6] == [2, 0, 0, 0, 0x30, 9] && f[30..34] == [198, 19, 3, 1]),
+        "forwarded to the kernel's entry's MAC ({} frames seen)",
+        frames.len()
+    );
+    // Deleted in the kernel: gone from xfwd.
+    r.boxns.ip(&["neigh", "del", "198.18.30.9", "dev", "eth4"]).unwrap();
+    let start_t = Instant::now();
+    while show(&control, "neighbors").contains("198.18.30.9 ") {
+        assert!(start_t.elapsed() < Duration::from_secs(5), "{}", show(&control, "neighbors"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Nobody answers for it now: the kernel fails it, and the waiting packet is answered.
+    let out = ping(&r.h1, &["-c", "1", "-W", "6", "198.19.3.1"]);
+    assert!(out.contains("From 198.18.10.2") && out.contains("Destination Host Unreachable"), "{out}");
+    let s = stats(&control);
+    let arp = |n: &str| s.arp.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
+    assert_eq!(arp("requests-received"), 0, "the kernel answers ARP, not xfwd: {:?}", s.arp);
+    assert!(arp("requests-sent") >= 1 && arp("unresolved") >= 1, "asked the kernel, which gave up: {:?}", s.arp);
+    stop_clean(&mut x);
+}
+
+#[test]
+fn ipv6_routes_and_neighbours_come_from_the_kernel_too() {
+    if !root_or_skip("ipv6_routes_and_neighbours_come_from_the_kernel_too") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router6(1).unwrap();
+    for (a, dev) in [("2001:2:0:10::2/64", "eth5"), ("2001:2:0:30::1/64", "eth4")] {
+        r.boxns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"]).unwrap();
+    }
+    for (a, dev) in [("198.18.10.2/24", "eth5"), ("198.18.30.1/24", "eth4")] {
+        r.boxns.ip(&["addr", "add", a, "dev", dev]).unwrap();
+    }
+    r.boxns.write_file("/proc/sys/net/ipv6/conf/all/forwarding", "0").unwrap();
+    r.boxns.write_file("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
+    let control = control_path("kf-v6");
+    let mut x = start(&r, &control);
+    Rig::ping_until(&r.h1, "2001:2:0:30::2", Duration::from_secs(5)).unwrap();
+    r.boxns.ip(&["-6", "route", "add", "2001:2:0:1000::/52", "via", "2001:2:0:30::2"]).unwrap();
+    let routes = routes_until(&control, |s| s.contains("2001:2:0:1000::/52"));
+    assert!(routes.contains("2001:2:0:1000::/52 via 2001:2:0:30::2 dev eth4"), "{routes}");
+    Rig::ping_until(&r.h1, "2001:2:0:1000::2", Duration::from_secs(5)).unwrap();
+    r.boxns.ip(&["-6", "route", "del", "2001:2:0:1000::/52"]).unwrap();
+    routes_until(&control, |s| !s.contains("2001:2:0:1000::/52"));
+    let out = ping(&r.h1, &["-c", "1", "-W", "1", "2001:2:0:1000::2"]);
+    assert!(out.contains("No route") || out.contains("Unreachable"), "{out}");
+    let n = show(&control, "neighbors");
+    assert!(n.contains("2001:2:0:30::2 dev eth4"), "the kernel resolved h2: {n}");
+    stop_clean(&mut x);
+}
