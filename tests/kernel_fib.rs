@@ -258,3 +258,111 @@ fn ipv6_routes_and_neighbours_come_from_the_kernel_too() {
     assert!(n.contains("2001:2:0:30::2 dev eth4"), "the kernel resolved h2: {n}");
     stop_clean(&mut x);
 }
+
+/// BIRD running in a namespace: its files removed and the daemon killed on drop.
+struct Bird {
+    _proc: rig::Spawned,
+    base: String,
+    ctl: String,
+}
+
+impl Drop for Bird {
+    fn drop(&mut self) {
+        for ext in ["conf", "ctl", "pid"] {
+            let _ = std::fs::remove_file(format!("{}.{ext}", self.base));
+        }
+    }
+}
+
+/// Starts BIRD in `ns` with `config` (written beside its control socket).
+fn bird(ns: &rig::Netns, tag: &str, config: &str) -> Bird {
+    let base = format!("/tmp/xfwd-test-{}-bird-{tag}", std::process::id());
+    std::fs::write(format!("{base}.conf"), config).unwrap();
+    let ctl = format!("{base}.ctl");
+    let child = ns
+        .command("bird")
+        .args(["-f", "-c", &format!("{base}.conf"), "-s", &ctl, "-P", &format!("{base}.pid")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("bird (Debian package bird2; scripts/setup installs it)");
+    Bird { _proc: rig::Spawned { child }, base, ctl }
+}
+
+fn birdc(ns: &rig::Netns, ctl: &str, args: &[&str]) -> String {
+    let out = ns.command("birdc").arg("-s").arg(ctl).args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Waits until `f` holds, up to `limit`; the time it took.
+fn until(limit: Duration, what: &str, f: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    start.elapsed()
+}
+
+const SESSION: &str = "connect delay time 1;\n  connect retry time 1;\n  error wait time 1, 2;\n  hold time 6;";
+
+#[test]
+fn a_routing_daemon_drives_xfwd_through_the_kernel() {
+    if !root_or_skip("a_routing_daemon_drives_xfwd_through_the_kernel") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    // h2 holds 198.18.200.1 and announces 198.18.200.0/24 over BGP; the box's BIRD puts what
+    // it learns into the kernel, whose forwarding is off: only xfwd can forward to it.
+    r.h2.ip(&["addr", "add", "198.18.200.1/32", "dev", "lo"]).unwrap();
+    r.h1.ip(&["route", "add", "198.18.200.0/24", "via", "198.18.10.2"]).unwrap();
+    let flap: String =
+        (0..1000).map(|i| format!("  route 198.19.{}.{}/26 blackhole;\n", i / 4, (i % 4) * 64)).collect();
+    let h2_conf = format!(
+        "router id 198.18.30.2;\nprotocol device {{ scan time 1; }}\nprotocol static announce {{ ipv4; route 198.18.200.0/24 blackhole; }}\nprotocol static flap {{ ipv4; disabled;\n{flap}}}\nprotocol bgp box {{\n  local 198.18.30.2 as 65002;\n  neighbor 198.18.30.1 as 65001;\n  {SESSION}\n  ipv4 {{ import none; export all; }};\n}}\n"
+    );
+    let box_conf = format!(
+        "router id 198.18.30.1;\nprotocol device {{ scan time 1; }}\nprotocol kernel {{ ipv4 {{ import none; export all; }}; scan time 10; }}\nprotocol bgp h2 {{\n  local 198.18.30.1 as 65001;\n  neighbor 198.18.30.2 as 65002;\n  {SESSION}\n  ipv4 {{ import all; export none; }};\n}}\n"
+    );
+    let control = control_path("kf-bird");
+    let mut x = start(&r, &control);
+    let b2 = bird(&r.h2, "h2", &h2_conf);
+    let bb = bird(&r.boxns, "box", &box_conf);
+    let (ctl2, ctlb) = (b2.ctl.clone(), bb.ctl.clone());
+    let kernel_has = |p: &str| {
+        let out = r.boxns.ip(&["route", "show", p]).unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("proto bird")
+    };
+    until(Duration::from_secs(30), "BGP route in the box's kernel", || kernel_has("198.18.200.0/24"));
+    let routes = routes_until(&control, |s| s.contains("198.18.200.0/24"));
+    assert!(routes.contains("198.18.200.0/24 via 198.18.30.2 dev eth4") && routes.contains("proto bird"), "{routes}");
+    Rig::ping_until(&r.h1, "198.18.200.1", Duration::from_secs(5)).unwrap();
+
+    // A flap of a thousand routes under a TCP flow: no stall, no crash.
+    let mirrored = || stats(&control).kernel.unwrap().routes;
+    let before = mirrored();
+    let flows = std::thread::scope(|s| {
+        let tcp = s.spawn(|| rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 1, 1, 6));
+        std::thread::sleep(Duration::from_millis(500));
+        for _ in 0..3 {
+            birdc(&r.h2, &ctl2, &["enable", "flap"]);
+            until(Duration::from_secs(20), "a thousand routes in xfwd", || mirrored() >= before + 1000);
+            birdc(&r.h2, &ctl2, &["disable", "flap"]);
+            until(Duration::from_secs(20), "the thousand routes gone from xfwd", || mirrored() == before);
+        }
+        tcp.join().unwrap().unwrap()
+    });
+    assert!(flows.flows_bps.iter().all(|&b| b > 0.0), "{:?}", flows.flows_bps);
+    Rig::ping_until(&r.h1, "198.18.200.1", Duration::from_secs(2)).unwrap();
+
+    // Withdrawn by the daemon: Net Unreachable within a second of the kernel's removal.
+    birdc(&r.h2, &ctl2, &["disable", "announce"]);
+    until(Duration::from_secs(30), "withdrawal in the kernel", || !kernel_has("198.18.200.0/24"));
+    let took = until(Duration::from_secs(1), "Net Unreachable from xfwd", || {
+        ping(&r.h1, &["-c", "1", "-W", "1", "198.18.200.1"]).contains("Destination Net Unreachable")
+    });
+    eprintln!("withdrawal: Net Unreachable {took:?} after the kernel's route went");
+    let _ = birdc(&r.boxns, &ctlb, &["down"]);
+    stop_clean(&mut x);
+}
