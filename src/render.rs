@@ -276,7 +276,7 @@ pub fn routes(view: &LiveView) -> String {
             _ => format!("dev {}", dev_of(h.port)),
         }
     };
-    for (prefix, nh, origin) in &t.routes {
+    for (prefix, nh, origin) in t.routes.iter() {
         let h = &t.nexthops[usize::from(nh.0)];
         let dev = dev_of(h.port);
         let line = match (origin, h.kind) {

@@ -35,6 +35,7 @@ use super::config::RouterLimits;
 use super::memory::advise_huge_pages;
 use super::rtnl::{rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
 use super::xdp::{LocalKind, LocalMaps};
+use crate::l3::incremental::Incremental;
 use crate::l3::mirror::{Applied, Mirror};
 use crate::l3::{PortSpec, RouterTables};
 use crate::stats::Counter;
@@ -46,6 +47,12 @@ const DUMP_TRIES: usize = 10;
 const NOTIFY_RCVBUF: usize = 64 << 20;
 /// Latency buckets: bucket *i* counts delays below 2^*i* µs (the last, the rest).
 const BUCKETS: usize = 24;
+/// Next hops past which the tables are built anew (the FIB names at most 32,767).
+const NEXTHOPS_REBUILD: usize = 30_000;
+/// Up to this many IPv4 routes, `show routes` follows every change; above, at most once per
+/// [`DISPLAY_EVERY`] (its list costs a full pass over the routes).
+const DISPLAY_ALWAYS: usize = 10_000;
+const DISPLAY_EVERY: Duration = Duration::from_secs(1);
 
 /// What the kernel-mirror thread counts.
 #[derive(Debug, Default)]
@@ -62,6 +69,10 @@ pub struct SyncCounters {
     pub dumps_interrupted: Counter,
     /// Table builds that failed (the previous tables stay; a resync follows).
     pub build_errors: Counter,
+    /// Whole builds (start, resyncs, port changes, next hops outgrown).
+    pub full_builds: Counter,
+    /// Publications that copied the live tables because a reader still held the spare.
+    pub copies: Counter,
     /// Routes in the mirror (all metrics, both families), at the last build.
     pub routes: Counter,
     /// Routes the mirror does not use (TOS, source-specific, unknown types or objects).
@@ -91,6 +102,12 @@ pub struct SyncReport {
     pub dumps_interrupted: u64,
     /// Failed builds.
     pub build_errors: u64,
+    /// Whole builds.
+    #[serde(default)]
+    pub full_builds: u64,
+    /// Publications that copied the live tables.
+    #[serde(default)]
+    pub copies: u64,
     /// Routes mirrored.
     pub routes: u64,
     /// Routes not used.
@@ -137,6 +154,8 @@ impl SyncCounters {
             overruns: self.overruns.get(),
             dumps_interrupted: self.dumps_interrupted.get(),
             build_errors: self.build_errors.get(),
+            full_builds: self.full_builds.get(),
+            copies: self.copies.get(),
             routes: self.routes.get(),
             ignored: self.ignored.get(),
             local_map_errors: self.local_map_errors.get(),
@@ -170,8 +189,8 @@ pub struct Synced {
     pub events: Rtnl,
     /// The socket for later dumps.
     pub dumps: Rtnl,
-    /// Tables built from it.
-    pub tables: RouterTables,
+    /// The tables built from it, to be published and updated.
+    pub tables: Incremental,
     /// The kernel's neighbour entries on the ports.
     pub neighbors: Vec<KernelNeighbor>,
     /// The box's addresses and broadcasts, for the XDP program.
@@ -234,15 +253,16 @@ fn locals(mirror: &Mirror) -> Vec<(IpAddr, LocalKind)> {
         .collect()
 }
 
-fn build(mirror: &mut Mirror, limits: RouterLimits, counters: &SyncCounters) -> Result<RouterTables, String> {
+/// Builds the tables whole from the mirror.
+fn build(mirror: &mut Mirror, limits: RouterLimits, counters: &SyncCounters) -> Result<Incremental, String> {
     let r4 = mirror.routes4();
     let r6 = mirror.routes6();
+    mirror.take_dirty();
     counters.routes.set(mirror.len() as u64);
     counters.ignored.set(mirror.ignored as u64);
-    let mut t = RouterTables::build_mirrored(mirror.ports(), &r4, &r6, advise_huge_pages).map_err(|e| e.to_string())?;
-    t.icmp_rate = limits.icmp_rate;
-    t.icmp_burst = limits.icmp_burst;
-    Ok(t)
+    counters.full_builds.inc();
+    Incremental::full(mirror.ports(), &r4, &r6, (limits.icmp_rate, limits.icmp_burst), advise_huge_pages)
+        .map_err(|e| e.to_string())
 }
 
 /// The first synchronisation: subscribe, dump, check the rules, build (module documentation).
@@ -266,6 +286,9 @@ pub fn first_sync(table: u32, ports: Vec<(u32, PortSpec)>, limits: RouterLimits)
 /// The thread that follows the kernel (module documentation).
 pub struct KernelSync {
     mirror: Mirror,
+    inc: Incremental,
+    display_at: Instant,
+    display_stale: bool,
     events: Rtnl,
     dumps: Rtnl,
     tables: Arc<ArcSwap<RouterTables>>,
@@ -294,9 +317,23 @@ impl KernelSync {
         arp: Sender<ArpControl>,
         local_maps: LocalMaps,
     ) -> (KernelSync, Vec<KernelNeighbor>) {
-        let Synced { mirror, events, dumps, neighbors, local, counters, .. } = synced;
+        let Synced { mirror, events, dumps, neighbors, local, counters, tables: inc } = synced;
         let local_now = local.into_iter().collect();
-        (KernelSync { mirror, events, dumps, tables, limits, arp, local_maps, local_now, counters }, neighbors)
+        let sync = KernelSync {
+            mirror,
+            inc,
+            display_at: Instant::now(),
+            display_stale: false,
+            events,
+            dumps,
+            tables,
+            limits,
+            arp,
+            local_maps,
+            local_now,
+            counters,
+        };
+        (sync, neighbors)
     }
 
     /// Hands the kernel's neighbour entries to the ARP thread (those on the ports).
@@ -348,20 +385,83 @@ impl KernelSync {
                 self.resync(limits);
                 self.counters.record(first.elapsed());
             } else if changed {
-                self.swap(limits);
+                self.update(limits);
                 self.counters.record(first.elapsed());
+            } else if self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY {
+                self.inc.refresh_display();
+                self.display_stale = false;
+                self.display_at = Instant::now();
+                self.publish();
             }
         }
     }
 
-    fn swap(&mut self, limits: RouterLimits) {
-        match build(&mut self.mirror, limits, &self.counters) {
+    /// Publishes the live tables of `self.inc`.
+    fn publish(&mut self) {
+        match self.inc.publish() {
             Ok(t) => {
-                self.tables.store(Arc::new(t));
-                self.counters.updates.inc();
-                self.sync_locals();
+                self.tables.store(t);
+                self.counters.copies.set(self.inc.copies);
+            }
+            Err(_) => {
+                // A FIB that cannot hold the change (indices or groups outgrown): build anew.
+                self.counters.build_errors.inc();
+                self.whole(self.limits());
+            }
+        }
+    }
+
+    fn limits(&self) -> RouterLimits {
+        self.limits.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// Builds everything anew from the mirror and publishes it.
+    fn whole(&mut self, limits: RouterLimits) {
+        match build(&mut self.mirror, limits, &self.counters) {
+            Ok(inc) => {
+                self.inc = inc;
+                self.tables.store(self.inc.live());
+                self.display_stale = false;
+                self.display_at = Instant::now();
             }
             Err(_) => self.counters.build_errors.inc(),
+        }
+        self.sync_locals();
+    }
+
+    /// Applies what the mirror says changed, prefix by prefix where it can.
+    fn update(&mut self, limits: RouterLimits) {
+        let dirty = self.mirror.take_dirty();
+        self.counters.updates.inc();
+        self.counters.routes.set(self.mirror.len() as u64);
+        if dirty.all || self.inc.nexthops() > NEXTHOPS_REBUILD {
+            self.whole(limits);
+            return;
+        }
+        let mut failed = false;
+        for p in &dirty.v4 {
+            failed |= self.inc.set4(*p, self.mirror.effective4(*p).as_ref()).is_err();
+        }
+        if dirty.v6 {
+            let r6 = self.mirror.routes6();
+            failed |= self.inc.set6(&r6, advise_huge_pages).is_err();
+        }
+        if failed {
+            self.counters.build_errors.inc();
+            self.whole(limits);
+            return;
+        }
+        self.inc.set_limits(limits.icmp_rate, limits.icmp_burst);
+        if self.inc.routes4() <= DISPLAY_ALWAYS || self.display_at.elapsed() >= DISPLAY_EVERY {
+            self.inc.refresh_display();
+            self.display_at = Instant::now();
+            self.display_stale = false;
+        } else {
+            self.display_stale = true;
+        }
+        self.publish();
+        if !dirty.v4.is_empty() {
+            self.sync_locals();
         }
     }
 
@@ -376,7 +476,7 @@ impl KernelSync {
         match dump_all(&mut self.dumps, &mut self.mirror, &self.counters) {
             Ok((neighbors, _)) => {
                 self.send_neighbors(neighbors);
-                self.swap(limits);
+                self.whole(limits);
             }
             Err(_) => self.counters.build_errors.inc(),
         }

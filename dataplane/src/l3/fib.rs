@@ -158,10 +158,13 @@ pub enum FibError {
 }
 
 /// A DIR-24-8 longest-prefix-match table (see the module documentation).
+#[derive(Clone)]
 pub struct Fib {
     tbl24: Box<[u16]>,
     tbl8: Vec<u16>,
     routes: usize,
+    /// Groups of `tbl8` no slot names any more ([`Fib::repaint`]), reused first.
+    free_groups: Vec<u16>,
 }
 
 impl fmt::Debug for Fib {
@@ -226,7 +229,112 @@ impl Fib {
                 tbl8[start..start + count].fill(nh.0);
             }
         }
-        Ok(Fib { tbl24, tbl8, routes: routes.len() })
+        Ok(Fib { tbl24, tbl8, routes: routes.len(), free_groups: Vec::new() })
+    }
+
+    /// Makes the entries under `p` what `routes` (every route, by prefix, with `nh` giving
+    /// each one's next hop) says, after `p`'s route was added, changed or removed; the rest of
+    /// the table is untouched. The range is filled with `p`'s route, or the longest shorter
+    /// one covering it, then the routes inside `p` are painted over it, shortest first; groups
+    /// of longer-than-/24 prefixes left with no such prefix fold back into their slot. Costs
+    /// the range and the routes inside it: a /24 or longer takes microseconds. `routes` must
+    /// hold every route the table was built from and repainted with since, as they are now.
+    pub fn repaint<V>(
+        &mut self,
+        p: Prefix,
+        routes: &std::collections::BTreeMap<Prefix, V>,
+        nh: impl Fn(&V) -> NhIndex,
+    ) -> Result<(), FibError> {
+        let value = |q: Prefix| routes.get(&q).map_or(0, |v| nh(v).0);
+        // What the range holds with no route inside it: p's own, else the covering route's.
+        let base = routes.get(&p).map(|v| nh(v).0).unwrap_or_else(|| {
+            (0..p.len).rev().map(|l| value(Prefix::truncate(p.addr(), l))).find(|&v| v != 0).unwrap_or(0)
+        });
+        if base > MAX_INDEX as u16 {
+            return Err(FibError::TooManyNextHops(usize::from(base)));
+        }
+        let last = p.addr | !mask(p.len);
+        let mut inside: Vec<(Prefix, u16)> = if p.len == 32 {
+            Vec::new()
+        } else {
+            routes
+                .range(Prefix { addr: p.addr, len: p.len + 1 }..=Prefix { addr: last, len: 32 })
+                .filter(|(q, _)| q.len > p.len && p.contains(q.addr()))
+                .map(|(q, v)| (*q, nh(v).0))
+                .collect()
+        };
+        inside.sort_by_key(|(q, _)| q.len);
+        if let Some((_, v)) = inside.iter().find(|(_, v)| *v == 0 || usize::from(*v) > MAX_INDEX) {
+            return Err(FibError::TooManyNextHops(usize::from(*v)));
+        }
+        if p.len <= 24 {
+            let start = (p.addr >> 8) as usize;
+            let count = 1usize << (24 - p.len);
+            for e in &mut self.tbl24[start..start + count] {
+                if *e & GROUP != 0 {
+                    self.free_groups.push(*e & !GROUP);
+                }
+                *e = base;
+            }
+        } else {
+            // Within one /24: its group, made if needed, gets the base over p's entries.
+            let slot = (p.addr >> 8) as usize;
+            let g = self.group(slot)?;
+            let start = g * 256 + (p.addr & 0xff) as usize;
+            self.tbl8[start..start + (1usize << (32 - p.len))].fill(base);
+        }
+        for (q, v) in inside {
+            if q.len <= 24 {
+                let start = (q.addr >> 8) as usize;
+                self.tbl24[start..start + (1usize << (24 - q.len))].fill(v);
+            } else {
+                let slot = (q.addr >> 8) as usize;
+                let g = self.group(slot)?;
+                let start = g * 256 + (q.addr & 0xff) as usize;
+                self.tbl8[start..start + (1usize << (32 - q.len))].fill(v);
+            }
+        }
+        // A /24 whose last longer prefix went holds one value: its group folds back.
+        if p.len > 24 {
+            let slot24 = Prefix::truncate(p.addr(), 24);
+            let longer = routes
+                .range(Prefix { addr: slot24.addr, len: 25 }..=Prefix { addr: slot24.addr | 0xff, len: 32 })
+                .any(|(q, _)| q.len > 24 && slot24.contains(q.addr()));
+            let slot = (p.addr >> 8) as usize;
+            let e = self.tbl24[slot];
+            if !longer && e & GROUP != 0 {
+                let g = usize::from(e & !GROUP);
+                self.tbl24[slot] = self.tbl8[g * 256];
+                self.free_groups.push(e & !GROUP);
+            }
+        }
+        self.routes = routes.len();
+        Ok(())
+    }
+
+    /// The group of `slot`, made (holding the slot's value) if it has none.
+    fn group(&mut self, slot: usize) -> Result<usize, FibError> {
+        let e = self.tbl24[slot];
+        if e & GROUP != 0 {
+            return Ok(usize::from(e & !GROUP));
+        }
+        let g = match self.free_groups.pop() {
+            Some(g) => {
+                let g = usize::from(g);
+                self.tbl8[g * 256..g * 256 + 256].fill(e);
+                g
+            }
+            None => {
+                let g = self.tbl8.len() / 256;
+                if g > MAX_INDEX {
+                    return Err(FibError::TooManyGroups);
+                }
+                self.tbl8.extend(std::iter::repeat_n(e, 256));
+                g
+            }
+        };
+        self.tbl24[slot] = GROUP | g as u16;
+        Ok(g)
     }
 
     /// The next hop of the longest prefix containing `addr`.
@@ -371,6 +479,58 @@ mod tests {
         let f = Fib::build_advised(&[(p("10.0.0.0/8"), NhIndex(1))], check).unwrap();
         assert_eq!(ADVISED.load(Relaxed), 1);
         assert_eq!(f.lookup(ip("10.1.2.3")), Some(NhIndex(1)));
+    }
+
+    #[test]
+    fn repainting_each_change_gives_the_table_a_full_build_gives() {
+        use std::collections::BTreeMap;
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut routes: BTreeMap<Prefix, NhIndex> = BTreeMap::new();
+        let mut f = Fib::build(&[]).unwrap();
+        for step in 0..2000 {
+            let len = [8, 16, 20, 23, 24, 24, 25, 26, 28, 30, 31, 32][(next() % 12) as usize];
+            let addr = Ipv4Addr::from(0x0a0a_0000 | (next() as u32 & 0x0003_ffff));
+            // The default route comes and goes once (a whole-table repaint).
+            let p = if step == 700 || step == 1400 { Prefix::truncate(addr, 0) } else { Prefix::truncate(addr, len) };
+            if step == 1400 || (step != 700 && next() % 3 == 0) {
+                routes.remove(&p);
+            } else {
+                routes.insert(p, NhIndex((next() % 500 + 1) as u16));
+            }
+            f.repaint(p, &routes, |v| *v).unwrap();
+            if step % 250 == 249 {
+                let list: Vec<(Prefix, NhIndex)> = routes.iter().map(|(p, v)| (*p, *v)).collect();
+                let full = Fib::build(&list).unwrap();
+                for _ in 0..20_000 {
+                    let a = Ipv4Addr::from(0x0a0a_0000 | (next() as u32 & 0x0003_ffff));
+                    assert_eq!(f.lookup(a), full.lookup(a), "{a} after {step} changes");
+                }
+                for p in routes.keys() {
+                    for a in [p.addr(), p.broadcast()] {
+                        assert_eq!(f.lookup(a), full.lookup(a), "{a} at the edge of {p}");
+                    }
+                }
+                // Groups are reused, not leaked: no more than the /24s with longer prefixes.
+                let used = routes
+                    .keys()
+                    .filter(|p| p.prefix_len() > 24)
+                    .map(|p| p.addr | 0xff)
+                    .collect::<std::collections::HashSet<_>>()
+                    .len();
+                assert!(
+                    f.tbl8.len() / 256 - f.free_groups.len() == used,
+                    "{} groups, {} free, {used} needed",
+                    f.tbl8.len() / 256,
+                    f.free_groups.len()
+                );
+            }
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@
 //!   of a multipath route leaves the others.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::fib::Prefix;
 use super::fib6::Prefix6;
@@ -188,6 +188,18 @@ pub struct Mirror {
     /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), by
     /// the last build.
     pub ignored: usize,
+    dirty: Dirty,
+}
+
+/// What changed since [`Mirror::take_dirty`] last said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dirty {
+    /// IPv4 prefixes whose routes changed (in either table).
+    pub v4: BTreeSet<Prefix>,
+    /// Some IPv6 route changed.
+    pub v6: bool,
+    /// A port's addresses or MTU changed, or everything was dumped again: rebuild all.
+    pub all: bool,
 }
 
 impl Mirror {
@@ -211,11 +223,62 @@ impl Mirror {
             routes6: BTreeMap::new(),
             nexthops: HashMap::new(),
             ignored: 0,
+            dirty: Dirty { all: true, ..Dirty::default() },
         }
+    }
+
+    /// What changed since the last call (the first: everything).
+    pub fn take_dirty(&mut self) -> Dirty {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Marks the routes that use nexthop object `id` (directly or through a group) changed.
+    fn touch_users(&mut self, id: u32) {
+        let groups: Vec<u32> = self
+            .nexthops
+            .iter()
+            .filter(|(_, nh)| matches!(nh, Nexthop::Group(m) if m.iter().any(|(x, _)| *x == id)))
+            .map(|(g, _)| *g)
+            .collect();
+        let uses = |r: Option<u32>| r.is_some_and(|x| x == id || groups.contains(&x));
+        for ((_, p, _, _), r) in &self.routes4 {
+            if uses(r.nh_id) {
+                self.dirty.v4.insert(*p);
+            }
+        }
+        if self.routes6.values().any(|r| uses(r.nh_id)) {
+            self.dirty.v6 = true;
+        }
+    }
+
+    /// The IPv4 route the workers use for `p`, if any: the local table's, else the mirrored
+    /// table's lowest metric (as [`Mirror::routes4`] gives it).
+    pub fn effective4(&self, p: Prefix) -> Option<Mirrored4> {
+        for table in [TABLE_LOCAL, self.table] {
+            let found = self.routes4.range((table, p, 0, 0)..=(table, p, 0, u32::MAX)).map(|(_, r)| r).find_map(|r| {
+                let (kind, paths) = self.resolve(r.kind, &r.paths, r.nh_id, |a| match a {
+                    IpAddr::V4(a) => Some(a),
+                    IpAddr::V6(_) => None,
+                })?;
+                Some(MirroredRoute {
+                    prefix: r.prefix,
+                    kind,
+                    paths,
+                    mtu: r.mtu,
+                    protocol: r.protocol,
+                    local_table: r.table == TABLE_LOCAL,
+                })
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
     }
 
     /// Forgets every route, object and address (before a full dump).
     pub fn clear(&mut self) {
+        self.dirty = Dirty { all: true, ..Dirty::default() };
         self.routes4.clear();
         self.routes6.clear();
         self.nexthops.clear();
@@ -244,12 +307,14 @@ impl Mirror {
                     return Applied::Unchanged;
                 }
                 let key = (route.table, route.prefix, route.tos, route.metric);
+                let prefix = route.prefix;
                 let changed = if add {
                     self.routes4.insert(key, route.clone()).as_ref() != Some(&route)
                 } else {
                     self.routes4.remove(&key).is_some()
                 };
                 if changed {
+                    self.dirty.v4.insert(prefix);
                     Applied::Changed
                 } else {
                     Applied::Unchanged
@@ -259,19 +324,26 @@ impl Mirror {
                 if !self.wanted(route.table) {
                     return Applied::Unchanged;
                 }
-                self.apply6(add, replace, route)
+                let a = self.apply6(add, replace, route);
+                if a == Applied::Changed {
+                    self.dirty.v6 = true;
+                }
+                a
             }
             Event::Nexthop { id, nh: Some(nh) } => {
                 if self.nexthops.insert(id, nh.clone()).as_ref() == Some(&nh) {
                     Applied::Unchanged
                 } else {
+                    self.touch_users(id);
                     Applied::Changed
                 }
             }
             Event::Nexthop { id, nh: None } => {
-                if self.nexthops.remove(&id).is_none() {
+                if !self.nexthops.contains_key(&id) {
                     return Applied::Unchanged;
                 }
+                self.touch_users(id);
+                self.nexthops.remove(&id);
                 // The kernel deletes the routes that used it, silently.
                 self.routes4.retain(|_, r| r.nh_id != Some(id));
                 self.routes6.retain(|_, r| r.nh_id != Some(id));
@@ -308,6 +380,7 @@ impl Mirror {
                         }
                     }
                 }
+                self.dirty.all = true;
                 Applied::Changed
             }
             Event::Link { ifindex, up, mtu } => {
@@ -317,6 +390,7 @@ impl Mirror {
                     let spec = &mut self.ports[p.index()].1;
                     if spec.mtu != mtu {
                         spec.mtu = mtu;
+                        self.dirty.all = true;
                         changed = Applied::Changed;
                     }
                 }
@@ -709,6 +783,38 @@ mod tests {
         add(&mut m, r6("fe80::/64", 256, &[(None, 4)]), false);
         add(&mut m, r6("fe80::/64", 256, &[(None, 5)]), false);
         assert_eq!(m.len(), 3);
+    }
+
+    #[test]
+    fn changes_are_told_by_prefix_and_the_effective_route_is_the_one_routes4_gives() {
+        let mut m = mirror();
+        assert!(m.take_dirty().all, "the first build is whole");
+        add4(&mut m, r4(TABLE_MAIN, "198.19.0.0/16", 20, KernelType::Unicast, &[(Some("198.18.30.2"), 4)]));
+        add4(&mut m, r4(TABLE_MAIN, "198.19.0.0/16", 10, KernelType::Unicast, &[(Some("198.18.30.3"), 4)]));
+        add4(&mut m, r4(TABLE_LOCAL, "198.18.30.1/32", 0, KernelType::Local, &[(None, 4)]));
+        add4(&mut m, r4(TABLE_MAIN, "198.18.30.1/32", 0, KernelType::Unicast, &[(None, 5)]));
+        let d = m.take_dirty();
+        assert!(!d.all && !d.v6);
+        assert_eq!(d.v4.iter().map(|p| p.to_string()).collect::<Vec<_>>(), ["198.18.30.1/32", "198.19.0.0/16"]);
+        assert!(m.take_dirty().v4.is_empty());
+        let all = m.routes4();
+        let eff = m.effective4("198.19.0.0/16".parse().unwrap()).unwrap();
+        assert_eq!(eff.paths[0].gw, Some("198.18.30.3".parse().unwrap()), "lowest metric");
+        assert!(all.contains(&eff));
+        let local = m.effective4("198.18.30.1/32".parse().unwrap()).unwrap();
+        assert_eq!((local.kind, local.local_table), (RouteKind::Local, true), "the local table first");
+        assert_eq!(m.effective4("198.20.0.0/16".parse().unwrap()), None);
+        // A nexthop object's change reaches the prefixes that use it.
+        m.apply(Event::Nexthop { id: 1, nh: Some(Nexthop::Single { gw: None, ifindex: 4 }) });
+        m.apply(Event::Nexthop { id: 2, nh: Some(Nexthop::Group(vec![(1, 1)])) });
+        let mut a = r4(TABLE_MAIN, "198.19.7.0/24", 0, KernelType::Unicast, &[]);
+        a.nh_id = Some(2);
+        add4(&mut m, a);
+        m.take_dirty();
+        m.apply(Event::Nexthop { id: 1, nh: Some(Nexthop::Single { gw: None, ifindex: 5 }) });
+        assert_eq!(m.take_dirty().v4.iter().map(|p| p.to_string()).collect::<Vec<_>>(), ["198.19.7.0/24"]);
+        m.apply(Event::Address { add: true, ifindex: 4, addr: "198.18.30.1".parse().unwrap(), len: 24 });
+        assert!(m.take_dirty().all, "a port's address: everything");
     }
 
     #[test]

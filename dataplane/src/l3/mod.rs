@@ -3,6 +3,7 @@
 pub mod arp;
 pub mod fib;
 pub mod fib6;
+pub mod incremental;
 pub mod mirror;
 pub mod ndp;
 pub mod neighbors;

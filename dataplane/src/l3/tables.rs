@@ -4,6 +4,7 @@
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::fib::{no_advice, Advice, Fib, FibError, NhIndex, Prefix};
 use super::fib6::{Fib6, Prefix6};
@@ -291,7 +292,9 @@ pub enum TablesError {
 }
 
 /// The router's tables (see the module documentation).
-#[derive(Debug)]
+/// Cloning copies the IPv4 FIB (32 MiB and more): [`super::incremental`] does it only when it
+/// must.
+#[derive(Debug, Clone)]
 pub struct RouterTables {
     /// Longest-prefix match to a next-hop index.
     pub fib: Fib,
@@ -299,10 +302,11 @@ pub struct RouterTables {
     pub nexthops: Vec<NextHop>,
     /// Ports by index.
     pub ports: Vec<PortSpec>,
-    /// Every route the FIB holds, for display: prefix, next hop index, origin.
-    pub routes: Vec<(Prefix, NhIndex, RouteOrigin)>,
-    /// IPv6: its FIB, next hops and routes.
-    pub v6: Tables6,
+    /// Every route the FIB holds, for display: prefix, next hop index, origin. (Kernel mode
+    /// may refresh it less often than the FIB changes; see `l3::incremental`.)
+    pub routes: Arc<Vec<(Prefix, NhIndex, RouteOrigin)>>,
+    /// IPv6: its FIB, next hops and routes (shared by tables whose IPv6 half did not change).
+    pub v6: Arc<Tables6>,
     /// Members of equal-cost groups ([`NhKind::Group`]), plain next hops.
     pub groups: Vec<NhIndex>,
     /// ICMP errors per second for the whole router (0: unlimited); set after building, travels
@@ -395,8 +399,18 @@ impl RouterTables {
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Broadcast)).map(|r| (r.0, r.1)));
         fib_routes.extend(routes.iter().filter(|r| matches!(r.2, RouteOrigin::Local)).map(|r| (r.0, r.1)));
         let fib = Fib::build_advised(&fib_routes, advise)?;
-        let id = TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(RouterTables { fib, nexthops, ports, routes, v6, groups: Vec::new(), icmp_rate: 0, icmp_burst: 1, id })
+        let id = next_id();
+        Ok(RouterTables {
+            fib,
+            nexthops,
+            ports,
+            routes: Arc::new(routes),
+            v6: Arc::new(v6),
+            groups: Vec::new(),
+            icmp_rate: 0,
+            icmp_burst: 1,
+            id,
+        })
     }
 
     /// Builds the tables from routes mirrored from the kernel (`l3::mirror`): no route is made
@@ -409,91 +423,30 @@ impl RouterTables {
         routes6: &[Mirrored6],
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
-        let mut nexthops = vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 }];
-        let mut groups = Vec::new();
-        let mut index: HashMap<NextHop, NhIndex> = HashMap::new();
-        let mut group_index: HashMap<Vec<NhIndex>, NhIndex> = HashMap::new();
+        let mut interner = Interner4::new(&ports);
         let mut routes = Vec::with_capacity(routes4.len());
-        let any_src = ports.iter().flat_map(|p| p.addrs.first()).map(|a| a.0).next().unwrap_or(Ipv4Addr::UNSPECIFIED);
-        // The box address ICMP errors through `port` towards `a` come from: the one whose
-        // subnet holds `a`, else the port's first, else any port's.
-        let src_for = |port: PortId, a: Ipv4Addr| -> Ipv4Addr {
-            let spec = &ports[port.index()];
-            spec.addrs
-                .iter()
-                .filter(|&&(x, len)| Prefix::truncate(x, len).contains(a))
-                .max_by_key(|x| x.1)
-                .or(spec.addrs.first())
-                .map_or(any_src, |x| x.0)
-        };
         let mut order: Vec<&Mirrored4> = routes4.iter().collect();
         order.sort_by_key(|r| r.local_table);
         for r in order {
-            if r.paths.iter().any(|p| p.port.is_some_and(|x| x.index() >= ports.len())) {
-                return Err(TablesError::NoSuchPort(
-                    r.paths.iter().flat_map(|p| p.port).map(|p| p.0).max().unwrap_or(0),
-                ));
+            if let Some(nh) = interner.route(&ports, r)? {
+                routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
             }
-            let mtu = r.mtu;
-            let one = |p: &Path<Ipv4Addr>| -> NextHop {
-                match (p.port, p.gw) {
-                    (None, _) => {
-                        NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 }
-                    }
-                    (Some(port), Some(gw)) => NextHop { kind: NhKind::Gateway(gw), port, src: src_for(port, gw), mtu },
-                    (Some(port), None) => {
-                        NextHop { kind: NhKind::Connected, port, src: src_for(port, r.prefix.addr()), mtu }
-                    }
-                }
-            };
-            let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
-            let nh = match r.kind {
-                RouteKind::Local => intern(
-                    &mut index,
-                    &mut nexthops,
-                    NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 },
-                ),
-                RouteKind::Broadcast => intern(
-                    &mut index,
-                    &mut nexthops,
-                    NextHop { kind: NhKind::Broadcast, port: first_port, src: any_src, mtu: 0 },
-                ),
-                RouteKind::Special(k) => intern(
-                    &mut index,
-                    &mut nexthops,
-                    NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 },
-                ),
-                RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
-                    Some(p) => intern(&mut index, &mut nexthops, one(p)),
-                    None => continue,
-                },
-                RouteKind::Unicast => {
-                    let members: Vec<(NhIndex, u16)> =
-                        r.paths.iter().map(|p| (intern(&mut index, &mut nexthops, one(p)), p.weight)).collect();
-                    let members = weighted(&members);
-                    let next = NhIndex(nexthops.len() as u16);
-                    let g = *group_index.entry(members.clone()).or_insert_with(|| {
-                        let first = groups.len() as u32;
-                        groups.extend_from_slice(&members);
-                        let len = members.len() as u16;
-                        nexthops.push(NextHop {
-                            kind: NhKind::Group { first, len },
-                            port: PortId(0),
-                            src: any_src,
-                            mtu: 0,
-                        });
-                        next
-                    });
-                    g
-                }
-            };
-            routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
         }
         let fib_routes: Vec<(Prefix, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
         let fib = Fib::build_advised(&fib_routes, advise)?;
         let v6 = mirrored6(&ports, routes6, advise)?;
-        let id = TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(RouterTables { fib, nexthops, ports, routes, v6, groups, icmp_rate: 0, icmp_burst: 1, id })
+        let Interner4 { nexthops, groups, .. } = interner;
+        Ok(RouterTables {
+            fib,
+            nexthops,
+            ports,
+            routes: Arc::new(routes),
+            v6: Arc::new(v6),
+            groups,
+            icmp_rate: 0,
+            icmp_burst: 1,
+            id: next_id(),
+        })
     }
 
     /// The IPv6 next hop for `dst`, if routed.
@@ -588,6 +541,104 @@ pub fn connected_to6(ports: &[PortSpec], a: Ipv6Addr) -> Option<PortId> {
         .filter(|&(_, addr, len)| Prefix6::truncate(addr, len).contains(a))
         .max_by_key(|&(_, _, len)| len)
         .map(|(p, _, _)| PortId(p as u8))
+}
+
+/// A number for a new set of tables (see [`RouterTables::id`]).
+pub fn next_id() -> u64 {
+    TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The IPv4 next hops and equal-cost groups of mirrored routes, each interned once: a route's
+/// next hop index for the FIB. Append-only, so that indices handed out stay valid.
+#[derive(Debug, Clone)]
+pub struct Interner4 {
+    /// Next hops by index (index 0 unused).
+    pub nexthops: Vec<NextHop>,
+    /// Members of the groups.
+    pub groups: Vec<NhIndex>,
+    index: HashMap<NextHop, NhIndex>,
+    group_index: HashMap<Vec<NhIndex>, NhIndex>,
+}
+
+impl Interner4 {
+    /// An empty one for these ports.
+    pub fn new(_ports: &[PortSpec]) -> Interner4 {
+        Interner4 {
+            nexthops: vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 }],
+            groups: Vec::new(),
+            index: HashMap::new(),
+            group_index: HashMap::new(),
+        }
+    }
+
+    /// The next hop index of `r` through `ports` (`None`: a unicast route without a path).
+    pub fn route(&mut self, ports: &[PortSpec], r: &Mirrored4) -> Result<Option<NhIndex>, TablesError> {
+        if let Some(p) = r.paths.iter().flat_map(|p| p.port).find(|p| p.index() >= ports.len()) {
+            return Err(TablesError::NoSuchPort(p.0));
+        }
+        let any_src = ports.iter().flat_map(|p| p.addrs.first()).map(|a| a.0).next().unwrap_or(Ipv4Addr::UNSPECIFIED);
+        // The box address ICMP errors through `port` towards `a` come from: the one whose
+        // subnet holds `a`, else the port's first, else any port's.
+        let src_for = |port: PortId, a: Ipv4Addr| -> Ipv4Addr {
+            let spec = &ports[port.index()];
+            spec.addrs
+                .iter()
+                .filter(|&&(x, len)| Prefix::truncate(x, len).contains(a))
+                .max_by_key(|x| x.1)
+                .or(spec.addrs.first())
+                .map_or(any_src, |x| x.0)
+        };
+        let mtu = r.mtu;
+        let one = |p: &Path<Ipv4Addr>| -> NextHop {
+            match (p.port, p.gw) {
+                (None, _) => NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 },
+                (Some(port), Some(gw)) => NextHop { kind: NhKind::Gateway(gw), port, src: src_for(port, gw), mtu },
+                (Some(port), None) => {
+                    NextHop { kind: NhKind::Connected, port, src: src_for(port, r.prefix.addr()), mtu }
+                }
+            }
+        };
+        let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
+        let (index, nexthops) = (&mut self.index, &mut self.nexthops);
+        let nh = match r.kind {
+            RouteKind::Local => {
+                intern(index, nexthops, NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 })
+            }
+            RouteKind::Broadcast => {
+                intern(index, nexthops, NextHop { kind: NhKind::Broadcast, port: first_port, src: any_src, mtu: 0 })
+            }
+            RouteKind::Special(k) => {
+                intern(index, nexthops, NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 })
+            }
+            RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
+                Some(p) => intern(index, nexthops, one(p)),
+                None => return Ok(None),
+            },
+            RouteKind::Unicast => {
+                let members: Vec<(NhIndex, u16)> =
+                    r.paths.iter().map(|p| (intern(index, nexthops, one(p)), p.weight)).collect();
+                let members = weighted(&members);
+                let next = NhIndex(nexthops.len() as u16);
+                let groups = &mut self.groups;
+                *self.group_index.entry(members.clone()).or_insert_with(|| {
+                    let first = groups.len() as u32;
+                    groups.extend_from_slice(&members);
+                    let len = members.len() as u16;
+                    nexthops.push(NextHop {
+                        kind: NhKind::Group { first, len },
+                        port: PortId(0),
+                        src: any_src,
+                        mtu: 0,
+                    });
+                    next
+                })
+            }
+        };
+        if self.nexthops.len() > 0x7fff {
+            return Err(FibError::TooManyNextHops(self.nexthops.len()).into());
+        }
+        Ok(Some(nh))
+    }
 }
 
 /// The index of `nh`, added if new.

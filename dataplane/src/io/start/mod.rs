@@ -229,22 +229,20 @@ struct RouterParts {
 impl RouterParts {
     fn new(r: &RouterPlan<'_>, ports: &[PortInfo], queues: u32) -> Result<RouterParts, StartError> {
         let setup = r.setup;
-        let (mut t, kernel, local) = match setup.fib {
+        let (tables, kernel, local) = match setup.fib {
             FibSource::Config => {
-                let t = RouterTables::build_dual(r.specs.clone(), &setup.routes, &setup.routes6, advise_huge_pages)
+                let mut t = RouterTables::build_dual(r.specs.clone(), &setup.routes, &setup.routes6, advise_huge_pages)
                     .map_err(|e| StartError::Usage(e.to_string()))?;
-                (t, None, r.local.clone())
+                t.icmp_rate = setup.limits.icmp_rate;
+                t.icmp_burst = setup.limits.icmp_burst;
+                (Arc::new(t), None, r.local.clone())
             }
             FibSource::Kernel { table } => {
                 let specs = ports.iter().map(|p| p.ifindex).zip(r.specs.iter().cloned()).collect();
-                let mut synced = kernel::first_sync(table, specs, setup.limits).map_err(|e| match e {
+                let synced = kernel::first_sync(table, specs, setup.limits).map_err(|e| match e {
                     kernel::SyncError::Rules(_) => StartError::Usage(e.to_string()),
                     _ => StartError::System(e.to_string()),
                 })?;
-                let t = std::mem::replace(
-                    &mut synced.tables,
-                    RouterTables::build(Vec::new(), &[]).map_err(|e| StartError::System(e.to_string()))?,
-                );
                 let local = synced.local.clone();
                 if local.len() > super::xdp::MAX_LOCAL {
                     return Err(StartError::Usage(format!(
@@ -253,16 +251,14 @@ impl RouterParts {
                         super::xdp::MAX_LOCAL
                     )));
                 }
-                (t, Some(synced), local)
+                (synced.tables.live(), Some(synced), local)
             }
         };
-        t.icmp_rate = setup.limits.icmp_rate;
-        t.icmp_burst = setup.limits.icmp_burst;
         // Bounded: a worker that cannot queue a frame for the ARP thread drops it, counted.
         let (glean_tx, glean_rx) = glean::channel(queues as usize, FRAME_SIZE as usize);
         Ok(RouterParts {
             specs: r.specs.clone(),
-            tables: Arc::new(ArcSwap::from_pointee(t)),
+            tables: Arc::new(ArcSwap::new(tables)),
             neighbors: Arc::new(NeighborTable::new(setup.limits.neighbors)),
             neighbors6: Arc::new(NeighborTable6::new6(setup.limits.neighbors)),
             statics: setup.neighbors.clone(),

@@ -1,0 +1,269 @@
+//! Tables that follow route changes one prefix at a time (kernel mode), published whole.
+//!
+//! Rebuilding every table for every batch of kernel changes costs what a full build costs
+//! (tens of milliseconds for a handful of routes, most of a second for a million): too slow
+//! for changes to reach the workers within milliseconds. Changing the tables the workers read
+//! in place would need atomics and a grace period in the lookup path. Instead the writer keeps
+//! **two** sets of tables (left-right): the *live* one, published and read by the workers, and
+//! the *spare*, the one published before it. A batch of changes is applied to the spare, by
+//! repainting the IPv4 FIB under each changed prefix ([`Fib::repaint`]) — after first
+//! replaying the changes the spare missed while it was live's predecessor — and the spare is
+//! then published whole; the old live one becomes the spare. The spare is written only when
+//! the writer holds its last reference (every worker has moved on to the newer tables, which
+//! each does from its next frame); if a reader still holds it, the live tables are copied
+//! instead (counted in [`Incremental::copies`]). Either way a worker sees the tables before a
+//! batch or after it, never between.
+//!
+//! Next hops and equal-cost groups are interned in one append-only list shared by both sets,
+//! so an index means the same next hop in either; when it would outgrow the FIB's 15-bit
+//! indices, the caller rebuilds from scratch. The IPv6 half is rebuilt whole when an IPv6
+//! route changes (its trie has no repaint) and shared by both sets otherwise. The display list
+//! (`show routes`) is rebuilt on request ([`Incremental::refresh_display`]): for a million
+//! routes that is itself tens of milliseconds, so the caller decides how often.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::fib::{Advice, Fib, NhIndex, Prefix};
+use super::tables::{
+    next_id, Interner4, Mirrored4, Mirrored6, PortSpec, RouteOrigin, RouterTables, Tables6, TablesError,
+};
+
+/// The left-right writer (see the module documentation).
+#[derive(Debug)]
+pub struct Incremental {
+    ports: Vec<PortSpec>,
+    interner: Interner4,
+    routes: BTreeMap<Prefix, (NhIndex, RouteOrigin)>,
+    live: Arc<RouterTables>,
+    spare: Option<Arc<RouterTables>>,
+    /// Prefixes the spare has not seen (the batch that made the live tables).
+    lag: Vec<Prefix>,
+    /// Prefixes changed since the last publication.
+    pending: Vec<Prefix>,
+    v6: Arc<Tables6>,
+    display: Arc<Vec<(Prefix, NhIndex, RouteOrigin)>>,
+    icmp: (u32, u32),
+    /// Tables still held by a reader when they were to be written: dropped here once free,
+    /// so that no worker pays for freeing them.
+    retired: Vec<Arc<RouterTables>>,
+    /// Publications that had to copy the live tables (the spare was still read).
+    pub copies: u64,
+}
+
+impl Incremental {
+    /// Builds everything from `routes4` and `routes6` (as [`RouterTables::build_mirrored`]),
+    /// with ICMP limits `icmp` (rate, burst).
+    pub fn full(
+        ports: Vec<PortSpec>,
+        routes4: &[Mirrored4],
+        routes6: &[Mirrored6],
+        icmp: (u32, u32),
+        advise: Advice,
+    ) -> Result<Incremental, TablesError> {
+        let mut interner = Interner4::new(&ports);
+        let mut routes = BTreeMap::new();
+        let mut order: Vec<&Mirrored4> = routes4.iter().collect();
+        order.sort_by_key(|r| r.local_table);
+        for r in order {
+            if let Some(nh) = interner.route(&ports, r)? {
+                routes.insert(r.prefix, (nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
+            }
+        }
+        let list: Vec<(Prefix, NhIndex)> = routes.iter().map(|(p, (nh, _))| (*p, *nh)).collect();
+        let fib = Fib::build_advised(&list, advise)?;
+        let v6 = Arc::clone(&RouterTables::build_mirrored(ports.clone(), &[], routes6, advise)?.v6);
+        let display = Arc::new(routes.iter().map(|(p, (nh, o))| (*p, *nh, *o)).collect());
+        let live = Arc::new(RouterTables {
+            fib,
+            nexthops: interner.nexthops.clone(),
+            ports: ports.clone(),
+            routes: Arc::clone(&display),
+            v6: Arc::clone(&v6),
+            groups: interner.groups.clone(),
+            icmp_rate: icmp.0,
+            icmp_burst: icmp.1,
+            id: next_id(),
+        });
+        Ok(Incremental {
+            ports,
+            interner,
+            routes,
+            live,
+            spare: None,
+            lag: Vec::new(),
+            pending: Vec::new(),
+            v6,
+            display,
+            icmp,
+            retired: Vec::new(),
+            copies: 0,
+        })
+    }
+
+    /// The tables last published (or built by [`Incremental::full`]), with the limits set.
+    pub fn live(&self) -> Arc<RouterTables> {
+        Arc::clone(&self.live)
+    }
+
+    /// IPv4 routes held.
+    pub fn routes4(&self) -> usize {
+        self.routes.len()
+    }
+
+    /// Next hops interned (the FIB names at most 32,767: past 30,000, build anew).
+    pub fn nexthops(&self) -> usize {
+        self.interner.nexthops.len()
+    }
+
+    /// `p`'s route is now `r` (`None`: it has none).
+    pub fn set4(&mut self, p: Prefix, r: Option<&Mirrored4>) -> Result<(), TablesError> {
+        let new = match r {
+            Some(r) => self
+                .interner
+                .route(&self.ports, r)?
+                .map(|nh| (nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table })),
+            None => None,
+        };
+        let old = match new {
+            Some(v) => self.routes.insert(p, v),
+            None => self.routes.remove(&p),
+        };
+        if old != new {
+            self.pending.push(p);
+        }
+        Ok(())
+    }
+
+    /// The IPv6 routes are now `routes6`: their half is rebuilt.
+    pub fn set6(&mut self, routes6: &[Mirrored6], advise: Advice) -> Result<(), TablesError> {
+        self.v6 = Arc::clone(&RouterTables::build_mirrored(self.ports.clone(), &[], routes6, advise)?.v6);
+        Ok(())
+    }
+
+    /// The ICMP limits the next publication carries.
+    pub fn set_limits(&mut self, rate: u32, burst: u32) {
+        self.icmp = (rate, burst);
+    }
+
+    /// Rebuilds the display list from the routes now held (published with the next tables).
+    pub fn refresh_display(&mut self) {
+        self.display = Arc::new(self.routes.iter().map(|(p, (nh, o))| (*p, *nh, *o)).collect());
+    }
+
+    /// Publishes the changes made since the last publication: the new live tables.
+    pub fn publish(&mut self) -> Result<Arc<RouterTables>, TablesError> {
+        self.retired.retain(|t| Arc::strong_count(t) > 1);
+        let spare = self.spare.take().and_then(|t| match Arc::try_unwrap(t) {
+            Ok(t) => Some(t),
+            Err(held) => {
+                self.retired.push(held);
+                None
+            }
+        });
+        let mut t = match spare {
+            Some(mut t) => {
+                for p in &self.lag {
+                    t.fib.repaint(*p, &self.routes, |v| v.0)?;
+                }
+                t
+            }
+            None => {
+                self.copies += 1;
+                RouterTables::clone(&self.live)
+            }
+        };
+        for p in &self.pending {
+            t.fib.repaint(*p, &self.routes, |v| v.0)?;
+        }
+        // Append-only: the spare's lists are a prefix of these.
+        let n = t.nexthops.len();
+        t.nexthops.extend_from_slice(&self.interner.nexthops[n..]);
+        let g = t.groups.len();
+        t.groups.extend_from_slice(&self.interner.groups[g..]);
+        t.v6 = Arc::clone(&self.v6);
+        t.routes = Arc::clone(&self.display);
+        (t.icmp_rate, t.icmp_burst) = self.icmp;
+        t.id = next_id();
+        let t = Arc::new(t);
+        if let Some(old) = Some(std::mem::replace(&mut self.live, Arc::clone(&t))) {
+            self.spare = Some(old);
+        }
+        self.lag = std::mem::take(&mut self.pending);
+        Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::l3::fib::no_advice;
+    use crate::l3::tables::{Path, RouteKind};
+    use crate::wire::MacAddr;
+    use crate::PortId;
+    use core::net::Ipv4Addr;
+
+    fn ports() -> Vec<PortSpec> {
+        vec![PortSpec {
+            name: "eth4".into(),
+            mac: MacAddr([2, 0, 0, 0, 0, 4]),
+            mtu: 1500,
+            addrs: vec![("198.18.30.1".parse().unwrap(), 24)],
+            addrs6: Vec::new(),
+            link_local: None,
+        }]
+    }
+
+    fn via(p: Prefix, gw: u32) -> Mirrored4 {
+        Mirrored4 {
+            prefix: p,
+            kind: RouteKind::Unicast,
+            paths: vec![Path { gw: Some(Ipv4Addr::from(0xc612_1e00 | gw)), port: Some(PortId(0)), weight: 1 }],
+            mtu: 0,
+            protocol: 12,
+            local_table: false,
+        }
+    }
+
+    #[test]
+    fn published_tables_match_a_full_build_whether_the_spare_is_free_or_still_read() {
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut want: BTreeMap<Prefix, Mirrored4> = BTreeMap::new();
+        let mut inc = Incremental::full(ports(), &[], &[], (0, 1), no_advice).unwrap();
+        let mut held = Vec::new();
+        for batch in 0..60 {
+            for _ in 0..20 {
+                let len = [8, 16, 22, 24, 24, 26, 32][(next() % 7) as usize];
+                let p = Prefix::truncate(Ipv4Addr::from(0xc613_0000 | (next() as u32 & 0xffff)), len);
+                let r = (next() % 4 != 0).then(|| via(p, (next() % 8 + 2) as u32));
+                match &r {
+                    Some(r) => want.insert(p, r.clone()),
+                    None => want.remove(&p),
+                };
+                inc.set4(p, r.as_ref()).unwrap();
+            }
+            let t = inc.publish().unwrap();
+            // Every third batch a reader keeps the tables: the next publication copies.
+            if batch % 3 == 0 {
+                held.push(Arc::clone(&t));
+            }
+            let list: Vec<Mirrored4> = want.values().cloned().collect();
+            let full = RouterTables::build_mirrored(ports(), &list, &[], no_advice).unwrap();
+            for _ in 0..2000 {
+                let a = Ipv4Addr::from(0xc613_0000 | (next() as u32 & 0xffff));
+                assert_eq!(t.route(a), full.route(a), "{a} after batch {batch}");
+            }
+            assert_eq!(t.routes.len(), 0, "the display list waits for a refresh");
+        }
+        assert!(inc.copies >= 10, "held tables were copied, not written: {}", inc.copies);
+        inc.refresh_display();
+        let t = inc.publish().unwrap();
+        assert_eq!(t.routes.len(), want.len());
+    }
+}
