@@ -42,9 +42,6 @@ use crate::stats::Counter;
 
 /// How many times a dump the kernel marks interrupted is read again before giving up.
 const DUMP_TRIES: usize = 10;
-/// Receive buffer of the notification socket: a burst of changes (a daemon installing a full
-/// table) must fit in it between two reads.
-const NOTIFY_RCVBUF: usize = 64 << 20;
 /// Latency buckets: bucket *i* counts delays below 2^*i* µs (the last, the rest).
 const BUCKETS: usize = 24;
 /// Next hops past which the tables are built anew (the FIB names at most 32,767).
@@ -53,6 +50,10 @@ const NEXTHOPS_REBUILD: usize = 30_000;
 /// [`DISPLAY_EVERY`] (its list costs a full pass over the routes).
 const DISPLAY_ALWAYS: usize = 10_000;
 const DISPLAY_EVERY: Duration = Duration::from_secs(1);
+/// How long staged changes wait for the workers to let go of the spare tables before the live
+/// ones are copied instead (a copy costs tens of milliseconds; a worker lets go within one
+/// frame, or its 10 ms sleep).
+const COPY_AFTER: Duration = Duration::from_millis(20);
 
 /// What the kernel-mirror thread counts.
 #[derive(Debug, Default)]
@@ -266,10 +267,16 @@ fn build(mirror: &mut Mirror, limits: RouterLimits, counters: &SyncCounters) -> 
 }
 
 /// The first synchronisation: subscribe, dump, check the rules, build (module documentation).
-/// `ports` are `(ifindex, spec)` in port order.
-pub fn first_sync(table: u32, ports: Vec<(u32, PortSpec)>, limits: RouterLimits) -> Result<Synced, SyncError> {
+/// `ports` are `(ifindex, spec)` in port order; `buffer` the notification socket's receive
+/// buffer in bytes.
+pub fn first_sync(
+    table: u32,
+    buffer: usize,
+    ports: Vec<(u32, PortSpec)>,
+    limits: RouterLimits,
+) -> Result<Synced, SyncError> {
     let started = Instant::now();
-    let events = Rtnl::subscribe(NOTIFY_RCVBUF).map_err(RtnlError::from)?;
+    let events = Rtnl::subscribe(buffer).map_err(RtnlError::from)?;
     let mut dumps = Rtnl::open().map_err(RtnlError::from)?;
     let mut mirror = Mirror::new(table, ports);
     let counters = Arc::new(SyncCounters::default());
@@ -347,11 +354,15 @@ impl KernelSync {
     /// Runs until `stop`.
     pub fn run(mut self, stop: &AtomicBool) {
         let mut batch = Vec::new();
+        // When the first message of the changes not yet published was read (and whether any
+        // of them came from the kernel, rather than a refresh of the display list).
+        let mut waiting: Option<(Instant, bool)> = None;
         while !stop.load(Ordering::Relaxed) {
+            let timeout = if waiting.is_some() { 1 } else { 100 };
             let mut pfd = libc::pollfd { fd: self.events.fd(), events: libc::POLLIN, revents: 0 };
             // SAFETY: one valid pollfd over our open socket.
-            let _ = unsafe { libc::poll(&mut pfd, 1, 100) };
-            let first = Instant::now();
+            let _ = unsafe { libc::poll(&mut pfd, 1, timeout) };
+            let now = Instant::now();
             batch.clear();
             let mut resync = false;
             match self.events.recv(&mut batch) {
@@ -383,36 +394,46 @@ impl KernelSync {
             };
             if resync {
                 self.resync(limits);
-                self.counters.record(first.elapsed());
-            } else if changed {
-                self.update(limits);
-                self.counters.record(first.elapsed());
+                self.counters.record(waiting.map_or(now, |w| w.0).elapsed());
+                waiting = None;
+                continue;
+            }
+            if changed {
+                if self.stage(limits) {
+                    // Built whole and published.
+                    self.counters.record(waiting.map_or(now, |w| w.0).elapsed());
+                    waiting = None;
+                    continue;
+                }
+                waiting = Some((waiting.map_or(now, |w| w.0), true));
             } else if self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY {
                 self.inc.refresh_display();
                 self.display_stale = false;
                 self.display_at = Instant::now();
-                self.publish();
+                waiting = Some(waiting.unwrap_or((now, false)));
+            }
+            if let Some((since, from_kernel)) = waiting {
+                // Wait for the workers to let go of the spare (each does from its next frame,
+                // or as it goes to sleep); copy the live tables only when one holds it long.
+                let may_copy = since.elapsed() >= COPY_AFTER;
+                match self.inc.publish(may_copy) {
+                    Ok(Some(t)) => {
+                        self.tables.store(t);
+                        self.counters.copies.set(self.inc.copies);
+                    }
+                    Ok(None) => continue,
+                    Err(_) => {
+                        // A FIB that cannot hold the change (indices or groups outgrown).
+                        self.counters.build_errors.inc();
+                        self.whole(limits);
+                    }
+                }
+                if from_kernel {
+                    self.counters.record(since.elapsed());
+                }
+                waiting = None;
             }
         }
-    }
-
-    /// Publishes the live tables of `self.inc`.
-    fn publish(&mut self) {
-        match self.inc.publish() {
-            Ok(t) => {
-                self.tables.store(t);
-                self.counters.copies.set(self.inc.copies);
-            }
-            Err(_) => {
-                // A FIB that cannot hold the change (indices or groups outgrown): build anew.
-                self.counters.build_errors.inc();
-                self.whole(self.limits());
-            }
-        }
-    }
-
-    fn limits(&self) -> RouterLimits {
-        self.limits.lock().unwrap_or_else(|p| p.into_inner()).0
     }
 
     /// Builds everything anew from the mirror and publishes it.
@@ -429,14 +450,15 @@ impl KernelSync {
         self.sync_locals();
     }
 
-    /// Applies what the mirror says changed, prefix by prefix where it can.
-    fn update(&mut self, limits: RouterLimits) {
+    /// Stages what the mirror says changed, prefix by prefix where it can, for the next
+    /// publication; true if it built and published everything anew instead.
+    fn stage(&mut self, limits: RouterLimits) -> bool {
         let dirty = self.mirror.take_dirty();
         self.counters.updates.inc();
         self.counters.routes.set(self.mirror.len() as u64);
         if dirty.all || self.inc.nexthops() > NEXTHOPS_REBUILD {
             self.whole(limits);
-            return;
+            return true;
         }
         let mut failed = false;
         for p in &dirty.v4 {
@@ -449,7 +471,7 @@ impl KernelSync {
         if failed {
             self.counters.build_errors.inc();
             self.whole(limits);
-            return;
+            return true;
         }
         self.inc.set_limits(limits.icmp_rate, limits.icmp_burst);
         if self.inc.routes4() <= DISPLAY_ALWAYS || self.display_at.elapsed() >= DISPLAY_EVERY {
@@ -459,10 +481,10 @@ impl KernelSync {
         } else {
             self.display_stale = true;
         }
-        self.publish();
-        if !dirty.v4.is_empty() {
+        if dirty.local {
             self.sync_locals();
         }
+        false
     }
 
     fn resync(&mut self, limits: RouterLimits) {

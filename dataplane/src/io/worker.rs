@@ -97,6 +97,11 @@ pub trait Decide: Send {
     /// Called once per round with the queue's counters, for state the decision keeps itself.
     fn publish(&mut self, _counters: &QueueCounters) {}
 
+    /// Called before the worker sleeps: lets go of what others wait for while it sleeps (the
+    /// router's tables, which the writer of the kernel's routes reuses once no reader holds
+    /// them: see `l3::incremental`).
+    fn sleeping(&mut self) {}
+
     /// How many frames ahead of the decision [`Decide::prefetch`] runs (0: never). Far enough
     /// for a table line to arrive from memory while the frames before it are decided, near
     /// enough not to overrun the CPU's outstanding-miss slots (64 at once measured worst).
@@ -151,7 +156,9 @@ fn is_ipv6(frame: &[u8]) -> bool {
 /// as a worker decision.
 pub struct RouterDecide {
     /// The current tables; a reload swaps them, and the next frame sees the new ones.
-    pub tables: arc_swap::Cache<Arc<arc_swap::ArcSwap<RouterTables>>, Arc<RouterTables>>,
+    pub tables: Arc<arc_swap::ArcSwap<RouterTables>>,
+    /// The tables this worker holds (`None` while it sleeps).
+    pub cache: Option<arc_swap::Cache<Arc<arc_swap::ArcSwap<RouterTables>>, Arc<RouterTables>>>,
     /// The neighbour table (read only: the ARP thread writes it).
     pub neighbors: Arc<NeighborTable>,
     /// The IPv6 neighbour table (read only: the ARP thread writes it).
@@ -185,7 +192,7 @@ impl Decide for RouterDecide {
         _counters: &PortCounters,
         scratch: &mut [u8; SCRATCH_LEN],
     ) -> Action {
-        let t = self.tables.load();
+        let t = self.cache.get_or_insert_with(|| arc_swap::Cache::new(Arc::clone(&self.tables))).load();
         if is_ipv6(frame) {
             return l3::decide6(frame, ingress, t, &self.neighbors6, &mut self.state, now_ms, scratch);
         }
@@ -194,10 +201,11 @@ impl Decide for RouterDecide {
 
     #[inline]
     fn prefetch(&mut self, frame: &[u8]) {
+        let t = self.cache.get_or_insert_with(|| arc_swap::Cache::new(Arc::clone(&self.tables))).load();
         if is_ipv6(frame) {
-            l3::prefetch6(frame, self.tables.load());
+            l3::prefetch6(frame, t);
         } else {
-            l3::prefetch(frame, self.tables.load());
+            l3::prefetch(frame, t);
         }
     }
 
@@ -205,11 +213,15 @@ impl Decide for RouterDecide {
         self.glean.send(frame, ingress, port, next_hop)
     }
 
+    fn sleeping(&mut self) {
+        self.cache = None;
+    }
+
     fn publish(&mut self, counters: &QueueCounters) {
         counters.icmp_rate_limited.set(self.state.icmp_rate_limited);
         // A reload may carry new ICMP limits and more next hops: they travel with the tables,
         // and are taken in here, between batches, where the decision's state may allocate.
-        let t = self.tables.load();
+        let t = self.cache.get_or_insert_with(|| arc_swap::Cache::new(Arc::clone(&self.tables))).load();
         let share = l3::icmp_share(t.icmp_rate, t.icmp_burst, self.icmp_parts);
         if share != self.state.icmp_limit.config() {
             self.state.icmp_limit = TokenBucket::new(share.0, share.1);
@@ -1036,6 +1048,7 @@ impl<D: Decide> Worker<D> {
 
     /// Sleeps until an RX socket is readable or the timeout passes.
     fn sleep(&mut self) {
+        self.decide.sleeping();
         let fds: [i32; crate::MAX_PORTS] = std::array::from_fn(|i| self.sockets.ports.get(i).map_or(-1, |r| r.fd));
         self.counters.sleeps.inc();
         // SAFETY: every non-negative fd is an open socket of this worker; -1 entries are ignored.

@@ -151,9 +151,19 @@ impl Incremental {
         self.display = Arc::new(self.routes.iter().map(|(p, (nh, o))| (*p, *nh, *o)).collect());
     }
 
-    /// Publishes the changes made since the last publication: the new live tables.
-    pub fn publish(&mut self) -> Result<Arc<RouterTables>, TablesError> {
+    /// Whether the spare is free to be written (no reader holds it), or there is none.
+    pub fn spare_free(&self) -> bool {
+        self.spare.as_ref().is_none_or(|t| Arc::strong_count(t) == 1)
+    }
+
+    /// Publishes the changes made since the last publication: the new live tables. Writes the
+    /// spare if no reader holds it; else copies the live tables if `may_copy`, or returns
+    /// `None` (the changes wait for the next try).
+    pub fn publish(&mut self, may_copy: bool) -> Result<Option<Arc<RouterTables>>, TablesError> {
         self.retired.retain(|t| Arc::strong_count(t) > 1);
+        if !may_copy && !self.spare_free() {
+            return Ok(None);
+        }
         let spare = self.spare.take().and_then(|t| match Arc::try_unwrap(t) {
             Ok(t) => Some(t),
             Err(held) => {
@@ -186,11 +196,9 @@ impl Incremental {
         (t.icmp_rate, t.icmp_burst) = self.icmp;
         t.id = next_id();
         let t = Arc::new(t);
-        if let Some(old) = Some(std::mem::replace(&mut self.live, Arc::clone(&t))) {
-            self.spare = Some(old);
-        }
+        self.spare = Some(std::mem::replace(&mut self.live, Arc::clone(&t)));
         self.lag = std::mem::take(&mut self.pending);
-        Ok(t)
+        Ok(Some(t))
     }
 }
 
@@ -248,8 +256,13 @@ mod tests {
                 };
                 inc.set4(p, r.as_ref()).unwrap();
             }
-            let t = inc.publish().unwrap();
-            // Every third batch a reader keeps the tables: the next publication copies.
+            // Every third batch a reader keeps the tables: the next publication waits for
+            // it, or copies when told it may.
+            if batch % 3 == 1 {
+                assert!(!inc.spare_free());
+                assert!(inc.publish(false).unwrap().is_none(), "waits for the reader");
+            }
+            let t = inc.publish(true).unwrap().unwrap();
             if batch % 3 == 0 {
                 held.push(Arc::clone(&t));
             }
@@ -263,7 +276,7 @@ mod tests {
         }
         assert!(inc.copies >= 10, "held tables were copied, not written: {}", inc.copies);
         inc.refresh_display();
-        let t = inc.publish().unwrap();
+        let t = inc.publish(true).unwrap().unwrap();
         assert_eq!(t.routes.len(), want.len());
     }
 }

@@ -200,6 +200,8 @@ pub struct Dirty {
     pub v6: bool,
     /// A port's addresses or MTU changed, or everything was dumped again: rebuild all.
     pub all: bool,
+    /// A route of the local table changed (the box's addresses and broadcasts).
+    pub local: bool,
 }
 
 impl Mirror {
@@ -307,7 +309,7 @@ impl Mirror {
                     return Applied::Unchanged;
                 }
                 let key = (route.table, route.prefix, route.tos, route.metric);
-                let prefix = route.prefix;
+                let (prefix, table) = (route.prefix, route.table);
                 let changed = if add {
                     self.routes4.insert(key, route.clone()).as_ref() != Some(&route)
                 } else {
@@ -315,6 +317,7 @@ impl Mirror {
                 };
                 if changed {
                     self.dirty.v4.insert(prefix);
+                    self.dirty.local |= table == TABLE_LOCAL;
                     Applied::Changed
                 } else {
                     Applied::Unchanged
@@ -324,9 +327,11 @@ impl Mirror {
                 if !self.wanted(route.table) {
                     return Applied::Unchanged;
                 }
+                let table = route.table;
                 let a = self.apply6(add, replace, route);
                 if a == Applied::Changed {
                     self.dirty.v6 = true;
+                    self.dirty.local |= table == TABLE_LOCAL;
                 }
                 a
             }
@@ -563,7 +568,9 @@ impl Mirror {
     /// which hands traffic to them to the kernel): single addresses only.
     pub fn local_addresses(&self) -> Vec<(IpAddr, bool)> {
         let mut out = Vec::new();
-        for ((t, p, _, _), r) in &self.routes4 {
+        let all4 = Prefix::truncate(Ipv4Addr::UNSPECIFIED, 0);
+        let all6 = Prefix6::truncate(Ipv6Addr::UNSPECIFIED, 0);
+        for ((t, p, _, _), r) in self.routes4.range((TABLE_LOCAL, all4, 0, 0)..) {
             if *t == TABLE_LOCAL && p.prefix_len() == 32 {
                 match r.kind {
                     KernelType::Local => out.push((IpAddr::V4(p.addr()), true)),
@@ -572,7 +579,7 @@ impl Mirror {
                 }
             }
         }
-        for ((t, p, _, _), r) in &self.routes6 {
+        for ((t, p, _, _), r) in self.routes6.range((TABLE_LOCAL, all6, 0, 0)..) {
             if *t == TABLE_LOCAL && p.prefix_len() == 128 && matches!(r.kind, KernelType::Local | KernelType::Anycast) {
                 out.push((IpAddr::V6(p.addr()), true));
             }
