@@ -376,7 +376,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             c.routes.len() + c.routes6.len(),
             c.neighbors.len() + c.neighbors6.len()
         ),
-        FibSource::Kernel { table } => {
+        FibSource::Kernel { table, .. } => {
             format!("addresses, routes (local table and table {table}) and neighbours from the kernel")
         }
     };

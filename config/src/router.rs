@@ -160,6 +160,7 @@ struct RawConfig {
 struct RawFib {
     source: Option<Spanned<String>>,
     table: Option<Spanned<u32>>,
+    buffer: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -687,6 +688,10 @@ fn neighbors_of(
 }
 
 /// The `[workers]` table.
+/// The notification socket's default receive buffer (bytes): room for a daemon's burst of a
+/// few hundred thousand changes between two reads.
+pub const DEFAULT_FIB_BUFFER: usize = 64 << 20;
+
 /// `[fib]`: where the routes come from; with the kernel's, the file holds no addresses,
 /// routes or neighbours (each refused where it stands, saying where it belongs).
 fn fib_of(cx: &Ctx, raw: &RawConfig) -> Result<FibSource, ConfigError> {
@@ -704,8 +709,23 @@ fn fib_of(cx: &Ctx, raw: &RawConfig) -> Result<FibSource, ConfigError> {
         if let Some(t) = &raw.fib.table {
             return Err(cx.err(t.span(), "[fib] table names a kernel routing table: it needs source = \"kernel\""));
         }
+        if let Some(b) = &raw.fib.buffer {
+            return Err(
+                cx.err(b.span(), "[fib] buffer sizes the kernel's notification socket: it needs source = \"kernel\"")
+            );
+        }
         return Ok(FibSource::Config);
     }
+    let buffer = match &raw.fib.buffer {
+        None => DEFAULT_FIB_BUFFER,
+        Some(b) if *b.get_ref() < 4096 => {
+            return Err(cx.err(
+                b.span(),
+                format!("[fib] buffer = {}: give at least 4096 bytes (default {DEFAULT_FIB_BUFFER})", b.get_ref()),
+            ))
+        }
+        Some(b) => *b.get_ref(),
+    };
     let table = match &raw.fib.table {
         None => 254,
         Some(t) => match *t.get_ref() {
@@ -731,7 +751,7 @@ fn fib_of(cx: &Ctx, raw: &RawConfig) -> Result<FibSource, ConfigError> {
     if let Some(n) = raw.neighbor.first() {
         return Err(cx.err(n.ip.span(), format!("{WHY} neighbour table is used: add this one to it (ip neigh replace ... lladdr ... nud permanent) and remove the [[neighbor]]")));
     }
-    Ok(FibSource::Kernel { table })
+    Ok(FibSource::Kernel { table, buffer })
 }
 
 fn workers_of(cx: &Ctx, raw: &RawConfig) -> Result<Workers, ConfigError> {

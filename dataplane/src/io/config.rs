@@ -97,6 +97,9 @@ pub enum FibSource {
     Kernel {
         /// The routing table mirrored besides the local one (254: main).
         table: u32,
+        /// Receive buffer of the notification socket, bytes: what a burst of changes must fit
+        /// in between two reads (an overrun costs a full resynchronisation).
+        buffer: usize,
     },
 }
 

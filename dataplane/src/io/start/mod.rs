@@ -237,9 +237,9 @@ impl RouterParts {
                 t.icmp_burst = setup.limits.icmp_burst;
                 (Arc::new(t), None, r.local.clone())
             }
-            FibSource::Kernel { table } => {
+            FibSource::Kernel { table, buffer } => {
                 let specs = ports.iter().map(|p| p.ifindex).zip(r.specs.iter().cloned()).collect();
-                let synced = kernel::first_sync(table, specs, setup.limits).map_err(|e| match e {
+                let synced = kernel::first_sync(table, buffer, specs, setup.limits).map_err(|e| match e {
                     kernel::SyncError::Rules(_) => StartError::Usage(e.to_string()),
                     _ => StartError::System(e.to_string()),
                 })?;
@@ -279,7 +279,8 @@ impl RouterParts {
         let mut state = RouterState::new(rate, burst);
         state.fit(&t);
         RouterDecide {
-            tables: arc_swap::Cache::new(Arc::clone(&self.tables)),
+            tables: Arc::clone(&self.tables),
+            cache: None,
             neighbors: Arc::clone(&self.neighbors),
             neighbors6: Arc::clone(&self.neighbors6),
             state,
