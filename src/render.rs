@@ -183,6 +183,13 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
                 k.last_sync_us / 1000
             );
             let _ = writeln!(s, "kernel change to workers: {latency}");
+            if k.rules_not_followed > 0 {
+                let _ = writeln!(
+                    s,
+                    "kernel routes: {} policy rule(s) added since start route by tables xfwd does not mirror: the kernel path and xfwd differ for their packets; restart xfwd to be told which",
+                    k.rules_not_followed
+                );
+            }
         }
         let icmp: u64 = r.ports.iter().map(|p| p.total.icmp_sent).sum();
         let limited: u64 = r.queues.iter().map(|q| q.icmp_rate_limited).sum();

@@ -102,6 +102,27 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.19.2.1"]);
     assert!(out.contains("Destination Net Unreachable"), "{out}");
 
+    // Nexthop objects, as FRR installs routes: the route follows its object, and goes with it.
+    // (Outside 198.19.0.0/16, which a route above still covers.)
+    r.h1.ip(&["route", "add", "198.18.40.0/22", "via", "198.18.10.2"]).unwrap();
+    r.h2.ip(&["addr", "add", "198.18.40.1/32", "dev", "lo"]).unwrap();
+    r.boxns.ip(&["nexthop", "add", "id", "7", "via", "198.18.30.2", "dev", "eth4"]).unwrap();
+    r.boxns.ip(&["route", "add", "198.18.40.0/24", "nhid", "7"]).unwrap();
+    routes_until(&control, |s| s.contains("198.18.40.0/24 via 198.18.30.2"));
+    Rig::ping_until(&r.h1, "198.18.40.1", Duration::from_secs(5)).unwrap();
+    r.boxns.ip(&["nexthop", "del", "id", "7"]).unwrap();
+    routes_until(&control, |s| !s.contains("198.18.40.0/24"));
+    let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.18.40.1"]);
+    assert!(out.contains("Destination Net Unreachable"), "the kernel removed the route with its object: {out}");
+
+    // A route's MTU: Fragmentation Needed names it.
+    r.h2.ip(&["addr", "add", "198.18.41.1/32", "dev", "lo"]).unwrap();
+    r.boxns.ip(&["route", "add", "198.18.41.0/24", "via", "198.18.30.2", "mtu", "1300"]).unwrap();
+    routes_until(&control, |s| s.contains("198.18.41.0/24 via 198.18.30.2 dev eth4 src 198.18.30.1 mtu 1300"));
+    Rig::ping_until(&r.h1, "198.18.41.1", Duration::from_secs(5)).unwrap();
+    let out = ping(&r.h1, &["-c", "1", "-W", "1", "-M", "do", "-s", "1400", "198.18.41.1"]);
+    assert!(out.contains("Frag needed and DF set (mtu = 1300)"), "{out}");
+
     // Withdrawn: Net Unreachable again.
     r.boxns.ip(&["route", "del", "198.19.0.0/16"]).unwrap();
     routes_until(&control, |s| !s.contains("198.19.0.0/16"));
@@ -365,4 +386,72 @@ fn a_routing_daemon_drives_xfwd_through_the_kernel() {
     eprintln!("withdrawal: Net Unreachable {took:?} after the kernel's route went");
     let _ = birdc(&r.boxns, &ctlb, &["down"]);
     stop_clean(&mut x);
+}
+
+#[test]
+fn an_overrun_resynchronises_and_leaves_the_kernels_routes_whole() {
+    if !root_or_skip("an_overrun_resynchronises_and_leaves_the_kernels_routes_whole") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    r.h2.ip(&["addr", "add", "198.19.63.253/32", "dev", "lo"]).unwrap();
+    r.h1.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.10.2"]).unwrap();
+    // A notification buffer far too small for the burst below.
+    let config = std::env::temp_dir().join(format!("xfwd-test-{}-small-buffer.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[fib]\nsource = \"kernel\"\nbuffer = 4096\n[[interface]]\nname = \"eth5\"\n[[interface]]\nname = \"eth4\"\n",
+    )
+    .unwrap();
+    let control = control_path("kf-overrun");
+    let mut x =
+        r.start_xfwd(XFWD, &["router", "--config", &config.display().to_string(), "--control", &control]).unwrap();
+    let _ = std::fs::remove_file(&config);
+    let before = stats(&control).kernel.unwrap().routes;
+    // 4,096 routes at once, the kernel as fast as it goes.
+    let batch: String =
+        (0..4096).map(|i| format!("route add 198.19.{}.{}/30 via 198.18.30.2\n", i / 64, (i % 64) * 4)).collect();
+    let mut ip = r.boxns.command("ip").args(["-batch", "-"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(ip.stdin.as_mut().unwrap(), batch.as_bytes()).unwrap();
+    drop(ip.stdin.take());
+    assert!(ip.wait().unwrap().success());
+    let start_t = Instant::now();
+    let k = loop {
+        let k = stats(&control).kernel.unwrap();
+        if k.routes == before + 4096 || start_t.elapsed() > Duration::from_secs(10) {
+            break k;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(k.routes, before + 4096, "every route mirrored in the end: {k:?}");
+    assert!(k.overruns >= 1 && k.resyncs >= 1, "the burst overran the socket and was recovered by a resync: {k:?}");
+    // Forwarded by the last of them.
+    Rig::ping_until(&r.h1, "198.19.63.253", Duration::from_secs(5)).unwrap();
+    let s = stats(&control);
+    let text = show(&control, "stats");
+    assert!(text.contains("kernel routes:") && text.contains("after overruns"), "{text}");
+    assert!(s.kernel.unwrap().overruns >= 1);
+    stop_clean(&mut x);
+}
+
+#[test]
+fn policy_rules_the_mirror_cannot_follow_are_refused_at_start() {
+    if !root_or_skip("policy_rules_the_mirror_cannot_follow_are_refused_at_start") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    r.boxns.ip(&["rule", "add", "from", "198.18.10.0/24", "lookup", "100"]).unwrap();
+    let out = r
+        .boxns
+        .command(XFWD)
+        .args(["router", "--config", KERNEL_CONFIG, "--control", &control_path("kf-rules")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("IPv4 policy rule 32765: lookup of table 100 with selectors"), "{err}");
+    assert!(err.contains("ip rule del"), "says what to do: {err}");
+    assert!(!common::xdp_attached(&r), "nothing left attached");
 }

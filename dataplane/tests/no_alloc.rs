@@ -132,6 +132,38 @@ fn the_router_decision_allocates_nothing_cached_uncached_answering_or_gleaning()
 }
 
 #[test]
+fn the_kernels_route_types_and_equal_cost_paths_allocate_nothing() {
+    use xfwd_dataplane::l3::{Mirrored4, Path, RouteKind, Special};
+    let (t, n) = router();
+    let route = |p: &str, kind, paths: Vec<Path<Ipv4Addr>>| Mirrored4 {
+        prefix: p.parse().unwrap(),
+        kind,
+        paths,
+        mtu: 0,
+        protocol: 12,
+        local_table: false,
+    };
+    let via = |gw: &str| Path { gw: Some(ip(gw)), port: Some(PortId(1)), weight: 1 };
+    let routes = vec![
+        route("198.18.10.0/24", RouteKind::Unicast, vec![Path { gw: None, port: Some(PortId(0)), weight: 1 }]),
+        route("198.19.0.0/16", RouteKind::Unicast, vec![via("198.18.30.2"), via("198.18.30.3")]),
+        route("198.19.1.0/24", RouteKind::Special(Special::Prohibit), Vec::new()),
+        route("198.19.2.0/24", RouteKind::Special(Special::Blackhole), Vec::new()),
+    ];
+    let t = RouterTables::build_mirrored(t.ports.clone(), &routes, &[], xfwd_dataplane::l3::fib::no_advice).unwrap();
+    n.insert(ip("198.18.30.3"), GW, PortId(1), false).unwrap();
+    let mut state = RouterState::new(0, 10);
+    state.fit(&t);
+    let mut scratch = [0u8; SCRATCH_LEN];
+    for dst in ["198.19.9.9", "198.19.1.1", "198.19.2.2"] {
+        let (mut f, len) = udp(dst, 64);
+        let (a, allocated) =
+            allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, &mut state, 1_000, &mut scratch));
+        assert_eq!(allocated, 0, "{dst}: {a:?}");
+    }
+}
+
+#[test]
 fn the_bridge_decision_allocates_nothing_learning_or_forwarding() {
     let fdb = Fdb::new(4096, 300);
     let (a, _) = udp("198.19.1.1", 64);

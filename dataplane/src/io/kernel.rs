@@ -46,10 +46,12 @@ const DUMP_TRIES: usize = 10;
 const BUCKETS: usize = 24;
 /// Next hops past which the tables are built anew (the FIB names at most 32,767).
 const NEXTHOPS_REBUILD: usize = 30_000;
-/// Up to this many IPv4 routes, `show routes` follows every change; above, at most once per
-/// [`DISPLAY_EVERY`] (its list costs a full pass over the routes).
+/// Up to this many IPv4 routes, `show routes` follows every change; above, its list (a pass
+/// over every route) is rebuilt at most once per [`DISPLAY_EVERY`], [`DISPLAY_SLICE`] routes
+/// per turn of the thread, so that no change waits behind a whole pass.
 const DISPLAY_ALWAYS: usize = 10_000;
 const DISPLAY_EVERY: Duration = Duration::from_secs(1);
+const DISPLAY_SLICE: usize = 20_000;
 /// How long staged changes wait for the workers to let go of the spare tables before the live
 /// ones are copied instead (a copy costs tens of milliseconds; a worker lets go within one
 /// frame, or its 10 ms sleep).
@@ -80,6 +82,9 @@ pub struct SyncCounters {
     pub ignored: Counter,
     /// Addresses the XDP program's map could not take.
     pub local_map_errors: Counter,
+    /// Policy rules added while running that route by tables xfwd does not mirror (refused at
+    /// start; afterwards the kernel path and xfwd differ for the packets they select).
+    pub rules_not_followed: Counter,
     /// Delay from a batch's first message to its table swap, by log2 µs bucket.
     latency: [AtomicU64; BUCKETS],
     /// The longest such delay, µs.
@@ -115,6 +120,9 @@ pub struct SyncReport {
     pub ignored: u64,
     /// Addresses the XDP map refused.
     pub local_map_errors: u64,
+    /// Policy rules added while running that xfwd cannot follow.
+    #[serde(default)]
+    pub rules_not_followed: u64,
     /// Change-to-swap delay: median, 99th percentile and maximum, µs (`None`: no update yet).
     pub latency_us: Option<(u64, u64, u64)>,
     /// Delays by bucket: `(upper bound µs, count)`, empty buckets left out.
@@ -160,6 +168,7 @@ impl SyncCounters {
             routes: self.routes.get(),
             ignored: self.ignored.get(),
             local_map_errors: self.local_map_errors.get(),
+            rules_not_followed: self.rules_not_followed.get(),
             latency_us: (total > 0).then(|| (quantile(0.5), quantile(0.99), max)),
             latency_histogram: hist.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| (1u64 << b, *n)).collect(),
             last_sync_us: self.last_sync_us.get(),
@@ -209,7 +218,9 @@ fn dump_all(
 ) -> Result<(Vec<KernelNeighbor>, Vec<super::rtnl::Rule>), RtnlError> {
     let mut tries = 0;
     loop {
-        let mut out = Vec::new();
+        // Applied as read; an interrupted dump starts again from an empty mirror.
+        mirror.clear();
+        let (mut neighbors, mut rules) = (Vec::new(), Vec::new());
         let r = [
             Dump::Links,
             Dump::Addresses,
@@ -221,28 +232,33 @@ fn dump_all(
             Dump::Rules6,
         ]
         .into_iter()
-        .try_for_each(|d| dumps.dump(d, &mut out));
-        match r {
-            Err(RtnlError::Interrupted) if tries < DUMP_TRIES => {
-                tries += 1;
-                counters.dumps_interrupted.inc();
-                continue;
-            }
-            Err(e) => return Err(e),
-            Ok(()) => {}
-        }
-        mirror.clear();
-        let (mut neighbors, mut rules) = (Vec::new(), Vec::new());
-        for m in out {
-            match m {
+        .try_for_each(|d| {
+            dumps.dump(d, |m| match m {
                 Message::Event(e) => {
                     mirror.apply(e);
                 }
                 Message::Neighbor(n) => neighbors.push(n),
                 Message::Rule(r) => rules.push(r),
+            })
+        });
+        match r {
+            Err(RtnlError::Interrupted) if tries < DUMP_TRIES => {
+                tries += 1;
+                counters.dumps_interrupted.inc();
             }
+            Err(e) => return Err(e),
+            Ok(()) => return Ok((neighbors, rules)),
         }
-        return Ok((neighbors, rules));
+    }
+}
+
+/// Gives the heap the dump and the build left free back to the system (a full table's dump
+/// passes hundreds of megabytes through it).
+fn trim() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free heap memory; no pointer is touched.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -256,14 +272,14 @@ fn locals(mirror: &Mirror) -> Vec<(IpAddr, LocalKind)> {
 
 /// Builds the tables whole from the mirror.
 fn build(mirror: &mut Mirror, limits: RouterLimits, counters: &SyncCounters) -> Result<Incremental, String> {
-    let r4 = mirror.routes4();
-    let r6 = mirror.routes6();
     mirror.take_dirty();
     counters.routes.set(mirror.len() as u64);
-    counters.ignored.set(mirror.ignored as u64);
     counters.full_builds.inc();
-    Incremental::full(mirror.ports(), &r4, &r6, (limits.icmp_rate, limits.icmp_burst), advise_huge_pages)
-        .map_err(|e| e.to_string())
+    let icmp = (limits.icmp_rate, limits.icmp_burst);
+    let r6 = mirror.routes6();
+    let inc = Incremental::full(mirror.ports(), mirror.routes4_iter(), &r6, icmp, advise_huge_pages);
+    counters.ignored.set(mirror.ignored() as u64);
+    inc.map_err(|e| e.to_string())
 }
 
 /// The first synchronisation: subscribe, dump, check the rules, build (module documentation).
@@ -286,6 +302,7 @@ pub fn first_sync(
     }
     let tables = build(&mut mirror, limits, &counters).map_err(SyncError::Build)?;
     let local = locals(&mirror);
+    trim();
     counters.last_sync_us.set(started.elapsed().as_micros() as u64);
     Ok(Synced { mirror, events, dumps, tables, neighbors, local, counters })
 }
@@ -293,6 +310,7 @@ pub fn first_sync(
 /// The thread that follows the kernel (module documentation).
 pub struct KernelSync {
     mirror: Mirror,
+    table: u32,
     inc: Incremental,
     display_at: Instant,
     display_stale: bool,
@@ -327,6 +345,7 @@ impl KernelSync {
         let Synced { mirror, events, dumps, neighbors, local, counters, tables: inc } = synced;
         let local_now = local.into_iter().collect();
         let sync = KernelSync {
+            table: mirror.table(),
             mirror,
             inc,
             display_at: Instant::now(),
@@ -358,7 +377,8 @@ impl KernelSync {
         // of them came from the kernel, rather than a refresh of the display list).
         let mut waiting: Option<(Instant, bool)> = None;
         while !stop.load(Ordering::Relaxed) {
-            let timeout = if waiting.is_some() { 1 } else { 100 };
+            let building = self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY;
+            let timeout = if waiting.is_some() || building { 1 } else { 100 };
             let mut pfd = libc::pollfd { fd: self.events.fd(), events: libc::POLLIN, revents: 0 };
             // SAFETY: one valid pollfd over our open socket.
             let _ = unsafe { libc::poll(&mut pfd, 1, timeout) };
@@ -383,7 +403,12 @@ impl KernelSync {
                         Applied::Resync => resync = true,
                     },
                     Message::Neighbor(n) => neighbors.push(n),
-                    Message::Rule(_) => {}
+                    Message::Rule(r) => {
+                        // Refused at start; added later, it can only be counted and shown.
+                        if rules_problem(std::slice::from_ref(&r), self.table).is_some() {
+                            self.counters.rules_not_followed.inc();
+                        }
+                    }
                 }
             }
             self.send_neighbors(neighbors);
@@ -406,8 +431,11 @@ impl KernelSync {
                     continue;
                 }
                 waiting = Some((waiting.map_or(now, |w| w.0), true));
-            } else if self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY {
-                self.inc.refresh_display();
+            }
+            // A large table's display list is rebuilt a slice per turn, at most once per
+            // DISPLAY_EVERY, and published with the next tables (or alone when nothing waits).
+            if self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY && self.inc.display_step(DISPLAY_SLICE)
+            {
                 self.display_stale = false;
                 self.display_at = Instant::now();
                 waiting = Some(waiting.unwrap_or((now, false)));
@@ -474,7 +502,7 @@ impl KernelSync {
             return true;
         }
         self.inc.set_limits(limits.icmp_rate, limits.icmp_burst);
-        if self.inc.routes4() <= DISPLAY_ALWAYS || self.display_at.elapsed() >= DISPLAY_EVERY {
+        if self.inc.routes4() <= DISPLAY_ALWAYS {
             self.inc.refresh_display();
             self.display_at = Instant::now();
             self.display_stale = false;
@@ -499,6 +527,7 @@ impl KernelSync {
             Ok((neighbors, _)) => {
                 self.send_neighbors(neighbors);
                 self.whole(limits);
+                trim();
             }
             Err(_) => self.counters.build_errors.inc(),
         }

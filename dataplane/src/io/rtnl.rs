@@ -46,9 +46,11 @@ const NHA_GATEWAY: u16 = 6;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 
-/// The groups the following socket joins: links, neighbours, IPv4 and IPv6 addresses and
-/// routes, nexthop objects.
-const GROUPS: [u32; 7] = [
+/// The groups the following socket joins: links, neighbours, IPv4 and IPv6 addresses,
+/// routes and policy rules, nexthop objects.
+const GROUPS: [u32; 9] = [
+    libc::RTNLGRP_IPV4_RULE,
+    libc::RTNLGRP_IPV6_RULE,
     libc::RTNLGRP_LINK,
     libc::RTNLGRP_NEIGH,
     libc::RTNLGRP_IPV4_IFADDR,
@@ -218,8 +220,9 @@ impl Rtnl {
         Ok(self.seq)
     }
 
-    /// Dumps `what`, appending what it says to `out`.
-    pub fn dump(&mut self, what: Dump, out: &mut Vec<Message>) -> Result<(), RtnlError> {
+    /// Dumps `what`, handing each message's meaning to `out` as it is read (a full table is a
+    /// million messages: they are not collected first).
+    pub fn dump(&mut self, what: Dump, mut out: impl FnMut(Message)) -> Result<(), RtnlError> {
         let flags = NLM_F_REQUEST | NLM_F_DUMP;
         let seq = match what {
             Dump::Links => self.send(0, flags, Some(RouteNetlinkMessage::GetLink(LinkMessage::default())), &[])?,
@@ -277,7 +280,7 @@ impl Rtnl {
                     }
                     _ => {
                         if let Some(m) = parse(bytes) {
-                            out.push(m);
+                            out(m);
                         }
                     }
                 }

@@ -337,6 +337,15 @@ impl Fib {
         Ok(g)
     }
 
+    /// A copy of the table, its flat part allocated with `advise` as a build does (a plain
+    /// `clone` would lose the advice: huge pages).
+    pub fn copy_advised(&self, advise: Advice) -> Fib {
+        let mut tbl24 = vec![0u16; 1 << 24].into_boxed_slice();
+        advise(span(&tbl24));
+        tbl24.copy_from_slice(&self.tbl24);
+        Fib { tbl24, tbl8: self.tbl8.clone(), routes: self.routes, free_groups: self.free_groups.clone() }
+    }
+
     /// The next hop of the longest prefix containing `addr`.
     #[inline]
     pub fn lookup(&self, addr: Ipv4Addr) -> Option<NhIndex> {

@@ -49,24 +49,45 @@ pub struct Incremental {
     retired: Vec<Arc<RouterTables>>,
     /// Publications that had to copy the live tables (the spare was still read).
     pub copies: u64,
+    advise: Advice,
+    /// A display list being built a slice at a time, and the last prefix it holds.
+    building: Option<(Vec<(Prefix, NhIndex, RouteOrigin)>, Option<Prefix>)>,
+}
+
+/// A copy of `t` whose FIB is allocated with `advise`.
+fn fork(t: &RouterTables, advise: Advice) -> RouterTables {
+    RouterTables {
+        fib: t.fib.copy_advised(advise),
+        nexthops: t.nexthops.clone(),
+        ports: t.ports.clone(),
+        routes: Arc::clone(&t.routes),
+        v6: Arc::clone(&t.v6),
+        groups: t.groups.clone(),
+        icmp_rate: t.icmp_rate,
+        icmp_burst: t.icmp_burst,
+        id: t.id,
+    }
 }
 
 impl Incremental {
-    /// Builds everything from `routes4` and `routes6` (as [`RouterTables::build_mirrored`]),
-    /// with ICMP limits `icmp` (rate, burst).
+    /// Builds everything from `routes4` and `routes6` (as [`RouterTables::build_mirrored`]:
+    /// of two routes for one prefix, the local table's wins, else the later), with ICMP limits
+    /// `icmp` (rate, burst). The IPv4 routes are taken one at a time, never all at once.
     pub fn full(
         ports: Vec<PortSpec>,
-        routes4: &[Mirrored4],
+        routes4: impl IntoIterator<Item = Mirrored4>,
         routes6: &[Mirrored6],
         icmp: (u32, u32),
         advise: Advice,
     ) -> Result<Incremental, TablesError> {
         let mut interner = Interner4::new(&ports);
-        let mut routes = BTreeMap::new();
-        let mut order: Vec<&Mirrored4> = routes4.iter().collect();
-        order.sort_by_key(|r| r.local_table);
-        for r in order {
-            if let Some(nh) = interner.route(&ports, r)? {
+        let mut routes: BTreeMap<Prefix, (NhIndex, RouteOrigin)> = BTreeMap::new();
+        for r in routes4 {
+            let local = |o: &RouteOrigin| matches!(o, RouteOrigin::Kernel { local_table: true, .. });
+            if !r.local_table && routes.get(&r.prefix).is_some_and(|(_, o)| local(o)) {
+                continue;
+            }
+            if let Some(nh) = interner.route(&ports, &r)? {
                 routes.insert(r.prefix, (nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
             }
         }
@@ -85,12 +106,14 @@ impl Incremental {
             icmp_burst: icmp.1,
             id: next_id(),
         });
+        // The spare is made now, so that the first change does not wait for a copy.
+        let spare = Some(Arc::new(fork(&live, advise)));
         Ok(Incremental {
             ports,
             interner,
             routes,
             live,
-            spare: None,
+            spare,
             lag: Vec::new(),
             pending: Vec::new(),
             v6,
@@ -98,6 +121,8 @@ impl Incremental {
             icmp,
             retired: Vec::new(),
             copies: 0,
+            advise,
+            building: None,
         })
     }
 
@@ -148,7 +173,32 @@ impl Incremental {
 
     /// Rebuilds the display list from the routes now held (published with the next tables).
     pub fn refresh_display(&mut self) {
+        self.building = None;
         self.display = Arc::new(self.routes.iter().map(|(p, (nh, o))| (*p, *nh, *o)).collect());
+    }
+
+    /// Rebuilds the display list a slice of at most `budget` routes at a time (a million take
+    /// tens of milliseconds at once, which changes waiting behind them would pay): starts a
+    /// rebuild if none is under way, adds the next slice, and installs the list when it is
+    /// whole (true; published with the next tables). Routes that change while it is built
+    /// appear as they were when their slice was read: a view of the last moments, not of one.
+    pub fn display_step(&mut self, budget: usize) -> bool {
+        let (mut list, after) = self.building.take().unwrap_or_else(|| (Vec::with_capacity(self.routes.len()), None));
+        let from = match after {
+            Some(p) => std::ops::Bound::Excluded(p),
+            None => std::ops::Bound::Unbounded,
+        };
+        let before = list.len();
+        list.extend(
+            self.routes.range((from, std::ops::Bound::Unbounded)).take(budget).map(|(p, (nh, o))| (*p, *nh, *o)),
+        );
+        if list.len() - before < budget {
+            self.display = Arc::new(list);
+            return true;
+        }
+        let last = list.last().map(|e| e.0);
+        self.building = Some((list, last));
+        false
     }
 
     /// Whether the spare is free to be written (no reader holds it), or there is none.
@@ -180,7 +230,7 @@ impl Incremental {
             }
             None => {
                 self.copies += 1;
-                RouterTables::clone(&self.live)
+                fork(&self.live, self.advise)
             }
         };
         for p in &self.pending {
@@ -243,7 +293,7 @@ mod tests {
             s
         };
         let mut want: BTreeMap<Prefix, Mirrored4> = BTreeMap::new();
-        let mut inc = Incremental::full(ports(), &[], &[], (0, 1), no_advice).unwrap();
+        let mut inc = Incremental::full(ports(), Vec::new(), &[], (0, 1), no_advice).unwrap();
         let mut held = Vec::new();
         for batch in 0..60 {
             for _ in 0..20 {
@@ -258,7 +308,8 @@ mod tests {
             }
             // Every third batch a reader keeps the tables: the next publication waits for
             // it, or copies when told it may.
-            if batch % 3 == 1 {
+            // (The tables held after batch k are the spare at batch k + 2.)
+            if batch % 3 == 2 {
                 assert!(!inc.spare_free());
                 assert!(inc.publish(false).unwrap().is_none(), "waits for the reader");
             }
@@ -278,5 +329,13 @@ mod tests {
         inc.refresh_display();
         let t = inc.publish(true).unwrap().unwrap();
         assert_eq!(t.routes.len(), want.len());
+        // A slice at a time, the same list.
+        let mut steps = 0;
+        while !inc.display_step(7) {
+            steps += 1;
+        }
+        assert_eq!(steps, want.len() / 7);
+        let t2 = inc.publish(true).unwrap().unwrap();
+        assert_eq!(*t2.routes, *t.routes);
     }
 }

@@ -176,18 +176,69 @@ pub enum Applied {
 type Key4 = (u32, Prefix, u8, u32);
 type Key6 = (u32, Prefix6, u32, u32);
 
+/// A route's paths as the mirror keeps them: most routes have one, kept inline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Paths<A> {
+    One(KernelPath<A>),
+    Many(Box<[KernelPath<A>]>),
+}
+
+impl<A: Copy> Paths<A> {
+    fn new(mut v: Vec<KernelPath<A>>) -> Paths<A> {
+        if v.len() == 1 {
+            Paths::One(v.remove(0))
+        } else {
+            Paths::Many(v.into_boxed_slice())
+        }
+    }
+
+    fn as_slice(&self) -> &[KernelPath<A>] {
+        match self {
+            Paths::One(p) => std::slice::from_ref(p),
+            Paths::Many(v) => v,
+        }
+    }
+}
+
+/// A route as the mirror keeps it, its table, prefix, TOS and metric in its key: 40 bytes for
+/// an IPv4 route with one path, against 64 and a heap block for the message's form (a full
+/// table is a million of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stored<A> {
+    paths: Paths<A>,
+    nh_id: Option<u32>,
+    mtu: u32,
+    kind: KernelType,
+    protocol: u8,
+    has_source: bool,
+}
+
+impl<A: Copy> Stored<A> {
+    fn of<P>(r: KernelRoute<P, A>) -> Stored<A> {
+        Stored {
+            paths: Paths::new(r.paths),
+            nh_id: r.nh_id,
+            mtu: r.mtu,
+            kind: r.kind,
+            protocol: r.protocol,
+            has_source: r.has_source,
+        }
+    }
+}
+
 /// The mirror (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct Mirror {
     table: u32,
     ports: Vec<(u32, PortSpec)>,
     up: HashMap<u32, bool>,
-    routes4: BTreeMap<Key4, KernelRoute4>,
-    routes6: BTreeMap<Key6, KernelRoute6>,
+    routes4: BTreeMap<Key4, Stored<Ipv4Addr>>,
+    routes6: BTreeMap<Key6, Stored<Ipv6Addr>>,
     nexthops: HashMap<u32, Nexthop>,
     /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), by
-    /// the last build.
-    pub ignored: usize,
+    /// the last walk of each family.
+    ignored4: std::cell::Cell<usize>,
+    ignored6: usize,
     dirty: Dirty,
 }
 
@@ -224,9 +275,15 @@ impl Mirror {
             routes4: BTreeMap::new(),
             routes6: BTreeMap::new(),
             nexthops: HashMap::new(),
-            ignored: 0,
+            ignored4: std::cell::Cell::new(0),
+            ignored6: 0,
             dirty: Dirty { all: true, ..Dirty::default() },
         }
+    }
+
+    /// The routing table mirrored besides the local one.
+    pub fn table(&self) -> u32 {
+        self.table
     }
 
     /// What changed since the last call (the first: everything).
@@ -258,17 +315,17 @@ impl Mirror {
     pub fn effective4(&self, p: Prefix) -> Option<Mirrored4> {
         for table in [TABLE_LOCAL, self.table] {
             let found = self.routes4.range((table, p, 0, 0)..=(table, p, 0, u32::MAX)).map(|(_, r)| r).find_map(|r| {
-                let (kind, paths) = self.resolve(r.kind, &r.paths, r.nh_id, |a| match a {
+                let (kind, paths) = self.resolve(r.kind, r.paths.as_slice(), r.nh_id, |a| match a {
                     IpAddr::V4(a) => Some(a),
                     IpAddr::V6(_) => None,
                 })?;
                 Some(MirroredRoute {
-                    prefix: r.prefix,
+                    prefix: p,
                     kind,
                     paths,
                     mtu: r.mtu,
                     protocol: r.protocol,
-                    local_table: r.table == TABLE_LOCAL,
+                    local_table: table == TABLE_LOCAL,
                 })
             });
             if found.is_some() {
@@ -311,7 +368,8 @@ impl Mirror {
                 let key = (route.table, route.prefix, route.tos, route.metric);
                 let (prefix, table) = (route.prefix, route.table);
                 let changed = if add {
-                    self.routes4.insert(key, route.clone()).as_ref() != Some(&route)
+                    let new = Stored::of(route);
+                    self.routes4.insert(key, new.clone()).as_ref() != Some(&new)
                 } else {
                     self.routes4.remove(&key).is_some()
                 };
@@ -366,6 +424,9 @@ impl Mirror {
                     return if add || addr.is_ipv6() { Applied::Unchanged } else { Applied::Resync };
                 };
                 let spec = &mut self.ports[p.index()].1;
+                // A notification that changes nothing here (a flag, such as the end of
+                // duplicate address detection) leaves the tables alone.
+                let before = (spec.addrs.clone(), spec.addrs6.clone(), spec.link_local);
                 match addr {
                     IpAddr::V4(a) => {
                         spec.addrs.retain(|x| x.0 != a);
@@ -384,6 +445,15 @@ impl Mirror {
                             spec.addrs6.push((a, len));
                         }
                     }
+                }
+                let mut after = (spec.addrs.clone(), spec.addrs6.clone(), spec.link_local);
+                let mut was = before;
+                for v in [&mut was, &mut after] {
+                    v.0.sort();
+                    v.1.sort();
+                }
+                if was == after {
+                    return Applied::Unchanged;
                 }
                 self.dirty.all = true;
                 Applied::Changed
@@ -417,21 +487,23 @@ impl Mirror {
         if add {
             match self.routes6.get_mut(&key) {
                 Some(old) if !replace && gateway && old.nh_id.is_none() && route.nh_id.is_none() => {
-                    let before = old.paths.len();
+                    let mut paths = old.paths.as_slice().to_vec();
+                    let before = paths.len();
                     for p in route.paths {
-                        if !old.paths.contains(&p) {
-                            old.paths.push(p);
+                        if !paths.contains(&p) {
+                            paths.push(p);
                         }
                     }
-                    if old.paths.len() == before {
+                    if paths.len() == before {
                         Applied::Unchanged
                     } else {
+                        old.paths = Paths::new(paths);
                         Applied::Changed
                     }
                 }
-                Some(old) if *old == route => Applied::Unchanged,
+                Some(old) if *old == Stored::of(route.clone()) => Applied::Unchanged,
                 _ => {
-                    self.routes6.insert(key, route);
+                    self.routes6.insert(key, Stored::of(route));
                     Applied::Changed
                 }
             }
@@ -439,9 +511,16 @@ impl Mirror {
             let Some(old) = self.routes6.get_mut(&key) else {
                 return Applied::Unchanged;
             };
-            if gateway && old.paths.len() > route.paths.len() {
-                old.paths.retain(|p| !route.paths.iter().any(|q| q.gw == p.gw && q.ifindex == p.ifindex));
-                if !old.paths.is_empty() {
+            if gateway && old.paths.as_slice().len() > route.paths.len() {
+                let left: Vec<KernelPath<Ipv6Addr>> = old
+                    .paths
+                    .as_slice()
+                    .iter()
+                    .filter(|p| !route.paths.iter().any(|q| q.gw == p.gw && q.ifindex == p.ifindex))
+                    .copied()
+                    .collect();
+                if !left.is_empty() {
+                    old.paths = Paths::new(left);
                     return Applied::Changed;
                 }
             }
@@ -507,42 +586,58 @@ impl Mirror {
         }
     }
 
-    /// The IPv4 routes the workers use: per prefix and table, the lowest metric.
-    pub fn routes4(&mut self) -> Vec<Mirrored4> {
-        let mut ignored = 0;
-        let out = best(self.routes4.iter().map(|((t, p, tos, _), r)| ((*t, *p), *tos != 0, r)), &mut ignored)
-            .into_iter()
-            .filter_map(|r| {
-                let got = self.resolve(r.kind, &r.paths, r.nh_id, |a| match a {
-                    IpAddr::V4(a) => Some(a),
-                    IpAddr::V6(_) => None,
-                });
-                if got.is_none() {
-                    ignored += 1;
-                }
-                let (kind, paths) = got?;
-                Some(MirroredRoute {
-                    prefix: r.prefix,
-                    kind,
-                    paths,
-                    mtu: r.mtu,
-                    protocol: r.protocol,
-                    local_table: r.table == TABLE_LOCAL,
+    /// The IPv4 routes the workers use: per prefix and table, the usable route of lowest
+    /// metric; in key order (by table, then prefix). Counts what it leaves out in
+    /// [`Mirror::ignored`] once walked to the end.
+    pub fn routes4_iter(&self) -> impl Iterator<Item = Mirrored4> + '_ {
+        let mut last: Option<(u32, Prefix)> = None;
+        self.ignored4.set(0);
+        self.routes4.iter().filter_map(move |((table, prefix, tos, _), r)| {
+            if last == Some((*table, *prefix)) {
+                return None;
+            }
+            let got = (*tos == 0 && !r.has_source)
+                .then(|| {
+                    self.resolve(r.kind, r.paths.as_slice(), r.nh_id, |a| match a {
+                        IpAddr::V4(a) => Some(a),
+                        IpAddr::V6(_) => None,
+                    })
                 })
+                .flatten();
+            let Some((kind, paths)) = got else {
+                self.ignored4.set(self.ignored4.get() + 1);
+                return None;
+            };
+            last = Some((*table, *prefix));
+            Some(MirroredRoute {
+                prefix: *prefix,
+                kind,
+                paths,
+                mtu: r.mtu,
+                protocol: r.protocol,
+                local_table: *table == TABLE_LOCAL,
             })
-            .collect();
-        self.ignored = ignored;
-        out
+        })
     }
 
-    /// The IPv6 routes the workers use (after [`Mirror::routes4`], whose ignored count this
-    /// adds to).
+    /// [`Mirror::routes4_iter`], collected.
+    pub fn routes4(&self) -> Vec<Mirrored4> {
+        self.routes4_iter().collect()
+    }
+
+    /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), as
+    /// the last walks of [`Mirror::routes4_iter`] and [`Mirror::routes6`] found them.
+    pub fn ignored(&self) -> usize {
+        self.ignored4.get() + self.ignored6
+    }
+
+    /// The IPv6 routes the workers use: per prefix and table, the lowest metric.
     pub fn routes6(&mut self) -> Vec<Mirrored6> {
-        let mut ignored = self.ignored;
+        let mut ignored = 0;
         let out = best(self.routes6.iter().map(|((t, p, _, _), r)| ((*t, *p), r.has_source, r)), &mut ignored)
             .into_iter()
-            .filter_map(|r| {
-                let got = self.resolve(r.kind, &r.paths, r.nh_id, |a| match a {
+            .filter_map(|((table, prefix), r)| {
+                let got = self.resolve(r.kind, r.paths.as_slice(), r.nh_id, |a| match a {
                     IpAddr::V6(a) => Some(a),
                     IpAddr::V4(_) => None,
                 });
@@ -551,16 +646,16 @@ impl Mirror {
                 }
                 let (kind, paths) = got?;
                 Some(MirroredRoute {
-                    prefix: r.prefix,
+                    prefix,
                     kind,
                     paths,
                     mtu: r.mtu,
                     protocol: r.protocol,
-                    local_table: r.table == TABLE_LOCAL,
+                    local_table: table == TABLE_LOCAL,
                 })
             })
             .collect();
-        self.ignored = ignored;
+        self.ignored6 = ignored;
         out
     }
 
@@ -601,12 +696,13 @@ impl Mirror {
 }
 
 /// Of routes keyed by (table, prefix), in key order with metrics ascending, the first usable
-/// one of each key; `skip` marks routes that are never used (counted in `ignored`).
-fn best<'a, K: PartialEq, P: 'a, A: 'a>(
-    routes: impl Iterator<Item = (K, bool, &'a KernelRoute<P, A>)>,
+/// one of each key, with its key; `skip` marks routes that are never used (counted in
+/// `ignored`).
+fn best<'a, K: PartialEq + Copy, A: 'a>(
+    routes: impl Iterator<Item = (K, bool, &'a Stored<A>)>,
     ignored: &mut usize,
-) -> Vec<&'a KernelRoute<P, A>> {
-    let mut out: Vec<&KernelRoute<P, A>> = Vec::new();
+) -> Vec<(K, &'a Stored<A>)> {
+    let mut out: Vec<(K, &Stored<A>)> = Vec::new();
     let mut last: Option<K> = None;
     for (k, skip, r) in routes {
         if skip {
@@ -617,7 +713,7 @@ fn best<'a, K: PartialEq, P: 'a, A: 'a>(
             continue;
         }
         last = Some(k);
-        out.push(r);
+        out.push((k, r));
     }
     out
 }
@@ -717,7 +813,7 @@ mod tests {
         add4(&mut m, r4(TABLE_MAIN, "198.19.3.0/24", 0, KernelType::Prohibit, &[]));
         add4(&mut m, r4(TABLE_MAIN, "198.19.4.0/24", 0, KernelType::Unicast, &[(Some("10.9.9.9"), 77)]));
         let got = m.routes4();
-        assert_eq!(m.ignored, 2, "TOS and an unknown type");
+        assert_eq!(m.ignored(), 2, "TOS and an unknown type");
         let kinds: Vec<_> = got.iter().map(|r| (r.prefix.to_string(), r.kind, r.local_table)).collect();
         assert!(kinds.contains(&("198.18.30.1/32".into(), RouteKind::Local, true)));
         assert!(kinds.contains(&("198.19.3.0/24".into(), RouteKind::Special(Special::Prohibit), false)));
@@ -744,7 +840,7 @@ mod tests {
         c.nh_id = Some(99);
         add4(&mut m, c);
         let got = m.routes4();
-        assert_eq!(m.ignored, 1, "object 99 is unknown");
+        assert_eq!(m.ignored(), 1, "object 99 is unknown");
         let g = got.iter().find(|r| r.prefix.to_string() == "198.19.0.0/16").unwrap();
         assert_eq!(
             g.paths,
@@ -831,6 +927,7 @@ mod tests {
         assert_eq!(m.apply(addr(true, 4, "198.18.30.1", 24)), Applied::Changed);
         assert_eq!(m.apply(addr(true, 4, "2001:2:0:30::1", 64)), Applied::Changed);
         assert_eq!(m.apply(addr(true, 4, "fe80::1", 64)), Applied::Changed);
+        assert_eq!(m.apply(addr(true, 4, "2001:2:0:30::1", 64)), Applied::Unchanged, "a flag changed");
         assert_eq!(m.apply(addr(true, 9, "10.0.0.1", 8)), Applied::Unchanged, "not a port");
         let p = &m.ports()[0];
         assert_eq!(p.addrs, vec![("198.18.30.1".parse().unwrap(), 24)]);
