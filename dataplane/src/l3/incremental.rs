@@ -29,6 +29,9 @@ use super::tables::{
     next_id, Interner4, Mirrored4, Mirrored6, PortSpec, RouteOrigin, RouterTables, Tables6, TablesError,
 };
 
+/// What `show routes` lists: every IPv4 route with its next hop and origin.
+type DisplayList = Vec<(Prefix, NhIndex, RouteOrigin)>;
+
 /// The left-right writer (see the module documentation).
 #[derive(Debug)]
 pub struct Incremental {
@@ -42,7 +45,7 @@ pub struct Incremental {
     /// Prefixes changed since the last publication.
     pending: Vec<Prefix>,
     v6: Arc<Tables6>,
-    display: Arc<Vec<(Prefix, NhIndex, RouteOrigin)>>,
+    display: Arc<DisplayList>,
     icmp: (u32, u32),
     /// Tables still held by a reader when they were to be written: dropped here once free,
     /// so that no worker pays for freeing them.
@@ -51,7 +54,7 @@ pub struct Incremental {
     pub copies: u64,
     advise: Advice,
     /// A display list being built a slice at a time, and the last prefix it holds.
-    building: Option<(Vec<(Prefix, NhIndex, RouteOrigin)>, Option<Prefix>)>,
+    building: Option<(DisplayList, Option<Prefix>)>,
 }
 
 /// A copy of `t` whose FIB is allocated with `advise`.
