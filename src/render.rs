@@ -171,7 +171,7 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
             };
             let _ = writeln!(
                 s,
-                "kernel routes: {} mirrored ({} not used), {} notifications, {} updates applied, {} resyncs ({} after overruns, {} interrupted dumps), {} failed builds; last full sync {} ms",
+                "kernel routes: {} mirrored ({} not used), {} notifications, {} updates applied, {} resyncs ({} after overruns, {} interrupted dumps), {} whole builds, {} copies, {} failures, {} addresses the XDP map refused; last full sync {} ms",
                 k.routes,
                 k.ignored,
                 k.messages,
@@ -179,7 +179,10 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
                 k.resyncs,
                 k.overruns,
                 k.dumps_interrupted,
+                k.full_builds,
+                k.copies,
                 k.build_errors,
+                k.local_map_errors,
                 k.last_sync_us / 1000
             );
             let _ = writeln!(s, "kernel change to workers: {latency}");
@@ -260,6 +263,7 @@ pub fn routes(view: &LiveView) -> String {
         Special::Unreachable => "unreachable ",
         Special::Prohibit => "prohibit ",
         Special::Foreign => "",
+        Special::Unsupported => "unsupported ",
     };
     let suffix = |origin: &RouteOrigin, mtu: u32, foreign: bool| {
         let mut x = String::new();

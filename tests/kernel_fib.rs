@@ -452,6 +452,6 @@ fn policy_rules_the_mirror_cannot_follow_are_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("IPv4 policy rule 32765: lookup of table 100 with selectors"), "{err}");
-    assert!(err.contains("ip rule del"), "says what to do: {err}");
+    assert!(err.contains("change the rules (ip rule"), "says what to do: {err}");
     assert!(!common::xdp_attached(&r), "nothing left attached");
 }

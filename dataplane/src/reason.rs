@@ -77,11 +77,14 @@ pub enum Reason {
     /// Router: the route leaves through an interface xfwd does not own; with the kernel's
     /// forwarding off nobody can forward it (answered as for no route).
     ForeignEgress,
+    /// Router: a kernel route xfwd cannot forward as the kernel would (a `throw`, an
+    /// encapsulation, an IPv4 route through an IPv6 gateway): answered as for no route.
+    UnsupportedRoute,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 31;
+    pub const COUNT: usize = 32;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -116,6 +119,7 @@ impl Reason {
         Reason::UnreachableRoute,
         Reason::Prohibited,
         Reason::ForeignEgress,
+        Reason::UnsupportedRoute,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -152,6 +156,7 @@ impl Reason {
             Reason::UnreachableRoute => "unreachable-route",
             Reason::Prohibited => "prohibited",
             Reason::ForeignEgress => "egress-not-owned",
+            Reason::UnsupportedRoute => "unsupported-route",
         }
     }
 }

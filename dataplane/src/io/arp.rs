@@ -59,6 +59,8 @@ pub enum Control {
         /// The kernel gave up resolving it.
         failed: bool,
     },
+    /// The kernel's usable entries after a full dump: any other entry learnt from it goes.
+    KernelNeighborsPresent(Vec<(PortId, IpAddr)>),
 }
 
 /// A port as the ARP thread needs it.
@@ -378,6 +380,18 @@ impl ArpThread {
                     }
                     Control::KernelNeighbor { port, ip: IpAddr::V6(a), mac, failed } => {
                         self.engine6.kernel_entry(scope6(a, port), port, mac, failed, now)
+                    }
+                    Control::KernelNeighborsPresent(list) => {
+                        let v4 = list.iter().filter_map(|(_, ip)| match ip {
+                            IpAddr::V4(a) => Some(*a),
+                            IpAddr::V6(_) => None,
+                        });
+                        self.engine.kernel_prune(&v4.collect());
+                        let v6 = list.iter().filter_map(|(p, ip)| match ip {
+                            IpAddr::V6(a) => Some(scope6(*a, *p)),
+                            IpAddr::V4(_) => None,
+                        });
+                        self.engine6.kernel_prune(&v6.collect());
                     }
                 }
             }

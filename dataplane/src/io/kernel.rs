@@ -36,7 +36,7 @@ use super::memory::advise_huge_pages;
 use super::rtnl::{rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
 use super::xdp::{LocalKind, LocalMaps};
 use crate::l3::incremental::Incremental;
-use crate::l3::mirror::{Applied, Mirror};
+use crate::l3::mirror::{Applied, Mirror, TABLE_MAIN};
 use crate::l3::{PortSpec, RouterTables};
 use crate::stats::Counter;
 
@@ -56,6 +56,11 @@ const DISPLAY_SLICE: usize = 20_000;
 /// ones are copied instead (a copy costs tens of milliseconds; a worker lets go within one
 /// frame, or its 10 ms sleep).
 const COPY_AFTER: Duration = Duration::from_millis(20);
+/// Changed prefixes past which one batch is built whole rather than repainted prefix by
+/// prefix (a nexthop group that a million routes use, replaced).
+const WHOLE_AFTER: usize = 100_000;
+/// How soon a failed resynchronisation is tried again.
+const RESYNC_RETRY: Duration = Duration::from_millis(100);
 
 /// What the kernel-mirror thread counts.
 #[derive(Debug, Default)]
@@ -70,7 +75,7 @@ pub struct SyncCounters {
     pub overruns: Counter,
     /// Dumps read again because the kernel marked them interrupted.
     pub dumps_interrupted: Counter,
-    /// Table builds that failed (the previous tables stay; a resync follows).
+    /// Dumps or table builds that failed (the previous tables stay; a resync follows).
     pub build_errors: Counter,
     /// Whole builds (start, resyncs, port changes, next hops outgrown).
     pub full_builds: Counter,
@@ -183,8 +188,11 @@ pub enum SyncError {
     #[error("reading the kernel's routing tables: {0}")]
     Netlink(#[from] RtnlError),
     /// Policy routing that the mirror cannot follow.
-    #[error("{0} routes some packets by another table than the one mirrored; xfwd mirrors the local table and one other ([fib] table); remove the rule (ip rule del ...) or use source = \"config\"")]
+    #[error("{0} routes some packets by another table than the one mirrored; xfwd mirrors the local table and one other ([fib] table); change the rules (ip rule ...) or use source = \"config\"")]
     Rules(String),
+    /// Another table than main without a default route: the kernel falls back to main.
+    #[error("table {0} has no IPv4 default route: for what it does not cover the kernel goes on to the main table, which xfwd does not mirror beside it; end it with one (e.g. ip route add unreachable default table {0}) or mirror main")]
+    NoDefault(u32),
     /// The tables could not be built.
     #[error("building the tables from the kernel's routes: {0}")]
     Build(String),
@@ -300,6 +308,11 @@ pub fn first_sync(
     if let Some(p) = rules_problem(&rules, table) {
         return Err(SyncError::Rules(p));
     }
+    if table != TABLE_MAIN
+        && mirror.effective4(crate::l3::Prefix::truncate(std::net::Ipv4Addr::UNSPECIFIED, 0)).is_none()
+    {
+        return Err(SyncError::NoDefault(table));
+    }
     let tables = build(&mut mirror, limits, &counters).map_err(SyncError::Build)?;
     let local = locals(&mirror);
     trim();
@@ -311,6 +324,9 @@ pub fn first_sync(
 pub struct KernelSync {
     mirror: Mirror,
     table: u32,
+    /// A resynchronisation failed (or a build): the next is due then, and nothing is
+    /// published before it completes.
+    resync_due: Option<Instant>,
     inc: Incremental,
     display_at: Instant,
     display_stale: bool,
@@ -345,6 +361,7 @@ impl KernelSync {
         let Synced { mirror, events, dumps, neighbors, local, counters, tables: inc } = synced;
         let local_now = local.into_iter().collect();
         let sync = KernelSync {
+            resync_due: None,
             table: mirror.table(),
             mirror,
             inc,
@@ -378,7 +395,13 @@ impl KernelSync {
         let mut waiting: Option<(Instant, bool)> = None;
         while !stop.load(Ordering::Relaxed) {
             let building = self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY;
-            let timeout = if waiting.is_some() || building { 1 } else { 100 };
+            let timeout = if waiting.is_some() || building {
+                1
+            } else if self.resync_due.is_some() {
+                10
+            } else {
+                100
+            };
             let mut pfd = libc::pollfd { fd: self.events.fd(), events: libc::POLLIN, revents: 0 };
             // SAFETY: one valid pollfd over our open socket.
             let _ = unsafe { libc::poll(&mut pfd, 1, timeout) };
@@ -417,10 +440,15 @@ impl KernelSync {
                 changed |= std::mem::take(&mut l.1);
                 l.0
             };
-            if resync {
-                self.resync(limits);
-                self.counters.record(waiting.map_or(now, |w| w.0).elapsed());
-                waiting = None;
+            if resync || self.resync_due.is_some_and(|due| now >= due) {
+                if self.resync(limits) {
+                    self.counters.record(waiting.map_or(now, |w| w.0).elapsed());
+                    waiting = None;
+                }
+                continue;
+            }
+            if self.resync_due.is_some() {
+                // The mirror is incomplete until the resynchronisation succeeds.
                 continue;
             }
             if changed {
@@ -473,7 +501,12 @@ impl KernelSync {
                 self.display_stale = false;
                 self.display_at = Instant::now();
             }
-            Err(_) => self.counters.build_errors.inc(),
+            Err(_) => {
+                // The tables could not be built (indices outgrown): keep the running ones,
+                // try again from a fresh dump shortly.
+                self.counters.build_errors.inc();
+                self.resync_due = Some(Instant::now() + RESYNC_RETRY);
+            }
         }
         self.sync_locals();
     }
@@ -484,7 +517,7 @@ impl KernelSync {
         let dirty = self.mirror.take_dirty();
         self.counters.updates.inc();
         self.counters.routes.set(self.mirror.len() as u64);
-        if dirty.all || self.inc.nexthops() > NEXTHOPS_REBUILD {
+        if dirty.all || self.inc.nexthops() > NEXTHOPS_REBUILD || dirty.v4.len() > WHOLE_AFTER {
             self.whole(limits);
             return true;
         }
@@ -515,23 +548,50 @@ impl KernelSync {
         false
     }
 
-    fn resync(&mut self, limits: RouterLimits) {
+    /// Dumps everything again into a fresh mirror and, if the dump completes, replaces the
+    /// mirror with it and builds anew; if not, the running tables stay as they are and
+    /// another resynchronisation is due shortly (nothing is published meanwhile). True when
+    /// it completed.
+    fn resync(&mut self, limits: RouterLimits) -> bool {
         let started = Instant::now();
         self.counters.resyncs.inc();
-        // What waits on the socket is older than the dump that follows: drop it.
+        // What waits on the socket is older than the dump that follows: drop it all (an
+        // overrun while draining loses only what is dropped anyway).
         let mut stale = Vec::new();
-        while matches!(self.events.recv(&mut stale), Ok(n) if n > 0) {
-            stale.clear();
+        loop {
+            match self.events.recv(&mut stale) {
+                Ok(0) => break,
+                Ok(_) | Err(RtnlError::Overrun) => stale.clear(),
+                Err(_) => break,
+            }
         }
-        match dump_all(&mut self.dumps, &mut self.mirror, &self.counters) {
+        let mut fresh = self.mirror.emptied();
+        let done = match dump_all(&mut self.dumps, &mut fresh, &self.counters) {
             Ok((neighbors, _)) => {
+                self.mirror = fresh;
+                let keep = neighbors.iter().filter(|n| n.mac.is_some()).map(|n| (n.ifindex, n.ip)).collect();
                 self.send_neighbors(neighbors);
+                self.prune_neighbors(keep);
+                self.resync_due = None;
                 self.whole(limits);
                 trim();
+                true
             }
-            Err(_) => self.counters.build_errors.inc(),
-        }
+            Err(_) => {
+                self.counters.build_errors.inc();
+                self.resync_due = Some(Instant::now() + RESYNC_RETRY);
+                false
+            }
+        };
         self.counters.last_sync_us.set(started.elapsed().as_micros() as u64);
+        done
+    }
+
+    /// Tells the ARP thread which kernel entries exist after a dump: entries whose removal
+    /// was lost in an overrun go too.
+    fn prune_neighbors(&self, keep: Vec<(u32, IpAddr)>) {
+        let keep = keep.into_iter().filter_map(|(i, ip)| Some((self.mirror.port_of(i)?, ip))).collect();
+        let _ = self.arp.send(ArpControl::KernelNeighborsPresent(keep));
     }
 
     /// Brings the XDP program's address map to the mirror's addresses.

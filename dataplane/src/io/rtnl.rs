@@ -25,7 +25,7 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteType,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHopFlags, RouteType,
 };
 use netlink_packet_route::rule::{RuleAttribute, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -155,13 +155,22 @@ impl std::fmt::Debug for Rtnl {
 }
 
 impl Rtnl {
-    /// A socket for dumps and requests.
+    /// A socket for dumps (a full table comes in as fast as the kernel writes it).
     pub fn open() -> io::Result<Rtnl> {
+        Rtnl::open_with(8 << 20)
+    }
+
+    /// A socket for requests only (their error answers, never read, are few and dropped
+    /// when the small buffer is full).
+    pub fn requests() -> io::Result<Rtnl> {
+        Rtnl::open_with(64 << 10)
+    }
+
+    fn open_with(rcvbuf: usize) -> io::Result<Rtnl> {
         let mut sock = Socket::new(NETLINK_ROUTE)?;
         sock.bind_auto()?;
         sock.connect(&SocketAddr::new(0, 0))?;
-        // Dumps of a million routes come in as fast as the kernel writes them.
-        force_rcvbuf(sock.as_raw_fd(), 8 << 20);
+        force_rcvbuf(sock.as_raw_fd(), rcvbuf);
         Ok(Rtnl { sock, seq: 1, buf: vec![0; 1 << 20] })
     }
 
@@ -267,7 +276,8 @@ impl Rtnl {
                         return if interrupted { Err(RtnlError::Interrupted) } else { Ok(()) };
                     }
                     NLMSG_ERROR => {
-                        let code = i32::from_ne_bytes(bytes[16..20].try_into().unwrap_or_default());
+                        let code =
+                            bytes.get(16..20).map_or(-libc::EIO, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
                         if code == 0 {
                             continue;
                         }
@@ -400,7 +410,9 @@ fn parse_nexthop(payload: &[u8], add: bool) -> Option<Event> {
                     v.chunks_exact(8)
                         .map(|c| {
                             let id = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
-                            (id, u16::from(c[4]) + (u16::from(c[5]) << 8) + 1)
+                            // Up to 65,536 since Linux 6.12; xfwd's groups scale weights down.
+                            let w = u32::from(c[4]) + (u32::from(c[5]) << 8) + 1;
+                            (id, w.min(u32::from(u16::MAX)) as u16)
                         })
                         .collect::<Vec<_>>(),
                 )
@@ -453,8 +465,12 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
     let mut table = u32::from(table);
     let (mut dst, mut gw, mut oif, mut metric, mut mtu, mut nh_id) = (None, None, 0u32, 0u32, 0u32, None);
     let mut multipath = None;
+    // An encapsulation, or an IPv4 route through an IPv6 gateway (RTA_VIA): not forwardable
+    // by xfwd as the kernel would.
+    let mut unsupported = false;
     for a in attributes {
         match a {
+            RouteAttribute::Encap(_) | RouteAttribute::EncapType(_) | RouteAttribute::Via(_) => unsupported = true,
             RouteAttribute::Table(t) => table = t,
             RouteAttribute::Destination(d) => dst = Some(d),
             RouteAttribute::Gateway(g) => gw = Some(g),
@@ -483,13 +499,21 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
     let mut raw = Vec::new();
     if let Some(m) = multipath {
         for hop in m {
+            unsupported |= hop
+                .attributes
+                .iter()
+                .any(|a| matches!(a, RouteAttribute::Via(_) | RouteAttribute::Encap(_) | RouteAttribute::EncapType(_)));
+            // A dead path (its interface down) is not used; the route lives on by the others.
+            if hop.flags.contains(RouteNextHopFlags::Dead) {
+                continue;
+            }
             let g = hop.attributes.iter().find_map(|a| match a {
                 RouteAttribute::Gateway(g) => Some(g.clone()),
                 _ => None,
             });
             paths_of(g, hop.interface_index, u16::from(hop.hops) + 1, &mut raw);
         }
-    } else if oif != 0 || gw.is_some() {
+    } else if (oif != 0 || gw.is_some()) && !rflags.contains(RouteFlags::Dead) {
         paths_of(gw, oif, 1, &mut raw);
     }
     let replace = flags & NLM_F_REPLACE != 0;
@@ -502,8 +526,6 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
                 None => Ipv4Addr::UNSPECIFIED,
                 _ => return None,
             };
-            // An IPv4 route through an IPv6 gateway (RFC 5549) cannot be resolved by ARP: the
-            // path is kept without its gateway only if there is none.
             let paths = raw
                 .into_iter()
                 .filter_map(|(g, ifindex, weight)| match g {
@@ -523,6 +545,7 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
                 paths,
                 nh_id,
                 mtu,
+                unsupported,
             };
             Some(Message::Event(Event::Route4 { add, route }))
         }
@@ -551,6 +574,7 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
                 paths,
                 nh_id,
                 mtu,
+                unsupported,
             };
             Some(Message::Event(Event::Route6 { add, replace, route }))
         }
@@ -586,6 +610,13 @@ fn link(l: LinkMessage, add: bool) -> Message {
 }
 
 fn neighbor(n: NeighbourMessage, add: bool) -> Option<Message> {
+    // Bridge FDB entries (AF_BRIDGE, in an unspecified-family dump) and proxy entries are not
+    // neighbours.
+    if !matches!(n.header.family, AddressFamily::Inet | AddressFamily::Inet6)
+        || n.header.flags.contains(NeighbourFlags::Proxy)
+    {
+        return None;
+    }
     let (mut ip, mut lladdr) = (None, None);
     for a in n.attributes {
         match a {
@@ -635,14 +666,16 @@ fn rule(r: RuleMessage) -> Rule {
     Rule { v6: r.header.family == AddressFamily::Inet6, priority, table, selective }
 }
 
-/// Whether the policy rules are the kernel's defaults (local, main, default) plus, where
-/// `table` is not main, plain lookups of `table`: anything else would route some packets by
-/// other tables than the mirrored ones.
+/// What is wrong with the policy rules for mirroring the local table and `table`, if
+/// anything: rules other than the kernel's defaults (local, main, default) and plain lookups
+/// of `table` before main would route some packets by tables xfwd does not see; and another
+/// `table` than main needs such a lookup, or the kernel would never use it.
 pub fn rules_problem(rules: &[Rule], table: u32) -> Option<String> {
+    const MAIN_PRIORITY: u32 = 32766;
     for r in rules {
-        let default = matches!((r.priority, r.table), (0, 255) | (32766, 254) | (32767, 253));
-        let plain = !r.selective && (default || r.table == table);
-        if !plain {
+        let default = matches!((r.priority, r.table), (0, 255) | (MAIN_PRIORITY, 254) | (32767, 253));
+        let ours = table != 254 && r.table == table && r.priority < MAIN_PRIORITY;
+        if r.selective || !(default || ours) {
             return Some(format!(
                 "{} policy rule {}: lookup of table {}{}",
                 if r.v6 { "IPv6" } else { "IPv4" },
@@ -650,6 +683,17 @@ pub fn rules_problem(rules: &[Rule], table: u32) -> Option<String> {
                 r.table,
                 if r.selective { " with selectors" } else { "" }
             ));
+        }
+    }
+    if table != 254 {
+        for v6 in [false, true] {
+            if !rules.iter().any(|r| r.v6 == v6 && r.table == table && r.priority < MAIN_PRIORITY) {
+                return Some(format!(
+                    "no {} policy rule looks table {table} up before main (e.g. ip{} rule add priority 1000 lookup {table}): the kernel",
+                    if v6 { "IPv6" } else { "IPv4" },
+                    if v6 { " -6" } else { "" }
+                ));
+            }
         }
     }
     None
@@ -670,8 +714,13 @@ mod tests {
         assert_eq!(rules_problem(&defaults, 254), None);
         let mut more = defaults.to_vec();
         more.push(rule(100, 100, false));
-        assert_eq!(rules_problem(&more, 100), None, "a plain lookup of the table mirrored");
+        more.push(Rule { v6: true, priority: 100, table: 100, selective: false });
+        assert_eq!(rules_problem(&more, 100), None, "a plain lookup of the table mirrored, before main");
         assert!(rules_problem(&more, 254).unwrap().contains("policy rule 100: lookup of table 100"));
+        assert!(rules_problem(&defaults, 100).unwrap().contains("no IPv4 policy rule looks table 100 up before main"));
+        let mut late = defaults.to_vec();
+        late.push(rule(40000, 100, false));
+        assert!(rules_problem(&late, 100).unwrap().contains("policy rule 40000"), "after main: main answers first");
         more[3].selective = true;
         assert!(rules_problem(&more, 100).unwrap().contains("with selectors"));
     }

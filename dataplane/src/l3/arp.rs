@@ -354,10 +354,13 @@ mod tests {
         assert_eq!(out[0].1[12..14], [0x08, 0x00], "an ICMP error");
         assert_eq!((c.unresolved.get(), c.host_unreachable_sent.get()), (1, 1));
         assert!(!e.resolving());
-        // Entries the workers never needed are mirrored but not refreshed.
+        // Entries the kernel knew already are used, and refreshed too.
         e.kernel_entry(ip("198.18.30.9"), P4, Some(gw), false, 500);
         e.timers(500 + 2 * REACHABLE_MS);
-        assert!(e.take_asks().iter().all(|a| a.1 != ip("198.18.30.9")));
+        assert!(e.take_asks().iter().any(|a| a.1 == ip("198.18.30.9")));
+        // After a full dump, what the kernel no longer holds goes.
+        e.kernel_prune(&[ip("198.18.30.7")].into_iter().collect());
+        assert_eq!(n.lookup(ip("198.18.30.9")), None);
     }
 
     /// Resolves `ip` (on eth4) the way a forwarded packet does: glean, request, reply.

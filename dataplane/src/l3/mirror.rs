@@ -91,6 +91,9 @@ pub struct KernelRoute<P, A> {
     pub nh_id: Option<u32>,
     /// MTU metric (0: none).
     pub mtu: u32,
+    /// Something xfwd cannot forward as the kernel would: an encapsulation, an IPv4 path
+    /// through an IPv6 gateway.
+    pub unsupported: bool,
 }
 
 /// An IPv4 kernel route.
@@ -117,7 +120,7 @@ pub enum Nexthop {
 /// What changed in the kernel, from one rtnetlink message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// `RTM_NEWROUTE` (IPv4); `append`: `NLM_F_APPEND` was set.
+    /// `RTM_NEWROUTE`/`RTM_DELROUTE` (IPv4).
     Route4 {
         /// New (else deleted).
         add: bool,
@@ -211,6 +214,7 @@ struct Stored<A> {
     kind: KernelType,
     protocol: u8,
     has_source: bool,
+    unsupported: bool,
 }
 
 impl<A: Copy> Stored<A> {
@@ -222,6 +226,7 @@ impl<A: Copy> Stored<A> {
             kind: r.kind,
             protocol: r.protocol,
             has_source: r.has_source,
+            unsupported: r.unsupported,
         }
     }
 }
@@ -281,6 +286,12 @@ impl Mirror {
         }
     }
 
+    /// An empty mirror of the same table and ports (for a dump that replaces this one only
+    /// if it completes).
+    pub fn emptied(&self) -> Mirror {
+        Mirror::new(self.table, self.ports.clone())
+    }
+
     /// The routing table mirrored besides the local one.
     pub fn table(&self) -> u32 {
         self.table
@@ -315,7 +326,10 @@ impl Mirror {
     pub fn effective4(&self, p: Prefix) -> Option<Mirrored4> {
         for table in [TABLE_LOCAL, self.table] {
             let found = self.routes4.range((table, p, 0, 0)..=(table, p, 0, u32::MAX)).map(|(_, r)| r).find_map(|r| {
-                let (kind, paths) = self.resolve(r.kind, r.paths.as_slice(), r.nh_id, |a| match a {
+                if r.has_source {
+                    return None;
+                }
+                let (kind, paths) = self.resolve(r, |a| match a {
                     IpAddr::V4(a) => Some(a),
                     IpAddr::V6(_) => None,
                 })?;
@@ -484,9 +498,20 @@ impl Mirror {
         // of one prefix and metric are one route, their paths siblings.
         let dev = if gateway || route.nh_id.is_some() { 0 } else { route.paths.first().map_or(0, |p| p.ifindex) };
         let key = (route.table, route.prefix, route.metric, dev);
+        if add && replace {
+            // A replacement takes the place of whatever the prefix and metric held.
+            let all =
+                (route.table, route.prefix, route.metric, 0)..=(route.table, route.prefix, route.metric, u32::MAX);
+            let old: Vec<Key6> = self.routes6.range(all).map(|(k, _)| *k).collect();
+            for k in old {
+                self.routes6.remove(&k);
+            }
+            self.routes6.insert(key, Stored::of(route));
+            return Applied::Changed;
+        }
         if add {
-            match self.routes6.get_mut(&key) {
-                Some(old) if !replace && gateway && old.nh_id.is_none() && route.nh_id.is_none() => {
+            return match self.routes6.get_mut(&key) {
+                Some(old) if gateway && old.nh_id.is_none() && route.nh_id.is_none() => {
                     let mut paths = old.paths.as_slice().to_vec();
                     let before = paths.len();
                     for p in route.paths {
@@ -506,27 +531,32 @@ impl Mirror {
                     self.routes6.insert(key, Stored::of(route));
                     Applied::Changed
                 }
-            }
-        } else {
-            let Some(old) = self.routes6.get_mut(&key) else {
-                return Applied::Unchanged;
             };
-            if gateway && old.paths.as_slice().len() > route.paths.len() {
-                let left: Vec<KernelPath<Ipv6Addr>> = old
-                    .paths
-                    .as_slice()
-                    .iter()
-                    .filter(|p| !route.paths.iter().any(|q| q.gw == p.gw && q.ifindex == p.ifindex))
-                    .copied()
-                    .collect();
-                if !left.is_empty() {
-                    old.paths = Paths::new(left);
-                    return Applied::Changed;
-                }
-            }
-            self.routes6.remove(&key);
-            Applied::Changed
         }
+        let Some(old) = self.routes6.get_mut(&key) else {
+            return Applied::Unchanged;
+        };
+        if !gateway {
+            self.routes6.remove(&key);
+            return Applied::Changed;
+        }
+        // Only the paths the message names go; none of them held: nothing changes (a
+        // notification older than a dump that already left them out).
+        let held = old.paths.as_slice();
+        let left: Vec<KernelPath<Ipv6Addr>> = held
+            .iter()
+            .filter(|p| !route.paths.iter().any(|q| q.gw == p.gw && q.ifindex == p.ifindex))
+            .copied()
+            .collect();
+        if left.len() == held.len() {
+            return Applied::Unchanged;
+        }
+        if left.is_empty() {
+            self.routes6.remove(&key);
+        } else {
+            old.paths = Paths::new(left);
+        }
+        Applied::Changed
     }
 
     /// The ports with the kernel's addresses and MTUs, in port order.
@@ -535,13 +565,11 @@ impl Mirror {
     }
 
     /// The paths of a route, resolved to ports, or its type alone; `None`: not used.
-    fn resolve<A: Copy>(
-        &self,
-        kind: KernelType,
-        paths: &[KernelPath<A>],
-        nh_id: Option<u32>,
-        from: impl Fn(IpAddr) -> Option<A>,
-    ) -> Option<(RouteKind, Vec<Path<A>>)> {
+    fn resolve<A: Copy>(&self, r: &Stored<A>, from: impl Fn(IpAddr) -> Option<A>) -> Option<(RouteKind, Vec<Path<A>>)> {
+        let (kind, paths, nh_id) = (r.kind, r.paths.as_slice(), r.nh_id);
+        if r.unsupported {
+            return Some((RouteKind::Special(Special::Unsupported), Vec::new()));
+        }
         let kind = match kind {
             KernelType::Unicast => RouteKind::Unicast,
             KernelType::Local | KernelType::Anycast => RouteKind::Local,
@@ -549,7 +577,9 @@ impl Mirror {
             KernelType::Blackhole => return Some((RouteKind::Special(Special::Blackhole), Vec::new())),
             KernelType::Unreachable => return Some((RouteKind::Special(Special::Unreachable), Vec::new())),
             KernelType::Prohibit => return Some((RouteKind::Special(Special::Prohibit), Vec::new())),
-            KernelType::Other(_) => return None,
+            // throw, nat, multicast, ...: the kernel's lookup stops there as well (a throw
+            // finds no route); forwarding by a covering route instead would be wrong.
+            KernelType::Other(_) => return Some((RouteKind::Special(Special::Unsupported), Vec::new())),
         };
         let path = |gw: Option<A>, ifindex: u32, weight: u16| Path { gw, port: self.port_of(ifindex), weight };
         let Some(id) = nh_id else {
@@ -569,19 +599,26 @@ impl Mirror {
                 Nexthop::Group(_) => None,
             }
         };
+        // A gateway of the other family (an IPv4 route through an IPv6 next hop) cannot be
+        // forwarded by xfwd.
+        let unsupported = Some((RouteKind::Special(Special::Unsupported), Vec::new()));
         match self.nexthops.get(&id)? {
             Nexthop::Group(members) => {
                 let mut out = Vec::with_capacity(members.len());
                 for &(m, w) in members {
-                    if let Some(Some(p)) = single(self.nexthops.get(&m)?, w) {
-                        out.push(p);
+                    let Some(nh) = self.nexthops.get(&m) else { continue };
+                    match single(nh, w) {
+                        Some(Some(p)) => out.push(p),
+                        Some(None) => {}
+                        None => return unsupported,
                     }
                 }
                 (!out.is_empty()).then_some((kind, out))
             }
-            nh => match single(nh, 1)? {
-                Some(p) => Some((kind, vec![p])),
-                None => Some((RouteKind::Special(Special::Blackhole), Vec::new())),
+            nh => match single(nh, 1) {
+                Some(Some(p)) => Some((kind, vec![p])),
+                Some(None) => Some((RouteKind::Special(Special::Blackhole), Vec::new())),
+                None => unsupported,
             },
         }
     }
@@ -598,7 +635,7 @@ impl Mirror {
             }
             let got = (*tos == 0 && !r.has_source)
                 .then(|| {
-                    self.resolve(r.kind, r.paths.as_slice(), r.nh_id, |a| match a {
+                    self.resolve(r, |a| match a {
                         IpAddr::V4(a) => Some(a),
                         IpAddr::V6(_) => None,
                     })
@@ -631,30 +668,38 @@ impl Mirror {
         self.ignored4.get() + self.ignored6
     }
 
-    /// The IPv6 routes the workers use: per prefix and table, the lowest metric.
+    /// The IPv6 routes the workers use: per prefix and table, the usable route of lowest
+    /// metric (as [`Mirror::routes4_iter`] for IPv4).
     pub fn routes6(&mut self) -> Vec<Mirrored6> {
         let mut ignored = 0;
-        let out = best(self.routes6.iter().map(|((t, p, _, _), r)| ((*t, *p), r.has_source, r)), &mut ignored)
-            .into_iter()
-            .filter_map(|((table, prefix), r)| {
-                let got = self.resolve(r.kind, r.paths.as_slice(), r.nh_id, |a| match a {
-                    IpAddr::V6(a) => Some(a),
-                    IpAddr::V4(_) => None,
-                });
-                if got.is_none() {
-                    ignored += 1;
-                }
-                let (kind, paths) = got?;
-                Some(MirroredRoute {
-                    prefix,
-                    kind,
-                    paths,
-                    mtu: r.mtu,
-                    protocol: r.protocol,
-                    local_table: table == TABLE_LOCAL,
+        let mut last: Option<(u32, Prefix6)> = None;
+        let mut out = Vec::new();
+        for ((table, prefix, _, _), r) in &self.routes6 {
+            if last == Some((*table, *prefix)) {
+                continue;
+            }
+            let got = (!r.has_source)
+                .then(|| {
+                    self.resolve(r, |a| match a {
+                        IpAddr::V6(a) => Some(a),
+                        IpAddr::V4(_) => None,
+                    })
                 })
-            })
-            .collect();
+                .flatten();
+            let Some((kind, paths)) = got else {
+                ignored += 1;
+                continue;
+            };
+            last = Some((*table, *prefix));
+            out.push(MirroredRoute {
+                prefix: *prefix,
+                kind,
+                paths,
+                mtu: r.mtu,
+                protocol: r.protocol,
+                local_table: *table == TABLE_LOCAL,
+            });
+        }
         self.ignored6 = ignored;
         out
     }
@@ -695,29 +740,6 @@ impl Mirror {
     }
 }
 
-/// Of routes keyed by (table, prefix), in key order with metrics ascending, the first usable
-/// one of each key, with its key; `skip` marks routes that are never used (counted in
-/// `ignored`).
-fn best<'a, K: PartialEq + Copy, A: 'a>(
-    routes: impl Iterator<Item = (K, bool, &'a Stored<A>)>,
-    ignored: &mut usize,
-) -> Vec<(K, &'a Stored<A>)> {
-    let mut out: Vec<(K, &Stored<A>)> = Vec::new();
-    let mut last: Option<K> = None;
-    for (k, skip, r) in routes {
-        if skip {
-            *ignored += 1;
-            continue;
-        }
-        if last.as_ref() == Some(&k) {
-            continue;
-        }
-        last = Some(k);
-        out.push((k, r));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,6 +775,7 @@ mod tests {
                 .collect(),
             nh_id: None,
             mtu: 0,
+            unsupported: false,
         }
     }
 
@@ -771,6 +794,7 @@ mod tests {
                 .collect(),
             nh_id: None,
             mtu: 0,
+            unsupported: false,
         }
     }
 
@@ -813,7 +837,9 @@ mod tests {
         add4(&mut m, r4(TABLE_MAIN, "198.19.3.0/24", 0, KernelType::Prohibit, &[]));
         add4(&mut m, r4(TABLE_MAIN, "198.19.4.0/24", 0, KernelType::Unicast, &[(Some("10.9.9.9"), 77)]));
         let got = m.routes4();
-        assert_eq!(m.ignored(), 2, "TOS and an unknown type");
+        assert_eq!(m.ignored(), 1, "the TOS route");
+        let other = got.iter().find(|r| r.prefix.to_string() == "198.19.2.0/24").unwrap();
+        assert_eq!(other.kind, RouteKind::Special(Special::Unsupported), "a throw or nat route is not fallen through");
         let kinds: Vec<_> = got.iter().map(|r| (r.prefix.to_string(), r.kind, r.local_table)).collect();
         assert!(kinds.contains(&("198.18.30.1/32".into(), RouteKind::Local, true)));
         assert!(kinds.contains(&("198.19.3.0/24".into(), RouteKind::Special(Special::Prohibit), false)));

@@ -271,6 +271,18 @@ impl<F: Family> Resolver<F> {
         }
     }
 
+    /// After a full dump of the kernel's table: entries learnt from it that it no longer
+    /// holds (their removal lost in an overrun) go; static ones stay.
+    pub fn kernel_prune(&mut self, present: &HashSet<F::Addr>) {
+        for n in self.neighbors.entries() {
+            if !n.is_static && !present.contains(&n.ip) {
+                self.neighbors.remove(n.ip);
+                self.meta.remove(&n.ip);
+                self.counters.expired.inc();
+            }
+        }
+    }
+
     /// What to ask the kernel to resolve or re-verify, as (port, key), in order.
     pub fn take_asks(&mut self) -> Vec<(PortId, F::Addr)> {
         std::mem::take(&mut self.asks)
@@ -468,13 +480,14 @@ impl<F: Family> Resolver<F> {
         }
     }
 
-    /// Kernel resolution: asks again, every reachable time, for the entries resolved for the
-    /// workers (the kernel then re-verifies a stale one, as if its own traffic used it).
+    /// Kernel resolution: asks again, every reachable time, for every entry xfwd holds (the
+    /// kernel then re-verifies a stale one, as if its own traffic used it): those resolved for
+    /// the workers, and those the kernel knew already, which the workers may use as well.
     fn refresh(&mut self, now: u64) {
         let due: Vec<F::Addr> = self
             .meta
             .iter()
-            .filter(|(_, m)| m.resolved && now.saturating_sub(m.confirmed_ms) >= REACHABLE_MS)
+            .filter(|(_, m)| now.saturating_sub(m.confirmed_ms) >= REACHABLE_MS)
             .map(|(ip, _)| *ip)
             .collect();
         for ip in due {

@@ -92,6 +92,13 @@ impl IcmpError {
         code: icmp::CODE_NET_UNREACHABLE,
         rest: 0,
     };
+    /// Destination Unreachable, network unreachable, for a route xfwd cannot forward.
+    pub const UNSUPPORTED: IcmpError = IcmpError {
+        cause: Reason::UnsupportedRoute,
+        msg_type: icmp::DEST_UNREACHABLE,
+        code: icmp::CODE_NET_UNREACHABLE,
+        rest: 0,
+    };
     /// Time Exceeded in transit.
     pub const TTL_EXCEEDED: IcmpError =
         IcmpError { cause: Reason::TtlExceeded, msg_type: icmp::TIME_EXCEEDED, code: icmp::CODE_TTL_EXCEEDED, rest: 0 };
@@ -498,6 +505,7 @@ fn special(frame: &[u8], env: &mut ErrorEnv<'_>, s: Special) -> Action {
         Special::Unreachable => icmp_error(frame, env, IcmpError::UNREACHABLE_ROUTE),
         Special::Prohibit => icmp_error(frame, env, IcmpError::PROHIBITED),
         Special::Foreign => icmp_error(frame, env, IcmpError::FOREIGN_EGRESS),
+        Special::Unsupported => icmp_error(frame, env, IcmpError::UNSUPPORTED),
     }
 }
 

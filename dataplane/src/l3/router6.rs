@@ -100,6 +100,13 @@ impl Icmp6Error {
         code: icmpv6::CODE_NO_ROUTE,
         rest: 0,
     };
+    /// Destination Unreachable, no route, for a route xfwd cannot forward.
+    pub const UNSUPPORTED: Icmp6Error = Icmp6Error {
+        cause: Reason::UnsupportedRoute,
+        msg_type: icmpv6::DEST_UNREACHABLE,
+        code: icmpv6::CODE_NO_ROUTE,
+        rest: 0,
+    };
     /// Time Exceeded, hop limit exceeded in transit.
     pub const HOP_LIMIT: Icmp6Error = Icmp6Error {
         cause: Reason::HopLimitExceeded,
@@ -211,6 +218,7 @@ pub fn decide6(
         NhKind6::Special(Special::Unreachable) => return icmp6_error(frame, &mut env, Icmp6Error::UNREACHABLE_ROUTE),
         NhKind6::Special(Special::Prohibit) => return icmp6_error(frame, &mut env, Icmp6Error::PROHIBITED),
         NhKind6::Special(Special::Foreign) => return icmp6_error(frame, &mut env, Icmp6Error::FOREIGN_EGRESS),
+        NhKind6::Special(Special::Unsupported) => return icmp6_error(frame, &mut env, Icmp6Error::UNSUPPORTED),
         // Groups hold plain next hops only.
         NhKind6::Group { .. } => return Action::Drop(Reason::NoEgress),
     };

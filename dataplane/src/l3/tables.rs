@@ -164,6 +164,10 @@ pub enum Special {
     /// Out of an interface xfwd does not own: with the kernel's forwarding off nobody forwards
     /// it, so it is dropped, counted, and answered as for no route.
     Foreign,
+    /// A kernel route xfwd cannot forward as the kernel would: `throw` (the kernel then finds
+    /// no route either), an encapsulation (MPLS, SRv6, ...), an IPv4 route through an IPv6
+    /// gateway. Dropped, counted, answered as for no route.
+    Unsupported,
 }
 
 /// A next hop: kind, egress port, and the box address that ICMP errors about packets routed

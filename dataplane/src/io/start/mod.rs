@@ -240,7 +240,7 @@ impl RouterParts {
             FibSource::Kernel { table, buffer } => {
                 let specs = ports.iter().map(|p| p.ifindex).zip(r.specs.iter().cloned()).collect();
                 let synced = kernel::first_sync(table, buffer, specs, setup.limits).map_err(|e| match e {
-                    kernel::SyncError::Rules(_) => StartError::Usage(e.to_string()),
+                    kernel::SyncError::Rules(_) | kernel::SyncError::NoDefault(_) => StartError::Usage(e.to_string()),
                     _ => StartError::System(e.to_string()),
                 })?;
                 let local = synced.local.clone();
