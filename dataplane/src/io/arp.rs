@@ -148,6 +148,11 @@ impl PacketSocket {
             ins(RET_K, 0, 0, 0xffff),
             ins(RET_K, 0, 0, 0),
         ];
+        self.attach_filter(&prog)
+    }
+
+    /// Attaches the classic BPF program `prog` to the socket.
+    fn attach_filter(&self, prog: &[libc::sock_filter]) -> io::Result<()> {
         let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr().cast_mut() };
         // SAFETY: `fprog` points at `prog`, alive for the call; the kernel copies the program.
         let r = unsafe {
@@ -168,22 +173,8 @@ impl PacketSocket {
     /// Keeps nothing on the socket, which then only sends (the kernel answers and resolves
     /// when it keeps the neighbour tables).
     fn receive_nothing(&self) -> io::Result<()> {
-        let prog = [libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 }];
-        let fprog = libc::sock_fprog { len: 1, filter: prog.as_ptr().cast_mut() };
-        // SAFETY: `fprog` points at `prog`, alive for the call; the kernel copies the program.
-        let r = unsafe {
-            libc::setsockopt(
-                self.raw(),
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                (&fprog as *const libc::sock_fprog).cast(),
-                std::mem::size_of::<libc::sock_fprog>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        // ret #0: drop every frame.
+        self.attach_filter(&[libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0 }])
     }
 
     /// Lets the frames to the Ethernet group `mac` in on the socket's interface.

@@ -517,68 +517,83 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
         paths_of(gw, oif, 1, &mut raw);
     }
     let replace = flags & NLM_F_REPLACE != 0;
-    let kind = kernel_type(kind);
-    let protocol = u8::from(protocol);
-    match address_family {
-        AddressFamily::Inet => {
-            let addr = match dst {
+    // What both families' routes carry; the paths of the route's own family (a gateway of
+    // the other family was marked unsupported above).
+    let common = Common {
+        table,
+        metric,
+        tos,
+        has_source: source_prefix_length != 0,
+        kind: kernel_type(kind),
+        protocol: u8::from(protocol),
+        nh_id,
+        mtu,
+        unsupported,
+    };
+    fn of_family<A>(raw: &[(Option<IpAddr>, u32, u16)], pick: impl Fn(IpAddr) -> Option<A>) -> Vec<KernelPath<A>> {
+        raw.iter()
+            .filter_map(|&(g, ifindex, weight)| match g {
+                None => Some(KernelPath { gw: None, ifindex, weight }),
+                Some(g) => pick(g).map(|a| KernelPath { gw: Some(a), ifindex, weight }),
+            })
+            .collect()
+    }
+    match (address_family, dst) {
+        (AddressFamily::Inet, d @ (Some(RouteAddress::Inet(_)) | None)) => {
+            let addr = match d {
                 Some(RouteAddress::Inet(a)) => a,
-                None => Ipv4Addr::UNSPECIFIED,
-                _ => return None,
+                _ => Ipv4Addr::UNSPECIFIED,
             };
-            let paths = raw
-                .into_iter()
-                .filter_map(|(g, ifindex, weight)| match g {
-                    Some(IpAddr::V4(a)) => Some(KernelPath { gw: Some(a), ifindex, weight }),
-                    None => Some(KernelPath { gw: None, ifindex, weight }),
-                    Some(IpAddr::V6(_)) => None,
-                })
-                .collect();
-            let route = KernelRoute {
-                table,
-                prefix: Prefix::truncate(addr, len),
-                metric,
-                tos,
-                has_source: source_prefix_length != 0,
-                kind,
-                protocol,
-                paths,
-                nh_id,
-                mtu,
-                unsupported,
-            };
-            Some(Message::Event(Event::Route4 { add, route }))
+            let paths = of_family(&raw, |a| match a {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            });
+            Some(Message::Event(Event::Route4 { add, route: common.route(Prefix::truncate(addr, len), paths) }))
         }
-        AddressFamily::Inet6 => {
-            let addr = match dst {
+        (AddressFamily::Inet6, d @ (Some(RouteAddress::Inet6(_)) | None)) => {
+            let addr = match d {
                 Some(RouteAddress::Inet6(a)) => a,
-                None => Ipv6Addr::UNSPECIFIED,
-                _ => return None,
+                _ => Ipv6Addr::UNSPECIFIED,
             };
-            let paths = raw
-                .into_iter()
-                .filter_map(|(g, ifindex, weight)| match g {
-                    Some(IpAddr::V6(a)) => Some(KernelPath { gw: Some(a), ifindex, weight }),
-                    None => Some(KernelPath { gw: None, ifindex, weight }),
-                    Some(IpAddr::V4(_)) => None,
-                })
-                .collect();
-            let route = KernelRoute {
-                table,
-                prefix: Prefix6::truncate(addr, len),
-                metric,
-                tos: 0,
-                has_source: source_prefix_length != 0,
-                kind,
-                protocol,
-                paths,
-                nh_id,
-                mtu,
-                unsupported,
-            };
+            let paths = of_family(&raw, |a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            });
+            let route = KernelRoute { tos: 0, ..common.route(Prefix6::truncate(addr, len), paths) };
             Some(Message::Event(Event::Route6 { add, replace, route }))
         }
         _ => None,
+    }
+}
+
+/// What a route message says besides its destination and paths.
+struct Common {
+    table: u32,
+    metric: u32,
+    tos: u8,
+    has_source: bool,
+    kind: KernelType,
+    protocol: u8,
+    nh_id: Option<u32>,
+    mtu: u32,
+    unsupported: bool,
+}
+
+impl Common {
+    fn route<P, A>(&self, prefix: P, paths: Vec<KernelPath<A>>) -> KernelRoute<P, A> {
+        KernelRoute {
+            table: self.table,
+            prefix,
+            metric: self.metric,
+            tos: self.tos,
+            has_source: self.has_source,
+            kind: self.kind,
+            protocol: self.protocol,
+            paths,
+            nh_id: self.nh_id,
+            mtu: self.mtu,
+            unsupported: self.unsupported,
+        }
     }
 }
 

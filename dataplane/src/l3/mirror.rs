@@ -243,7 +243,7 @@ pub struct Mirror {
     /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), by
     /// the last walk of each family.
     ignored4: std::cell::Cell<usize>,
-    ignored6: usize,
+    ignored6: std::cell::Cell<usize>,
     dirty: Dirty,
 }
 
@@ -281,7 +281,7 @@ impl Mirror {
             routes6: BTreeMap::new(),
             nexthops: HashMap::new(),
             ignored4: std::cell::Cell::new(0),
-            ignored6: 0,
+            ignored6: std::cell::Cell::new(0),
             dirty: Dirty { all: true, ..Dirty::default() },
         }
     }
@@ -623,38 +623,51 @@ impl Mirror {
         }
     }
 
-    /// The IPv4 routes the workers use: per prefix and table, the usable route of lowest
-    /// metric; in key order (by table, then prefix). Counts what it leaves out in
-    /// [`Mirror::ignored`] once walked to the end.
-    pub fn routes4_iter(&self) -> impl Iterator<Item = Mirrored4> + '_ {
-        let mut last: Option<(u32, Prefix)> = None;
-        self.ignored4.set(0);
-        self.routes4.iter().filter_map(move |((table, prefix, tos, _), r)| {
-            if last == Some((*table, *prefix)) {
+    /// Of `entries` — routes by (table, prefix) in key order, lowest metric first, each with
+    /// whether it is never used (a TOS, a source prefix) — the usable route of lowest metric
+    /// per (table, prefix), with gateways of the family `pick` takes; counts what it leaves
+    /// out in `ignored`.
+    fn usable<'a, P: Copy + PartialEq + 'a, A: Copy + 'a>(
+        &'a self,
+        entries: impl Iterator<Item = ((u32, P), bool, &'a Stored<A>)> + 'a,
+        pick: fn(IpAddr) -> Option<A>,
+        ignored: &'a std::cell::Cell<usize>,
+    ) -> impl Iterator<Item = MirroredRoute<P, A>> + 'a {
+        ignored.set(0);
+        let mut last: Option<(u32, P)> = None;
+        entries.filter_map(move |((table, prefix), never, r)| {
+            if last == Some((table, prefix)) {
                 return None;
             }
-            let got = (*tos == 0 && !r.has_source)
-                .then(|| {
-                    self.resolve(r, |a| match a {
-                        IpAddr::V4(a) => Some(a),
-                        IpAddr::V6(_) => None,
-                    })
-                })
-                .flatten();
-            let Some((kind, paths)) = got else {
-                self.ignored4.set(self.ignored4.get() + 1);
+            let Some((kind, paths)) = (!never).then(|| self.resolve(r, pick)).flatten() else {
+                ignored.set(ignored.get() + 1);
                 return None;
             };
-            last = Some((*table, *prefix));
+            last = Some((table, prefix));
             Some(MirroredRoute {
-                prefix: *prefix,
+                prefix,
                 kind,
                 paths,
                 mtu: r.mtu,
                 protocol: r.protocol,
-                local_table: *table == TABLE_LOCAL,
+                local_table: table == TABLE_LOCAL,
             })
         })
+    }
+
+    /// The IPv4 routes the workers use: per prefix and table, the usable route of lowest
+    /// metric; in key order (by table, then prefix). Counts what it leaves out in
+    /// [`Mirror::ignored`] once walked to the end.
+    pub fn routes4_iter(&self) -> impl Iterator<Item = Mirrored4> + '_ {
+        let entries = self.routes4.iter().map(|((t, p, tos, _), r)| ((*t, *p), *tos != 0 || r.has_source, r));
+        self.usable(
+            entries,
+            |a| match a {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            },
+            &self.ignored4,
+        )
     }
 
     /// [`Mirror::routes4_iter`], collected.
@@ -665,43 +678,22 @@ impl Mirror {
     /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), as
     /// the last walks of [`Mirror::routes4_iter`] and [`Mirror::routes6`] found them.
     pub fn ignored(&self) -> usize {
-        self.ignored4.get() + self.ignored6
+        self.ignored4.get() + self.ignored6.get()
     }
 
     /// The IPv6 routes the workers use: per prefix and table, the usable route of lowest
     /// metric (as [`Mirror::routes4_iter`] for IPv4).
-    pub fn routes6(&mut self) -> Vec<Mirrored6> {
-        let mut ignored = 0;
-        let mut last: Option<(u32, Prefix6)> = None;
-        let mut out = Vec::new();
-        for ((table, prefix, _, _), r) in &self.routes6 {
-            if last == Some((*table, *prefix)) {
-                continue;
-            }
-            let got = (!r.has_source)
-                .then(|| {
-                    self.resolve(r, |a| match a {
-                        IpAddr::V6(a) => Some(a),
-                        IpAddr::V4(_) => None,
-                    })
-                })
-                .flatten();
-            let Some((kind, paths)) = got else {
-                ignored += 1;
-                continue;
-            };
-            last = Some((*table, *prefix));
-            out.push(MirroredRoute {
-                prefix: *prefix,
-                kind,
-                paths,
-                mtu: r.mtu,
-                protocol: r.protocol,
-                local_table: *table == TABLE_LOCAL,
-            });
-        }
-        self.ignored6 = ignored;
-        out
+    pub fn routes6(&self) -> Vec<Mirrored6> {
+        let entries = self.routes6.iter().map(|((t, p, _, _), r)| ((*t, *p), r.has_source, r));
+        self.usable(
+            entries,
+            |a| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            },
+            &self.ignored6,
+        )
+        .collect()
     }
 
     /// The box's addresses and subnet broadcasts from the local table (for the XDP program,
