@@ -236,3 +236,30 @@ fn an_ipv6_ab_run_routes_over_ipv6_in_every_arm() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("an IPv6 UDP frame is at least 67 bytes"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_xfwd_arm_can_route_by_the_kernels_routes_beside_the_kernel_arm() {
+    if !root_or_skip("an_xfwd_arm_can_route_by_the_kernels_routes_beside_the_kernel_arm") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-fib-{}", std::process::id()));
+    let (res, r, pid) = bench_router(
+        &dir,
+        &["--arm", "kernel,xfwd:fib=kernel", "--flows", "2", "--runs", "1", "--time", "2", "--omit", "0"],
+    );
+    let failed: Vec<String> = r
+        .arms
+        .iter()
+        .flat_map(|a| a.failed.iter().map(move |f| format!("{} run {}: {}", a.name, f.run, f.error)))
+        .collect();
+    assert!(failed.is_empty(), "failed runs:\n{}", failed.join("\n"));
+    assert!(res.status.success(), "xfwd bench failed: {}", String::from_utf8_lossy(&res.stderr));
+    assert_eq!(r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd:fib=kernel"]);
+    for arm in &r.arms {
+        let run = &arm.runs[0];
+        assert!(run.flows_bps.iter().all(|b| b.is_finite() && *b > 0.0), "{}: {:?}", arm.name, run.flows_bps);
+    }
+    assert_rig_removed(pid);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -77,7 +77,8 @@ pub struct BenchArgs {
     /// What the box does: router or bridge (both: router,bridge).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "router")]
     pub mode: Vec<BenchMode>,
-    /// Arms, the baseline first: kernel, xfwd, xfwd:poll=busy (a variant), wire.
+    /// Arms, the baseline first: kernel, xfwd, xfwd:poll=busy (a variant), xfwd:fib=kernel
+    /// (xfwd forwarding by the kernel's routes: one configuration for both paths), wire.
     #[arg(long = "arm", value_delimiter = ',', default_value = "kernel,xfwd,wire")]
     pub arms: Vec<String>,
     /// Runs per arm.
@@ -111,6 +112,14 @@ pub struct BenchArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
+
+/// Marks an xfwd arm with `fib=kernel` among its arguments: the box's kernel gets the rig's
+/// addresses and routes (as the kernel arm's, forwarding off) and xfwd mirrors them
+/// (`[fib] source = "kernel"`), so that both paths route by one configuration.
+const FIB_KERNEL: &str = "fib=kernel";
+
+/// The router file of an xfwd arm with `fib=kernel`: the ports by name only.
+const RIG_KERNEL: &str = include_str!("../../config/examples/rig-kernel.toml");
 
 /// An arm as parsed from `--arm`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +161,7 @@ impl Arm {
                         "completion-ring",
                         "huge-pages",
                         "rt-priority",
+                        "fib",
                     ];
                     if !KEYS.contains(&k) {
                         bail!("--arm {s}: `{k}` is not an xfwd option here ({})", KEYS.join(", "));
@@ -160,6 +170,15 @@ impl Arm {
                         // A switch: huge-pages=on.
                         if v == "on" {
                             args.push("--huge-pages".to_owned());
+                        }
+                        continue;
+                    }
+                    if k == "fib" {
+                        // Not an option of xfwd's: the arm's set-up (see `one_run`).
+                        match v {
+                            "kernel" => args.push(FIB_KERNEL.to_owned()),
+                            "config" => {}
+                            _ => bail!("--arm {s}: fib is `config` (the router file's routes) or `kernel`"),
                         }
                         continue;
                     }
@@ -260,6 +279,13 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool, ip: IpVersion) -> Result<()> {
         }
         return Ok(());
     }
+    kernel_config(r, up, true, ip)
+}
+
+/// The embedded router file applied to the box's kernel by `xfwd kernel`'s own commands (`up`),
+/// or taken back; with `forwarding`, the kernel's forwarding switches follow (the kernel arm),
+/// else they stay off (an xfwd arm that mirrors the kernel's routes).
+fn kernel_config(r: &Rig, up: bool, forwarding: bool, ip: IpVersion) -> Result<()> {
     // The embedded file names no routes file: nothing is read.
     let no_routes_file = |p: &Path| Err(std::io::Error::new(std::io::ErrorKind::NotFound, p.display().to_string()));
     let (name, text) = rig_router(ip);
@@ -270,6 +296,9 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool, ip: IpVersion) -> Result<()> {
         crate::kernel::ip_batch_in(Some(r.boxns.name()), &apply, false)?;
     } else {
         crate::kernel::ip_batch_in(Some(r.boxns.name()), &undo, true)?;
+    }
+    if !forwarding {
+        return Ok(());
     }
     // The box's switches start off on the rig; the kernel arm turns them on and back off.
     let has = |k: &str| r.boxns.exec(&["test", "-e", &format!("/proc/sys/{k}")]).is_ok();
@@ -547,6 +576,8 @@ struct Bench<'a> {
     mode: BenchMode,
     exe: String,
     config: String,
+    /// The router file of an xfwd arm with `fib=kernel`.
+    kernel_config: String,
     control: String,
     rig: Rig,
     wire: Option<Rig>,
@@ -575,13 +606,21 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
         match arm {
             Arm::Kernel => kernel_up(b.mode, r, true, b.args.ip).context("setting up the kernel arm")?,
             Arm::Xfwd(extra) => {
+                let kernel_fib = extra.iter().any(|e| e == FIB_KERNEL);
+                if kernel_fib {
+                    if b.mode != BenchMode::Router {
+                        bail!("fib=kernel is an option of the router");
+                    }
+                    kernel_config(r, true, false, b.args.ip).context("giving the kernel the rig's routes")?;
+                }
+                let config = if kernel_fib { b.kernel_config.clone() } else { b.config.clone() };
                 let mut a: Vec<String> = if b.mode == BenchMode::Router {
-                    vec!["router".into(), "--config".into(), b.config.clone()]
+                    vec!["router".into(), "--config".into(), config]
                 } else {
                     vec!["bridge".into(), "eth4".into(), "eth5".into()]
                 };
                 a.extend(["--queues".into(), b.args.queues.to_string(), "--control".into(), b.control.clone()]);
-                a.extend(extra.iter().cloned());
+                a.extend(extra.iter().filter(|e| *e != FIB_KERNEL).cloned());
                 let refs: Vec<&str> = a.iter().map(String::as_str).collect();
                 xfwd = Some(r.start_xfwd(&b.exe, &refs)?);
                 // How it attached and bound, from its own stats.
@@ -612,6 +651,9 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
     if *arm == Arm::Kernel {
         kernel_down(b.mode, r, b.args.ip).context("tearing down the kernel arm")?;
     }
+    if matches!(arm, Arm::Xfwd(extra) if extra.iter().any(|e| e == FIB_KERNEL)) && b.mode == BenchMode::Router {
+        kernel_config(r, false, false, b.args.ip).context("taking the rig's routes back from the kernel")?;
+    }
     Ok(match measured {
         Ok(m) if errors.is_empty() => Ok(m),
         _ => Err(anyhow::anyhow!(errors.join("; then "))),
@@ -635,12 +677,15 @@ pub fn run_mode(
     std::fs::create_dir_all("/run/xfwd")?;
     let config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-router.toml", std::process::id())));
     std::fs::write(&config.0, rig_router(args.ip).1)?;
+    let kernel_config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-kernel.toml", std::process::id())));
+    std::fs::write(&kernel_config.0, RIG_KERNEL)?;
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let bench = Bench {
         args,
         mode,
         exe,
         config: config.0.display().to_string(),
+        kernel_config: kernel_config.0.display().to_string(),
         control: format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id()),
         rig: match (mode, args.ip) {
             (BenchMode::Router, IpVersion::V4) => Rig::router(args.queues)?,
@@ -845,6 +890,9 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     if args.queues > ncpu {
         bail!("--queues {}: this machine has {ncpu} CPU(s); each queue's sender is pinned to its own", args.queues);
     }
+    if args.mode.contains(&BenchMode::Bridge) && args.arms.iter().any(|a| a.contains("fib=kernel")) {
+        bail!("fib=kernel is an option of the router arms (--mode router)");
+    }
     if args.ip == IpVersion::V6 {
         if args.mode.contains(&BenchMode::Bridge) {
             bail!("--ip 6 runs the router (--mode router): the bridge rig carries IPv4 only");
@@ -873,6 +921,12 @@ mod tests {
             Arm::parse("xfwd:xdp-mode=generic+sockets=per-queue").unwrap(),
             Arm::Xfwd(vec!["--xdp-mode".into(), "generic".into(), "--sockets".into(), "per-queue".into()])
         );
+        assert_eq!(
+            Arm::parse("xfwd:fib=kernel+poll=busy").unwrap(),
+            Arm::Xfwd(vec![FIB_KERNEL.into(), "--poll".into(), "busy".into()])
+        );
+        assert_eq!(Arm::parse("xfwd:fib=config").unwrap(), Arm::Xfwd(Vec::new()));
+        assert!(Arm::parse("xfwd:fib=bgp").is_err());
         assert!(Arm::parse("xfwd:fast=yes").is_err());
         assert!(Arm::parse("dpdk").is_err());
     }
