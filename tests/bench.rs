@@ -125,6 +125,17 @@ fn bench_router(dir: &std::path::Path, args: &[&str]) -> (Output, Report, u32) {
     (res, serde_json::from_str(&text).unwrap(), pid)
 }
 
+/// No run of any arm failed, and the bench exited successfully.
+fn assert_all_runs_passed(res: &Output, r: &Report) {
+    let failed: Vec<String> = r
+        .arms
+        .iter()
+        .flat_map(|a| a.failed.iter().map(move |f| format!("{} run {}: {}", a.name, f.run, f.error)))
+        .collect();
+    assert!(failed.is_empty(), "failed runs:\n{}", failed.join("\n"));
+    assert!(res.status.success(), "xfwd bench failed: {}", String::from_utf8_lossy(&res.stderr));
+}
+
 /// The bench removed its rig: no namespace named after its process is left.
 fn assert_rig_removed(pid: u32) {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -146,13 +157,7 @@ fn many_flows_run_back_to_back_in_both_arms_without_a_failed_run() {
     let (res, r, pid) =
         bench_router(&dir, &["--arm", "kernel,xfwd", "--flows", "450", "--runs", "3", "--time", "2", "--omit", "0"]);
     eprintln!("450 flows, 3 runs of kernel and xfwd: {:.0} s", started.elapsed().as_secs_f64());
-    let failed: Vec<String> = r
-        .arms
-        .iter()
-        .flat_map(|a| a.failed.iter().map(move |f| format!("{} run {}: {}", a.name, f.run, f.error)))
-        .collect();
-    assert!(failed.is_empty(), "failed runs:\n{}", failed.join("\n"));
-    assert!(res.status.success(), "xfwd bench failed: {}", String::from_utf8_lossy(&res.stderr));
+    assert_all_runs_passed(&res, &r);
     assert_eq!(r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd"]);
     for arm in &r.arms {
         assert_eq!(arm.runs.iter().map(|run| run.run).collect::<Vec<_>>(), [1, 2, 3], "{}", arm.name);
@@ -248,13 +253,7 @@ fn an_xfwd_arm_can_route_by_the_kernels_routes_beside_the_kernel_arm() {
         &dir,
         &["--arm", "kernel,xfwd:fib=kernel", "--flows", "2", "--runs", "1", "--time", "2", "--omit", "0"],
     );
-    let failed: Vec<String> = r
-        .arms
-        .iter()
-        .flat_map(|a| a.failed.iter().map(move |f| format!("{} run {}: {}", a.name, f.run, f.error)))
-        .collect();
-    assert!(failed.is_empty(), "failed runs:\n{}", failed.join("\n"));
-    assert!(res.status.success(), "xfwd bench failed: {}", String::from_utf8_lossy(&res.stderr));
+    assert_all_runs_passed(&res, &r);
     assert_eq!(r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd:fib=kernel"]);
     for arm in &r.arms {
         let run = &arm.runs[0];
