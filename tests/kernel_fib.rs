@@ -409,13 +409,17 @@ fn an_overrun_resynchronises_and_leaves_the_kernels_routes_whole() {
         r.start_xfwd(XFWD, &["router", "--config", &config.display().to_string(), "--control", &control]).unwrap();
     let _ = std::fs::remove_file(&config);
     let before = stats(&control).kernel.unwrap().routes;
-    // 4,096 routes at once, the kernel as fast as it goes.
+    // 4,096 routes at once while xfwd is stopped (SIGSTOP): their notifications cannot fit
+    // the buffer whatever the machine's speed, so the socket overruns.
+    x.proc.signal(libc::SIGSTOP);
     let batch: String =
         (0..4096).map(|i| format!("route add 198.19.{}.{}/30 via 198.18.30.2\n", i / 64, (i % 64) * 4)).collect();
     let mut ip = r.boxns.command("ip").args(["-batch", "-"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
     std::io::Write::write_all(ip.stdin.as_mut().unwrap(), batch.as_bytes()).unwrap();
     drop(ip.stdin.take());
-    assert!(ip.wait().unwrap().success());
+    let added = ip.wait().unwrap().success();
+    x.proc.signal(libc::SIGCONT);
+    assert!(added);
     let start_t = Instant::now();
     let k = loop {
         let k = stats(&control).kernel.unwrap();
