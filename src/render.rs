@@ -7,6 +7,7 @@ use xfwd_dataplane::io::{LiveView, PortInfo, PortReport, Report};
 use xfwd_dataplane::l2::FdbEntry;
 use xfwd_dataplane::l3::tables::{NextHop6, NhKind6, RouteOrigin, Special};
 use xfwd_dataplane::l3::{NextHop, NhKind};
+use xfwd_dataplane::load::{self, LoopTotals};
 
 fn rate(now: u64, before: u64, dt: Duration) -> String {
     let secs = dt.as_secs_f64();
@@ -99,6 +100,58 @@ fn sojourn(hist: &[u64], q: f64) -> String {
     }
 }
 
+/// `part` as a percentage of `whole`, `-` when `whole` is zero (nothing measured).
+pub fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1} %", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// `x` with `digits` decimals, `-` when it was not measured.
+pub fn or_dash(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// A worker's loop accounting over the time `t` covers: where its time went, the cost of a
+/// frame, and the frames per round with work (see `xfwd_dataplane::load`).
+pub fn load_lines(t: &LoopTotals) -> Vec<String> {
+    let w = t.wall_ns;
+    let preempted = if t.schedstat { percent(t.preempted_ns(), w) } else { "-".into() };
+    let mut hist = String::new();
+    for (b, n) in t.batches.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let lo = load::batch_floor(b);
+        let label = match b {
+            0 | 1 => lo.to_string(),
+            _ if b == load::BATCH_BUCKETS - 1 => format!("{lo}+"),
+            _ => format!("{lo}-{}", 2 * lo - 1),
+        };
+        let _ = write!(hist, "{}{label}: {n}", if hist.is_empty() { "" } else { ", " });
+    }
+    vec![
+        format!(
+            "loop since start ({:.1} s): busy {} (decide {}, tx {}, reap {}), idle {} (asleep {}), preempted {}",
+            w as f64 / 1e9,
+            percent(t.busy_ns(), w),
+            percent(t.decide_ns, w),
+            percent(t.tx_ns, w),
+            percent(t.reap_ns, w),
+            percent(t.idle_net_ns(), w),
+            percent(t.sleep_ns, w),
+            preempted
+        ),
+        format!(
+            "  {} ns per frame, {} frames per round with work; rounds {} with work, {} without",
+            or_dash(t.ns_per_frame(), 0),
+            or_dash(t.frames_per_round(), 1),
+            t.rounds_work,
+            t.rounds_idle
+        ),
+        format!("  frames per round: {}", if hist.is_empty() { "-" } else { &hist }),
+    ]
+}
+
 /// The full picture for `xfwd show stats`.
 pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
     let mut s = String::new();
@@ -151,6 +204,9 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
                 "  flow queues: {} frames in {} flows now, high-water {} frames, collisions {}",
                 q.fq_backlog, q.fq_flows, q.fq_high_water, q.fq_collisions
             );
+        }
+        for line in load_lines(&q.load) {
+            let _ = writeln!(s, "  {line}");
         }
     }
     for line in frame_lines(r) {

@@ -11,7 +11,8 @@
 //! - [`io`]: everything that needs the kernel: the XDP program's loader, the AF_XDP sockets, the
 //!   per-queue workers that move frames between rings and call the decision, the ARP thread,
 //!   start-up and the live view;
-//! - [`stats`] and [`reason`]: what every worker counts, and why a frame was dropped.
+//! - [`stats`], [`load`] and [`reason`]: what every worker counts, where its time goes, and why a
+//!   frame was dropped.
 //!
 //! A frame's way through them:
 //!
@@ -34,6 +35,7 @@ pub mod aqm;
 pub mod io;
 pub mod l2;
 pub mod l3;
+pub mod load;
 pub mod prefetch;
 pub mod reason;
 pub mod stats;

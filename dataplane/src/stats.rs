@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 
+use crate::load::{LoopTotals, BATCH_BUCKETS};
 use crate::reason::Reason;
 
 /// A single-writer counter (see the module documentation).
@@ -277,6 +278,8 @@ pub struct QueueCounters {
     /// the worker took them off the RX ring (`codel`), or until it handed them to a TX ring
     /// (`fq-codel`, where the flow queues are the wait).
     pub sojourn: Box<[Counter]>,
+    /// The sum of those sojourns, ns.
+    pub sojourn_ns: Counter,
     /// Received frames without a stamp (stamping off, or a driver without metadata room).
     pub unstamped: Counter,
     /// Flow queues (`fq-codel`), summed over the worker's egress ports: frames queued now.
@@ -289,6 +292,70 @@ pub struct QueueCounters {
     pub fq_collisions: Counter,
     /// Router: ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: Counter,
+    /// Where the worker's time goes ([`crate::load`]).
+    pub load: LoopCounters,
+}
+
+/// A worker's loop accounting ([`LoopTotals`]) as counters, published by the worker.
+#[derive(Debug, Default)]
+#[allow(missing_docs, reason = "fields mirror LoopTotals")]
+pub struct LoopCounters {
+    pub wall_ns: Counter,
+    pub work_ns: Counter,
+    pub idle_ns: Counter,
+    pub sleep_ns: Counter,
+    pub preempted_work_ns: Counter,
+    pub preempted_idle_ns: Counter,
+    pub decide_ns: Counter,
+    pub tx_ns: Counter,
+    pub reap_ns: Counter,
+    pub rounds_work: Counter,
+    pub rounds_idle: Counter,
+    pub frames: Counter,
+    pub batches: [Counter; BATCH_BUCKETS],
+    pub schedstat: Counter,
+}
+
+impl LoopCounters {
+    /// Publishes `t`. Only the owning worker may call this.
+    pub fn publish(&self, t: &LoopTotals) {
+        self.wall_ns.set(t.wall_ns);
+        self.work_ns.set(t.work_ns);
+        self.idle_ns.set(t.idle_ns);
+        self.sleep_ns.set(t.sleep_ns);
+        self.preempted_work_ns.set(t.preempted_work_ns);
+        self.preempted_idle_ns.set(t.preempted_idle_ns);
+        self.decide_ns.set(t.decide_ns);
+        self.tx_ns.set(t.tx_ns);
+        self.reap_ns.set(t.reap_ns);
+        self.rounds_work.set(t.rounds_work);
+        self.rounds_idle.set(t.rounds_idle);
+        self.frames.set(t.frames);
+        for (c, n) in self.batches.iter().zip(t.batches) {
+            c.set(n);
+        }
+        self.schedstat.set(u64::from(t.schedstat));
+    }
+
+    /// A plain copy.
+    pub fn snapshot(&self) -> LoopTotals {
+        LoopTotals {
+            wall_ns: self.wall_ns.get(),
+            work_ns: self.work_ns.get(),
+            idle_ns: self.idle_ns.get(),
+            sleep_ns: self.sleep_ns.get(),
+            preempted_work_ns: self.preempted_work_ns.get(),
+            preempted_idle_ns: self.preempted_idle_ns.get(),
+            decide_ns: self.decide_ns.get(),
+            tx_ns: self.tx_ns.get(),
+            reap_ns: self.reap_ns.get(),
+            rounds_work: self.rounds_work.get(),
+            rounds_idle: self.rounds_idle.get(),
+            frames: self.frames.get(),
+            batches: std::array::from_fn(|i| self.batches[i].get()),
+            schedstat: self.schedstat.get() != 0,
+        }
+    }
 }
 
 impl QueueCounters {
@@ -301,12 +368,14 @@ impl QueueCounters {
             sleeps: Counter::default(),
             rt_yields: Counter::default(),
             sojourn: (0..SOJOURN_BUCKETS).map(|_| Counter::default()).collect(),
+            sojourn_ns: Counter::default(),
             unstamped: Counter::default(),
             fq_backlog: Counter::default(),
             fq_high_water: Counter::default(),
             fq_flows: Counter::default(),
             fq_collisions: Counter::default(),
             icmp_rate_limited: Counter::default(),
+            load: LoopCounters::default(),
         }
     }
 
@@ -319,12 +388,14 @@ impl QueueCounters {
             sleeps: self.sleeps.get(),
             rt_yields: self.rt_yields.get(),
             sojourn: self.sojourn.iter().map(Counter::get).collect(),
+            sojourn_ns: self.sojourn_ns.get(),
             unstamped: self.unstamped.get(),
             fq_backlog: self.fq_backlog.get(),
             fq_high_water: self.fq_high_water.get(),
             fq_flows: self.fq_flows.get(),
             fq_collisions: self.fq_collisions.get(),
             icmp_rate_limited: self.icmp_rate_limited.get(),
+            load: self.load.snapshot(),
         }
     }
 }
@@ -475,6 +546,9 @@ pub struct QueueSnapshot {
     /// By [`sojourn_bucket`].
     #[serde(default)]
     pub sojourn: Vec<u64>,
+    /// The sum of the sojourns counted in `sojourn`, ns.
+    #[serde(default)]
+    pub sojourn_ns: u64,
     #[serde(default)]
     pub unstamped: u64,
     #[serde(default)]
@@ -486,6 +560,9 @@ pub struct QueueSnapshot {
     #[serde(default)]
     pub fq_collisions: u64,
     pub icmp_rate_limited: u64,
+    /// Where the worker's time went, since it started ([`crate::load`]).
+    #[serde(default)]
+    pub load: LoopTotals,
 }
 
 #[cfg(test)]

@@ -46,6 +46,12 @@ impl Clock {
     pub fn now_ms(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
+
+    /// Nanoseconds since the origin.
+    #[inline]
+    pub fn elapsed_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 impl Default for Clock {

@@ -18,6 +18,11 @@
 //! idle); `adaptive` spins a short while after the last work, then sleeps in poll(2) on the RX
 //! sockets with a bounded timeout, after topping up the fill rings so that the kernel never
 //! waits on an empty one while the worker sleeps.
+//!
+//! Loop accounting ([`crate::load`]): each round is timed — two `CLOCK_MONOTONIC` reads, one
+//! of which also gives the round's milliseconds, plus two around each kick and each sleep —
+//! and the thread's run delay is read from `/proc/thread-self/schedstat` every 10 ms, so that
+//! `xfwd show stats` can say how busy a spinning worker really is.
 
 use std::io;
 use std::net::IpAddr;
@@ -38,6 +43,7 @@ use crate::action::{Action, SCRATCH_LEN};
 use crate::aqm::{flow_key, is_ect, mark_ce, Codel, EcnOutcome, Fate, FlowQueues, Verdict};
 use crate::l2::{self, Fdb, Learn};
 use crate::l3::{self, NeighborTable, NeighborTable6, RouterState, RouterTables, TokenBucket};
+use crate::load::{parse_schedstat, LoopAccount};
 use crate::stats::sojourn_bucket;
 use crate::stats::{PortCounters, QueueCounters};
 use crate::time::{Clock, Seconds};
@@ -261,6 +267,10 @@ pub struct Worker<D: Decide> {
     stamp_key: u64,
     /// The sockets' ring sizes (the same for every port).
     rings: RingSizes,
+    /// Frames taken off the RX rings in the current round (loop accounting).
+    round_frames: u64,
+    /// Nanoseconds spent in kicks since the accounting last took them.
+    kick_ns: u64,
 }
 
 impl<D: Decide> std::fmt::Debug for Worker<D> {
@@ -314,6 +324,8 @@ impl<D: Decide> Worker<D> {
             stamped: false,
             stamp_key: 0,
             rings,
+            round_frames: 0,
+            kick_ns: 0,
         };
         for p in 0..nports {
             w.refill(p, Lock::Wait);
@@ -368,8 +380,16 @@ impl<D: Decide> Worker<D> {
         // When the current run of rounds with work began (a sleep does not count as work).
         let mut busy_since_ms = self.clock.now_ms();
         let mut busy_rounds = 0u32;
+        // The round's start, read for the accounting, gives its milliseconds too: the clock's
+        // origin on CLOCK_MONOTONIC (Instant's clock on Linux).
+        let origin_ns = monotonic_ns().saturating_sub(self.clock.elapsed_ns());
+        let schedstat = RunDelay::open();
+        let mut acct = LoopAccount::new(monotonic_ns());
+        acct.run_delay(acct.round_start(), schedstat.read());
         while !self.stop.load(Ordering::Relaxed) {
-            let now_ms = self.clock.now_ms();
+            let now_ms = acct.round_start().saturating_sub(origin_ns) / 1_000_000;
+            self.round_frames = 0;
+            self.kick_ns = 0;
             let mut work = 0usize;
             if self.fq.is_empty() {
                 for p in 0..nports {
@@ -378,6 +398,8 @@ impl<D: Decide> Worker<D> {
             } else {
                 work += self.serve_round(now_ms);
             }
+            let rx_end = monotonic_ns();
+            let tx_rx = std::mem::take(&mut self.kick_ns);
             for p in 0..nports {
                 // Completions are work when they are this worker's own; in a shared pool they
                 // may be another member's, which must not keep an idle worker awake.
@@ -404,7 +426,16 @@ impl<D: Decide> Worker<D> {
                 self.read_xsk_stats(Lock::Try);
                 last_xsk_ms = now_ms;
             }
+            let end = monotonic_ns();
+            if acct.delay_due(end) {
+                acct.run_delay(end, schedstat.read());
+                self.counters.load.publish(acct.totals());
+            }
             if work > 0 {
+                let tx_reap = std::mem::take(&mut self.kick_ns);
+                acct.work_round(rx_end, end, self.round_frames, tx_rx, tx_reap);
+                // Every round with work: the frames counted here match those received.
+                self.counters.load.publish(acct.totals());
                 idle_rounds = 0;
                 if busy_rounds == 0 {
                     busy_since_ms = now_ms;
@@ -435,7 +466,10 @@ impl<D: Decide> Worker<D> {
                 }
             }
             match self.poll {
-                PollMode::Busy => std::hint::spin_loop(),
+                PollMode::Busy => {
+                    std::hint::spin_loop();
+                    acct.idle_round(end, 0);
+                }
                 PollMode::Adaptive => {
                     idle_rounds += 1;
                     if idle_rounds >= SPIN_ROUNDS {
@@ -447,11 +481,18 @@ impl<D: Decide> Worker<D> {
                             self.refill(p, Lock::Wait);
                         }
                         self.publish_frames();
+                        let asleep = monotonic_ns();
                         self.sleep();
+                        let awake = monotonic_ns();
+                        acct.idle_round(awake, awake - asleep);
+                        self.counters.load.publish(acct.totals());
+                    } else {
+                        acct.idle_round(end, 0);
                     }
                 }
             }
         }
+        self.counters.load.publish(acct.totals());
         self.settle();
         self.read_xsk_stats(Lock::Wait);
         self.publish_frames();
@@ -523,6 +564,7 @@ impl<D: Decide> Worker<D> {
         self.sockets.pools[u].pool.in_flight[ring.ring].fill.fetch_sub(n as i64, Relaxed);
         self.flows[u].fill -= n as i64;
         self.counters.ports[p].rx_frames.add(n as u64);
+        self.round_frames += n as u64;
         let ingress = PortId(p as u8);
         // A pipeline over the batch: each frame's table lines are asked for D frames before
         // its decision, and its header 2D before, so that cache misses overlap the work.
@@ -822,6 +864,7 @@ impl<D: Decide> Worker<D> {
                 Fate::Send => {}
             }
             self.counters.sojourn[sojourn_bucket(d.sojourn_ns)].inc();
+            self.counters.sojourn_ns.add(d.sojourn_ns);
             self.tx_batch[q].push(desc);
         }
         if !self.tx_batch[q].is_empty() {
@@ -903,7 +946,9 @@ impl<D: Decide> Worker<D> {
                 break;
             }
             self.counters.ports[q].kicks.inc();
+            let t = monotonic_ns();
             let r = sendto_kick(self.sockets.ports[q].fd);
+            self.kick_ns += monotonic_ns().saturating_sub(t);
             let reaped = self.reap(q, Lock::Try);
             completed += reaped;
             let pc = &self.counters.ports[q];
@@ -1174,6 +1219,7 @@ fn judge(
     };
     let sojourn = now_ns.saturating_sub(arrived);
     counters.sojourn[sojourn_bucket(sojourn)].inc();
+    counters.sojourn_ns.add(sojourn);
     let frame = data.contents_mut();
     // The ring's bytes are not known: its frames at this one's length stand in for them.
     let backlog = u32::try_from(queued.saturating_mul(frame.len())).unwrap_or(u32::MAX);
@@ -1222,6 +1268,26 @@ fn read_stamp(f: &[u8], key: u64) -> Option<(u64, Stamp)> {
         return Some((word(0)?, Stamp::Front));
     }
     None
+}
+
+/// The calling thread's run delay (time runnable but not running), from its
+/// `/proc/thread-self/schedstat`, kept open (`None` where the kernel has no schedstat).
+struct RunDelay(Option<std::fs::File>);
+
+impl RunDelay {
+    /// Opens the calling thread's schedstat: call it on the thread to be measured.
+    fn open() -> RunDelay {
+        RunDelay(std::fs::File::open("/proc/thread-self/schedstat").ok())
+    }
+
+    /// The run delay so far, in nanoseconds.
+    fn read(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        // A read at offset 0 makes the kernel print the file afresh.
+        let n = self.0.as_ref()?.read_at(&mut buf, 0).ok()?;
+        parse_schedstat(std::str::from_utf8(&buf[..n]).ok()?)
+    }
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock the XDP program stamps with (`bpf_ktime_get_ns`).
