@@ -185,6 +185,10 @@ pub struct MonitorArgs {
     /// Where to write the samples.
     #[arg(long, default_value = "monitor.json")]
     pub out: PathBuf,
+    /// The control socket of an xfwd running on this box: its workers' loop accounting (busy
+    /// share, ns per frame) is sampled beside the CPU when it answers.
+    #[arg(long, default_value = crate::control::DEFAULT_PATH)]
+    pub control: PathBuf,
 }
 
 /// What `xfwd monitor` writes (schema 1).
@@ -205,6 +209,18 @@ pub struct Monitor {
     /// forwarded, for the CPU cost per packet of a run.
     #[serde(default)]
     pub packets: Vec<(u64, u64)>,
+    /// (t_ms, each xfwd worker's loop accounting since it started), once a second while an
+    /// xfwd answered on the control socket: a worker's real load, which a spinning worker's CPU
+    /// share does not show (empty: no xfwd answered).
+    #[serde(default)]
+    pub workers: Vec<(u64, Vec<xfwd_dataplane::load::LoopTotals>)>,
+}
+
+/// Each worker's loop accounting, from the xfwd answering on `control` (`None`: none does).
+fn worker_loads(control: &std::path::Path) -> Option<Vec<xfwd_dataplane::load::LoopTotals>> {
+    let json = crate::control::query(control, "stats-json").ok()?;
+    let rep: xfwd_dataplane::io::Report = serde_json::from_str(&json).ok()?;
+    Some(rep.queues.iter().map(|q| q.load).collect())
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -354,6 +370,8 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
     let sampler = Sampler::start(args.interval)?;
     let start = Instant::now();
     let mut packets = vec![(0, rx_packets(&args.ports))];
+    let mut workers: Vec<(u64, Vec<xfwd_dataplane::load::LoopTotals>)> =
+        worker_loads(&args.control).map(|w| (0, w)).into_iter().collect();
     let mut last = before.clone();
     let mut last_line = Instant::now();
     eprintln!("xfwd monitor: sampling every {:?}; Ctrl-C to stop", args.interval);
@@ -379,6 +397,22 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
                 format!("{p} [{}] pps", q.join(" "))
             })
             .collect();
+        let mut line = line;
+        if let Some(now) = worker_loads(&args.control) {
+            let t = start.elapsed().as_millis() as u64;
+            // Busy share of each worker over the last second.
+            if let Some((_, prev)) = workers.last() {
+                let busy: Vec<String> = now
+                    .iter()
+                    .zip(prev)
+                    .map(|(n, p)| {
+                        n.since(p).busy_fraction().map_or_else(|| "-".into(), |b| format!("{:.0} %", b * 100.0))
+                    })
+                    .collect();
+                line.push(format!("workers busy [{}]", busy.join(" ")));
+            }
+            workers.push((t, now));
+        }
         eprint!("\r\x1b[2K{}", line.join("  "));
         let _ = std::io::stderr().flush();
         last = now;
@@ -404,12 +438,25 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
         queues,
         started_unix_ms: Some(started_unix_ms),
         packets,
+        workers,
     };
     for (c, avg) in cpu::averages(&m.cpu).iter().enumerate() {
         println!(
             "cpu{c}: usr {:.1} % sys {:.1} % softirq {:.1} % idle {:.1} % other {:.1} %",
             avg.usr, avg.sys, avg.softirq, avg.idle, avg.other
         );
+    }
+    if let (Some((_, first)), Some((_, last))) = (m.workers.first(), m.workers.last()) {
+        for (i, (a, b)) in last.iter().zip(first).enumerate() {
+            let d = a.since(b);
+            println!(
+                "xfwd worker {i}: busy {}, preempted {}, {} ns per frame, {} frames per round",
+                crate::render::percent(d.busy_ns(), d.wall_ns),
+                d.preempted_fraction().map_or_else(|| "-".into(), |p| format!("{:.1} %", p * 100.0)),
+                crate::render::or_dash(d.ns_per_frame(), 0),
+                crate::render::or_dash(d.frames_per_round(), 1)
+            );
+        }
     }
     for (p, q) in &m.queues {
         println!("{p}: packets per queue {q:?}");
@@ -449,6 +496,7 @@ mod tests {
             queues: Vec::new(),
             started_unix_ms: Some(1000),
             packets: (0..=10).map(|i| (i * 500, i * 1000)).collect(),
+            workers: Vec::new(),
         };
         let mut arm = ArmResult::new("kernel");
         arm.runs = vec![

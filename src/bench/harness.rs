@@ -390,6 +390,12 @@ pub fn parse_ping_rtts(text: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The running xfwd's report, from its control socket.
+fn xfwd_report(control: &str) -> Result<xfwd_dataplane::io::Report> {
+    let json = crate::control::query(std::path::Path::new(control), "stats-json")?;
+    serde_json::from_str(&json).context("xfwd's stats JSON")
+}
+
 /// What xfwd's own counters say of a run: scheduling and queue management.
 fn xfwd_run_of(rep: &xfwd_dataplane::io::Report) -> XfwdRun {
     let drops = |name: &str| {
@@ -412,6 +418,7 @@ fn xfwd_run_of(rep: &xfwd_dataplane::io::Report) -> XfwdRun {
         fq_overflow: drops("fq-overflow"),
         fq_high_water: rep.queues.iter().map(|q| q.fq_high_water).max().unwrap_or(0),
         fq_collisions: rep.queues.iter().map(|q| q.fq_collisions).sum(),
+        workers: Vec::new(),
     }
 }
 
@@ -469,6 +476,11 @@ fn measure(
     let rtt_idle_ms = idle.map(|o| parse_ping_rtts(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default();
     let sampler = Sampler::start(Duration::from_millis(500))?;
     let pings = start_pings(p.client, p.server_addr)?;
+    // The workers' loop accounting at the start, to give what the run alone cost them.
+    let load0 = match xfwd {
+        Some(_) => xfwd_report(control)?.queues.iter().map(|q| q.load).collect(),
+        None => Vec::new(),
+    };
     let b0 = busy_jiffies()?;
     let (d0, o0) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
     let srv_rx0 = rx_packets(p.server, "eth0");
@@ -520,11 +532,12 @@ fn measure(
     let cpu = sampler.stop();
     let (queue_rx, xfwd_run) = match xfwd {
         Some(_) => {
-            let json = crate::control::query(std::path::Path::new(control), "stats-json")?;
-            let rep: xfwd_dataplane::io::Report = serde_json::from_str(&json)?;
+            let rep = xfwd_report(control)?;
             let queue_rx =
                 rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect();
-            (queue_rx, Some(xfwd_run_of(&rep)))
+            let mut run = xfwd_run_of(&rep);
+            run.workers = rep.queues.iter().zip(&load0).map(|(q, l0)| q.load.since(l0)).collect();
+            (queue_rx, Some(run))
         }
         None => (Vec::new(), None),
     };

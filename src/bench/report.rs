@@ -93,6 +93,21 @@ pub struct XfwdRun {
     /// Flow queues: frames whose flow shared another's queue (its set of the table was full).
     #[serde(default)]
     pub fq_collisions: u64,
+    /// Each worker's loop accounting over the measured time (empty in reports from before it
+    /// was recorded).
+    #[serde(default)]
+    pub workers: Vec<xfwd_dataplane::load::LoopTotals>,
+}
+
+impl XfwdRun {
+    /// The workers' loop accounting over the run, summed.
+    pub fn loop_total(&self) -> Option<xfwd_dataplane::load::LoopTotals> {
+        let mut t = xfwd_dataplane::load::LoopTotals::default();
+        for w in &self.workers {
+            t.accumulate(w);
+        }
+        (!self.workers.is_empty()).then_some(t)
+    }
 }
 
 /// One run of one arm.

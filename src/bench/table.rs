@@ -20,6 +20,12 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     }
 }
 
+/// xfwd arms: the workers' busy share of their wall time over the measured part of a run, by
+/// their own loop accounting, in percent (median of the runs; `None` for other arms).
+fn worker_busy(arm: &super::report::ArmResult) -> Option<f64> {
+    median(arm.runs.iter().filter_map(|r| r.xfwd.as_ref()?.loop_total()?.busy_fraction()).map(|b| b * 100.0).collect())
+}
+
 /// `value` with two decimals, or `-` when it was not measured.
 fn fig(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
@@ -64,7 +70,7 @@ pub fn render(report: &Report) -> String {
     let w = report.arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(6);
     let _ = writeln!(
         s,
-        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>11} {:>8} {:>8}",
+        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
         "arm",
         "n",
         "fail",
@@ -75,6 +81,7 @@ pub fn render(report: &Report) -> String {
         "fwd µs",
         if tcp { "rcvd Gb/s" } else { "loss %" },
         "idle cores",
+        "busy %",
         "RTT idle",
         "RTT load p50/p99",
         "pings",
@@ -102,7 +109,7 @@ pub fn render(report: &Report) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>9} {:>17} {:>11} {:>8} {:>8}",
+            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
             arm.name,
             arm.runs.len(),
             arm.failed.len(),
@@ -113,6 +120,7 @@ pub fn render(report: &Report) -> String {
             fig(fwd.map(|f| f.median)),
             if tcp { fig(median(arm.runs.iter().filter_map(|r| r.received_gbps).collect())) } else { fig(loss) },
             fig(idle_cores(arm)),
+            worker_busy(arm).map_or_else(|| "-".into(), |b| format!("{b:.1}")),
             fig(rtt_idle(arm)),
             rtts,
             pings,
@@ -177,12 +185,21 @@ fn xfwd_line(arm: &super::report::ArmResult) -> Option<String> {
     } else {
         String::new()
     };
+    // The loop accounting over all the runs' measured time.
+    let mut total = xfwd_dataplane::load::LoopTotals::default();
+    for t in runs.iter().filter_map(|r| r.loop_total()) {
+        total.accumulate(&t);
+    }
+    let preempted = total.preempted_fraction().map_or_else(|| "-".into(), |p| format!("{:.1} %", p * 100.0));
     Some(format!(
-        "{}: {sched}; AQM{aqm} dropped {}, marked {}{fq}; sojourn p99 {sojourn} (median of runs); {} unstamped",
+        "{}: {sched}; AQM{aqm} dropped {}, marked {}{fq}; sojourn p99 {sojourn} (median of runs); {} unstamped; workers busy {} (preempted {preempted}), {} ns per frame, {} frames per round",
         arm.name,
         runs.iter().map(|r| r.aqm_drops).sum::<u64>(),
         runs.iter().map(|r| r.ecn_marks).sum::<u64>(),
-        runs.iter().map(|r| r.unstamped).sum::<u64>()
+        runs.iter().map(|r| r.unstamped).sum::<u64>(),
+        total.busy_fraction().map_or_else(|| "-".into(), |b| format!("{:.1} %", b * 100.0)),
+        total.ns_per_frame().map_or_else(|| "-".into(), |n| format!("{n:.0}")),
+        total.frames_per_round().map_or_else(|| "-".into(), |n| format!("{n:.1}")),
     ))
 }
 
