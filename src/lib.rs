@@ -8,10 +8,12 @@ pub mod config_file;
 pub mod control;
 pub mod doctor;
 pub mod kernel;
+pub mod metrics;
 pub mod privs;
 pub mod remote;
 pub mod render;
 pub mod rig;
+pub mod top;
 
 /// Bad usage of the command line, found by the CLI itself (exit code 2): the message names what
 /// to change.

@@ -50,6 +50,8 @@ enum Cmd {
     Bench(xfwd::bench::BenchArgs),
     /// The client side of the reference test on two machines: flows with fixed ports, JSON report.
     Load(xfwd::remote::LoadArgs),
+    /// A live view of a running xfwd: per port rates, drops, each worker's load, ring fill.
+    Top(xfwd::top::TopArgs),
     /// The box side of the reference test on two machines: per-core CPU and per-queue packets.
     Monitor(xfwd::remote::MonitorArgs),
     /// The table and plots again from saved report JSON files.
@@ -164,6 +166,10 @@ struct WorkerArgs {
     /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
     #[arg(long)]
     user: Option<String>,
+    /// Serve every counter on http://ADDR:PORT/metrics in the Prometheus text format, e.g.
+    /// 127.0.0.1:9464 (bound before privileges are dropped) [default: off].
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<std::net::SocketAddr>,
 }
 
 impl WorkerArgs {
@@ -300,6 +306,7 @@ fn main() -> ExitCode {
         Cmd::Doctor(args) => xfwd::doctor::run(&args),
         Cmd::Load(args) => xfwd::remote::load(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Monitor(args) => xfwd::remote::monitor(&args).map(|()| ExitCode::SUCCESS),
+        Cmd::Top(args) => xfwd::top::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Bench(args) => xfwd::bench::run(&args).map(|()| ExitCode::SUCCESS),
         Cmd::Report { files, out, monitor } => {
             xfwd::bench::report_files(&files, out.as_deref(), &monitor).map(|()| ExitCode::SUCCESS)
@@ -435,6 +442,12 @@ fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, co
     let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| xfwd::UsageError(e.to_string()))?;
     // Bound as root, the socket file stays root's: only root may query a running xfwd.
     let mut control = control::ControlServer::bind(&w.control).map_err(|e| xfwd::UsageError(format!("{e:#}")))?;
+    // Bound now, while xfwd may still bind any port; served once the workers run.
+    let metrics = w
+        .metrics
+        .map(xfwd::metrics::MetricsServer::bind)
+        .transpose()
+        .map_err(|e| xfwd::UsageError(format!("{e:#}")))?;
     let mut keep: Vec<caps::Capability> = privs::keep_for_map_reads_here().into_iter().collect();
     // The kernel resolves the neighbours of its routes: asking it to (RTM_NEWNEIGH) takes
     // CAP_NET_ADMIN in the thread that sends the request, not only in the socket's opener.
@@ -448,6 +461,11 @@ fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, co
         Ok(())
     })?;
     control.serve(fwd.view())?;
+    if let Some(m) = metrics {
+        let addr = m.local_addr()?;
+        m.serve(fwd.view())?;
+        println!("xfwd: metrics on http://{addr}/metrics");
+    }
     if let Some(d) = dropped {
         let why = |c: &caps::Capability| match c {
             caps::Capability::CAP_NET_ADMIN => "to ask the kernel to resolve neighbours",

@@ -1,0 +1,644 @@
+//! `--metrics ADDR:PORT`: every counter xfwd has, in the Prometheus text format, on `/metrics`.
+//!
+//! The families are built from one [`Report`] per scrape — the snapshot `xfwd show stats`
+//! prints — and encoded by the `prometheus` crate's text encoder (format 0.0.4, which
+//! `promtool` and every scraper read). Names follow Prometheus' conventions: `xfwd_` prefix,
+//! base units (seconds, bytes), `_total` on counters, one family per quantity with labels for
+//! its parts (`xfwd_port_rx_frames_total{port="eth4",queue="0"}`).
+//!
+//! The server is one thread (normal priority, started after the workers) with non-blocking
+//! sockets under poll(2), so that no client can hold it: at most [`MAX_CLIENTS`] connections
+//! are open at once (one more is accepted and closed at once, counted), a request must arrive
+//! whole within [`REQUEST_TIMEOUT`] and in at most [`MAX_REQUEST`] bytes, an answer must be
+//! taken within [`RESPONSE_TIMEOUT`]; every connection is closed after its answer. Forwarding
+//! never waits for it: the snapshot reads the workers' counters without a lock.
+
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
+use prometheus::{Encoder, TextEncoder};
+use xfwd_dataplane::io::{LiveView, Report};
+use xfwd_dataplane::load;
+use xfwd_dataplane::stats::{sojourn_floor, SOJOURN_BUCKETS};
+
+/// Connections served at once; more are closed as they arrive.
+pub const MAX_CLIENTS: usize = 64;
+/// Time a client has to send its whole request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time a client has to take the whole answer.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest request (request line and headers) read.
+pub const MAX_REQUEST: usize = 8192;
+
+/// The routes each table of a running router shows, by family (`None` for a bridge).
+pub type RouteCounts = Option<(usize, usize)>;
+
+/// Metric families under construction, by name, in the order they were first seen.
+#[derive(Default)]
+struct Families {
+    order: Vec<String>,
+    by_name: HashMap<String, MetricFamily>,
+}
+
+impl Families {
+    fn family(&mut self, name: &str, help: &str, kind: MetricType) -> &mut MetricFamily {
+        if !self.by_name.contains_key(name) {
+            let mut f = MetricFamily::default();
+            f.set_name(name.to_owned());
+            f.set_help(help.to_owned());
+            f.set_field_type(kind);
+            self.order.push(name.to_owned());
+            self.by_name.insert(name.to_owned(), f);
+        }
+        self.by_name.get_mut(name).expect("inserted above")
+    }
+
+    fn push(&mut self, name: &str, help: &str, kind: MetricType, labels: &[(&str, &str)], m: Metric) {
+        let mut m = m;
+        m.set_label(
+            labels
+                .iter()
+                .map(|(k, v)| {
+                    let mut l = LabelPair::default();
+                    l.set_name((*k).to_owned());
+                    l.set_value((*v).to_owned());
+                    l
+                })
+                .collect(),
+        );
+        self.family(name, help, kind).mut_metric().push(m);
+    }
+
+    fn counter(&mut self, name: &str, help: &str, labels: &[(&str, &str)], v: f64) {
+        let mut c = Counter::default();
+        c.set_value(v);
+        let mut m = Metric::default();
+        m.set_counter(c);
+        self.push(name, help, MetricType::COUNTER, labels, m);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, labels: &[(&str, &str)], v: f64) {
+        let mut g = Gauge::default();
+        g.set_value(v);
+        let mut m = Metric::default();
+        m.set_gauge(g);
+        self.push(name, help, MetricType::GAUGE, labels, m);
+    }
+
+    /// A histogram from (upper bound, count in that bucket) pairs, the last bucket open-ended.
+    fn histogram(&mut self, name: &str, help: &str, labels: &[(&str, &str)], buckets: &[(f64, u64)], sum: f64) {
+        let mut h = Histogram::default();
+        let mut seen = 0;
+        let mut out = Vec::new();
+        for (le, n) in buckets {
+            seen += n;
+            if le.is_finite() {
+                let mut b = Bucket::default();
+                b.set_upper_bound(*le);
+                b.set_cumulative_count(seen);
+                out.push(b);
+            }
+        }
+        h.set_bucket(out);
+        h.set_sample_count(seen);
+        h.set_sample_sum(sum);
+        let mut m = Metric::default();
+        m.set_histogram(h);
+        self.push(name, help, MetricType::HISTOGRAM, labels, m);
+    }
+
+    fn into_vec(mut self) -> Vec<MetricFamily> {
+        self.order.iter().filter_map(|n| self.by_name.remove(n)).collect()
+    }
+}
+
+/// A name's characters made fit for a metric name (`requests-sent` → `requests_sent`).
+fn metric_word(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect()
+}
+
+const NS: f64 = 1e-9;
+
+/// Every counter and gauge of `r` as metric families.
+pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
+    let mut f = Families::default();
+    f.gauge(
+        "xfwd_info",
+        "How xfwd runs: queue management, zero-copy, the workers' real-time priority (0: normal threads); always 1.",
+        &[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("aqm", r.aqm.as_deref().unwrap_or("")),
+            ("zero_copy", if r.zero_copy == Some(true) { "true" } else { "false" }),
+            ("rt_priority", &r.rt_priority.unwrap_or(0).to_string()),
+        ],
+        1.0,
+    );
+    for p in &r.ports {
+        let port = p.name.as_str();
+        f.gauge(
+            "xfwd_port_info",
+            "A port: its driver and the XDP mode the program was attached in; always 1.",
+            &[
+                ("port", port),
+                ("driver", p.driver.as_deref().unwrap_or("")),
+                ("xdp_mode", p.xdp_mode.as_deref().unwrap_or("")),
+            ],
+            1.0,
+        );
+        for (verdict, n) in &p.xdp {
+            f.counter(
+                "xfwd_xdp_frames_total",
+                "Frames the XDP program saw on a port, by what it did with them.",
+                &[("port", port), ("verdict", verdict)],
+                *n as f64,
+            );
+        }
+        for (q, s) in p.per_queue.iter().enumerate() {
+            let queue = q.to_string();
+            let l: &[(&str, &str)] = &[("port", port), ("queue", &queue)];
+            let c = [
+                ("xfwd_port_rx_frames_total", "Frames a worker took off the port's RX ring.", s.rx_frames),
+                ("xfwd_port_rx_bytes_total", "Bytes of those frames.", s.rx_bytes),
+                ("xfwd_port_tx_frames_total", "Frames a worker put on the port's TX ring.", s.tx_frames),
+                ("xfwd_port_tx_bytes_total", "Bytes of those frames.", s.tx_bytes),
+                ("xfwd_port_flooded_frames_total", "Bridge: frames received on the port and flooded.", s.flooded),
+                (
+                    "xfwd_port_fdb_full_total",
+                    "Bridge: sources not learnt on the port because the FDB was full.",
+                    s.fdb_full,
+                ),
+                (
+                    "xfwd_port_icmp_errors_sent_total",
+                    "Router: ICMP errors answering frames received on the port.",
+                    s.icmp_sent,
+                ),
+                (
+                    "xfwd_port_ecn_marked_frames_total",
+                    "Frames for the port marked CE by queue management instead of dropped.",
+                    s.ecn_marked,
+                ),
+                (
+                    "xfwd_port_gleaned_frames_total",
+                    "Router: frames handed to the neighbour resolver, waiting for an answer.",
+                    s.gleaned,
+                ),
+                ("xfwd_port_kicks_total", "Kicks (sendto) of the port's TX ring.", s.kicks),
+                ("xfwd_xsk_rx_dropped_total", "AF_XDP: frames the kernel dropped at the socket.", s.xsk.rx_dropped),
+                ("xfwd_xsk_rx_ring_full_total", "AF_XDP: times the RX ring was full.", s.xsk.rx_ring_full),
+                ("xfwd_xsk_fill_ring_empty_total", "AF_XDP: times the fill ring was empty.", s.xsk.fill_ring_empty),
+                ("xfwd_xsk_tx_ring_empty_total", "AF_XDP: times the TX ring was empty.", s.xsk.tx_ring_empty),
+                ("xfwd_xsk_rx_invalid_total", "AF_XDP: invalid RX descriptors.", s.xsk.rx_invalid),
+                ("xfwd_xsk_tx_invalid_total", "AF_XDP: invalid TX descriptors.", s.xsk.tx_invalid),
+            ];
+            for (name, help, v) in c {
+                f.counter(name, help, l, v as f64);
+            }
+            for (outcome, v) in [("again", s.kick_again), ("busy", s.kick_busy), ("error", s.kick_error)] {
+                f.counter(
+                    "xfwd_port_kick_failures_total",
+                    "Kicks that did not send all: again (EAGAIN), busy (device busy or down), error.",
+                    &[("port", port), ("queue", &queue), ("outcome", outcome)],
+                    v as f64,
+                );
+            }
+            for (reason, v) in &s.drops {
+                f.counter(
+                    "xfwd_port_dropped_frames_total",
+                    "Frames received on the port and dropped, by reason.",
+                    &[("port", port), ("queue", &queue), ("reason", reason)],
+                    *v as f64,
+                );
+            }
+        }
+    }
+    for q in &r.queues {
+        let queue = q.queue.to_string();
+        let l: &[(&str, &str)] = &[("queue", &queue)];
+        let t = &q.load;
+        for (state, ns) in [("busy", t.busy_ns()), ("idle", t.idle_net_ns()), ("preempted", t.preempted_ns())] {
+            f.counter(
+                "xfwd_worker_seconds_total",
+                "A worker's wall time: busy (rounds with work), idle (rounds without, asleep included), preempted (runnable, not running).",
+                &[("queue", &queue), ("state", state)],
+                ns as f64 * NS,
+            );
+        }
+        for (phase, ns) in [("decide", t.decide_ns), ("tx", t.tx_ns), ("reap", t.reap_ns)] {
+            f.counter(
+                "xfwd_worker_phase_seconds_total",
+                "A worker's rounds with work by phase: receive and decide, kick the TX rings, reap and refill.",
+                &[("queue", &queue), ("phase", phase)],
+                ns as f64 * NS,
+            );
+        }
+        f.counter(
+            "xfwd_worker_sleep_seconds_total",
+            "Of a worker's idle time, asleep in poll(2).",
+            l,
+            t.sleep_ns as f64 * NS,
+        );
+        for (work, n) in [("true", t.rounds_work), ("false", t.rounds_idle)] {
+            f.counter(
+                "xfwd_worker_rounds_total",
+                "A worker's rounds, with work or without.",
+                &[("queue", &queue), ("work", work)],
+                n as f64,
+            );
+        }
+        let batches: Vec<(f64, u64)> = (0..load::BATCH_BUCKETS)
+            .map(|b| {
+                let le =
+                    if b + 1 < load::BATCH_BUCKETS { (load::batch_floor(b + 1) - 1) as f64 } else { f64::INFINITY };
+                (le, t.batches[b])
+            })
+            .collect();
+        f.histogram(
+            "xfwd_worker_round_frames",
+            "Frames a worker received per round with work.",
+            l,
+            &batches,
+            t.frames as f64,
+        );
+        let sojourn: Vec<(f64, u64)> = q
+            .sojourn
+            .iter()
+            .enumerate()
+            .map(|(b, n)| {
+                let le = if b + 1 < SOJOURN_BUCKETS { sojourn_floor(b + 1) as f64 * NS } else { f64::INFINITY };
+                (le, *n)
+            })
+            .collect();
+        f.histogram(
+            "xfwd_worker_sojourn_seconds",
+            "Frames' wait from the XDP program to the worker's hand-over (queue management on).",
+            l,
+            &sojourn,
+            q.sojourn_ns as f64 * NS,
+        );
+        let c = [
+            ("xfwd_worker_sleeps_total", "Times the worker slept in poll(2).", q.sleeps),
+            (
+                "xfwd_worker_rt_yields_total",
+                "Times a real-time worker stepped down to a normal thread's share under sustained load.",
+                q.rt_yields,
+            ),
+            (
+                "xfwd_worker_unstamped_frames_total",
+                "Frames that reached the worker without an arrival time.",
+                q.unstamped,
+            ),
+            (
+                "xfwd_worker_fq_collisions_total",
+                "Flow queues: frames whose flow shared another's queue.",
+                q.fq_collisions,
+            ),
+            (
+                "xfwd_worker_icmp_rate_limited_total",
+                "Router: ICMP errors not sent for the rate limit.",
+                q.icmp_rate_limited,
+            ),
+        ];
+        for (name, help, v) in c {
+            f.counter(name, help, l, v as f64);
+        }
+        let g = [
+            ("xfwd_worker_fq_backlog_frames", "Flow queues: frames queued now.", q.fq_backlog),
+            ("xfwd_worker_fq_flows", "Flow queues: flows queued now.", q.fq_flows),
+            (
+                "xfwd_worker_fq_high_water_frames",
+                "Flow queues: the most frames one port's queues held at once.",
+                q.fq_high_water,
+            ),
+        ];
+        for (name, help, v) in g {
+            f.gauge(name, help, l, v as f64);
+        }
+    }
+    for (i, pool) in r.pools.iter().enumerate() {
+        let umem = i.to_string();
+        let fr = pool.frames;
+        let places = [
+            ("free", fr.free),
+            ("queued", fr.queued),
+            ("fill_ring", fr.fill_ring),
+            ("rx_ring", fr.rx_ring),
+            ("rx_kernel", fr.rx_kernel),
+            ("tx_ring", fr.tx_ring),
+            ("completion_ring", fr.completion),
+            ("tx_kernel", fr.tx_kernel),
+        ];
+        for (place, n) in places {
+            f.gauge(
+                "xfwd_umem_frames",
+                "Where a UMEM's frames are: free, in flow queues, in the fill/RX/TX/completion rings, or held by the kernel.",
+                &[("umem", &umem), ("place", place)],
+                n as f64,
+            );
+        }
+        f.gauge("xfwd_umem_size_frames", "Frames in a UMEM.", &[("umem", &umem)], fr.total as f64);
+        f.gauge(
+            "xfwd_umem_unaccounted_frames",
+            "Frames of a UMEM found in no place (must stay 0).",
+            &[("umem", &umem)],
+            fr.unaccounted() as f64,
+        );
+    }
+    f.counter(
+        "xfwd_xdp_foreign_frames_total",
+        "Frames the XDP program saw on interfaces that are not ports.",
+        &[],
+        r.xdp_foreign as f64,
+    );
+    match r.neighbors {
+        None => {
+            f.gauge("xfwd_fdb_entries", "Bridge: live FDB entries.", &[], r.fdb_entries as f64);
+            f.gauge("xfwd_fdb_capacity_entries", "Bridge: FDB capacity.", &[], r.fdb_capacity as f64);
+        }
+        Some((n, cap)) => {
+            let (n6, cap6) = r.neighbors6.unwrap_or((0, 0));
+            for (family, n, cap) in [("ipv4", n, cap), ("ipv6", n6, cap6)] {
+                f.gauge("xfwd_neighbor_entries", "Router: neighbour table entries.", &[("family", family)], n as f64);
+                f.gauge(
+                    "xfwd_neighbor_capacity_entries",
+                    "Router: neighbour table capacity.",
+                    &[("family", family)],
+                    cap as f64,
+                );
+            }
+            for (prefix, what, list) in [("xfwd_arp_", "ARP", &r.arp), ("xfwd_ndp_", "Neighbour discovery", &r.ndp)] {
+                for (name, v) in list.iter() {
+                    f.counter(
+                        &format!("{prefix}{}_total", metric_word(name)),
+                        &format!("Router: {what} thread, {name}."),
+                        &[],
+                        *v as f64,
+                    );
+                }
+            }
+        }
+    }
+    if let Some((v4, v6)) = routes {
+        for (family, n) in [("ipv4", v4), ("ipv6", v6)] {
+            f.gauge("xfwd_routes", "Router: routes in the table xfwd shows.", &[("family", family)], n as f64);
+        }
+    }
+    if let Some(k) = &r.kernel {
+        let c = [
+            ("notifications", "notifications read", k.messages),
+            ("updates", "table switches for changes", k.updates),
+            ("resyncs", "full resynchronisations", k.resyncs),
+            ("overruns", "resynchronisations after an overrun", k.overruns),
+            ("dumps_interrupted", "interrupted dumps read again", k.dumps_interrupted),
+            ("build_errors", "failed builds", k.build_errors),
+            ("full_builds", "whole builds", k.full_builds),
+            ("copies", "publications that copied the live tables", k.copies),
+            ("local_map_errors", "addresses the XDP map refused", k.local_map_errors),
+        ];
+        for (name, help, v) in c {
+            f.counter(&format!("xfwd_kernel_{name}_total"), &format!("Kernel routes: {help}."), &[], v as f64);
+        }
+        f.gauge("xfwd_kernel_routes", "Kernel routes: routes mirrored.", &[], k.routes as f64);
+        f.gauge("xfwd_kernel_ignored_routes", "Kernel routes: routes not used.", &[], k.ignored as f64);
+    }
+    f.into_vec()
+}
+
+/// The text of a scrape.
+pub fn render(r: &Report, routes: RouteCounts) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 * 1024);
+    // Families are never empty and names are fixed here: encoding cannot fail.
+    let _ = TextEncoder::new().encode(&families(r, routes), &mut out);
+    out
+}
+
+/// The routes the router's tables show (`None`: a bridge).
+fn route_counts(view: &LiveView) -> RouteCounts {
+    view.router.as_ref().map(|r| {
+        let t = r.tables.load();
+        (t.routes.len(), t.v6.routes.len())
+    })
+}
+
+/// A bound `/metrics` socket; nothing answers until [`MetricsServer::serve`].
+#[derive(Debug)]
+pub struct MetricsServer {
+    listener: TcpListener,
+}
+
+impl MetricsServer {
+    /// Binds `addr` (before privileges are dropped, so that a port below 1024 works too).
+    pub fn bind(addr: SocketAddr) -> Result<MetricsServer> {
+        let listener = TcpListener::bind(addr).with_context(|| {
+            format!("--metrics {addr}: cannot listen there (in use, or not an address of this box?)")
+        })?;
+        listener.set_nonblocking(true)?;
+        Ok(MetricsServer { listener })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// Serves `/metrics` about `view` from a thread of its own.
+    pub fn serve(self, view: Arc<LiveView>) -> Result<()> {
+        std::thread::Builder::new()
+            .name("xfwd-metrics".into())
+            .spawn(move || serve(&self.listener, |_| render(&view.report(), route_counts(&view))))?;
+        Ok(())
+    }
+}
+
+/// One client connection.
+struct Client {
+    stream: TcpStream,
+    request: Vec<u8>,
+    /// The answer, once the request is read; `sent` bytes of it gone.
+    answer: Option<Vec<u8>>,
+    sent: usize,
+    deadline: Instant,
+}
+
+/// What to answer to a request head.
+fn answer(head: &[u8], scrape: &mut dyn FnMut(()) -> Vec<u8>, refused: u64) -> Vec<u8> {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    let (status, body, kind) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => {
+            let mut body = scrape(());
+            body.extend_from_slice(
+                format!(
+                    "# HELP xfwd_metrics_refused_connections_total Connections to this endpoint closed at once: {MAX_CLIENTS} were open.\n# TYPE xfwd_metrics_refused_connections_total counter\nxfwd_metrics_refused_connections_total {refused}\n"
+                )
+                .as_bytes(),
+            );
+            ("200 OK", body, prometheus::TEXT_FORMAT)
+        }
+        ("GET" | "HEAD", _) => ("404 Not Found", b"xfwd serves /metrics only\n".to_vec(), "text/plain"),
+        _ => ("405 Method Not Allowed", b"GET /metrics\n".to_vec(), "text/plain"),
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if method != "HEAD" {
+        out.extend_from_slice(&body);
+    }
+    out
+}
+
+/// Whether `buf` holds a whole request head.
+fn head_complete(buf: &[u8]) -> bool {
+    buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.windows(2).any(|w| w == b"\n\n")
+}
+
+/// The server loop: accepts, reads requests, answers, closes; never blocks on a client.
+fn serve(listener: &TcpListener, mut scrape: impl FnMut(()) -> Vec<u8>) {
+    let mut clients: Vec<Client> = Vec::with_capacity(MAX_CLIENTS);
+    let mut refused = 0u64;
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CLIENTS + 1);
+    loop {
+        fds.clear();
+        fds.push(libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        for c in &clients {
+            let events = if c.answer.is_some() { libc::POLLOUT } else { libc::POLLIN };
+            fds.push(libc::pollfd { fd: c.stream.as_raw_fd(), events, revents: 0 });
+        }
+        let now = Instant::now();
+        let wait =
+            clients.iter().map(|c| c.deadline.saturating_duration_since(now)).min().unwrap_or(Duration::from_secs(1));
+        let timeout = wait.as_millis().clamp(1, 1000) as i32;
+        // SAFETY: `fds` is a valid array of pollfd of the length given; poll only writes revents.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if n < 0 {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let now = Instant::now();
+        let mut keep = vec![true; clients.len()];
+        for (i, c) in clients.iter_mut().enumerate() {
+            let rev = fds[i + 1].revents;
+            if rev == 0 {
+                keep[i] = now < c.deadline;
+                continue;
+            }
+            keep[i] = step(c, rev, &mut scrape, refused, now);
+        }
+        let mut k = keep.into_iter();
+        clients.retain(|_| k.next().unwrap_or(false));
+        if fds[0].revents & libc::POLLIN != 0 {
+            loop {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        if clients.len() >= MAX_CLIENTS || stream.set_nonblocking(true).is_err() {
+                            refused += 1;
+                            continue;
+                        }
+                        let _ = stream.set_nodelay(true);
+                        clients.push(Client {
+                            stream,
+                            request: Vec::new(),
+                            answer: None,
+                            sent: 0,
+                            deadline: now + REQUEST_TIMEOUT,
+                        });
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    // Out of descriptors, or a connection reset before it was taken: try later.
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+/// Moves one client on after poll said `rev`; returns whether to keep it.
+fn step(c: &mut Client, rev: i16, scrape: &mut dyn FnMut(()) -> Vec<u8>, refused: u64, now: Instant) -> bool {
+    if rev & (libc::POLLERR | libc::POLLNVAL) != 0 {
+        return false;
+    }
+    match &c.answer {
+        None => {
+            let mut buf = [0u8; 2048];
+            match c.stream.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => c.request.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+            if head_complete(&c.request) {
+                c.answer = Some(answer(&c.request, scrape, refused));
+                c.deadline = now + RESPONSE_TIMEOUT;
+            } else if c.request.len() > MAX_REQUEST {
+                let _ = c.stream.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n");
+                return false;
+            }
+            now < c.deadline || c.answer.is_some()
+        }
+        Some(out) => {
+            match c.stream.write(&out[c.sent..]) {
+                Ok(n) => c.sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+            if c.sent >= out.len() {
+                let _ = c.stream.shutdown(std::net::Shutdown::Write);
+                return false;
+            }
+            now < c.deadline
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_get_the_metrics_a_404_or_a_405() {
+        let mut calls = 0;
+        let mut scrape = |_| {
+            calls += 1;
+            b"xfwd_up 1\n".to_vec()
+        };
+        let ok = String::from_utf8(answer(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &mut scrape, 3)).unwrap();
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains("Content-Type: text/plain; version=0.0.4"), "{ok}");
+        assert!(ok.ends_with("xfwd_metrics_refused_connections_total 3\n"), "{ok}");
+        let len: usize = ok.split("Content-Length: ").nth(1).unwrap().split("\r\n").next().unwrap().parse().unwrap();
+        assert_eq!(len, ok.split("\r\n\r\n").nth(1).unwrap().len());
+        let q = String::from_utf8(answer(b"GET /metrics?x=1 HTTP/1.0\n\n", &mut scrape, 0)).unwrap();
+        assert!(q.starts_with("HTTP/1.1 200"), "{q}");
+        let head = String::from_utf8(answer(b"HEAD /metrics HTTP/1.1\r\n\r\n", &mut scrape, 0)).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200") && head.ends_with("\r\n\r\n"), "{head}");
+        let nf = String::from_utf8(answer(b"GET / HTTP/1.1\r\n\r\n", &mut scrape, 0)).unwrap();
+        assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
+        let bad = String::from_utf8(answer(b"\x00\xff garbage\r\n\r\n", &mut scrape, 0)).unwrap();
+        assert!(bad.starts_with("HTTP/1.1 405"), "{bad}");
+        // One snapshot per scrape, none for the others.
+        assert_eq!(calls, 3);
+    }
+
+    #[test]
+    fn a_head_is_complete_at_its_blank_line() {
+        assert!(!head_complete(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+        assert!(head_complete(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert!(head_complete(b"GET /metrics\n\n"));
+    }
+
+    #[test]
+    fn words_become_metric_names() {
+        assert_eq!(metric_word("requests-sent"), "requests_sent");
+        assert_eq!(metric_word("NA rx"), "na_rx");
+    }
+}
