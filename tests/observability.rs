@@ -1,0 +1,440 @@
+//! What a running xfwd says of itself: each worker's loop accounting, `/metrics` checked by
+//! Prometheus' own tools, and `xfwd top` in a terminal. Needs root (the namespace rig); each
+//! test builds its own rig and removes it on drop, failed or not.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{control_path, in_netns, root_or_skip, serial, show, stats, stop_clean, XFWD};
+use xfwd::rig::{self, Rig};
+use xfwd_dataplane::load::LoopTotals;
+
+fn loop_of(control: &str) -> LoopTotals {
+    stats(control).queues[0].load
+}
+
+/// Busy CPU jiffies and all jiffies of `cpu` so far, from /proc/stat.
+fn cpu_jiffies(cpu: usize) -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = text.lines().find(|l| l.starts_with(&format!("cpu{cpu} "))).unwrap();
+    let v: Vec<u64> = line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+    // user nice system idle iowait irq softirq steal ...
+    let all: u64 = v.iter().take(8).sum();
+    (all - v[3] - v[4], all)
+}
+
+#[test]
+fn loop_accounting_adds_up_to_the_wall_time_and_counts_every_frame() {
+    if !root_or_skip("loop_accounting_adds_up_to_the_wall_time_and_counts_every_frame") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("loop");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+
+    let t0 = Instant::now();
+    let a = loop_of(&control);
+    // A known load: 2,000 echo requests and their answers cross the worker.
+    r.h1.exec(&["ping", "-f", "-c", "2000", "-s", "1000", "-W", "1", rig::H2_ADDR]).unwrap();
+    std::thread::sleep(Duration::from_secs(4).saturating_sub(t0.elapsed()));
+    let b = loop_of(&control);
+    let elapsed = t0.elapsed().as_nanos() as f64;
+    let d = b.since(&a);
+    eprintln!("loop over {elapsed} ns: {d:?}");
+    // The parts are the whole, and the whole is the time that passed.
+    let parts = d.busy_ns() + d.idle_net_ns() + d.preempted_ns();
+    assert!(parts.abs_diff(d.wall_ns) * 100 <= d.wall_ns, "busy + idle + preempted {parts} ns, wall {d:?}");
+    assert!((d.wall_ns as f64 - elapsed).abs() <= elapsed / 100.0, "wall {} ns over {elapsed} ns", d.wall_ns);
+    assert!(d.schedstat, "the run delay could not be read");
+    assert!(d.frames >= 4_000, "{} frames counted for 4,000 sent", d.frames);
+    assert!(d.busy_ns() > 0 && d.ns_per_frame().is_some(), "{d:?}");
+    assert_eq!(d.batches.iter().sum::<u64>(), d.rounds_work, "{d:?}");
+    assert!(d.decide_ns + d.tx_ns + d.reap_ns <= d.work_ns, "{d:?}");
+    // Every frame received is in the accounting, once the last round with work is published.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let s = stats(&control);
+        let received: u64 = s.ports.iter().map(|p| p.total.rx_frames).sum();
+        if s.queues[0].load.frames == received {
+            break;
+        }
+        assert!(Instant::now() < deadline, "accounting {} frames, received {received}", s.queues[0].load.frames);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = show(&control, "stats");
+    eprintln!("{text}");
+    assert!(
+        text.contains("loop since start") && text.contains("ns per frame") && text.contains("frames per round:"),
+        "{text}"
+    );
+    stop_clean(&mut x);
+}
+
+#[test]
+fn idle_workers_report_near_zero_busy_even_when_spinning_at_100_percent() {
+    if !root_or_skip("idle_workers_report_near_zero_busy_even_when_spinning_at_100_percent") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("idle");
+    for poll in ["adaptive", "busy"] {
+        let mut x = r
+            .start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--poll", poll, "--cores", "0", "--control", &control])
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let (a, c0) = (loop_of(&control), cpu_jiffies(0));
+        std::thread::sleep(Duration::from_secs(3));
+        let (b, c1) = (loop_of(&control), cpu_jiffies(0));
+        let d = b.since(&a);
+        let core_busy = (c1.0 - c0.0) as f64 / (c1.1 - c0.1).max(1) as f64;
+        let busy = d.busy_fraction().unwrap();
+        eprintln!("{poll}: core 0 busy {:.3}, loop {d:?}", core_busy);
+        assert!(busy < 0.05, "{poll}: an idle worker reports {:.1} % busy: {d:?}", busy * 100.0);
+        if poll == "busy" {
+            // It spins: its core is busy whatever it forwards; the accounting sees through it.
+            assert!(core_busy > 0.9, "a spinning worker's core was busy {:.0} % of the time", core_busy * 100.0);
+            assert_eq!(d.sleep_ns, 0, "a busy-polling worker never sleeps");
+        } else {
+            assert!(d.sleep_ns * 2 > d.wall_ns, "an idle adaptive worker sleeps most of the time: {d:?}");
+        }
+        stop_clean(&mut x);
+    }
+}
+
+/// One scrape of `http://127.0.0.1:port/metrics` from inside namespace `ns`: (status line, body).
+fn scrape(ns: &str, port: u16) -> (String, String) {
+    in_netns(ns, move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: xfwd\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        (head.lines().next().unwrap().to_owned(), body.to_owned())
+    })
+    .join()
+    .unwrap()
+}
+
+/// A port for `--metrics` unlikely to be taken by another test process.
+fn metrics_port() -> u16 {
+    20_000 + (std::process::id() % 20_000) as u16
+}
+
+/// Samples of a text exposition: (name with labels as printed, value).
+fn samples(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_owned(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn metrics_pass_promtool_and_the_python_parser_and_counters_only_grow() {
+    if !root_or_skip("metrics_pass_promtool_and_the_python_parser_and_counters_only_grow") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let control = control_path("metrics");
+    let port = metrics_port();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
+    let addr = format!("127.0.0.1:{port}");
+    let mut x = r.start_xfwd(XFWD, &["router", "--config", config, "--control", &control, "--metrics", &addr]).unwrap();
+    assert!(x.seen.iter().any(|l| l.contains(&format!("metrics on http://{addr}/metrics"))), "{:?}", x.seen);
+    Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
+    // Traffic through the router during both scrapes, and some for the drop counters (no route).
+    let h1 = r.h1.name().to_owned();
+    let pinger = std::thread::spawn(move || {
+        Command::new("ip").args(["netns", "exec", &h1, "ping", "-q", "-i", "0.01", "-c", "300", "198.18.30.2"]).output()
+    });
+    let _ = r.h1.exec(&["ping", "-c", "2", "-i", "0.2", "-W", "1", "198.18.99.1"]);
+    let (status, first) = scrape(r.boxns.name(), port);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    std::thread::sleep(Duration::from_secs(1));
+    let (_, second) = scrape(r.boxns.name(), port);
+    pinger.join().unwrap().unwrap();
+
+    // Prometheus' own checker (lint included) and the Python client's parser read it.
+    let dir = std::env::temp_dir().join(format!("xfwd-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("metrics.txt");
+    std::fs::write(&file, &second).unwrap();
+    let promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .expect("promtool (package prometheus; scripts/setup installs it)");
+    assert!(
+        promtool.status.success() && promtool.stdout.is_empty() && promtool.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&promtool.stdout),
+        String::from_utf8_lossy(&promtool.stderr)
+    );
+    let py = "import sys, json\nfrom prometheus_client.parser import text_string_to_metric_families as parse\nprint(json.dumps({f.name: [f.type, f.documentation, len(f.samples)] for f in parse(sys.stdin.read())}))";
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", py])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("Debian's python3 with python3-prometheus-client");
+    assert!(out.status.success(), "prometheus_client could not parse the scrape");
+    let families: HashMap<String, (String, String, usize)> = serde_json::from_slice(&out.stdout).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    for (name, (kind, help, n)) in &families {
+        assert!(kind != "unknown" && !help.is_empty() && *n > 0, "{name}: type {kind}, help {help:?}, {n} samples");
+    }
+    // Every family the text names has HELP and TYPE.
+    let helps = second.lines().filter(|l| l.starts_with("# HELP ")).count();
+    let types = second.lines().filter(|l| l.starts_with("# TYPE ")).count();
+    assert_eq!((helps, types), (families.len(), families.len()), "{second}");
+    for family in [
+        "xfwd_port_rx_frames",
+        "xfwd_port_dropped_frames",
+        "xfwd_xdp_frames",
+        "xfwd_xsk_rx_dropped",
+        "xfwd_worker_seconds",
+        "xfwd_worker_round_frames",
+        "xfwd_worker_sojourn_seconds",
+        "xfwd_umem_frames",
+        "xfwd_neighbor_entries",
+        "xfwd_routes",
+        "xfwd_info",
+    ] {
+        assert!(families.contains_key(family), "no family {family}: {:?}", families.keys());
+    }
+    // Counters only grow between two scrapes; the frames received did grow.
+    let (a, b) = (samples(&first), samples(&second));
+    let rx = "xfwd_port_rx_frames_total{port=\"eth5\",queue=\"0\"}";
+    assert!(b[rx] > a[rx], "{rx}: {} then {}", a[rx], b[rx]);
+    assert!(b.keys().any(|k| k.starts_with("xfwd_port_dropped_frames_total") && k.contains("reason=\"no-route\"")));
+    for (k, v) in &a {
+        let family = k.split('{').next().unwrap();
+        let counter = family.ends_with("_total")
+            || family.ends_with("_bucket")
+            || family.ends_with("_count")
+            || family.ends_with("_sum");
+        if counter {
+            assert!(b[k] >= *v, "{k} went back from {v} to {}", b[k]);
+        }
+    }
+    stop_clean(&mut x);
+}
+
+#[test]
+fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
+    if !root_or_skip("metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("storm");
+    let port = metrics_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control, "--metrics", &addr]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    let ns = r.boxns.name().to_owned();
+
+    // The cap: with 64 connections open and silent, one more is closed at once, and counted.
+    let held = in_netns(&ns, move || {
+        let idle: Vec<TcpStream> = (0..64).map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        extra.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 16];
+        let closed = matches!(extra.read(&mut buf), Ok(0) | Err(_));
+        drop(idle);
+        closed
+    });
+    assert!(held.join().unwrap(), "the 65th connection was kept");
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, body) = scrape(&ns, port);
+    assert!(body.contains("xfwd_metrics_refused_connections_total 1"), "the refusal was not counted");
+
+    // Malformed and oversized requests get an error, and the server goes on.
+    let answers = in_netns(&ns, move || {
+        let ask = |req: &[u8]| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let _ = s.write_all(req);
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out);
+            String::from_utf8_lossy(&out).lines().next().unwrap_or("").to_owned()
+        };
+        vec![
+            ask(b"\x00\x01\x02 garbage\r\n\r\n"),
+            ask(b"POST /metrics HTTP/1.1\r\n\r\n"),
+            ask(b"GET /secret HTTP/1.1\r\n\r\n"),
+            ask(&[b'A'; 10_000]),
+        ]
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        answers,
+        [
+            "HTTP/1.1 405 Method Not Allowed",
+            "HTTP/1.1 405 Method Not Allowed",
+            "HTTP/1.1 404 Not Found",
+            "HTTP/1.1 431 Request Header Fields Too Large"
+        ]
+    );
+
+    // 100 clients scraping once a second and a slowloris, for 4 s, while a ping crosses the
+    // bridge: every scrape answered, the slowloris cut off, no ping lost.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, slowest_ms) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let loris = {
+        let ns = ns.clone();
+        in_netns(&ns, move || {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let start = Instant::now();
+            // One byte every 500 ms, never a whole request: how long until the server hangs up?
+            for b in b"GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaa" {
+                if s.write_all(&[*b]).is_err() {
+                    return start.elapsed();
+                }
+                std::thread::sleep(Duration::from_millis(500));
+                s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+                let mut buf = [0u8; 1];
+                match s.read(&mut buf) {
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    _ => return start.elapsed(),
+                }
+            }
+            start.elapsed()
+        })
+    };
+    let clients = {
+        let (stop, ok, slowest_ms) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&slowest_ms));
+        in_netns(&ns, move || {
+            let threads: Vec<_> = (0..100u64)
+                .map(|i| {
+                    let (stop, ok, slowest_ms) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&slowest_ms));
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_millis(i * 10));
+                        while !stop.load(Ordering::Relaxed) {
+                            let t = Instant::now();
+                            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: xfwd\r\n\r\n").unwrap();
+                            let mut out = String::new();
+                            let _ = s.read_to_string(&mut out);
+                            if out.starts_with("HTTP/1.1 200 OK") && out.contains("xfwd_port_rx_frames_total") {
+                                ok.fetch_add(1, Ordering::Relaxed);
+                            }
+                            slowest_ms.fetch_max(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+                            std::thread::sleep(Duration::from_secs(1).saturating_sub(t.elapsed()));
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+        })
+    };
+    let ping = r.h1.exec(&["ping", "-q", "-i", "0.02", "-c", "200", "-W", "1", rig::H2_ADDR]).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    clients.join().unwrap();
+    let ping = String::from_utf8_lossy(&ping.stdout).into_owned();
+    assert!(ping.contains("200 received"), "pings lost while the endpoint was stormed: {ping}");
+    let scrapes = ok.load(Ordering::Relaxed);
+    eprintln!("storm: {scrapes} scrapes answered, slowest {} ms; ping: {ping}", slowest_ms.load(Ordering::Relaxed));
+    // 4 s of 100 clients at one a second: about 400, every one answered.
+    assert!(scrapes >= 300, "{scrapes} scrapes answered");
+    let slowest = slowest_ms.load(Ordering::Relaxed);
+    assert!(slowest < 2_000, "a scrape took {slowest} ms");
+    let loris = loris.join().unwrap();
+    eprintln!("slowloris cut off after {loris:?}");
+    assert!(loris < Duration::from_secs(8), "the slowloris was held for {loris:?}");
+    stop_clean(&mut x);
+}
+
+/// A tmux session running `xfwd top`, killed on drop.
+struct Tmux(String);
+
+impl Tmux {
+    fn capture(&self) -> String {
+        let out = Command::new("tmux").args(["capture-pane", "-p", "-t", &self.0]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn alive(&self) -> bool {
+        Command::new("tmux").args(["has-session", "-t", &self.0]).output().unwrap().status.success()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).output();
+    }
+}
+
+#[test]
+fn top_shows_the_ports_and_a_changing_rate_in_a_terminal_and_plain_lines_in_a_pipe() {
+    if !root_or_skip("top_shows_the_ports_and_a_changing_rate_in_a_terminal_and_plain_lines_in_a_pipe") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("top");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+
+    // Not a terminal: plain blocks, one per refresh.
+    let plain = Command::new(XFWD)
+        .args(["top", "--control", &control, "--interval", "200ms", "--count", "2"])
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let plain = String::from_utf8_lossy(&plain.stdout).into_owned();
+    assert_eq!(plain.matches("xfwd top: ").count(), 2, "{plain}");
+    assert_eq!(plain.lines().filter(|l| l.starts_with("eth4 ")).count(), 2, "{plain}");
+    assert!(!plain.contains('\x1b'), "escape codes in plain output: {plain:?}");
+
+    // A terminal (tmux): the screen, rates that change with the traffic, and q quits.
+    let session = Tmux(format!("xfwd-top-{}", std::process::id()));
+    let cmd = format!("{XFWD} top --control {control}");
+    let st = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &session.0, "-x", "200", "-y", "40", &cmd])
+        .status()
+        .expect("tmux (scripts/setup installs it)");
+    assert!(st.success());
+    let h1 = r.h1.name().to_owned();
+    let pinger = std::thread::spawn(move || {
+        Command::new("ip")
+            .args(["netns", "exec", &h1, "ping", "-q", "-i", "0.005", "-c", "1000", rig::H2_ADDR])
+            .output()
+    });
+    std::thread::sleep(Duration::from_millis(2_500));
+    let a = session.capture();
+    std::thread::sleep(Duration::from_millis(1_100));
+    let b = session.capture();
+    pinger.join().unwrap().unwrap();
+    for screen in [&a, &b] {
+        assert!(screen.contains("eth4") && screen.contains("eth5") && screen.contains("busy"), "{screen}");
+    }
+    let line = |s: &str| s.lines().find(|l| l.starts_with("eth4 ")).map(str::to_owned).unwrap_or_default();
+    assert_ne!(line(&a), line(&b), "the rate did not change between refreshes:\n{a}\n{b}");
+    Command::new("tmux").args(["send-keys", "-t", &session.0, "q"]).status().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while session.alive() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!session.alive(), "xfwd top did not quit on q");
+    stop_clean(&mut x);
+}
