@@ -151,6 +151,14 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
             ],
             1.0,
         );
+        if let Some(q) = p.missed_queue {
+            f.gauge(
+                "xfwd_xdp_missed_queue",
+                "The highest queue a frame arrived on with no socket there (counted in pass-no-socket).",
+                &[("port", port)],
+                f64::from(q),
+            );
+        }
         for (verdict, n) in &p.xdp {
             f.counter(
                 "xfwd_xdp_frames_total",
@@ -210,7 +218,7 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
             for (reason, v) in &s.drops {
                 f.counter(
                     "xfwd_port_dropped_frames_total",
-                    "Frames received on the port and dropped, by reason.",
+                    "Frames dropped, by reason: on the port they came in by, or for want of room on the way out (tx-ring-full, no-free-frame, fq-overflow, aqm-drop with flow queues) on the port they were to leave by.",
                     &[("port", port), ("queue", &queue), ("reason", reason)],
                     *v as f64,
                 );
@@ -221,25 +229,35 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
         let queue = q.queue.to_string();
         let l: &[(&str, &str)] = &[("queue", &queue)];
         let t = &q.load;
-        for (state, ns) in [("busy", t.busy_ns()), ("idle", t.idle_net_ns()), ("preempted", t.preempted_ns())] {
+        // Gross times and the preempted share of each apart: each of them only grows (the run
+        // delay is read every 10 ms, after the rounds it is shared over were published).
+        for (state, ns, preempted) in
+            [("work", t.work_ns, t.preempted_work_ns), ("idle", t.idle_ns, t.preempted_idle_ns)]
+        {
             f.counter(
                 "xfwd_worker_seconds_total",
-                "A worker's wall time: busy (rounds with work), idle (rounds without, asleep included), preempted (runnable, not running).",
+                "A worker's wall time in rounds with work and without (spinning or asleep), preempted time included; busy = work less its preempted share.",
                 &[("queue", &queue), ("state", state)],
                 ns as f64 * NS,
+            );
+            f.counter(
+                "xfwd_worker_preempted_seconds_total",
+                "Of a worker's rounds with work and without: time runnable while another thread ran on its CPU (schedstat run delay).",
+                &[("queue", &queue), ("state", state)],
+                preempted as f64 * NS,
             );
         }
         for (phase, ns) in [("decide", t.decide_ns), ("tx", t.tx_ns), ("reap", t.reap_ns)] {
             f.counter(
                 "xfwd_worker_phase_seconds_total",
-                "A worker's rounds with work by phase: receive and decide, kick the TX rings, reap and refill.",
+                "A worker's rounds with work by phase (wall time): receive and decide, kick the TX rings, reap and refill.",
                 &[("queue", &queue), ("phase", phase)],
                 ns as f64 * NS,
             );
         }
         f.counter(
             "xfwd_worker_sleep_seconds_total",
-            "Of a worker's idle time, asleep in poll(2).",
+            "Of a worker's rounds without work, the wall time asleep in poll(2).",
             l,
             t.sleep_ns as f64 * NS,
         );
@@ -270,7 +288,8 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
             .iter()
             .enumerate()
             .map(|(b, n)| {
-                let le = if b + 1 < SOJOURN_BUCKETS { sojourn_floor(b + 1) as f64 * NS } else { f64::INFINITY };
+                // Bucket b holds [floor(b), floor(b + 1)) ns: at most floor(b + 1) - 1.
+                let le = if b + 1 < SOJOURN_BUCKETS { (sojourn_floor(b + 1) - 1) as f64 * NS } else { f64::INFINITY };
                 (le, *n)
             })
             .collect();
@@ -399,6 +418,7 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
             ("full_builds", "whole builds", k.full_builds),
             ("copies", "publications that copied the live tables", k.copies),
             ("local_map_errors", "addresses the XDP map refused", k.local_map_errors),
+            ("rules_not_followed", "policy rules added since start that xfwd does not follow", k.rules_not_followed),
         ];
         for (name, help, v) in c {
             f.counter(&format!("xfwd_kernel_{name}_total"), &format!("Kernel routes: {help}."), &[], v as f64);
@@ -448,19 +468,31 @@ impl MetricsServer {
 
     /// Serves `/metrics` about `view` from a thread of its own.
     pub fn serve(self, view: Arc<LiveView>) -> Result<()> {
-        std::thread::Builder::new()
-            .name("xfwd-metrics".into())
-            .spawn(move || serve(&self.listener, |_| render(&view.report(), route_counts(&view))))?;
+        std::thread::Builder::new().name("xfwd-metrics".into()).spawn(move || {
+            // Never real-time, whatever the thread that started it was.
+            let _ = xfwd_dataplane::io::start::sched::step_down();
+            serve(&self.listener, |_| render(&view.report(), route_counts(&view)))
+        })?;
         Ok(())
     }
+}
+
+/// Where a connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Reading the request head.
+    Reading,
+    /// Writing the answer.
+    Writing,
 }
 
 /// One client connection.
 struct Client {
     stream: TcpStream,
     request: Vec<u8>,
+    phase: Phase,
     /// The answer, once the request is read; `sent` bytes of it gone.
-    answer: Option<Vec<u8>>,
+    answer: Vec<u8>,
     sent: usize,
     deadline: Instant,
 }
@@ -511,7 +543,7 @@ fn serve(listener: &TcpListener, mut scrape: impl FnMut(()) -> Vec<u8>) {
         fds.clear();
         fds.push(libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 });
         for c in &clients {
-            let events = if c.answer.is_some() { libc::POLLOUT } else { libc::POLLIN };
+            let events = if c.phase == Phase::Writing { libc::POLLOUT } else { libc::POLLIN };
             fds.push(libc::pollfd { fd: c.stream.as_raw_fd(), events, revents: 0 });
         }
         let now = Instant::now();
@@ -548,14 +580,19 @@ fn serve(listener: &TcpListener, mut scrape: impl FnMut(()) -> Vec<u8>) {
                         clients.push(Client {
                             stream,
                             request: Vec::new(),
-                            answer: None,
+                            phase: Phase::Reading,
+                            answer: Vec::new(),
                             sent: 0,
                             deadline: now + REQUEST_TIMEOUT,
                         });
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                    // Out of descriptors, or a connection reset before it was taken: try later.
-                    Err(_) => break,
+                    // Out of descriptors (the connection stays in the backlog, and the listener
+                    // readable): wait a little rather than spin.
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(10));
+                        break;
+                    }
                 }
             }
         }
@@ -567,32 +604,47 @@ fn step(c: &mut Client, rev: i16, scrape: &mut dyn FnMut(()) -> Vec<u8>, refused
     if rev & (libc::POLLERR | libc::POLLNVAL) != 0 {
         return false;
     }
-    match &c.answer {
-        None => {
+    let again = |e: &std::io::Error| e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted;
+    match c.phase {
+        Phase::Reading => {
             let mut buf = [0u8; 2048];
             match c.stream.read(&mut buf) {
                 Ok(0) => return false,
                 Ok(n) => c.request.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if again(&e) => {}
                 Err(_) => return false,
             }
             if head_complete(&c.request) {
-                c.answer = Some(answer(&c.request, scrape, refused));
-                c.deadline = now + RESPONSE_TIMEOUT;
+                c.answer = answer(&c.request, scrape, refused);
             } else if c.request.len() > MAX_REQUEST {
-                let _ = c.stream.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n");
-                return false;
+                c.answer =
+                    b"HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .to_vec();
+            } else {
+                return now < c.deadline;
             }
-            now < c.deadline || c.answer.is_some()
+            c.request = Vec::new();
+            c.phase = Phase::Writing;
+            c.deadline = now + RESPONSE_TIMEOUT;
+            true
         }
-        Some(out) => {
-            match c.stream.write(&out[c.sent..]) {
+        Phase::Writing => {
+            match c.stream.write(&c.answer[c.sent..]) {
                 Ok(n) => c.sent += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if again(&e) => {}
                 Err(_) => return false,
             }
-            if c.sent >= out.len() {
+            if c.sent >= c.answer.len() {
+                // Done: shut for writing and take in what the client sent beyond its request
+                // (a closing socket with unread input resets the connection, and the client
+                // may lose the answer); then close, without waiting for the client.
                 let _ = c.stream.shutdown(std::net::Shutdown::Write);
+                let mut buf = [0u8; 2048];
+                for _ in 0..32 {
+                    if !matches!(c.stream.read(&mut buf), Ok(n) if n > 0) {
+                        break;
+                    }
+                }
                 return false;
             }
             now < c.deadline

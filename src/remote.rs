@@ -418,6 +418,10 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
         last = now;
     }
     eprintln!();
+    // A last sample of the workers, so that their figures cover the whole run.
+    if let Some(now) = worker_loads(&args.control) {
+        workers.push((start.elapsed().as_millis() as u64, now));
+    }
     let cpu = sampler.stop();
     let after: Vec<Vec<u64>> = args.ports.iter().map(|p| queue_counters(p)).collect();
     let queues = args

@@ -131,15 +131,16 @@ pub fn load_lines(t: &LoopTotals) -> Vec<String> {
     }
     vec![
         format!(
-            "loop since start ({:.1} s): busy {} (decide {}, tx {}, reap {}), idle {} (asleep {}), preempted {}",
+            "loop since start ({:.1} s): busy {}, idle {}, preempted {}; rounds with work {} (decide {}, tx {}, reap {}), asleep {}",
             w as f64 / 1e9,
             percent(t.busy_ns(), w),
+            percent(t.idle_net_ns(), w),
+            preempted,
+            percent(t.work_ns, w),
             percent(t.decide_ns, w),
             percent(t.tx_ns, w),
             percent(t.reap_ns, w),
-            percent(t.idle_net_ns(), w),
             percent(t.sleep_ns, w),
-            preempted
         ),
         format!(
             "  {} ns per frame, {} frames per round with work; rounds {} with work, {} without",

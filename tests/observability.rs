@@ -41,24 +41,36 @@ fn loop_accounting_adds_up_to_the_wall_time_and_counts_every_frame() {
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
     Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
 
+    // Each snapshot is taken between two instants: the wall time the accounting covers from
+    // one to the other lies between the inner and the outer interval, give or take what the
+    // worker had not published yet (at most a sleep of 10 ms, or a round).
     let t0 = Instant::now();
     let a = loop_of(&control);
+    let t1 = Instant::now();
     // A known load: 2,000 echo requests and their answers cross the worker.
     r.h1.exec(&["ping", "-f", "-c", "2000", "-s", "1000", "-W", "1", rig::H2_ADDR]).unwrap();
     std::thread::sleep(Duration::from_secs(4).saturating_sub(t0.elapsed()));
+    let t2 = Instant::now();
     let b = loop_of(&control);
-    let elapsed = t0.elapsed().as_nanos() as f64;
+    let t3 = Instant::now();
     let d = b.since(&a);
-    eprintln!("loop over {elapsed} ns: {d:?}");
-    // The parts are the whole, and the whole is the time that passed.
+    let (inner, outer) = ((t2 - t1).as_nanos() as u64, (t3 - t0).as_nanos() as u64);
+    eprintln!("loop between {inner} and {outer} ns: {d:?}");
+    let lag = 30_000_000;
+    assert!(
+        d.wall_ns + lag >= inner && d.wall_ns <= outer + lag,
+        "wall {} ns, not within [{inner}, {outer}] ns",
+        d.wall_ns
+    );
+    // And within 1 % of the time between the middles of the two snapshots' intervals.
+    let mid = ((t2 - t0).as_nanos() as u64 + (t3 - t1).as_nanos() as u64) / 2;
+    assert!(d.wall_ns.abs_diff(mid) * 100 <= mid, "wall {} ns against {mid} ns", d.wall_ns);
+    // busy + idle + preempted = wall: the preempted time is taken out of the other two.
     let parts = d.busy_ns() + d.idle_net_ns() + d.preempted_ns();
     assert!(parts.abs_diff(d.wall_ns) * 100 <= d.wall_ns, "busy + idle + preempted {parts} ns, wall {d:?}");
-    assert!((d.wall_ns as f64 - elapsed).abs() <= elapsed / 100.0, "wall {} ns over {elapsed} ns", d.wall_ns);
     assert!(d.schedstat, "the run delay could not be read");
     assert!(d.frames >= 4_000, "{} frames counted for 4,000 sent", d.frames);
-    assert!(d.busy_ns() > 0 && d.ns_per_frame().is_some(), "{d:?}");
-    assert_eq!(d.batches.iter().sum::<u64>(), d.rounds_work, "{d:?}");
-    assert!(d.decide_ns + d.tx_ns + d.reap_ns <= d.work_ns, "{d:?}");
+    assert!(d.busy_ns() > 0 && d.ns_per_frame().is_some() && d.rounds_work > 0, "{d:?}");
     // Every frame received is in the accounting, once the last round with work is published.
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
@@ -109,6 +121,44 @@ fn idle_workers_report_near_zero_busy_even_when_spinning_at_100_percent() {
         }
         stop_clean(&mut x);
     }
+}
+
+#[test]
+fn monitor_samples_the_workers_loop_accounting_beside_the_cpu() {
+    if !root_or_skip("monitor_samples_the_workers_loop_accounting_beside_the_cpu") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("monitor");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    let dir = std::env::temp_dir().join(format!("xfwd-monitor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("box.json");
+    let monitor = r
+        .boxns
+        .command(XFWD)
+        .args(["monitor", "--ports", "eth4,eth5", "--control", &control, "--time", "5s"])
+        .args(["--out", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The ping starts once the monitor has taken its first sample, and ends before its last.
+    std::thread::sleep(Duration::from_secs(1));
+    r.h1.exec(&["ping", "-q", "-i", "0.01", "-c", "200", rig::H2_ADDR]).unwrap();
+    let out = monitor.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("xfwd worker 0: busy ") && text.contains("ns per frame"), "{text}");
+    let m: xfwd::remote::Monitor = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(m.workers.len() >= 5, "{} samples of the workers in 5 s", m.workers.len());
+    let (first, last) = (&m.workers[0].1[0], &m.workers[m.workers.len() - 1].1[0]);
+    let d = last.since(first);
+    assert!(d.frames >= 400 && d.wall_ns > 1_000_000_000, "{d:?}");
+    stop_clean(&mut x);
 }
 
 /// One scrape of `http://127.0.0.1:port/metrics` from inside namespace `ns`: (status line, body).
@@ -207,6 +257,7 @@ fn metrics_pass_promtool_and_the_python_parser_and_counters_only_grow() {
         "xfwd_xdp_frames",
         "xfwd_xsk_rx_dropped",
         "xfwd_worker_seconds",
+        "xfwd_worker_preempted_seconds",
         "xfwd_worker_round_frames",
         "xfwd_worker_sojourn_seconds",
         "xfwd_umem_frames",
@@ -255,7 +306,12 @@ fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
         let mut extra = TcpStream::connect(("127.0.0.1", port)).unwrap();
         extra.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let mut buf = [0u8; 16];
-        let closed = matches!(extra.read(&mut buf), Ok(0) | Err(_));
+        // Closed: end of file or a reset; a read that times out means it was kept.
+        let closed = match extra.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        };
         drop(idle);
         closed
     });
@@ -296,7 +352,8 @@ fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
     // 100 clients scraping once a second and a slowloris, for 4 s, while a ping crosses the
     // bridge: every scrape answered, the slowloris cut off, no ping lost.
     let stop = Arc::new(AtomicBool::new(false));
-    let (ok, slowest_ms) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (ok, tried, slowest_ms) =
+        (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let loris = {
         let ns = ns.clone();
         in_netns(&ns, move || {
@@ -319,15 +376,18 @@ fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
         })
     };
     let clients = {
-        let (stop, ok, slowest_ms) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&slowest_ms));
+        let (stop, ok, tried, slowest_ms) =
+            (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&tried), Arc::clone(&slowest_ms));
         in_netns(&ns, move || {
             let threads: Vec<_> = (0..100u64)
                 .map(|i| {
-                    let (stop, ok, slowest_ms) = (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&slowest_ms));
+                    let (stop, ok, tried, slowest_ms) =
+                        (Arc::clone(&stop), Arc::clone(&ok), Arc::clone(&tried), Arc::clone(&slowest_ms));
                     std::thread::spawn(move || {
                         std::thread::sleep(Duration::from_millis(i * 10));
                         while !stop.load(Ordering::Relaxed) {
                             let t = Instant::now();
+                            tried.fetch_add(1, Ordering::Relaxed);
                             let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
                             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                             s.write_all(b"GET /metrics HTTP/1.1\r\nHost: xfwd\r\n\r\n").unwrap();
@@ -352,15 +412,18 @@ fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
     clients.join().unwrap();
     let ping = String::from_utf8_lossy(&ping.stdout).into_owned();
     assert!(ping.contains("200 received"), "pings lost while the endpoint was stormed: {ping}");
-    let scrapes = ok.load(Ordering::Relaxed);
-    eprintln!("storm: {scrapes} scrapes answered, slowest {} ms; ping: {ping}", slowest_ms.load(Ordering::Relaxed));
-    // 4 s of 100 clients at one a second: about 400, every one answered.
-    assert!(scrapes >= 300, "{scrapes} scrapes answered");
+    let (scrapes, tried) = (ok.load(Ordering::Relaxed), tried.load(Ordering::Relaxed));
+    eprintln!("storm: {scrapes} of {tried} scrapes answered, slowest {} ms", slowest_ms.load(Ordering::Relaxed));
+    // 4 s of 100 clients at one a second: every scrape answered.
+    assert!(tried >= 200 && scrapes == tried, "{scrapes} of {tried} scrapes answered");
     let slowest = slowest_ms.load(Ordering::Relaxed);
     assert!(slowest < 2_000, "a scrape took {slowest} ms");
     let loris = loris.join().unwrap();
     eprintln!("slowloris cut off after {loris:?}");
-    assert!(loris < Duration::from_secs(8), "the slowloris was held for {loris:?}");
+    assert!(
+        loris > Duration::from_secs(4) && loris < Duration::from_secs(8),
+        "the slowloris was cut off after {loris:?} (5 s to send a request)"
+    );
     stop_clean(&mut x);
 }
 
@@ -414,17 +477,16 @@ fn top_shows_the_ports_and_a_changing_rate_in_a_terminal_and_plain_lines_in_a_pi
         .status()
         .expect("tmux (scripts/setup installs it)");
     assert!(st.success());
+    // A ping for 3 s, then nothing: the rate shown goes from the ping's to none.
     let h1 = r.h1.name().to_owned();
     let pinger = std::thread::spawn(move || {
-        Command::new("ip")
-            .args(["netns", "exec", &h1, "ping", "-q", "-i", "0.005", "-c", "1000", rig::H2_ADDR])
-            .output()
+        Command::new("ip").args(["netns", "exec", &h1, "ping", "-q", "-i", "0.005", "-c", "600", rig::H2_ADDR]).output()
     });
     std::thread::sleep(Duration::from_millis(2_500));
     let a = session.capture();
-    std::thread::sleep(Duration::from_millis(1_100));
-    let b = session.capture();
     pinger.join().unwrap().unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    let b = session.capture();
     for screen in [&a, &b] {
         assert!(screen.contains("eth4") && screen.contains("eth5") && screen.contains("busy"), "{screen}");
     }

@@ -381,13 +381,18 @@ impl<D: Decide> Worker<D> {
         let mut busy_since_ms = self.clock.now_ms();
         let mut busy_rounds = 0u32;
         // The round's start, read for the accounting, gives its milliseconds too: the clock's
-        // origin on CLOCK_MONOTONIC (Instant's clock on Linux).
-        let origin_ns = monotonic_ns().saturating_sub(self.clock.elapsed_ns());
-        let schedstat = RunDelay::open();
-        let mut acct = LoopAccount::new(monotonic_ns());
-        acct.run_delay(acct.round_start(), schedstat.read());
+        // origin on CLOCK_MONOTONIC (Instant's clock on Linux), between two reads around it.
+        let origin_ns = {
+            let before = monotonic_ns();
+            let elapsed = self.clock.elapsed_ns();
+            let after = monotonic_ns();
+            (before / 2 + after / 2).saturating_sub(elapsed)
+        };
+        let mut acct = Accounting { acct: LoopAccount::new(monotonic_ns()), delay: RunDelay::open() };
+        acct.after_round(acct.acct.round_start(), &self.counters.load, true);
+        let acct = &mut acct;
         while !self.stop.load(Ordering::Relaxed) {
-            let now_ms = acct.round_start().saturating_sub(origin_ns) / 1_000_000;
+            let now_ms = acct.acct.round_start().saturating_sub(origin_ns) / 1_000_000;
             self.round_frames = 0;
             self.kick_ns = 0;
             let mut work = 0usize;
@@ -427,15 +432,11 @@ impl<D: Decide> Worker<D> {
                 last_xsk_ms = now_ms;
             }
             let end = monotonic_ns();
-            if acct.delay_due(end) {
-                acct.run_delay(end, schedstat.read());
-                self.counters.load.publish(acct.totals());
-            }
             if work > 0 {
                 let tx_reap = std::mem::take(&mut self.kick_ns);
-                acct.work_round(rx_end, end, self.round_frames, tx_rx, tx_reap);
+                acct.acct.work_round(rx_end, end, self.round_frames, tx_rx, tx_reap);
                 // Every round with work: the frames counted here match those received.
-                self.counters.load.publish(acct.totals());
+                acct.after_round(end, &self.counters.load, true);
                 idle_rounds = 0;
                 if busy_rounds == 0 {
                     busy_since_ms = now_ms;
@@ -468,7 +469,8 @@ impl<D: Decide> Worker<D> {
             match self.poll {
                 PollMode::Busy => {
                     std::hint::spin_loop();
-                    acct.idle_round(end, 0);
+                    acct.acct.idle_round(end, 0);
+                    acct.after_round(end, &self.counters.load, false);
                 }
                 PollMode::Adaptive => {
                     idle_rounds += 1;
@@ -484,16 +486,27 @@ impl<D: Decide> Worker<D> {
                         let asleep = monotonic_ns();
                         self.sleep();
                         let awake = monotonic_ns();
-                        acct.idle_round(awake, awake - asleep);
-                        self.counters.load.publish(acct.totals());
+                        acct.acct.idle_round(awake, awake - asleep);
+                        acct.after_round(awake, &self.counters.load, true);
                     } else {
-                        acct.idle_round(end, 0);
+                        acct.acct.idle_round(end, 0);
+                        acct.after_round(end, &self.counters.load, false);
                     }
                 }
             }
         }
-        self.counters.load.publish(acct.totals());
+        // Settling takes in what the rings still hold: one last round, so that the frames
+        // counted still match those received.
+        self.round_frames = 0;
+        self.kick_ns = 0;
         self.settle();
+        let end = monotonic_ns();
+        if self.round_frames > 0 {
+            acct.acct.work_round(end, end, self.round_frames, std::mem::take(&mut self.kick_ns), 0);
+        } else {
+            acct.acct.idle_round(end, 0);
+        }
+        self.counters.load.publish(acct.acct.totals());
         self.read_xsk_stats(Lock::Wait);
         self.publish_frames();
     }
@@ -1268,6 +1281,28 @@ fn read_stamp(f: &[u8], key: u64) -> Option<(u64, Stamp)> {
         return Some((word(0)?, Stamp::Front));
     }
     None
+}
+
+/// A running worker's loop accounting and where its run delay is read.
+struct Accounting {
+    acct: LoopAccount,
+    delay: RunDelay,
+}
+
+impl Accounting {
+    /// After a round is counted up to `now`: reads the run delay when it is due (so that the
+    /// slice it is shared over includes that round) and publishes the totals then, or
+    /// `always`.
+    #[inline]
+    fn after_round(&mut self, now: u64, counters: &crate::stats::LoopCounters, always: bool) {
+        let due = self.acct.delay_due(now);
+        if due {
+            self.acct.run_delay(now, self.delay.read());
+        }
+        if due || always {
+            counters.publish(self.acct.totals());
+        }
+    }
 }
 
 /// The calling thread's run delay (time runnable but not running), from its
