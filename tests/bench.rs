@@ -78,6 +78,18 @@ fn a_short_ab_run_gives_consistent_reports() {
             assert!(run.flows_rtt.len() == 2 && run.flows_rtt.iter().all(Option::is_some), "{}: {run:?}", arm.name);
             // Pings every 5 ms through a 2 s run: some 400 sent; a quarter answered at least.
             assert!(run.rtt_ms.len() >= 100, "{}: {} RTT samples", arm.name, run.rtt_ms.len());
+            // xfwd's arm: its workers' own accounting over the measured part of the run, which
+            // covered the flows' frames.
+            if let Some(x) = &run.xfwd {
+                let t = x.loop_total().unwrap_or_else(|| panic!("{}: no loop accounting", arm.name));
+                assert!(t.frames > 0 && t.busy_fraction().is_some_and(|b| b > 0.0), "{}: {t:?}", arm.name);
+                assert!(
+                    t.wall_ns >= 1_000_000_000,
+                    "{}: the accounting covers {} ns of a 2 s run",
+                    arm.name,
+                    t.wall_ns
+                );
+            }
         }
     }
     for r in run_bench(&dir.join("udp"), &["--frame", "64", "--rate", "20000", "--flows", "16"]) {
