@@ -117,6 +117,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             server_addr: &args.server,
             server_port0: u32::from(args.port),
             client_ports: cports.iter().map(|&p| u32::from(p)).collect(),
+            streams: 1,
             queues: None,
             secs: args.time,
             omit: args.omit,

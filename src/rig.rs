@@ -572,6 +572,30 @@ pub fn iperf3_received_bytes(json: &str) -> Result<u64> {
         .context("iperf3 JSON has no end.sum_received")
 }
 
+/// Each stream's sender rate, bytes received and sender RTT from the `--json` output of an
+/// iperf3 client that ran `streams` parallel streams (`end.streams[]`, in the order of their
+/// client ports).
+pub fn iperf3_streams(json: &str, streams: usize) -> Result<Vec<(f64, u64, Option<FlowRtt>)>> {
+    let v = iperf3_json(json)?;
+    let list = v.pointer("/end/streams").and_then(|s| s.as_array()).context("iperf3 JSON has no end.streams")?;
+    if list.len() != streams {
+        bail!("iperf3 reported {} streams of {streams}", list.len());
+    }
+    list.iter()
+        .map(|s| {
+            let bps =
+                s.pointer("/sender/bits_per_second").and_then(|b| b.as_f64()).context("a stream without a rate")?;
+            let bytes =
+                s.pointer("/receiver/bytes").and_then(|b| b.as_u64()).context("a stream without bytes received")?;
+            let field = |name: &str| s.pointer(&format!("/sender/{name}")).and_then(serde_json::Value::as_u64);
+            let rtt = field("mean_rtt")
+                .filter(|&m| m > 0)
+                .and_then(|mean_us| Some(FlowRtt { mean_us, min_us: field("min_rtt")?, max_us: field("max_rtt")? }));
+            Ok((bps, bytes, rtt))
+        })
+        .collect()
+}
+
 /// Reads the sender's RTT from iperf3's client `--json` output (`end.streams[].sender`).
 ///
 /// None when iperf3 gives none: off Linux it has no `TCP_INFO` and leaves the fields out, and
@@ -688,12 +712,37 @@ pub fn iperf3_tcp_omit(
     if flows == 0 || flows > MAX_FLOWS {
         bail!("{flows} flows: the fixed client ports {CLIENT_PORT0}+k allow 1 to {MAX_FLOWS}");
     }
+    iperf3_tcp_streams(server, client, server_addr, flows, 1, queues, secs, omit)
+}
+
+/// [`iperf3_tcp_omit`] with `streams` flows per iperf3 client process (`-P`, from consecutive
+/// fixed client ports; the last client takes what is left): with hundreds of flows, a few
+/// processes each sharing out their CPU time among their streams, rather than hundreds of
+/// processes whose scheduling decides each flow's share.
+#[allow(clippy::too_many_arguments, reason = "the run's whole description")]
+pub fn iperf3_tcp_streams(
+    server: &Netns,
+    client: &Netns,
+    server_addr: &str,
+    flows: u32,
+    streams: u32,
+    queues: u32,
+    secs: u32,
+    omit: u32,
+) -> Result<TcpResult> {
+    if flows == 0 || flows > MAX_FLOWS {
+        bail!("{flows} flows: the fixed client ports {CLIENT_PORT0}+k allow 1 to {MAX_FLOWS}");
+    }
+    if !(1..=MAX_STREAMS).contains(&streams) {
+        bail!("{streams} streams per client: iperf3 runs 1 to {MAX_STREAMS}");
+    }
     run_flows(&Flows {
         server,
         client,
         server_addr,
         server_port0: SERVER_PORT0,
         client_ports: (CLIENT_PORT0..CLIENT_PORT0 + flows).collect(),
+        streams,
         queues: Some(queues),
         secs,
         omit,
@@ -701,8 +750,13 @@ pub fn iperf3_tcp_omit(
     })
 }
 
+/// Most parallel streams one iperf3 client runs (`-P`).
+pub const MAX_STREAMS: u32 = 128;
+
 /// A set of TCP flows, the reference method's: iperf3 servers in one namespace, clients in
-/// another, flow *k* from the fixed client port `client_ports[k]` to port `server_port0 + k`.
+/// another, flow *k* from the fixed client port `client_ports[k]` to port `server_port0 + k`;
+/// or, with `streams` > 1, client *c* running flows *c·streams* … as parallel streams from
+/// consecutive client ports to port `server_port0 + c`.
 #[derive(Debug)]
 pub struct Flows<'a> {
     /// Where the servers run.
@@ -713,8 +767,10 @@ pub struct Flows<'a> {
     pub server_addr: &'a str,
     /// The first server port.
     pub server_port0: u32,
-    /// Each flow's fixed client port.
+    /// Each flow's fixed client port (with `streams` > 1, consecutive within each client).
     pub client_ports: Vec<u32>,
+    /// Flows per client process (`-P`); 1: a process per flow.
+    pub streams: u32,
     /// On the rig: client *k* is pinned to CPU *k mod queues*, where XPS puts it on that queue.
     /// `None`: not pinned (a load machine's RSS spreads flows by their ports).
     pub queues: Option<u32>,
@@ -736,8 +792,14 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     if flows == 0 {
         bail!("no flows to run");
     }
+    // Each client's flows (their client ports), in order.
+    let groups: Vec<&[u32]> = f.client_ports.chunks(f.streams.max(1) as usize).collect();
+    if let Some(g) = groups.iter().find(|g| g.windows(2).any(|w| w[1] != w[0] + 1)) {
+        bail!("the client ports of one iperf3 client must follow each other: {g:?}");
+    }
+    let clients_n = groups.len() as u32;
     let logs = TempDir::new("iperf3")?;
-    let server_ports = f.server_port0..f.server_port0 + flows;
+    let server_ports = f.server_port0..f.server_port0 + clients_n;
     let mut servers = Vec::new();
     for port in server_ports.clone() {
         let log = logs.file(&format!("server-{port}.log"))?;
@@ -752,14 +814,15 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     // client's start waits for CPU taken by flows already running.
     let (gate, gate_in) = UnixStream::pair().context("socket pair for the clients' start")?;
     let mut clients = Vec::new();
-    for (k, cport) in (0..flows).zip(&f.client_ports) {
+    for (k, group) in (0..clients_n).zip(&groups) {
         let cpu = f.queues.map(|q| (k % q.max(1)) as usize);
         let port = (f.server_port0 + k).to_string();
-        let cport = cport.to_string();
-        let (t, o) = (secs.to_string(), omit.to_string());
+        let cport = group[0].to_string();
+        let (t, o, p) = (secs.to_string(), omit.to_string(), group.len().to_string());
         let mut c = client.endpoint_command("sh", cpu)?;
         c.args(["-c", "read -r go; exec iperf3 \"$@\"", "iperf3"])
             .args(["-c", server_addr, "-p", &port, "--cport", &cport, "-t", &t, "-O", &o, "-J"])
+            .args(if group.len() > 1 { vec!["-P", p.as_str()] } else { Vec::new() })
             .stdin(Stdio::from(OwnedFd::from(gate_in.try_clone()?)))
             .stdout(logs.file(&format!("client-{k}.json"))?)
             .stderr(logs.file(&format!("client-{k}.err"))?);
@@ -776,32 +839,43 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     drop(servers);
     let (mut flows_bps, mut flows_received_bytes, mut flows_rtt) = (Vec::new(), Vec::new(), Vec::new());
     let mut failed = Vec::new();
-    for (k, ended) in (0..flows).zip(ended) {
-        let (port, cport) = (f.server_port0 + k, f.client_ports[k as usize]);
+    for ((k, ended), group) in (0..clients_n).zip(ended).zip(&groups) {
+        let (port, cport) = (f.server_port0 + k, group[0]);
         let json = logs.read(&format!("client-{k}.json"));
         let rate = if ended {
-            iperf3_sender_bps(&json)
-                .and_then(|bps| Ok((bps, iperf3_received_bytes(&json)?, iperf3_sender_rtt(&json))))
-                .map_err(|e| {
-                    let stderr = logs.read(&format!("client-{k}.err"));
-                    if stderr.trim().is_empty() {
-                        e
-                    } else {
-                        e.context(format!("its stderr: {}", stderr.trim()))
-                    }
-                })
+            let each = if group.len() == 1 {
+                iperf3_sender_bps(&json)
+                    .and_then(|bps| Ok(vec![(bps, iperf3_received_bytes(&json)?, iperf3_sender_rtt(&json))]))
+            } else {
+                iperf3_streams(&json, group.len())
+            };
+            each.map_err(|e| {
+                let stderr = logs.read(&format!("client-{k}.err"));
+                if stderr.trim().is_empty() {
+                    e
+                } else {
+                    e.context(format!("its stderr: {}", stderr.trim()))
+                }
+            })
         } else {
             Err(anyhow::anyhow!("still running {CLIENT_GRACE:?} after its planned end: killed"))
         };
         match rate {
-            Ok((bps, bytes, rtt)) => {
-                flows_bps.push(bps);
-                flows_received_bytes.push(bytes);
-                flows_rtt.push(rtt);
+            Ok(each) => {
+                for (bps, bytes, rtt) in each {
+                    flows_bps.push(bps);
+                    flows_received_bytes.push(bytes);
+                    flows_rtt.push(rtt);
+                }
             }
             Err(e) => {
                 let server_says = iperf3_errors(&logs.read(&format!("server-{port}.log")));
-                let mut msg = format!("flow {k} (client port {cport} to {server_addr}:{port}): {e:#}");
+                let what = if group.len() > 1 {
+                    format!("client {k} ({} streams", group.len())
+                } else {
+                    format!("flow {k} (")
+                };
+                let mut msg = format!("{what}client port {cport} to {server_addr}:{port}): {e:#}");
                 if !server_says.is_empty() {
                     msg.push_str(&format!(" (its server: {server_says})"));
                 }
@@ -810,6 +884,9 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
         }
     }
     if let Some(first) = failed.first() {
+        if clients_n < flows {
+            bail!("{} of {clients_n} iperf3 clients ({flows} flows) failed; the first: {first}", failed.len());
+        }
         bail!("{} of {flows} flows failed; the first: {first}", failed.len());
     }
     Ok(TcpResult { flows_bps, flows_received_bytes, flows_rtt, started_unix_ms })
@@ -1059,6 +1136,25 @@ mod tests {
             {"sender":{"socket":9,"bytes":0,"bits_per_second":0,"retransmits":0,"max_rtt":0,"min_rtt":0,"mean_rtt":0,"sender":true},
              "receiver":{"socket":9,"bytes":0,"bits_per_second":0,"sender":true}}],
         "sum_sent":{"bytes":20,"bits_per_second":2e9},"sum_received":{"bytes":20,"bits_per_second":2e9}}}"#;
+
+    #[test]
+    fn each_stream_of_a_client_is_a_flow() {
+        // The saved two-stream output: each stream's rate and bytes, adding up to the sums.
+        let ok = include_str!("../tests/fixtures/iperf3-client-3.12.json");
+        let each = iperf3_streams(ok, 2).unwrap();
+        assert_eq!(each.len(), 2);
+        let bps: f64 = each.iter().map(|e| e.0).sum();
+        assert!((bps - iperf3_sender_bps(ok).unwrap()).abs() < 1.0, "{each:?}");
+        assert_eq!(each.iter().map(|e| e.1).sum::<u64>(), iperf3_received_bytes(ok).unwrap());
+        assert!(each.iter().all(|e| e.2.is_some()));
+        // The constructed three streams: the third took no RTT sample and moved nothing.
+        let three = iperf3_streams(RTT_STREAMS_CONSTRUCTED, 3).unwrap();
+        assert_eq!(three.iter().map(|e| (e.0, e.1)).collect::<Vec<_>>(), [(1e9, 10), (1e9, 10), (0.0, 0)]);
+        assert_eq!(three[0].2, Some(FlowRtt { mean_us: 1000, min_us: 500, max_us: 1500 }));
+        assert_eq!(three[2].2, None);
+        // A client that reports another number of streams than it was asked for fails.
+        assert!(iperf3_streams(ok, 3).unwrap_err().to_string().contains("2 streams of 3"));
+    }
 
     #[test]
     fn iperf3_json_sender_rtt() {

@@ -184,6 +184,30 @@ fn many_flows_run_back_to_back_in_both_arms_without_a_failed_run() {
 }
 
 #[test]
+fn flows_can_run_as_streams_of_a_few_client_processes() {
+    if !root_or_skip("flows_can_run_as_streams_of_a_few_client_processes") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-streams-{}", std::process::id()));
+    // 7 flows as clients of 3, 3 and 1 streams: every flow counted once, with its own figures.
+    let (res, r, pid) = bench_router(
+        &dir,
+        &["--arm", "kernel,xfwd", "--flows", "7", "--streams", "3", "--runs", "1", "--time", "2", "--omit", "0"],
+    );
+    assert_all_runs_passed(&res, &r);
+    assert!(r.conditions.endpoints.contains("3 flows per client process"), "{}", r.conditions.endpoints);
+    for arm in &r.arms {
+        let run = &arm.runs[0];
+        assert_eq!((run.flows_bps.len(), run.flows_rtt.len()), (7, 7), "{}: {run:?}", arm.name);
+        assert!(run.flows_bps.iter().all(|b| *b > 0.0), "{}: {:?}", arm.name, run.flows_bps);
+        assert!(run.fairness.is_some() && run.received_gbps.is_some_and(|g| g > 0.0), "{}: {run:?}", arm.name);
+    }
+    assert_rig_removed(pid);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_failed_run_is_reported_and_the_other_runs_complete() {
     if !root_or_skip("a_failed_run_is_reported_and_the_other_runs_complete") {
         return;

@@ -90,6 +90,11 @@ pub struct BenchArgs {
     /// Flows (TCP: iperf3 clients with fixed ports; packet rate: UDP source ports).
     #[arg(long, default_value_t = 4)]
     pub flows: u32,
+    /// TCP: flows per iperf3 client process (parallel streams from consecutive fixed ports), 1
+    /// to 128. With hundreds of flows, a few processes share out their CPU time among their
+    /// streams, so that the flows' shares are the path's rather than the scheduler's.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128))]
+    pub streams: u32,
     /// Seconds per run.
     #[arg(long, default_value_t = 10)]
     pub time: u32,
@@ -488,8 +493,16 @@ fn measure(
     let (mut flows_bps, mut flows_rtt, mut flows_received) = (Vec::new(), Vec::new(), Vec::new());
     match frame {
         None => {
-            let tcp =
-                rig::iperf3_tcp_omit(p.server, p.client, p.server_addr, args.flows, r.queues, args.time, args.omit)?;
+            let tcp = rig::iperf3_tcp_streams(
+                p.server,
+                p.client,
+                p.server_addr,
+                args.flows,
+                args.streams,
+                r.queues,
+                args.time,
+                args.omit,
+            )?;
             flows_bps = tcp.flows_bps;
             flows_rtt = tcp.flows_rtt;
             flows_received = tcp.flows_received_bytes.iter().map(|&b| b as f64).collect();
@@ -774,6 +787,11 @@ pub fn run_mode(
                 "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box"
                     .into(),
             endpoints: match args.frame {
+                None if args.streams > 1 => format!(
+                    "iperf3 clients and servers at nice {} in every arm, {} flows per client process (-P, consecutive fixed ports), client k pinned to CPU k mod queues, started together",
+                    rig::ENDPOINT_NICE,
+                    args.streams
+                ),
                 None => format!(
                     "iperf3 clients and servers at nice {} in every arm, client k pinned to CPU k mod queues, started together",
                     rig::ENDPOINT_NICE
