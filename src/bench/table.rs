@@ -95,7 +95,8 @@ pub fn render(report: &Report) -> String {
         let loss = (!arm.runs.is_empty())
             .then(|| arm.runs.iter().map(|r| r.loss).sum::<f64>() / arm.runs.len() as f64 * 100.0);
         let fair: Vec<f64> = arm.runs.iter().filter_map(|r| r.fairness).collect();
-        let fairness = (!fair.is_empty()).then(|| fair.iter().sum::<f64>() / fair.len() as f64);
+        // The median of the runs: one run of senders starved by the scheduler moves a mean.
+        let fairness = median(fair);
         let load = rtt(arm);
         let rtts = match load.p50_ms {
             Some(p50) => format!("{p50:.2}/{} ms", fig(load.p99_ms)),
@@ -277,6 +278,22 @@ mod tests {
         let x = row(&t, "xfwd");
         assert_eq!(&x[x.len() - 5..], ["0.20/-", "ms", "40", "-", "1.000"], "{t}");
         assert!(t.contains("pings") && t.contains("flow RTT"), "{t}");
+    }
+
+    #[test]
+    fn fairness_is_the_median_of_the_runs() {
+        let runs: Vec<_> = [0.2, 0.9, 0.95]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let mut r = test_run(i as u32 + 1, 4.0, 1000);
+                r.fairness = Some(*f);
+                r
+            })
+            .collect();
+        let t = render(&test_report(vec![ArmResult { name: "kernel".into(), runs, failed: Vec::new() }]));
+        // The mean would be 0.683: one run of starved senders does not move the median.
+        assert_eq!(row(&t, "kernel").last(), Some(&"0.900"), "{t}");
     }
 
     #[test]
