@@ -28,7 +28,7 @@ fn worker_busy(arm: &super::report::ArmResult) -> Option<f64> {
 
 /// `value` with two decimals, or `-` when it was not measured.
 fn fig(value: Option<f64>) -> String {
-    value.map_or_else(|| "-".into(), |v| format!("{v:.2}"))
+    crate::render::or_dash(value, 2)
 }
 
 fn summary_of(report: &Report, figure: &str, arm: &str) -> Option<Summary> {
