@@ -188,6 +188,13 @@ pub fn show(control: &str, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The drops of `s` other than queue management's (`aqm-drop`, `fq-overflow`): CoDel may drop
+/// a frame that waited beyond its target on a machine loaded by other work, which says nothing
+/// about the path's decisions; every other reason must stay at zero where a test says so.
+pub fn drops_but_aqm(s: &xfwd_dataplane::stats::PortSnapshot) -> Vec<(String, u64)> {
+    s.drops.iter().filter(|(r, n)| *n > 0 && r != "aqm-drop" && r != "fq-overflow").cloned().collect()
+}
+
 /// One of the XDP program's counters for `port`.
 pub fn xdp(r: &xfwd_dataplane::io::Report, port: usize, name: &str) -> u64 {
     r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
