@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{
     capture, control_path, cpus_or_skip, drops_but_aqm, mac_bytes, mac_of, root_or_skip, send_raw, serial, show, stats,
-    stop_clean, XFWD,
+    stop_clean, wait_line, XFWD,
 };
 use etherparse::{Ipv6Header, PacketBuilder};
 use xfwd::rig::{self, Rig, XfwdProcess};
@@ -30,19 +30,6 @@ fn start(r: &Rig, control: &str, extra: &[&str]) -> XfwdProcess {
 fn ping(from: &rig::Netns, args: &[&str]) -> String {
     let out = from.command("ping").args(args).output().unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Waits (up to 10 s, a loaded machine's margin) until xfwd has printed a line starting with
-/// `prefix`, after `skip` such lines already seen; returns it.
-fn wait_line(x: &mut XfwdProcess, prefix: &str, skip: usize) -> String {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        x.collect();
-        if let Some(l) = x.seen.iter().filter(|l| l.starts_with(prefix)).nth(skip) {
-            return l.clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "no `{prefix}` line from xfwd: {:#?}", x.seen);
-    }
 }
 
 /// Waits (up to 10 s) until `show neighbors` contains `what`; returns the last output.

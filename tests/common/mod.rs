@@ -195,6 +195,12 @@ pub fn drops_but_aqm(s: &xfwd_dataplane::stats::PortSnapshot) -> Vec<(String, u6
     s.drops.iter().filter(|(r, n)| *n > 0 && r != "aqm-drop" && r != "fq-overflow").cloned().collect()
 }
 
+/// The frames of `s` that queue management shed (`aqm-drop`, `fq-overflow`): frames that
+/// waited too long, or found their queue full, because the worker was slower than its load.
+pub fn shed(s: &xfwd_dataplane::stats::PortSnapshot) -> u64 {
+    s.drops.iter().filter(|(r, _)| r == "aqm-drop" || r == "fq-overflow").map(|(_, n)| n).sum()
+}
+
 /// One of the XDP program's counters for `port`.
 pub fn xdp(r: &xfwd_dataplane::io::Report, port: usize, name: &str) -> u64 {
     r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
@@ -204,6 +210,41 @@ pub fn xdp(r: &xfwd_dataplane::io::Report, port: usize, name: &str) -> u64 {
 pub fn xdp_attached(r: &xfwd::rig::Rig) -> bool {
     let out = r.boxns.ip(&["link", "show"]).unwrap();
     String::from_utf8_lossy(&out.stdout).contains("xdp")
+}
+
+/// Waits (up to 10 s, a loaded machine's margin) until xfwd has printed a line starting with
+/// `prefix`, after `skip` such lines already seen; returns it.
+pub fn wait_line(x: &mut xfwd::rig::XfwdProcess, prefix: &str, skip: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        x.collect();
+        if let Some(l) = x.seen.iter().filter(|l| l.starts_with(prefix)).nth(skip) {
+            return l.clone();
+        }
+        assert!(Instant::now() < deadline, "no `{prefix}` line from xfwd: {:#?}", x.seen);
+    }
+}
+
+/// Received, and sent + dropped with a reason, over every port of `s`.
+pub fn balance(s: &xfwd_dataplane::io::Report) -> (u64, u64) {
+    let sum = |f: fn(&xfwd_dataplane::stats::PortSnapshot) -> u64| s.ports.iter().map(|p| f(&p.total)).sum::<u64>();
+    (sum(|t| t.rx_frames), sum(|t| t.tx_frames) + sum(|t| t.dropped()))
+}
+
+/// Waits (up to 5 s) until every frame xfwd on `control` received was sent or dropped with a
+/// reason (frames still in flight when traffic stops settle within a round or two); returns
+/// the last stats. Fails if they never balance.
+pub fn settled(control: &str) -> xfwd_dataplane::io::Report {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = stats(control);
+        let (rx, out) = balance(&s);
+        if rx == out {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "received {rx}, sent + dropped {out}: {:#?}", s.ports);
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Stops xfwd with SIGTERM and checks the exit: status 0, every queue's frames accounted for.
