@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{
     capture, control_path, cpus_or_skip, drops_but_aqm, mac_of, min_segments, raw_frame, root_or_skip, send_raw,
-    serial, stats, stop_clean, xdp, xdp_attached, XFWD,
+    serial, shed, stats, stop_clean, xdp, xdp_attached, XFWD,
 };
 use xfwd::rig::{self, Rig};
 
@@ -38,15 +38,19 @@ fn ping_arp_and_tcp_cross_through_af_xdp() {
     let before = stats(&control);
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 1, 1, 2).unwrap();
     assert!(tcp.gbps() > 0.0, "TCP transfer moved nothing");
-    let after = stats(&control);
+    let after = common::settled(&control);
 
     // Every data segment crossed eth4 → eth5 as an AF_XDP frame, redirected by the XDP program:
     // at least as many frames as it takes to carry what h2 received.
     let rx = after.ports[0].total.rx_frames - before.ports[0].total.rx_frames;
     let tx = after.ports[1].total.tx_frames - before.ports[1].total.tx_frames;
+    // What queue management shed on the way out (a loaded machine makes frames wait) left
+    // eth5 with a reason; the rest was sent (frames still in flight as the stats were read
+    // aside: 1 %).
+    let out = tx + shed(&after.ports[1].total) - shed(&before.ports[1].total);
     let need = min_segments(tcp.flows_received_bytes[0]);
     assert!(rx >= need, "{rx} frames received on eth4, yet h2 received {need} segments' worth");
-    assert!(tx >= rx - rx / 100, "eth5 sent {tx} of {rx}");
+    assert!(out >= rx - rx / 100, "eth5 sent or shed {out} of {rx}");
     assert!(xdp(&after, 0, "redirected") >= after.ports[0].total.rx_frames);
     assert_eq!(xdp(&after, 0, "pass-no-socket"), 0);
     // How it is attached and bound is in the stats, for tools that read them (the bench).
@@ -78,16 +82,17 @@ fn two_queues_two_workers_forward_on_both_queues() {
     // Two flows, client k pinned to CPU k: XPS puts flow k on h1's TX queue k = box eth4 queue k.
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 2, 2).unwrap();
     assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
-    let s = stats(&control);
+    let s = common::settled(&control);
     let (eth4, eth5) = (&s.ports[0], &s.ports[1]);
     assert_eq!(eth4.per_queue.len(), 2);
     for q in 0..2 {
         // Flow q's data segments: in on eth4 queue q, out on eth5 by the same worker, none lost.
         // (Flow q starts on queue q; TCP may move later segments to another queue, see
         // tests/router.rs, so per queue only "carries traffic" is certain.)
-        let (rx, tx) = (eth4.per_queue[q].rx_frames, eth5.per_queue[q].tx_frames);
+        // (Shed by queue management counts as out: it left with a reason.)
+        let (rx, tx) = (eth4.per_queue[q].rx_frames, eth5.per_queue[q].tx_frames + shed(&eth5.per_queue[q]));
         assert!(rx > 0, "queue {q} of eth4 received nothing: {:?}", eth4.per_queue);
-        assert!(tx >= rx, "queue {q}: {rx} in on eth4, only {tx} out on eth5");
+        assert!(tx >= rx, "queue {q}: {rx} in on eth4, only {tx} out on eth5 (sent or shed)");
         assert_eq!(drops_but_aqm(&eth4.per_queue[q]), [], "queue {q} drops: {:?}", eth4.per_queue[q].drops);
     }
     let need = min_segments(tcp.flows_received_bytes.iter().sum());
@@ -388,21 +393,38 @@ fn one_queue_fed_from_two_cpus_keeps_two_workers_busy_with_per_cpu_sockets() {
     let table: Vec<Vec<&str>> = x.seen.iter().map(|l| l.split_whitespace().collect()).collect();
     assert!(table.contains(&vec!["0", "0"]) && table.contains(&vec!["1", "1"]), "worker tables: {:#?}", x.seen);
     Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    // The rule itself, whatever the load: a frame sent from CPU k reaches eth4 on CPU k (a
+    // one-queue veth hands it over on the sending CPU, where generic XDP runs) and goes to
+    // worker k. 50 echo requests from a ping pinned to each CPU: each worker takes its own.
+    for cpu in [0usize, 1] {
+        let before = stats(&control);
+        let out =
+            r.h1.command("taskset")
+                .args(["-c", &cpu.to_string(), "ping", "-q", "-c", "50", "-i", "0.01", "-W", "2", rig::H2_ADDR])
+                .output()
+                .unwrap();
+        let s = stats(&control);
+        let took: Vec<u64> =
+            (0..2).map(|w| s.ports[0].per_queue[w].rx_frames - before.ports[0].per_queue[w].rx_frames).collect();
+        eprintln!("{test}: ping from CPU {cpu}: eth4 frames per worker {took:?}");
+        assert!(
+            took[cpu] >= 50,
+            "worker {cpu} took {took:?} of the 50 requests sent from CPU {cpu}:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
     let before = stats(&control);
-    // Two flows, client k pinned to CPU k: h1's one-queue veth hands each segment to eth4 on
-    // the CPU that sent it, where generic XDP runs and picks that CPU's worker.
+    // Two flows, client k pinned to CPU k: each client sends from its own CPU (in process
+    // context), so both workers carry TCP data. How much each takes depends on where the
+    // scheduler runs the senders' softirqs on a loaded machine; that is not what this guards.
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 2, 3).unwrap();
     assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
     let s = stats(&control);
     let eth4: Vec<u64> =
         (0..2).map(|w| s.ports[0].per_queue[w].rx_frames - before.ports[0].per_queue[w].rx_frames).collect();
     let total: u64 = eth4.iter().sum();
-    eprintln!("{test}: eth4 frames per worker {eth4:?}, TCP {:.2} Gb/s", tcp.gbps());
-    for (w, &n) in eth4.iter().enumerate() {
-        // Each client sends from its own CPU (in process context), so each worker gets its
-        // flow's segments at least; a quarter is far below the half each should see.
-        assert!(n * 4 >= total, "worker {w} took {n} of eth4's {total} frames: {eth4:?}");
-    }
+    eprintln!("{test}: TCP: eth4 frames per worker {eth4:?}, {:.2} Gb/s", tcp.gbps());
+    assert!(eth4.iter().all(|&n| n > 0), "both workers carried TCP: {eth4:?}");
     let need = min_segments(tcp.flows_received_bytes.iter().sum());
     assert!(total >= need, "eth4 received {total} frames, the data takes {need}");
     // Every frame found its socket, and each port's UMEM served both workers.
@@ -416,17 +438,7 @@ fn one_queue_fed_from_two_cpus_keeps_two_workers_busy_with_per_cpu_sockets() {
     }
     // Received = sent + dropped with a reason, over both workers, once the last stragglers
     // (TCP closing) are through.
-    let balance = |s: &xfwd_dataplane::io::Report| {
-        let sum = |f: fn(&xfwd_dataplane::stats::PortSnapshot) -> u64| s.ports.iter().map(|p| f(&p.total)).sum::<u64>();
-        (sum(|t| t.rx_frames), sum(|t| t.tx_frames) + sum(|t| t.dropped()))
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut b = balance(&s);
-    while b.0 != b.1 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-        b = balance(&stats(&control));
-    }
-    assert_eq!(b.0, b.1, "received = sent + dropped");
+    common::settled(&control);
     stop_clean(&mut x);
     for port in ["eth4", "eth5"] {
         let line = format!("queues 0-1 on {port}: frames total");
@@ -467,8 +479,7 @@ fn the_smallest_rings_carry_tcp_and_account_for_every_frame() {
     // takes 64 at most; a TCP transfer still goes through, every frame sent or counted.
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 1, 2).unwrap();
     assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
-    std::thread::sleep(Duration::from_millis(300));
-    let s = stats(&control);
+    let s = common::settled(&control);
     let f = s.pools[0].frames;
     // (Summed over the two ports.)
     assert!(f.fill_ring <= 2 * 64 && f.tx_ring <= 2 * 64, "the rings are 64 deep: {f:?}");
