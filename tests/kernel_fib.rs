@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{control_path, root_or_skip, serial, show, stats, stop_clean, XFWD};
+use common::{control_path, root_or_skip, serial, show, stats, stop_clean, until, XFWD};
 use xfwd::rig::{self, Rig, XfwdProcess};
 
 const KERNEL_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-kernel.toml");
@@ -313,16 +313,6 @@ fn bird(ns: &rig::Netns, tag: &str, config: &str) -> Bird {
 fn birdc(ns: &rig::Netns, ctl: &str, args: &[&str]) -> String {
     let out = ns.command("birdc").arg("-s").arg(ctl).args(args).output().unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Waits until `f` holds, up to `limit`; the time it took.
-fn until(limit: Duration, what: &str, f: impl Fn() -> bool) -> Duration {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    start.elapsed()
 }
 
 const SESSION: &str = "connect delay time 1;\n  connect retry time 1;\n  error wait time 1, 2;\n  hold time 6;";

@@ -12,15 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{control_path, in_netns, root_or_skip, serial, show, stats, stop_clean, XFWD};
+use common::{answered, control_path, in_netns, root_or_skip, serial, show, stats, stop_clean, XFWD};
 use xfwd::rig::{self, Rig};
 use xfwd_dataplane::load::LoopTotals;
-
-/// How many answers ping's summary counts (`200 packets transmitted, 199 received, …`).
-fn answered(ping: &str) -> u64 {
-    let line = ping.lines().find(|l| l.contains(" received")).unwrap_or_else(|| panic!("ping said: {ping}"));
-    line.split(", ").find_map(|p| p.strip_suffix(" received")?.parse().ok()).unwrap_or_else(|| panic!("{line}"))
-}
 
 /// The first worker's loop accounting, asked on the control socket from this process (no
 /// process started: the instants around the question stay close together).

@@ -136,15 +136,10 @@ fn the_router_answers_arp_and_ping_for_its_addresses_and_leaves_the_rest_to_the_
     send_raw(r.h2.name(), "eth0", vec![udp.clone(), udp.clone(), udp]);
     // (The program counts them in the softirq that takes them in: on a loaded machine that can
     // run a while after the send, in ksoftirqd.)
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let s = loop {
-        let s = stats(&control);
-        if common::xdp(&s, 1, "pass-kernel") >= before + 3 || std::time::Instant::now() > deadline {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(common::xdp(&s, 1, "pass-kernel") >= before + 3, "{:?}", s.ports[1].xdp);
+    common::until(Duration::from_secs(5), "3 more frames passed to the kernel", || {
+        common::xdp(&stats(&control), 1, "pass-kernel") >= before + 3
+    });
+    let s = stats(&control);
     let local = s.ports[1].total.drops.iter().find(|(k, _)| k == "local-delivery").map(|(_, v)| *v);
     assert_eq!(local, Some(0), "no worker saw traffic for the box other than echo");
     stop_clean(&mut x);
@@ -215,10 +210,7 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
         assert_eq!(lost(&p.total), lost(&b.total), "{}: the paced flow lost frames at the socket", p.name);
         assert!(p.total.rx_frames > b.total.rx_frames, "{}: the flow crossed during the reloads", p.name);
     }
-    assert!(
-        ping.contains(" received") && !ping.contains(" 0 received"),
-        "the paced flow was answered through the reloads: {ping}"
-    );
+    assert!(common::answered(&ping) > 0, "the paced flow was answered through the reloads: {ping}");
 
     // A TCP flow, reloaded under: still running when the fifth reload is done.
     let before = stats(&control);

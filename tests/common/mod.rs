@@ -225,6 +225,22 @@ pub fn wait_line(x: &mut xfwd::rig::XfwdProcess, prefix: &str, skip: usize) -> S
     }
 }
 
+/// Waits until `f` holds, up to `limit`; the time it took.
+pub fn until(limit: Duration, what: &str, f: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    start.elapsed()
+}
+
+/// How many answers ping's summary counts (`200 packets transmitted, 199 received, …`).
+pub fn answered(ping: &str) -> u64 {
+    let line = ping.lines().find(|l| l.contains(" received")).unwrap_or_else(|| panic!("ping said: {ping}"));
+    line.split(", ").find_map(|p| p.strip_suffix(" received")?.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+}
+
 /// Received, and sent + dropped with a reason, over every port of `s`.
 pub fn balance(s: &xfwd_dataplane::io::Report) -> (u64, u64) {
     let sum = |f: fn(&xfwd_dataplane::stats::PortSnapshot) -> u64| s.ports.iter().map(|p| f(&p.total)).sum::<u64>();
