@@ -158,30 +158,61 @@ fn assert_rig_removed(pid: u32) {
 }
 
 #[test]
-fn many_flows_run_back_to_back_in_both_arms_without_a_failed_run() {
-    if !root_or_skip("many_flows_run_back_to_back_in_both_arms_without_a_failed_run") {
+fn many_flows_run_back_to_back_in_both_arms_without_a_run_failing_on_the_previous_ones_sockets() {
+    if !root_or_skip("many_flows_run_back_to_back_in_both_arms_without_a_run_failing_on_the_previous_ones_sockets") {
         return;
     }
     let _g = serial();
     let dir = std::env::temp_dir().join(format!("xfwd-bench-450-{}", std::process::id()));
     // kernel, xfwd, kernel, …: each run binds the fixed client ports 55000… that the run
-    // before it (the other arm, the same client namespace) has just closed.
-    let started = Instant::now();
-    let (res, r, pid) =
-        bench_router(&dir, &["--arm", "kernel,xfwd", "--flows", "450", "--runs", "3", "--time", "2", "--omit", "0"]);
-    eprintln!("450 flows, 3 runs of kernel and xfwd: {:.0} s", started.elapsed().as_secs_f64());
-    assert_all_runs_passed(&res, &r);
-    assert_eq!(r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd"]);
-    for arm in &r.arms {
-        assert_eq!(arm.runs.iter().map(|run| run.run).collect::<Vec<_>>(), [1, 2, 3], "{}", arm.name);
-        for run in &arm.runs {
-            assert_eq!(run.flows_bps.len(), 450, "{} run {}", arm.name, run.run);
-            // Every flow wrote data (iperf3 counts what its sender wrote): no flow is a stand-in.
-            assert!(run.flows_bps.iter().all(|b| b.is_finite() && *b > 0.0), "{} run {}", arm.name, run.run);
+    // before it (the other arm, the same client namespace) has just closed. A flow that cannot
+    // bind, connect or start fails at once; one that overran its time (a loaded machine's
+    // path can hold a segment past TCP's backed-off retransmissions) had bound, connected and
+    // run. So: no flow of any run fails but by overrunning, and every flow of a run that ended
+    // wrote data. Overruns are the machine's speed, not the harness's guarantee; the bench is
+    // run again (at most 3 times) until each arm has at least one run whose flows all ended,
+    // so that the second claim is checked in both arms.
+    for attempt in 1..=3 {
+        let started = Instant::now();
+        let (res, r, pid) = bench_router(
+            &dir,
+            &["--arm", "kernel,xfwd", "--flows", "450", "--runs", "3", "--time", "2", "--omit", "0"],
+        );
+        eprintln!("450 flows, 3 runs of kernel and xfwd, attempt {attempt}: {:.0} s", started.elapsed().as_secs_f64());
+        assert_rig_removed(pid);
+        assert_eq!(r.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd"]);
+        for arm in &r.arms {
+            for f in &arm.failed {
+                assert!(only_overruns(&f.error, 450), "{} run {}: {}", arm.name, f.run, f.error);
+            }
+            let mut runs: Vec<u32> = arm.runs.iter().map(|x| x.run).chain(arm.failed.iter().map(|f| f.run)).collect();
+            runs.sort_unstable();
+            assert_eq!(runs, [1, 2, 3], "{}", arm.name);
+            for run in &arm.runs {
+                assert_eq!(run.flows_bps.len(), 450, "{} run {}", arm.name, run.run);
+                // Every flow wrote data (iperf3 counts what its sender wrote): no flow is a stand-in.
+                assert!(run.flows_bps.iter().all(|b| b.is_finite() && *b > 0.0), "{} run {}", arm.name, run.run);
+            }
+        }
+        if r.arms.iter().all(|a| !a.runs.is_empty()) {
+            if r.arms.iter().all(|a| a.failed.is_empty()) {
+                assert!(res.status.success(), "xfwd bench failed: {}", String::from_utf8_lossy(&res.stderr));
+            }
+            std::fs::remove_dir_all(&dir).unwrap();
+            return;
         }
     }
-    assert_rig_removed(pid);
-    std::fs::remove_dir_all(&dir).unwrap();
+    panic!("in 3 attempts, an arm had no run whose 450 flows all ended in time: the machine is too slow to check that every flow wrote data");
+}
+
+/// Whether a failed run's error says that every one of its failed flows overran its time
+/// (`N of M flows failed (N overran their time); …`).
+fn only_overruns(error: &str, flows: u32) -> bool {
+    let Some((n, rest)) = error.split_once(&format!(" of {flows} flows failed (")) else {
+        return false;
+    };
+    let n = n.rsplit(' ').next().unwrap_or(n);
+    rest.strip_prefix(n).is_some_and(|r| r.starts_with(" overran their time)"))
 }
 
 #[test]
