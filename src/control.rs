@@ -70,7 +70,7 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
     let mut line = String::new();
     BufReader::new(&stream).read_line(&mut line)?;
     let answer = match line.trim() {
-        "stats" => render::stats_detail(&view.report(), &view.ports),
+        "stats" => render::stats_detail(&view.report(), &view.ports_now()),
         "stats-json" => serde_json::to_string_pretty(&view.report()).unwrap_or_default() + "\n",
         "fdb" => render::fdb(&view.fdb_entries(), view.fdb.capacity()),
         "routes" => render::routes(view),

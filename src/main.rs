@@ -577,7 +577,7 @@ fn run(
     let mut last = Instant::now();
     let mut last_check = Instant::now();
     let mut warned_no_socket = vec![false; view.ports.len()];
-    let mut carrier: Vec<bool> = view.ports.iter().map(|p| p.carrier).collect();
+    let mut watch = PortWatch::new(&view);
     let mut failed = false;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20));
@@ -595,10 +595,16 @@ fn run(
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
             warn_unbound_queues(&view, fwd.cores.len(), &fwd.layout, &mut warned_no_socket);
-            if let Some(gone) = watch_links(&view, &mut carrier) {
-                eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
-                failed = true;
-                break;
+            match watch.check(&view) {
+                Err(gone) => {
+                    eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
+                    failed = true;
+                    break;
+                }
+                Ok(changed) => {
+                    follow_ports(&fwd, &view, &changed, router.as_ref().map(|r| &r.1));
+                    std::io::stdout().flush()?;
+                }
             }
         }
         if let Some(every) = w.stats {
@@ -661,22 +667,83 @@ fn warn_unbound_queues(view: &LiveView, workers: usize, layout: &Layout, warned:
     }
 }
 
-/// Says when a port loses or regains its link (once per change; the workers keep running and
-/// forward again as soon as frames flow), and returns the name of a port that disappeared.
-fn watch_links(view: &LiveView, carrier: &mut [bool]) -> Option<String> {
-    for (p, info) in view.ports.iter().enumerate() {
-        if !xfwd_dataplane::io::port::exists(&info.name) {
-            return Some(info.name.clone());
+/// What the main loop last saw of each port: link, MAC and MTU.
+struct PortWatch {
+    carrier: Vec<bool>,
+    mac: Vec<xfwd_dataplane::wire::MacAddr>,
+    mtu: Vec<u32>,
+}
+
+impl PortWatch {
+    fn new(view: &LiveView) -> PortWatch {
+        PortWatch {
+            carrier: view.ports.iter().map(|p| p.carrier).collect(),
+            mac: view.ports.iter().map(|p| p.mac).collect(),
+            mtu: view.ports.iter().map(|p| p.mtu).collect(),
         }
-        let now = xfwd_dataplane::io::PortInfo::read(&info.name).map(|i| i.carrier && i.up).unwrap_or(false);
-        if now != carrier[p] {
-            carrier[p] = now;
-            if now {
-                eprintln!("xfwd: {}: link up; forwarding again", info.name);
-            } else {
-                eprintln!("xfwd: warning: {}: link down; frames to it wait in its TX ring, then count as tx-ring-full, until it returns", info.name);
+    }
+
+    /// Says when a port loses or regains its link (once per change; the workers keep running
+    /// and forward again as soon as frames flow); returns the ports whose MAC or MTU changed
+    /// since the last check, or the name of a port that disappeared.
+    fn check(&mut self, view: &LiveView) -> Result<Vec<usize>, String> {
+        let mut changed = Vec::new();
+        for (p, info) in view.ports.iter().enumerate() {
+            if !xfwd_dataplane::io::port::exists(&info.name) {
+                return Err(info.name.clone());
+            }
+            let Ok(now) = xfwd_dataplane::io::PortInfo::read(&info.name) else { continue };
+            let up = now.carrier && now.up;
+            if up != self.carrier[p] {
+                self.carrier[p] = up;
+                if up {
+                    eprintln!("xfwd: {}: link up; forwarding again", info.name);
+                } else {
+                    eprintln!("xfwd: warning: {}: link down; frames to it wait in its TX ring, then count as tx-ring-full, until it returns", info.name);
+                }
+            }
+            if (now.mac, now.mtu) != (self.mac[p], self.mtu[p]) {
+                (self.mac[p], self.mtu[p]) = (now.mac, now.mtu);
+                changed.push(p);
+            }
+        }
+        Ok(changed)
+    }
+}
+
+/// A port's MAC or MTU changed at run time (`ip link set … address/mtu`): a router takes them
+/// into its tables (what it answers ARP and neighbour discovery with, the source MAC of what
+/// it forwards, the MTU it sends ICMP errors for), and says so. An MTU above what a UMEM frame
+/// carries cannot be followed: the frames longer than that never reach xfwd.
+fn follow_ports(fwd: &Forwarder, view: &LiveView, changed: &[usize], running: Option<&RouterConfig>) {
+    use xfwd_dataplane::io::xsk::MAX_MTU;
+    for &p in changed {
+        let Ok(now) = xfwd_dataplane::io::PortInfo::read(&view.ports[p].name) else { continue };
+        let name = &now.name;
+        if now.mtu > MAX_MTU {
+            eprintln!(
+                "xfwd: warning: {name}: MTU {} is above the {MAX_MTU} bytes an AF_XDP frame of xfwd carries: longer frames cannot reach xfwd and are dropped by the kernel (xsk rx-dropped in `xfwd show stats`), without an ICMP error; set it back with `ip link set dev {name} mtu {MAX_MTU}` (or lower)",
+                now.mtu
+            );
+        }
+        if !fwd.port_changed(p, now.mac, now.mtu) {
+            if view.router.is_some() {
+                println!("xfwd: {name}: now MAC {}, MTU {}; the kernel-mirrored tables follow", now.mac, now.mtu);
+            }
+            continue;
+        }
+        let Some(cfg) = running else { continue };
+        match fwd.reload_router(&cfg.routes, &cfg.routes6, cfg.neighbors.clone(), cfg.neighbors6.clone(), cfg.limits) {
+            Ok(()) => {
+                fwd.announce(p);
+                println!(
+                    "xfwd: {name}: now MAC {}, MTU {}; the tables follow (ARP and neighbour discovery answer with the new MAC, announced)",
+                    now.mac, now.mtu
+                );
+            }
+            Err(e) => {
+                eprintln!("xfwd: error: {name}: MAC {} MTU {}: the tables could not be rebuilt: {e}", now.mac, now.mtu)
             }
         }
     }
-    None
 }

@@ -145,6 +145,55 @@ fn the_router_answers_arp_and_ping_for_its_addresses_and_leaves_the_rest_to_the_
     stop_clean(&mut x);
 }
 
+#[test]
+fn a_mac_or_mtu_changed_at_run_time_is_followed_announced_and_answered_with_icmp() {
+    if !root_or_skip("a_mac_or_mtu_changed_at_run_time_is_followed_announced_and_answered_with_icmp") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let control = control_path("rt-link");
+    let mut x = start(&r, RIG_CONFIG, &control, &[]);
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    // The port facing h2 takes a new MAC while xfwd runs. h2 still has the old one in its
+    // cache: xfwd's announcement (gratuitous ARP) moves it, and traffic flows to the new one.
+    let new_mac = "02:00:00:00:44:45";
+    r.boxns.ip(&["link", "set", "dev", "eth4", "address", new_mac]).unwrap();
+    let line = common::wait_line(&mut x, "xfwd: eth4: now MAC", 0);
+    assert!(line.contains(new_mac) && line.contains("announced"), "{line}");
+    common::until(Duration::from_secs(10), "h2's ARP entry for the router moves to the new MAC", || {
+        let out = r.h2.ip(&["neigh", "show", "198.18.30.1"]).unwrap();
+        String::from_utf8_lossy(&out.stdout).contains(new_mac)
+    });
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    let s = stats(&control);
+    let arp = |n: &str| s.arp.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
+    assert!(arp("announcements-sent") >= 2, "one per address of eth4: {:?}", s.arp);
+    let detail = show(&control, "stats");
+    assert!(detail.contains("eth4 (ifindex") && detail.contains(new_mac), "{detail}");
+    // Answers to ARP carry the new MAC too.
+    r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    let out = r.h2.ip(&["neigh", "show", "198.18.30.1"]).unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(new_mac), "{out:?}");
+
+    // The port facing h1 gets a smaller MTU: what no longer fits goes back as Fragmentation
+    // Needed with the new MTU, as the kernel's router does, instead of leaving too big.
+    r.boxns.ip(&["link", "set", "dev", "eth5", "mtu", "1400"]).unwrap();
+    let line = common::wait_line(&mut x, "xfwd: eth5: now MAC", 0);
+    assert!(line.contains("MTU 1400"), "{line}");
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "-M", "do", "-s", "1450", "198.18.10.1"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("mtu = 1400"), "{out}");
+    let out = ping(&r.h2, &["-c", "1", "-W", "5", "-M", "do", "-s", "1300", "198.18.10.1"]);
+    assert_eq!(common::answered(&out), 1, "what fits still crosses: {out}");
+
+    // Above what an AF_XDP frame of xfwd carries it cannot follow: it says so, with the fix.
+    r.boxns.ip(&["link", "set", "dev", "eth4", "mtu", "9000"]).unwrap();
+    let line = common::wait_line(&mut x, "xfwd: warning: eth4: MTU 9000 is above", 0);
+    assert!(line.contains("ip link set dev eth4 mtu"), "{line}");
+    stop_clean(&mut x);
+}
+
 fn write_config(dir: &std::path::Path, extra: &str) -> PathBuf {
     let text = std::fs::read_to_string(RIG_CONFIG).unwrap() + extra;
     let path = dir.join("router.toml");

@@ -61,15 +61,16 @@ pub enum Control {
     },
     /// The kernel's usable entries after a full dump: any other entry learnt from it goes.
     KernelNeighborsPresent(Vec<(PortId, IpAddr)>),
+    /// Announce the box's addresses on a port with its MAC as the tables now have it (after
+    /// a MAC change at run time): gratuitous ARP, unsolicited neighbour advertisements.
+    Announce(PortId),
 }
 
 /// A port as the ARP thread needs it.
 #[derive(Debug, Clone)]
 pub struct ArpPort {
-    /// Interface index.
+    /// Interface index. (Its MAC is the router tables': it follows a change at run time.)
     pub ifindex: u32,
-    /// Its MAC.
-    pub mac: MacAddr,
 }
 
 /// The neighbour tables the thread writes, with their static entries.
@@ -265,9 +266,8 @@ pub fn open(
     let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_ARP)).collect::<io::Result<Vec<_>>>()?;
     let sockets6 =
         ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_IPV6)).collect::<io::Result<Vec<_>>>()?;
-    let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
-    let mut engine = ArpEngine::new(macs.clone(), Arc::clone(&tables), neighbors.v4, cfg, Arc::clone(&counters.0));
-    let mut engine6 = NdpEngine::new(macs, Arc::clone(&tables), neighbors.v6, cfg, Arc::clone(&counters.1));
+    let mut engine = ArpEngine::new(Arc::clone(&tables), neighbors.v4, cfg, Arc::clone(&counters.0));
+    let mut engine6 = NdpEngine::new(Arc::clone(&tables), neighbors.v6, cfg, Arc::clone(&counters.1));
     if kernel.is_some() {
         for s in sockets.iter().chain(&sockets6) {
             s.receive_nothing()?;
@@ -371,6 +371,10 @@ impl ArpThread {
                     }
                     Control::KernelNeighbor { port, ip: IpAddr::V6(a), mac, failed } => {
                         self.engine6.kernel_entry(scope6(a, port), port, mac, failed, now)
+                    }
+                    Control::Announce(port) => {
+                        self.engine.announce(port);
+                        self.engine6.announce(port);
                     }
                     Control::KernelNeighborsPresent(list) => {
                         let v4 = list.iter().filter_map(|(_, ip)| match ip {

@@ -40,7 +40,9 @@ pub struct Forwarder {
 /// What the control thread keeps to reload the router.
 #[derive(Debug)]
 pub(super) struct RouterControl {
-    pub(super) specs: Vec<PortSpec>,
+    /// The ports as the tables are built from them; a MAC or MTU changed at run time is
+    /// written here ([`Forwarder::port_changed`]).
+    pub(super) specs: std::sync::Mutex<Vec<PortSpec>>,
     pub(super) limits: RouterLimits,
     pub(super) control: crossbeam_channel::Sender<ArpControl>,
     /// Kernel mode: the limits the kernel-mirror thread builds with, and whether they changed.
@@ -74,8 +76,8 @@ impl Forwarder {
             let _ = rc.control.send(ArpControl::GleanQueue(limits.glean_queue));
             return Ok(());
         }
-        let mut t = RouterTables::build_dual(rc.specs.clone(), routes, routes6, advise_huge_pages)
-            .map_err(|e| e.to_string())?;
+        let specs = rc.specs.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut t = RouterTables::build_dual(specs, routes, routes6, advise_huge_pages).map_err(|e| e.to_string())?;
         t.icmp_rate = limits.icmp_rate;
         t.icmp_burst = limits.icmp_burst;
         rv.tables.store(Arc::new(t));
@@ -83,6 +85,31 @@ impl Forwarder {
         let _ = rc.control.send(ArpControl::StaticNeighbors(neighbors));
         let _ = rc.control.send(ArpControl::StaticNeighbors6(neighbors6));
         Ok(())
+    }
+
+    /// Router mode: port `port`'s MAC or MTU changed at run time (read from the system). The
+    /// next tables built take them: with `[fib] source = "kernel"` the kernel-mirror thread
+    /// has already (it follows link notifications), and nothing is left to do (`false`); with
+    /// routes from the file the caller rebuilds the tables now, with the running routes
+    /// ([`Forwarder::reload_router`]), and this returns `true`. A bridge keeps no port
+    /// addresses: `false`.
+    pub fn port_changed(&self, port: usize, mac: MacAddr, mtu: u32) -> bool {
+        let Some(rc) = &self.router else { return false };
+        let mut specs = rc.specs.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(spec) = specs.get_mut(port) else { return false };
+        spec.mac = mac;
+        spec.mtu = mtu;
+        rc.kernel.is_none()
+    }
+
+    /// Router mode, routes from the file: announces the box's addresses on `port` with the MAC
+    /// the current tables have (after [`Forwarder::port_changed`] and the rebuild), so that
+    /// neighbours stop sending to the old one. With `[fib] source = "kernel"` the kernel
+    /// answers ARP and neighbour discovery, and announces by itself; nothing is sent.
+    pub fn announce(&self, port: usize) {
+        if let Some(rc) = self.router.as_ref().filter(|rc| rc.kernel.is_none()) {
+            let _ = rc.control.send(ArpControl::Announce(crate::PortId(port as u8)));
+        }
     }
 
     /// Whether every worker thread is still running (false: one died, the forwarder is broken).

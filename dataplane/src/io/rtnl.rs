@@ -620,8 +620,12 @@ fn link(l: LinkMessage, add: bool) -> Message {
             _ => None,
         })
         .unwrap_or(0);
+    let mac = l.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Address(b) => <[u8; 6]>::try_from(b.as_slice()).ok().map(crate::wire::MacAddr),
+        _ => None,
+    });
     let up = add && l.header.flags.contains(LinkFlags::Up);
-    Message::Event(Event::Link { ifindex: l.header.index, up, mtu })
+    Message::Event(Event::Link { ifindex: l.header.index, up, mtu, mac })
 }
 
 fn neighbor(n: NeighbourMessage, add: bool) -> Option<Message> {

@@ -144,6 +144,19 @@ pub struct PoolSnapshot {
 }
 
 impl LiveView {
+    /// The ports as they are now: their facts at start, with a router's MAC and MTU as its
+    /// current tables have them (a change at run time is followed).
+    pub fn ports_now(&self) -> Vec<PortInfo> {
+        let mut ports = self.ports.clone();
+        if let Some(r) = &self.router {
+            for (p, spec) in ports.iter_mut().zip(&r.tables.load().ports) {
+                p.mac = spec.mac;
+                p.mtu = spec.mtu;
+            }
+        }
+        ports
+    }
+
     /// Snapshot of every counter.
     pub fn report(&self) -> Report {
         let queues: Vec<QueueSnapshot> = self.queues.iter().map(|q| q.snapshot()).collect();

@@ -91,6 +91,21 @@ impl Family for Arp {
 }
 
 impl Resolver<Arp> {
+    /// Announces the box's addresses on `port` with its current MAC (a gratuitous ARP request
+    /// per address, RFC 5227 section 3): after the port's MAC changed, the neighbours' caches
+    /// move to the new one instead of sending to the old until they expire.
+    pub fn announce(&mut self, port: PortId) {
+        let tables = self.tables.load_full();
+        let Some(spec) = tables.ports.get(port.index()) else { return };
+        let me = spec.mac;
+        for &(a, _) in &spec.addrs {
+            let mut out = [0u8; ethernet::MIN_FRAME_LEN];
+            let n = arp::write_frame(&mut out, MacAddr::BROADCAST, me, arp::OP_REQUEST, me, a, MacAddr([0; 6]), a);
+            self.send(port, &out[..n]);
+            self.counters.announcements_sent.inc();
+        }
+    }
+
     /// An ARP frame that arrived on `port` at `now` (ms).
     pub fn on_arp(&mut self, port: PortId, frame: &[u8], now: u64) {
         let Ok(eth) = EthernetFrame::new_checked(frame) else { return };
@@ -118,7 +133,7 @@ impl Resolver<Arp> {
                 self.counters.requests_received.inc();
                 if ours {
                     let mut out = [0u8; ethernet::MIN_FRAME_LEN];
-                    let me = self.macs[port.index()];
+                    let me = self.mac(port);
                     let n = arp::write_frame(&mut out, sha, me, arp::OP_REPLY, me, tpa, sha, spa);
                     self.send(port, &out[..n]);
                     self.counters.replies_sent.inc();
@@ -185,7 +200,7 @@ mod tests {
         let neighbors = Arc::new(NeighborTable::new(capacity));
         let counters = Arc::new(ArpCounters::default());
         let cfg = ArpConfig { glean_queue, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
-        let e = ArpEngine::new(vec![A5, A4], tables, Arc::clone(&neighbors), cfg, Arc::clone(&counters));
+        let e = ArpEngine::new(tables, Arc::clone(&neighbors), cfg, Arc::clone(&counters));
         (e, neighbors, counters)
     }
 
@@ -228,6 +243,23 @@ mod tests {
         e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H1, "198.18.30.9", ZERO, "198.18.10.2"), 0);
         assert!(e.take_output().is_empty());
         assert_eq!(n.lookup(ip("198.18.30.9")), None);
+    }
+
+    #[test]
+    fn a_port_whose_mac_changed_answers_with_the_new_one_and_announces_it() {
+        let (mut e, _, c) = engine(64, 4);
+        const NEW: MacAddr = MacAddr([2, 0, 0, 0, 0x44, 0x45]);
+        let mut ports = e.tables.load().ports.clone();
+        ports[P4.index()].mac = NEW;
+        e.tables.store(Arc::new(RouterTables::build(ports, &[]).unwrap()));
+        e.announce(P4);
+        let out = e.take_output();
+        assert_eq!(out.len(), 1);
+        let a = ip("198.18.30.1");
+        assert_eq!(parse(&out[0]), (P4, MacAddr::BROADCAST, arp::OP_REQUEST, NEW, a, ZERO, a), "RFC 5227 announcement");
+        assert_eq!(c.announcements_sent.get(), 1);
+        e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H2, "198.18.30.2", ZERO, "198.18.30.1"), 0);
+        assert_eq!(parse(&e.take_output()[0]), (P4, H2, arp::OP_REPLY, NEW, a, H2, ip("198.18.30.2")));
     }
 
     #[test]
@@ -430,7 +462,7 @@ mod tests {
         let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &statics).unwrap()));
         let n = Arc::new(NeighborTable::new(64));
         let cfg = ArpConfig { glean_queue: 4, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
-        let mut e = ArpEngine::new(vec![A5, A4], tables, Arc::clone(&n), cfg, Arc::new(ArpCounters::default()));
+        let mut e = ArpEngine::new(tables, Arc::clone(&n), cfg, Arc::new(ArpCounters::default()));
         e.on_glean(
             Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip("172.16.1.1")), frame: &udp_from_h1("172.16.1.1") },
             0,

@@ -162,6 +162,8 @@ pub enum Event {
         up: bool,
         /// Its MTU.
         mtu: u32,
+        /// Its MAC address, when the notification carries one (an Ethernet interface's does).
+        mac: Option<crate::wire::MacAddr>,
     },
 }
 
@@ -472,13 +474,16 @@ impl Mirror {
                 self.dirty.all = true;
                 Applied::Changed
             }
-            Event::Link { ifindex, up, mtu } => {
+            Event::Link { ifindex, up, mtu, mac } => {
                 let was = self.up.insert(ifindex, up);
                 let mut changed = Applied::Unchanged;
                 if let Some(p) = self.port_of(ifindex) {
+                    // A port's MTU or MAC changed at run time: the tables take it (the source
+                    // MAC of what leaves, the destination MAC that arrives for the box).
                     let spec = &mut self.ports[p.index()].1;
-                    if spec.mtu != mtu {
-                        spec.mtu = mtu;
+                    let mac = mac.unwrap_or(spec.mac);
+                    if (spec.mtu, spec.mac) != (mtu, mac) {
+                        (spec.mtu, spec.mac) = (mtu, mac);
                         self.dirty.all = true;
                         changed = Applied::Changed;
                     }
@@ -954,10 +959,15 @@ mod tests {
         // IPv4 addresses take routes with them silently.
         assert_eq!(m.apply(addr(false, 4, "198.18.30.1", 24)), Applied::Resync);
         assert_eq!(m.apply(addr(false, 9, "10.0.0.1", 8)), Applied::Resync);
-        assert_eq!(m.apply(Event::Link { ifindex: 5, up: true, mtu: 1500 }), Applied::Unchanged);
-        assert_eq!(m.apply(Event::Link { ifindex: 5, up: true, mtu: 9000 }), Applied::Changed);
+        let link = |up, mtu, mac| Event::Link { ifindex: 5, up, mtu, mac };
+        let old = m.ports()[1].mac;
+        assert_eq!(m.apply(link(true, 1500, Some(old))), Applied::Unchanged);
+        assert_eq!(m.apply(link(true, 9000, None)), Applied::Changed);
         assert_eq!(m.ports()[1].mtu, 9000);
-        assert_eq!(m.apply(Event::Link { ifindex: 5, up: false, mtu: 9000 }), Applied::Resync);
+        let new = crate::wire::MacAddr([2, 0, 0, 0, 0x44, 0x45]);
+        assert_eq!(m.apply(link(true, 9000, Some(new))), Applied::Changed, "a MAC changed at run time");
+        assert_eq!((m.ports()[1].mac, m.ports()[0].mac == new), (new, false));
+        assert_eq!(m.apply(link(false, 9000, Some(new))), Applied::Resync);
         m.clear();
         assert!(m.is_empty() && m.ports()[0].addrs6.is_empty());
     }

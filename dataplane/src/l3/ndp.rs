@@ -125,6 +125,23 @@ impl Family for Nd {
 }
 
 impl Resolver<Nd> {
+    /// Announces the box's IPv6 addresses on `port` (its link-local one too) with its current
+    /// MAC: an unsolicited Neighbor Advertisement with the override flag to all nodes per
+    /// address (RFC 4861 section 7.2.6), after the port's MAC changed.
+    pub fn announce(&mut self, port: PortId) {
+        let tables = self.tables.load_full();
+        let Some(spec) = tables.ports.get(port.index()) else { return };
+        let me = spec.mac;
+        let flags = icmpv6::NA_ROUTER | icmpv6::NA_OVERRIDE;
+        let eth_dst = icmpv6::multicast_mac(&ALL_NODES);
+        for a in spec.addrs6.iter().map(|&(a, _)| a).chain(spec.link_local) {
+            let mut out = Vec::new();
+            nd_frame(&mut out, eth_dst, me, &a, &ALL_NODES, |b| icmpv6::write_na(b, &a, flags, me, &a, &ALL_NODES));
+            self.send(port, &out);
+            self.counters.announcements_sent.inc();
+        }
+    }
+
     /// Whether `a` is on the link of `port`: link-local, or reached straight out of `port`.
     fn on_link(tables: &RouterTables, port: PortId, a: &Ipv6Addr) -> bool {
         is_link_local6(a) || tables.route6(*a).is_some_and(|nh| nh.kind == NhKind6::Connected && nh.port == port)
@@ -147,7 +164,7 @@ impl Resolver<Nd> {
         let Some(msg) = Ndp::parse(ip.payload(), &src, &dst, ip.hop_limit()) else { return };
         let tables = self.tables.load_full();
         let Some(spec) = tables.ports.get(port.index()) else { return };
-        let me = self.macs[port.index()];
+        let me = self.mac(port);
         match msg {
             Ndp::Solicitation { target, source_mac } => {
                 self.counters.requests_received.inc();
@@ -267,13 +284,7 @@ mod tests {
         let neighbors = Arc::new(NeighborTable6::new6(64));
         let counters = Arc::new(ArpCounters::default());
         let cfg = ArpConfig { glean_queue, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
-        let e = NdpEngine::new(
-            vec![A5, A4],
-            Arc::new(ArcSwap::from_pointee(t)),
-            Arc::clone(&neighbors),
-            cfg,
-            Arc::clone(&counters),
-        );
+        let e = NdpEngine::new(Arc::new(ArcSwap::from_pointee(t)), Arc::clone(&neighbors), cfg, Arc::clone(&counters));
         (e, neighbors, counters)
     }
 
@@ -391,6 +402,33 @@ mod tests {
         e.on_ndp(P4, &far, 2);
         assert!(e.take_output().is_empty());
         assert_eq!(n.lookup(ip("2001:2:0:30::3")), None);
+    }
+
+    #[test]
+    fn a_port_whose_mac_changed_announces_every_address_with_the_new_one() {
+        let (mut e, _, c) = engine(4);
+        const NEW: MacAddr = MacAddr([2, 0, 0, 0, 0x44, 0x45]);
+        let old = e.tables.load();
+        let mut ports = old.ports.clone();
+        ports[P4.index()].mac = NEW;
+        let statics: Vec<_> = Vec::new();
+        e.tables.store(Arc::new(RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap()));
+        e.announce(P4);
+        let out = e.take_output();
+        let got: Vec<_> = out.iter().map(parse).map(|p| (p.0, p.1, p.3, p.4, p.5, p.6, p.7)).collect();
+        let na = |a: &str| {
+            (
+                P4,
+                MacAddr([0x33, 0x33, 0, 0, 0, 1]),
+                ip("ff02::1"),
+                136,
+                icmpv6::NA_ROUTER | icmpv6::NA_OVERRIDE,
+                ip(a),
+                NEW,
+            )
+        };
+        assert_eq!(got, [na("2001:2:0:30::1"), na("fe80::4")]);
+        assert_eq!(c.announcements_sent.get(), 2);
     }
 
     #[test]

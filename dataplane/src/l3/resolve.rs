@@ -77,6 +77,7 @@ pub struct ArpCounters {
     pub host_unreachable_sent: Counter,
     pub send_errors: Counter,
     pub conflicts: Counter,
+    pub announcements_sent: Counter,
 }
 
 impl ArpCounters {
@@ -98,6 +99,7 @@ impl ArpCounters {
             ("unresolved", &self.unresolved),
             ("host-unreachable-sent", &self.host_unreachable_sent),
             ("send-errors", &self.send_errors),
+            ("announcements-sent", &self.announcements_sent),
             ("conflicts", &self.conflicts),
         ]
         .iter()
@@ -183,7 +185,6 @@ pub trait Family: 'static {
 /// The resolution state machine for one family (see the module documentation). Pure: it reads
 /// no clock and does no I/O; frames it wants sent are collected for [`Resolver::take_output`].
 pub struct Resolver<F: Family> {
-    pub(super) macs: Vec<MacAddr>,
     pub(super) tables: Arc<ArcSwap<RouterTables>>,
     pub(super) neighbors: Arc<NeighborTable<F::Addr>>,
     pub(super) counters: Arc<ArpCounters>,
@@ -206,16 +207,21 @@ impl<F: Family> std::fmt::Debug for Resolver<F> {
 }
 
 impl<F: Family> Resolver<F> {
-    /// An engine for ports with these MACs (in port order), writing `neighbors`.
+    /// The MAC of `port` as the current tables have it (all zeros for a port they do not have).
+    pub(super) fn mac(&self, port: PortId) -> MacAddr {
+        self.tables.load().ports.get(port.index()).map_or(MacAddr([0; 6]), |p| p.mac)
+    }
+
+    /// An engine for the ports of `tables` (their MACs as the tables have them now: a port
+    /// whose MAC changes at run time answers with its new one from the next tables swapped
+    /// in), writing `neighbors`.
     pub fn new(
-        macs: Vec<MacAddr>,
         tables: Arc<ArcSwap<RouterTables>>,
         neighbors: Arc<NeighborTable<F::Addr>>,
         cfg: ArpConfig,
         counters: Arc<ArpCounters>,
     ) -> Resolver<F> {
         Resolver {
-            macs,
             tables,
             neighbors,
             counters,
@@ -341,7 +347,7 @@ impl<F: Family> Resolver<F> {
         if let Some(p) = self.pending.remove(&ip) {
             let mut p = p;
             for (_, mut frame) in p.queue.drain(..) {
-                readdress(&mut frame, mac, self.macs[port.index()]);
+                readdress(&mut frame, mac, self.mac(port));
                 self.send(port, &frame);
                 self.counters.glean_sent.inc();
             }
@@ -366,7 +372,7 @@ impl<F: Family> Resolver<F> {
         if let Some(n) = self.neighbors.lookup(next_hop).filter(|n| n.port == m.port) {
             // Resolved since the worker looked.
             let mut frame = m.frame.to_vec();
-            readdress(&mut frame, n.mac, self.macs[m.port.index()]);
+            readdress(&mut frame, n.mac, self.mac(m.port));
             self.out.push((m.port, frame));
             self.counters.glean_sent.inc();
             return;
@@ -410,7 +416,7 @@ impl<F: Family> Resolver<F> {
         }
         let tables = self.tables.load();
         let mut frame = Vec::new();
-        F::request(&tables, port, self.macs[port.index()], target, to, &mut frame);
+        F::request(&tables, port, self.mac(port), target, to, &mut frame);
         if !frame.is_empty() {
             self.out.push((port, frame));
         }
@@ -536,7 +542,7 @@ impl<F: Family> Resolver<F> {
             }
             if let Some(mut p) = self.pending.remove(&ip) {
                 for (_, mut frame) in p.queue.drain(..) {
-                    readdress(&mut frame, mac, self.macs[port.index()]);
+                    readdress(&mut frame, mac, self.mac(port));
                     self.send(port, &frame);
                 }
             }

@@ -459,7 +459,7 @@ fn open_arp(
         None => (None, None),
     };
     let counters = Arc::new(ArpCounters::default());
-    let arp_ports = ports.iter().map(|p| ArpPort { ifindex: p.ifindex, mac: p.mac }).collect();
+    let arp_ports = ports.iter().map(|p| ArpPort { ifindex: p.ifindex }).collect();
     let (icmp_rate, icmp_burst) = icmp_share(r.limits.icmp_rate, r.limits.icmp_burst, queues + 1);
     let cfg = ArpConfig {
         glean_queue: r.limits.glean_queue,
@@ -495,7 +495,7 @@ fn open_arp(
         kernel: sync_counters,
     };
     let control = RouterControl {
-        specs: r.specs,
+        specs: std::sync::Mutex::new(r.specs),
         limits: r.limits,
         control: control_tx,
         kernel: sync.is_some().then_some(limits),
