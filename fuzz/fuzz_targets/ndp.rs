@@ -43,7 +43,7 @@ fn tables() -> Arc<ArcSwap<RouterTables>> {
 fuzz_target!(|data: &[u8]| {
     let neighbors = Arc::new(NeighborTable6::new6(16));
     let cfg = ArpConfig { glean_queue: 2, max_pending: 4, icmp_rate: 0, icmp_burst: 4 };
-    let mut e = NdpEngine::new(MACS.to_vec(), tables(), Arc::clone(&neighbors), cfg, Arc::new(ArpCounters::default()));
+    let mut e = NdpEngine::new(tables(), Arc::clone(&neighbors), cfg, Arc::new(ArpCounters::default()));
     let mut now = 0u64;
     // Records: [kind, len, bytes…].
     let mut rest = data;
@@ -73,7 +73,8 @@ fuzz_target!(|data: &[u8]| {
                 e.on_glean(Glean { ingress: PortId(0), port, next_hop: hop.into(), frame: chunk }, now);
             }
             2 => now += u64::from(*len) * 500,
-            _ => e.timers(now),
+            _ if kind & 0x20 == 0 => e.timers(now),
+            _ => e.announce(port),
         }
         for (p, f) in e.take_output() {
             assert!(p.index() < 2 && !f.is_empty());
