@@ -729,6 +729,12 @@ fn follow_ports(fwd: &Forwarder, view: &LiveView, changed: &[usize], running: Op
         if !fwd.port_changed(p, now.mac, now.mtu) {
             if view.router.is_some() {
                 println!("xfwd: {name}: now MAC {}, MTU {}; the kernel-mirrored tables follow", now.mac, now.mtu);
+            } else {
+                println!(
+                    "xfwd: {name}: now MTU {}: frames longer than {} bytes are not bridged to it (too-big-to-forward in `xfwd show stats`)",
+                    now.mtu,
+                    xfwd_dataplane::io::frame_max(now.mtu)
+                );
             }
             continue;
         }

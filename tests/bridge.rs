@@ -494,3 +494,67 @@ fn the_smallest_rings_carry_tcp_and_account_for_every_frame() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rx-ring 100: give a power of two from 64 to 4096"));
     stop_clean(&mut x);
 }
+
+#[test]
+fn a_port_mtu_lowered_at_run_time_keeps_longer_frames_off_it_and_counts_them() {
+    if !root_or_skip("a_port_mtu_lowered_at_run_time_keeps_longer_frames_off_it_and_counts_them") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("l2mtu");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    let (src, far, unknown) = ([0x02, 0, 0, 0, 0x33, 0x01], [0x02, 0, 0, 0, 0x33, 0x02], [0x02, 0, 0, 0, 0x33, 0x03]);
+    // `far` is learnt behind eth5; `unknown` never is (frames to it are flooded).
+    send_raw(r.h2.name(), "eth0", vec![raw_frame(src, far, 0x88b5, 0x01)]);
+    common::until(Duration::from_secs(10), "far learnt", || {
+        common::show(&control, "fdb").contains("02:00:00:00:33:02")
+    });
+    let sized = |dst: [u8; 6], len: usize, marker: u8| {
+        let mut f = raw_frame(dst, src, 0x88b5, marker);
+        f.resize(len, marker);
+        f
+    };
+    // Crossed: the markers of the frames from `src` that reached h2.
+    let cross = |frames: Vec<Vec<u8>>| {
+        let cap = capture(r.h2.name(), "eth0", Duration::from_secs(2));
+        send_raw(r.h1.name(), "eth0", frames);
+        let mut got: Vec<u8> =
+            cap.join().unwrap().iter().filter(|f| f.len() > 14 && f[6..12] == src).map(|f| f[14]).collect();
+        got.sort_unstable();
+        got
+    };
+    // The premise: at MTU 1500 a 1450-byte frame crosses, unicast and flooded.
+    assert_eq!(cross(vec![sized(far, 1450, 0xA0), sized(unknown, 1450, 0xA1)]), [0xA0, 0xA1]);
+
+    // eth5 down to MTU 1400: 1418 bytes at most (the MTU, a header, one VLAN tag, as the
+    // kernel's bridge allows), for frames bridged to one port or flooded.
+    r.boxns.ip(&["link", "set", "dev", "eth5", "mtu", "1400"]).unwrap();
+    let line = common::wait_line(&mut x, "xfwd: eth5: now MTU 1400", 0);
+    assert!(line.contains("longer than 1418 bytes"), "{line}");
+    let before = stats(&control);
+    let got = cross(vec![
+        sized(far, 1418, 0xB0),
+        sized(far, 1419, 0xB1),
+        sized(far, 1450, 0xB2),
+        sized(unknown, 1418, 0xB3),
+        sized(unknown, 1450, 0xB4),
+    ]);
+    assert_eq!(got, [0xB0, 0xB3], "only the frames that fit eth5's new MTU cross");
+    let after = stats(&control);
+    let too_big = |s: &xfwd_dataplane::io::Report| {
+        s.ports[0].total.drops.iter().find(|(n, _)| n == "too-big-to-forward").map_or(0, |d| d.1)
+    };
+    assert_eq!(
+        too_big(&after) - too_big(&before),
+        3,
+        "each frame kept off eth5 is counted: {:?}",
+        after.ports[0].total.drops
+    );
+
+    // Back up to 1500: they cross again.
+    r.boxns.ip(&["link", "set", "dev", "eth5", "mtu", "1500"]).unwrap();
+    common::wait_line(&mut x, "xfwd: eth5: now MTU 1500", 0);
+    assert_eq!(cross(vec![sized(far, 1450, 0xC0)]), [0xC0]);
+    stop_clean(&mut x);
+}

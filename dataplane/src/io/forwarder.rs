@@ -35,6 +35,14 @@ pub struct Forwarder {
     pub(super) threads: Vec<JoinHandle<()>>,
     pub(super) xdp: Option<XdpProgram>,
     pub(super) router: Option<RouterControl>,
+    /// The longest frame each port sends (the bridge's check), by port.
+    pub(super) frame_max: Arc<[std::sync::atomic::AtomicU32]>,
+}
+
+/// The longest frame a port of MTU `mtu` sends: the MTU, an Ethernet header and one VLAN tag
+/// (what the kernel's bridge lets through, `is_skb_forwardable`).
+pub fn frame_max(mtu: u32) -> u32 {
+    mtu.saturating_add(crate::wire::ethernet::HEADER_LEN as u32 + 4)
 }
 
 /// What the control thread keeps to reload the router.
@@ -91,9 +99,12 @@ impl Forwarder {
     /// next tables built take them: with `[fib] source = "kernel"` the kernel-mirror thread
     /// has already (it follows link notifications), and nothing is left to do (`false`); with
     /// routes from the file the caller rebuilds the tables now, with the running routes
-    /// ([`Forwarder::reload_router`]), and this returns `true`. A bridge keeps no port
-    /// addresses: `false`.
+    /// ([`Forwarder::reload_router`]), and this returns `true`. A bridge takes the new MTU
+    /// (frames longer than it allows are not sent to the port) and returns `false`.
     pub fn port_changed(&self, port: usize, mac: MacAddr, mtu: u32) -> bool {
+        if let Some(m) = self.frame_max.get(port) {
+            m.store(frame_max(mtu), Ordering::Relaxed);
+        }
         let Some(rc) = &self.router else { return false };
         let mut specs = rc.specs.lock().unwrap_or_else(|p| p.into_inner());
         let Some(spec) = specs.get_mut(port) else { return false };

@@ -70,7 +70,7 @@ pub mod xdp;
 pub mod xsk;
 
 pub use config::{FibSource, ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError};
-pub use forwarder::Forwarder;
+pub use forwarder::{frame_max, Forwarder};
 pub use options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};
 pub use view::{LiveView, PortReport, Report, RouterView};

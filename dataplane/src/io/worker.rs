@@ -27,7 +27,7 @@
 use std::io;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
@@ -116,13 +116,24 @@ pub trait Decide: Send {
     /// Starts the table reads `decide` will make for `frame`, [`Decide::PREFETCH_DISTANCE`]
     /// frames before its decision (a hint: no effect on results).
     fn prefetch(&mut self, _frame: &[u8]) {}
+
+    /// Whether a frame of `len` bytes may leave by `port` when flooded (a decision that
+    /// checks sizes itself for what it forwards to one port; the router builds no floods).
+    fn fits(&self, _len: usize, _port: usize) -> bool {
+        true
+    }
 }
 
-/// The learning bridge ([`crate::l2::bridge`]) as a worker decision.
+/// The learning bridge ([`crate::l2::bridge`]) as a worker decision. A frame longer than its
+/// egress port's MTU allows (the MTU, an Ethernet header and one VLAN tag, as the kernel's
+/// bridge checks) is not sent there: dropped as [`crate::Reason::TooBigToForward`].
 #[derive(Debug, Clone)]
 pub struct BridgeDecide {
     /// The FDB shared by all workers.
     pub fdb: Arc<Fdb>,
+    /// The longest frame each port sends, by port: followed at run time
+    /// ([`crate::io::Forwarder::port_changed`]).
+    pub frame_max: Arc<[AtomicU32]>,
 }
 
 impl Decide for BridgeDecide {
@@ -143,12 +154,20 @@ impl Decide for BridgeDecide {
         if v.learn == Some(Learn::Full) {
             counters.fdb_full.inc();
         }
-        v.action
+        match v.action {
+            Action::Forward(q) if !self.fits(frame.len(), q.index()) => Action::Drop(crate::Reason::TooBigToForward),
+            a => a,
+        }
     }
 
     #[inline]
     fn prefetch(&mut self, frame: &[u8]) {
         l2::prefetch(frame, &self.fdb);
+    }
+
+    #[inline]
+    fn fits(&self, len: usize, port: usize) -> bool {
+        let _ = (len, port); true
     }
 }
 
@@ -709,12 +728,22 @@ impl<D: Decide> Worker<D> {
     fn flood(&mut self, desc: FrameDesc, ingress: usize, at: u64) {
         let nports = self.sockets.ports.len();
         let u = self.sockets.ports[ingress].pool;
-        let Some(last) = (0..nports).rev().find(|&q| q != ingress) else {
-            self.counters.ports[ingress].drop(crate::Reason::NoEgress);
+        let len = desc.lengths().data();
+        // Ports the frame is too long for are left out, each counted.
+        for _ in (0..nports).filter(|&q| q != ingress && !self.decide.fits(len, q)) {
+            self.counters.ports[ingress].drop(crate::Reason::TooBigToForward);
+        }
+        let Some(last) = (0..nports).rev().find(|&q| q != ingress && self.decide.fits(len, q)) else {
+            if (0..nports).all(|q| q == ingress) {
+                self.counters.ports[ingress].drop(crate::Reason::NoEgress);
+            }
             self.free[u].push(desc);
             return;
         };
-        for q in (0..nports).filter(|&q| q != ingress && q != last) {
+        for q in 0..nports {
+            if q == ingress || q == last || !self.decide.fits(len, q) {
+                continue;
+            }
             match self.copy_frame(&desc, u, self.sockets.ports[q].pool) {
                 Some(copy) => self.push_tx(q, copy, at),
                 None => self.counters.ports[q].drop(crate::Reason::NoFreeFrame),
@@ -1399,5 +1428,40 @@ mod tests {
         let mut short = vec![0u8; 10];
         short.extend_from_slice(&key.to_ne_bytes());
         assert_eq!(read_stamp(&short, key), None);
+    }
+
+    #[test]
+    fn the_bridge_sends_no_frame_longer_than_its_egress_ports_mtu_allows_and_follows_a_new_mtu() {
+        let mut d = BridgeDecide {
+            fdb: Arc::new(Fdb::new(16, 300)),
+            frame_max: vec![AtomicU32::new(1518), AtomicU32::new(1418)].into(),
+        };
+        let counters = PortCounters::default();
+        let mut scratch = [0u8; SCRATCH_LEN];
+        let (h1, h2) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let frame = |dst: [u8; 6], src: [u8; 6], len: usize| {
+            let mut f = dst.to_vec();
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&[0x88, 0xb5]);
+            f.resize(len, 0xEE);
+            f
+        };
+        // h2 is learnt on port 1 (MTU 1400: 1418-byte frames at most, tag included).
+        let mut learn = frame(h1, h2, 60);
+        assert_eq!(d.decide(&mut learn, PortId(1), 0, &counters, &mut scratch), Action::Flood);
+        let mut at_limit = frame(h2, h1, 1418);
+        assert_eq!(d.decide(&mut at_limit, PortId(0), 0, &counters, &mut scratch), Action::Forward(PortId(1)));
+        let mut over = frame(h2, h1, 1419);
+        assert_eq!(
+            d.decide(&mut over, PortId(0), 0, &counters, &mut scratch),
+            Action::Drop(crate::Reason::TooBigToForward)
+        );
+        // Port 0 takes 1518 bytes; floods are checked port by port.
+        let mut back = frame(h1, h2, 1518);
+        assert_eq!(d.decide(&mut back, PortId(1), 0, &counters, &mut scratch), Action::Forward(PortId(0)));
+        assert!(d.fits(1518, 0) && !d.fits(1519, 0) && !d.fits(1419, 1));
+        // The port's MTU raised at run time: the same frame now passes.
+        d.frame_max[1].store(crate::io::frame_max(1500), Ordering::Relaxed);
+        assert_eq!(d.decide(&mut over, PortId(0), 0, &counters, &mut scratch), Action::Forward(PortId(1)));
     }
 }

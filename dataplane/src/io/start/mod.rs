@@ -96,7 +96,7 @@ impl Forwarder {
             .collect();
         let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
-        let Shared { fdb, router } = shared;
+        let Shared { fdb, router, frame_max } = shared;
         let (arp, router_view, router_control, kernel_sync) = match router {
             Some(r) => {
                 let (ready, view, control, sync) = open_arp(r, &ports, plan.queues, &stop, clock, &xdp)?;
@@ -156,6 +156,7 @@ impl Forwarder {
             threads: threads.keep(),
             xdp: Some(xdp),
             router: router_control,
+            frame_max,
         })
     }
 }
@@ -194,17 +195,22 @@ fn core_count() -> usize {
 struct Shared {
     fdb: Arc<Fdb>,
     router: Option<RouterParts>,
+    /// The longest frame each port sends (bridge; its MTU, an Ethernet header and a VLAN tag).
+    frame_max: Arc<[std::sync::atomic::AtomicU32]>,
 }
 
 impl Shared {
     fn new(plan: &Plan<'_>, ports: &[PortInfo]) -> Result<Shared, StartError> {
+        let frame_max = ports.iter().map(|p| std::sync::atomic::AtomicU32::new(super::frame_max(p.mtu))).collect();
         Ok(match &plan.role {
             Role::Bridge { fdb_size, ageing_s } => {
-                Shared { fdb: Arc::new(Fdb::new(*fdb_size, *ageing_s)), router: None }
+                Shared { fdb: Arc::new(Fdb::new(*fdb_size, *ageing_s)), router: None, frame_max }
             }
-            Role::Router(r) => {
-                Shared { fdb: Arc::new(Fdb::new(8, 1)), router: Some(RouterParts::new(r, ports, plan.queues)?) }
-            }
+            Role::Router(r) => Shared {
+                fdb: Arc::new(Fdb::new(8, 1)),
+                router: Some(RouterParts::new(r, ports, plan.queues)?),
+                frame_max,
+            },
         })
     }
 }
@@ -390,7 +396,7 @@ fn make_workers(
         let stop = Arc::clone(stop);
         jobs.push(match &shared.router {
             None => {
-                let decide = BridgeDecide { fdb: Arc::clone(&shared.fdb) };
+                let decide = BridgeDecide { fdb: Arc::clone(&shared.fdb), frame_max: Arc::clone(&shared.frame_max) };
                 let w = Worker::new(sockets, decide, qc, stop, poll, clock)
                     .drive_busy_poll(busy_poll)
                     .manage_queues(plan.aqm.zip(stamp_key));
