@@ -9,7 +9,8 @@
  *                  [XFWD_CONFIG_STEER] how a socket is chosen (XFWD_STEER_*), [XFWD_CONFIG_QUEUE]
  *                  the queue every socket binds under XFWD_STEER_CPU, [XFWD_CONFIG_STAMP]
  *                  1 to stamp every redirected frame with its arrival time (stamp()),
- *                  [XFWD_CONFIG_KEY_LO], [XFWD_CONFIG_KEY_HI] the stamp's key
+ *                  [XFWD_CONFIG_KEY_LO], [XFWD_CONFIG_KEY_HI] the stamp's key,
+ *                  [XFWD_CONFIG_MAX_FRAME] the longest frame an AF_XDP socket takes (0: no limit)
  *   xfwd_ports     ifindex -> port index (0..XFWD_MAX_PORTS)
  *   xfwd_local     router mode: the box's IPv4 addresses (network order) -> XFWD_LOCAL_*
  *   xfwd_local6    router mode: the box's IPv6 addresses (16 bytes as on the wire) -> XFWD_LOCAL_*
@@ -23,7 +24,10 @@
  * redirects IPv4 and IPv6 unicast to be forwarded and ICMP (ICMPv6) echo requests to the box's
  * own addresses; everything else (ARP, neighbour discovery and other IPv6 to link-local or
  * multicast addresses, VLAN-tagged, group MACs, other traffic for the box) is the kernel's, so
- * the box's own management keeps working.
+ * the box's own management keeps working. An 802.1Q priority tag (VID 0) on IPv4 or IPv6 is
+ * taken off first, so that such a frame is routed as the untagged frame it stands for, as the
+ * kernel does. A frame longer than a socket takes is dropped and counted (the kernel would drop
+ * it on the way into the socket, counted only as the socket's rx_dropped).
  *
  * The layout constants below are mirrored in dataplane/src/io/xdp.rs; the wire numbers mirror
  * the constants of dataplane/src/wire/ named beside each.
@@ -44,7 +48,8 @@
 #define XFWD_CONFIG_STAMP 3
 #define XFWD_CONFIG_KEY_LO 4
 #define XFWD_CONFIG_KEY_HI 5
-#define XFWD_NR_CONFIG 6
+#define XFWD_CONFIG_MAX_FRAME 6
+#define XFWD_NR_CONFIG 7
 
 /* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
  * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in
@@ -64,6 +69,8 @@
  * those of each format's `field` module in dataplane/src/wire/. */
 #define XFWD_ETH_HLEN 14           /* wire::ethernet::HEADER_LEN */
 #define XFWD_ETHERTYPE_IPV4 0x0800 /* wire::ethernet::ETHERTYPE_IPV4 */
+#define XFWD_ETHERTYPE_VLAN 0x8100 /* wire::ethernet::ETHERTYPE_VLAN */
+#define XFWD_VLAN_TAG_LEN 4        /* wire::ethernet::VLAN_TAG_LEN */
 #define XFWD_IPV4_MIN_HLEN 20      /* wire::ipv4::MIN_HEADER_LEN */
 #define XFWD_IPV4_MAX_HLEN 60      /* wire::ipv4::MAX_HEADER_LEN */
 #define XFWD_PROTO_ICMP 1          /* wire::ipv4::PROTO_ICMP */
@@ -80,7 +87,9 @@ enum xfwd_counter {
 	XFWD_PASS_RESERVED = 2,  /* IEEE 802.1D reserved group: kernel */
 	XFWD_PASS_RUNT = 3,      /* shorter than an Ethernet header: kernel */
 	XFWD_PASS_KERNEL = 4,    /* router: not for forwarding (ARP, NDP, for the box): kernel */
-	XFWD_NR_COUNTERS = 5,
+	XFWD_DROP_TOO_LONG = 5,  /* longer than an AF_XDP socket takes: dropped */
+	XFWD_PRIORITY_UNTAGGED = 6, /* router: an 802.1Q priority tag (VID 0) taken off */
+	XFWD_NR_COUNTERS = 7,
 };
 
 struct {
@@ -198,6 +207,36 @@ static __always_inline void stamp(struct xdp_md *ctx, __u32 key)
 	}
 }
 
+static __always_inline int is_ip_type(const unsigned char *type)
+{
+	return (type[0] == (XFWD_ETHERTYPE_IPV4 >> 8) && type[1] == (XFWD_ETHERTYPE_IPV4 & 0xff)) ||
+	       (type[0] == (XFWD_ETHERTYPE_IPV6 >> 8) && type[1] == (XFWD_ETHERTYPE_IPV6 & 0xff));
+}
+
+/* Router mode: takes an 802.1Q priority tag (VID 0, any priority) off an IPv4 or IPv6 frame, by
+ * moving the MACs over it, so the frame reads as the untagged one it stands for (IEEE 802.1Q
+ * 9.6: VID 0 means "no VLAN"; the kernel's receive path clears such a tag too). The priority is
+ * not kept: xfwd does not map it to an egress priority, as the kernel without VLAN devices does
+ * not. Returns 1 when it took one off. */
+static __always_inline int untag_priority(struct xdp_md *ctx)
+{
+	unsigned char *data = (unsigned char *)(long)ctx->data;
+	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
+	unsigned char macs[12];
+	if (ctx->data) return 0;
+
+	if (data + XFWD_ETH_HLEN + XFWD_VLAN_TAG_LEN > data_end)
+		return 0;
+	if (data[12] != (XFWD_ETHERTYPE_VLAN >> 8) || data[13] != (XFWD_ETHERTYPE_VLAN & 0xff) ||
+	    (data[14] & 0x0f) || data[15] || !is_ip_type(data + 16))
+		return 0;
+	/* A frame of at least 18 bytes: moving its head 4 bytes on cannot fail (the helper keeps
+	 * an Ethernet header), so the MACs are moved first. */
+	__builtin_memcpy(macs, data, 12);
+	__builtin_memcpy(data + XFWD_VLAN_TAG_LEN, macs, 12);
+	return bpf_xdp_adjust_head(ctx, XFWD_VLAN_TAG_LEN) == 0;
+}
+
 /* Router mode, IPv6: yes for unicast to a global address that is not the box's, and for echo
  * requests (no extension header before the ICMPv6 one) to the box's addresses. No for
  * multicast destinations (neighbour discovery to solicited-node groups, MLD, routing
@@ -266,6 +305,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 	const unsigned char *data = (const unsigned char *)(long)ctx->data;
 	const unsigned char *data_end = (const unsigned char *)(long)ctx->data_end;
 	__u32 ifindex = ctx->ingress_ifindex;
+	__u32 *max_frame;
 	__u32 *port = bpf_map_lookup_elem(&xfwd_ports, &ifindex);
 	__u32 key;
 	long verdict;
@@ -289,6 +329,13 @@ int xfwd_xdp(struct xdp_md *ctx)
 	__u32 *mode = bpf_map_lookup_elem(&xfwd_config, &slot_key);
 
 	if (mode && *mode == XFWD_MODE_ROUTER) {
+		if (untag_priority(ctx))
+			count(*port, XFWD_PRIORITY_UNTAGGED);
+		/* The helper, where called, left the old packet pointers invalid. */
+		data = (const unsigned char *)(long)ctx->data;
+		data_end = (const unsigned char *)(long)ctx->data_end;
+		if (data + XFWD_ETH_HLEN > data_end)
+			return XDP_PASS; /* cannot happen (checked above); keeps the verifier sure */
 		if (!router_wants(data, data_end)) {
 			count(*port, XFWD_PASS_KERNEL);
 			return XDP_PASS; /* the kernel's: see router_wants() */
@@ -333,6 +380,14 @@ int xfwd_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	} else {
 		slot = ctx->rx_queue_index;
+	}
+
+	slot_key = XFWD_CONFIG_MAX_FRAME;
+	max_frame = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+	if (max_frame && *max_frame && ctx->data_end - ctx->data > *max_frame) {
+		/* It cannot enter a socket (the port's MTU is above what xfwd carries; warned). */
+		count(*port, XFWD_DROP_TOO_LONG);
+		return XDP_DROP;
 	}
 
 	key = *port * XFWD_MAX_QUEUES + slot;

@@ -577,6 +577,7 @@ fn run(
     let mut last = Instant::now();
     let mut last_check = Instant::now();
     let mut warned_no_socket = vec![false; view.ports.len()];
+    let mut warned_too_long = vec![(0u64, None); view.ports.len()];
     let mut watch = PortWatch::new(&view);
     let mut failed = false;
     while !stop.load(Ordering::Relaxed) {
@@ -595,6 +596,7 @@ fn run(
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
             warn_unbound_queues(&view, fwd.cores.len(), &fwd.layout, &mut warned_no_socket);
+            warn_too_long(&view, &mut warned_too_long);
             match watch.check(&view) {
                 Err(gone) => {
                     eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
@@ -667,6 +669,25 @@ fn warn_unbound_queues(view: &LiveView, workers: usize, layout: &Layout, warned:
     }
 }
 
+/// Says when the XDP program dropped frames too long for an AF_XDP socket (a port's MTU raised
+/// above what xfwd carries at run time); again, while more are dropped, once a minute.
+fn warn_too_long(view: &LiveView, said: &mut [(u64, Option<Instant>)]) {
+    use xfwd_dataplane::io::xdp::MAX_FRAME;
+    use xfwd_dataplane::io::xsk::MAX_MTU;
+    for (p, info) in view.ports.iter().enumerate() {
+        let n = view.xdp.port(p)[xfwd_dataplane::io::XdpCounter::DropTooLong as usize];
+        let (count, at) = &mut said[p];
+        if n <= *count || at.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+            continue;
+        }
+        (*count, *at) = (n, Some(Instant::now()));
+        let name = &info.name;
+        eprintln!(
+            "xfwd: warning: {name}: {n} frame(s) in all were longer than the {MAX_FRAME} bytes an AF_XDP socket of xfwd takes and were dropped (xdp drop-too-long in `xfwd show stats`); set the MTU back with `ip link set dev {name} mtu {MAX_MTU}`"
+        );
+    }
+}
+
 /// What the main loop last saw of each port: link, MAC and MTU.
 struct PortWatch {
     carrier: Vec<bool>,
@@ -722,7 +743,7 @@ fn follow_ports(fwd: &Forwarder, view: &LiveView, changed: &[usize], running: Op
         let name = &now.name;
         if now.mtu > MAX_MTU {
             eprintln!(
-                "xfwd: warning: {name}: MTU {} is above the {MAX_MTU} bytes an AF_XDP frame of xfwd carries: longer frames cannot reach xfwd and are dropped by the kernel (xsk rx-dropped in `xfwd show stats`), without an ICMP error; set it back with `ip link set dev {name} mtu {MAX_MTU}` (or lower)",
+                "xfwd: warning: {name}: MTU {} is above the {MAX_MTU} bytes an AF_XDP frame of xfwd carries: longer frames cannot enter xfwd's sockets and are dropped where they arrive, counted (xdp drop-too-long in `xfwd show stats`) but without an ICMP error; set it back with `ip link set dev {name} mtu {MAX_MTU}` (or lower)",
                 now.mtu
             );
         }

@@ -191,6 +191,17 @@ fn a_mac_or_mtu_changed_at_run_time_is_followed_announced_and_answered_with_icmp
     r.boxns.ip(&["link", "set", "dev", "eth4", "mtu", "9000"]).unwrap();
     let line = common::wait_line(&mut x, "xfwd: warning: eth4: MTU 9000 is above", 0);
     assert!(line.contains("ip link set dev eth4 mtu"), "{line}");
+    // A frame that long is dropped where it arrives, counted, and said (the kernel would have
+    // dropped it on the way into the socket, seen only as xsk rx-dropped).
+    // (To another host behind eth5: h2 keeps the 1400 bytes learnt above for h1.)
+    r.h2.ip(&["link", "set", "dev", "eth0", "mtu", "3000"]).unwrap();
+    let out = ping(&r.h2, &["-c", "1", "-W", "1", "-M", "do", "-s", "2500", "198.18.10.7"]);
+    assert_eq!(common::answered(&out), 0, "{out}");
+    let line = common::wait_line(&mut x, "xfwd: warning: eth4: 1 frame(s) in all were longer than the 1792 bytes", 0);
+    assert!(line.contains("drop-too-long") && line.contains("ip link set dev eth4 mtu 1774"), "{line}");
+    let s = stats(&control);
+    let eth4 = s.ports.iter().position(|p| p.name == "eth4").unwrap();
+    assert_eq!(common::xdp(&s, eth4, "drop-too-long"), 1);
     stop_clean(&mut x);
 }
 
@@ -397,6 +408,12 @@ fn differential_against_the_kernel_router() {
         udp([127, 0, 0, 1], [198, 18, 10, 1], 64, 32, true), // martian source: dropped
         udp([224, 0, 0, 9], [198, 18, 10, 1], 64, 32, true), // multicast source: dropped
     ];
+    // Behind an 802.1Q tag: VID 0 (a priority tag, priority 5) stands for the untagged frame
+    // and is forwarded untagged; VID 5 belongs to a VLAN neither arm has: dropped.
+    let tagged = |tci: u16, f: Vec<u8>| [&f[..12], &[0x81, 0x00], &tci.to_be_bytes()[..], &f[12..]].concat();
+    let mut frames = frames;
+    frames.push(tagged(0xA000, udp(h2a, [198, 18, 10, 1], 64, 33, true)));
+    frames.push(tagged(0x0005, udp(h2a, [198, 18, 10, 1], 64, 34, true)));
 
     // Kernel arm: the same addresses in the box's kernel, ip_forward on, no ICMP rate limit or
     // redirects to blur the comparison.
@@ -430,7 +447,7 @@ fn differential_against_the_kernel_router() {
     stop_clean(&mut x);
 
     // Forwarded frames: identical bytes (TTL, checksum, both MACs), each seen twice.
-    assert_eq!(kernel.0.len(), 4, "kernel forwarded: {}", kernel.0.len());
+    assert_eq!(kernel.0.len(), 6, "kernel forwarded: {}", kernel.0.len());
     assert_eq!(ours.0, kernel.0, "forwarded bytes differ");
     // ICMP errors: same type, code, source address and quoted datagram.
     let mut k = kernel.1.clone();

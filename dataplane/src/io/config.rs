@@ -151,7 +151,9 @@ impl StartError {
             self,
             StartError::System(_)
                 | StartError::Privileges(_)
-                | StartError::Xdp(XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_))
+                | StartError::Xdp(
+                    XdpError::Load(_) | XdpError::Map { .. } | XdpError::Missing(_) | XdpError::TestRun(_)
+                )
         )
     }
 }

@@ -167,7 +167,8 @@ impl Decide for BridgeDecide {
 
     #[inline]
     fn fits(&self, len: usize, port: usize) -> bool {
-        let _ = (len, port); true
+        let _ = (len, port);
+        true
     }
 }
 

@@ -26,6 +26,9 @@ pub const STAMP_LEN: usize = 16;
 /// Longest frame the program stamps (mirrors `XFWD_STAMP_MAX_FRAME`): grown by the stamp it
 /// must still fit a UMEM frame past the kernel's headroom.
 pub const STAMP_MAX_FRAME: usize = 2048 - 256 - STAMP_LEN;
+/// Longest frame an AF_XDP socket of xfwd takes: a UMEM frame past the kernel's headroom. The
+/// program drops longer ones as [`XdpCounter::DropTooLong`] (written to `XFWD_CONFIG_MAX_FRAME`).
+pub const MAX_FRAME: u32 = super::xsk::FRAME_SIZE - super::xsk::XDP_HEADROOM;
 
 /// Most local addresses the router-mode program knows (mirrors `XFWD_MAX_LOCAL`).
 pub const MAX_LOCAL: usize = 1024;
@@ -80,11 +83,17 @@ pub enum XdpCounter {
     PassRunt = 3,
     /// Router mode: not for forwarding (ARP, IPv6, group MACs, for the box): the kernel's.
     PassKernel = 4,
+    /// Longer than an AF_XDP socket takes ([`MAX_FRAME`]; the port's MTU is above
+    /// [`super::xsk::MAX_MTU`]): dropped.
+    DropTooLong = 5,
+    /// Router mode: an 802.1Q priority tag (VID 0) taken off an IPv4 or IPv6 frame (which then
+    /// goes on as untagged; counted beside its verdict).
+    PriorityUntagged = 6,
 }
 
 impl XdpCounter {
     /// Number of counters per port.
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 7;
     /// All counters in slot order.
     pub const ALL: [XdpCounter; XdpCounter::COUNT] = [
         XdpCounter::Redirected,
@@ -92,6 +101,8 @@ impl XdpCounter {
         XdpCounter::PassReserved,
         XdpCounter::PassRunt,
         XdpCounter::PassKernel,
+        XdpCounter::DropTooLong,
+        XdpCounter::PriorityUntagged,
     ];
 
     /// Stable short name.
@@ -102,6 +113,8 @@ impl XdpCounter {
             XdpCounter::PassReserved => "pass-reserved",
             XdpCounter::PassRunt => "pass-runt",
             XdpCounter::PassKernel => "pass-kernel",
+            XdpCounter::DropTooLong => "drop-too-long",
+            XdpCounter::PriorityUntagged => "priority-untagged",
         }
     }
 }
@@ -126,6 +139,9 @@ pub enum XdpError {
     /// Too many ports or queues for the maps.
     #[error("{0}")]
     Limit(String),
+    /// `BPF_PROG_TEST_RUN` refused the run.
+    #[error("running the XDP program on a test frame: {0}")]
+    TestRun(String),
 }
 
 /// The maps of the box's addresses (router mode): traffic to them is the kernel's, but for
@@ -227,9 +243,10 @@ impl XdpProgram {
             Steer::ByQueue => (0, 0),
             Steer::ByCpu { queue } => (1, queue),
         };
-        // Slots: XFWD_CONFIG_MODE, _STEER, _QUEUE, _STAMP, _KEY_LO, _KEY_HI.
+        // Slots: XFWD_CONFIG_MODE, _STEER, _QUEUE, _STAMP, _KEY_LO, _KEY_HI, _MAX_FRAME.
         let key = stamp.unwrap_or(0);
-        let slots = [mode_value, steer_value, queue, u32::from(stamp.is_some()), key as u32, (key >> 32) as u32];
+        let slots =
+            [mode_value, steer_value, queue, u32::from(stamp.is_some()), key as u32, (key >> 32) as u32, MAX_FRAME];
         for (slot, value) in slots.into_iter().enumerate() {
             config
                 .update(&(slot as u32).to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
@@ -262,6 +279,30 @@ impl XdpProgram {
                 .map_err(|e| XdpError::Map { map: "xfwd_ports", cause: format!("{e:#}") })?;
         }
         Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new() })
+    }
+
+    /// Runs the program once on `frame` as if it had arrived on `ifindex`, queue `queue`
+    /// (`BPF_PROG_TEST_RUN`; nothing is attached or sent, but the counters count it): the
+    /// verdict (`XDP_*`) and the frame as the program left it. For tests and per-frame timing.
+    pub fn test_run(&mut self, frame: &[u8], ifindex: u32, queue: u32) -> Result<(u32, Vec<u8>), XdpError> {
+        let prog =
+            self.object.progs_mut().find(|p| p.name() == "xfwd_xdp").ok_or(XdpError::Missing("program xfwd_xdp"))?;
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex; the kernel wants data 0 and data_end the frame's length.
+        let md = [0, frame.len() as u32, 0, ifindex, queue, 0];
+        let mut ctx: Vec<u8> = md.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let mut out = vec![0u8; frame.len() + 256];
+        let input = libbpf_rs::ProgramInput {
+            context_in: Some(&mut ctx),
+            data_in: Some(frame),
+            data_out: Some(&mut out),
+            ..Default::default()
+        };
+        let output = prog.test_run(input).map_err(|e| XdpError::TestRun(format!("{e:#}")))?;
+        let verdict = output.return_value;
+        let len = output.data.map_or(0, |d| d.len());
+        out.truncate(len);
+        Ok((verdict, out))
     }
 
     /// Handles on the maps of the box's addresses, for a thread that keeps them in step with
