@@ -167,8 +167,7 @@ impl Decide for BridgeDecide {
 
     #[inline]
     fn fits(&self, len: usize, port: usize) -> bool {
-        let _ = (len, port);
-        true
+        self.frame_max.get(port).is_none_or(|m| len <= m.load(Relaxed) as usize)
     }
 }
 
