@@ -232,7 +232,9 @@ fn bench_router6(c: &mut Criterion) {
     let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
     let neighbors = NeighborTable6::new6(64);
     for (i, gw) in gateways.iter().enumerate() {
-        neighbors.insert(*gw, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
+        neighbors
+            .insert(xfwd_dataplane::l3::Key6::global(*gw), MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true)
+            .unwrap();
     }
     let mut state = RouterState::new(0, 1);
     state.fit(&t);

@@ -94,7 +94,9 @@ fn main() {
             let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
             let neighbors = NeighborTable6::new6(64);
             for (i, g) in gws.iter().enumerate() {
-                neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
+                neighbors
+                    .insert(xfwd_dataplane::l3::Key6::global(*g), MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true)
+                    .unwrap();
             }
             let mut st = RouterState::new(0, 1);
             st.fit(&t);

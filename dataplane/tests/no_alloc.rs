@@ -215,8 +215,8 @@ fn the_ipv6_router_decision_allocates_nothing_forwarding_answering_or_gleaning()
     let statics = [("2001:2:0:1000::/52".parse().unwrap(), RouteTarget6::Via { gw: ip6("2001:2:0:30::2"), dev: None })];
     let t = RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap();
     let n = l3::NeighborTable6::new6(64);
-    n.insert(ip6("2001:2:0:30::2"), GW, PortId(1), true).unwrap();
-    n.insert(ip6("2001:2:0:10::1"), H1, PortId(0), true).unwrap();
+    n.insert(l3::Key6::global(ip6("2001:2:0:30::2")), GW, PortId(1), true).unwrap();
+    n.insert(l3::Key6::global(ip6("2001:2:0:10::1")), H1, PortId(0), true).unwrap();
     let mut st = RouterState::new(0, 10);
     st.fit(&t);
     let mut scratch = [0u8; SCRATCH_LEN];

@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::l3::fib::no_advice;
 use xfwd_dataplane::l3::tables::RouteTarget6;
-use xfwd_dataplane::l3::{decide6, NeighborTable6, PortSpec, RouterState, RouterTables};
+use xfwd_dataplane::l3::{decide6, Key6, NeighborTable6, PortSpec, RouterState, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
@@ -39,8 +39,8 @@ fn world() -> &'static (RouterTables, NeighborTable6) {
         ];
         let t = RouterTables::build_dual(ports, &[], &routes, no_advice).unwrap();
         let n = NeighborTable6::new6(64);
-        n.insert(ip("2001:2:0:30::2"), MacAddr([2, 0, 0, 0, 0, 2]), PortId(1), true).unwrap();
-        n.insert(ip("2001:2:0:10::1"), MacAddr([2, 0, 0, 0, 0, 1]), PortId(0), true).unwrap();
+        n.insert(Key6::global(ip("2001:2:0:30::2")), MacAddr([2, 0, 0, 0, 0, 2]), PortId(1), true).unwrap();
+        n.insert(Key6::global(ip("2001:2:0:10::1")), MacAddr([2, 0, 0, 0, 0, 1]), PortId(0), true).unwrap();
         (t, n)
     })
 }

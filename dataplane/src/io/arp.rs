@@ -29,7 +29,7 @@ use crate::l3::arp::ArpEngine;
 pub use crate::l3::arp::{ArpConfig, ArpCounters};
 use crate::l3::ndp::NdpEngine;
 use crate::l3::tables::{scope6, unscope6};
-use crate::l3::{NeighborTable, NeighborTable6, RouterTables};
+use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
 use crate::time::Clock;
 use crate::wire::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6};
 use crate::wire::{icmpv6, MacAddr};
@@ -286,7 +286,7 @@ pub fn open(
         }
     }
     engine.set_statics(neighbors.statics);
-    engine6.set_statics(neighbors.statics6);
+    engine6.set_statics(unscoped(neighbors.statics6));
     let ifindex = ports.iter().map(|p| p.ifindex).collect();
     Ok(ArpReady {
         thread: ArpThread { sockets, sockets6, engine, engine6, counters: counters.0, clock, kernel, ifindex },
@@ -361,7 +361,7 @@ impl ArpThread {
             while let Ok(c) = control.try_recv() {
                 match c {
                     Control::StaticNeighbors(list) => self.engine.set_statics(list),
-                    Control::StaticNeighbors6(list) => self.engine6.set_statics(list),
+                    Control::StaticNeighbors6(list) => self.engine6.set_statics(unscoped(list)),
                     Control::GleanQueue(n) => {
                         self.engine.set_glean_queue(n);
                         self.engine6.set_glean_queue(n);
@@ -432,4 +432,9 @@ impl ArpThread {
         // SAFETY: `pfds` is a valid array of initialised pollfd over our open sockets.
         let _ = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, POLL_MS) };
     }
+}
+
+/// Static IPv6 neighbours as the resolver takes them: keys it binds to their port.
+fn unscoped(list: Vec<(std::net::Ipv6Addr, MacAddr)>) -> Vec<(Key6, MacAddr)> {
+    list.into_iter().map(|(addr, mac)| (Key6 { addr, port: None }, mac)).collect()
 }

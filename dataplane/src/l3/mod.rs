@@ -14,7 +14,7 @@ pub mod tables;
 
 pub use fib::{Fib, NhIndex, Prefix};
 pub use fib6::{Fib6, Prefix6};
-pub use neighbors::{Neighbor, NeighborTable, NeighborTable6};
+pub use neighbors::{Key6, Neighbor, NeighborTable, NeighborTable6};
 pub use router::{decide, icmp_share, prefetch, RouterState, TokenBucket};
 pub use router6::{decide6, prefetch6};
 pub use tables::{

@@ -24,7 +24,7 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use super::neighbors::NeighborTable6;
+use super::neighbors::{Key6, NeighborTable6};
 use super::resolve::{Family, Resolver};
 use super::router::RouterState;
 use super::router6::{icmp6_error, ErrorEnv6, Icmp6Error};
@@ -72,24 +72,17 @@ fn nd_frame(
 }
 
 impl Family for Nd {
-    type Addr = Ipv6Addr;
+    type Addr = Key6;
     const MIN_GLEAN_LEN: usize = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
 
-    fn from_ip(a: IpAddr) -> Option<Ipv6Addr> {
+    fn from_ip(a: IpAddr) -> Option<Key6> {
         match a {
-            IpAddr::V6(a) => Some(a),
+            IpAddr::V6(a) => Some(Key6 { addr: a, port: None }),
             IpAddr::V4(_) => None,
         }
     }
 
-    fn request(
-        tables: &RouterTables,
-        port: PortId,
-        me: MacAddr,
-        target: Ipv6Addr,
-        to: Option<MacAddr>,
-        out: &mut Vec<u8>,
-    ) {
+    fn request(tables: &RouterTables, port: PortId, me: MacAddr, target: Key6, to: Option<MacAddr>, out: &mut Vec<u8>) {
         // On the wire the address without its port; never from the unspecified address (that
         // would be duplicate address detection).
         let target = unscope6(target);
@@ -115,12 +108,12 @@ impl Family for Nd {
         icmp6_error(frame, &mut env, Icmp6Error::ADDRESS_UNREACHABLE)
     }
 
-    fn connected_port(tables: &RouterTables, a: Ipv6Addr) -> Option<PortId> {
-        connected_to6(&tables.ports, a)
+    fn connected_port(tables: &RouterTables, a: Key6) -> Option<PortId> {
+        connected_to6(&tables.ports, a.addr)
     }
 
-    fn key(a: Ipv6Addr, port: PortId) -> Ipv6Addr {
-        scope6(a, port)
+    fn key(a: Key6, port: PortId) -> Key6 {
+        scope6(a.addr, port)
     }
 }
 
@@ -386,7 +379,7 @@ mod tests {
                 A4
             )
         );
-        assert_eq!(n.lookup(ip("2001:2:0:30::2")).map(|x| (x.mac, x.port)), Some((H2, P4)));
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2"))).map(|x| (x.mac, x.port)), Some((H2, P4)));
         assert_eq!((c.requests_received.get(), c.replies_sent.get(), c.learnt.get()), (1, 1, 1));
         // For an address of the other port, or a link-local one (the kernel's): no answer.
         e.on_ndp(P4, &ns(H2, "2001:2:0:30::2", "ff02::1:ff00:2", "2001:2:0:10::2"), 1);
@@ -401,7 +394,7 @@ mod tests {
         far[14 + 7] = 254;
         e.on_ndp(P4, &far, 2);
         assert!(e.take_output().is_empty());
-        assert_eq!(n.lookup(ip("2001:2:0:30::3")), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::3"))), None);
     }
 
     #[test]
@@ -469,7 +462,7 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].0, &out[0].1[0..6], &out[0].1[6..12]), (P4, &H2.0[..], &A4.0[..]));
         assert_eq!(&out[0].1[12..], &udp_from_h1("2001:2:0:30::2")[12..], "only the MACs change");
-        assert!(n.lookup(ip("2001:2:0:30::2")).is_some());
+        assert!(n.lookup(Key6::global(ip("2001:2:0:30::2"))).is_some());
         assert_eq!((c.glean_queued.get(), c.glean_sent.get()), (1, 1));
         // A link-local gateway is asked from the port's link-local address.
         glean(&mut e, "fe80::99", "2001:2:200::1", 10);
@@ -496,6 +489,24 @@ mod tests {
     }
 
     #[test]
+    fn a_link_local_gateway_with_bits_16_to_31_set_is_asked_and_kept_under_its_own_address() {
+        let (mut e, n, _) = engine(4);
+        // fe80:3::23 and fe80::23 on one port: Linux takes both as gateways, and they are two.
+        let (odd, plain) = (ip("fe80:3::23"), ip("fe80::23"));
+        let frame = udp_from_h1("2001:2:200::1");
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V6(odd), frame: &frame }, 0);
+        let p = parse(&e.take_output()[0]);
+        assert_eq!((p.3, p.6), (icmpv6::solicited_node(&odd), odd), "the solicitation asks for fe80:3::23 itself");
+        let na = nd(A4, H2, "fe80:3::23", "fe80::4", |b| {
+            icmpv6::write_na(b, &odd, icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE, H2, &odd, &ip("fe80::4")).unwrap()
+        });
+        e.on_ndp(P4, &na, 1);
+        assert_eq!(e.take_output().len(), 1, "the waiting frame leaves");
+        assert_eq!(n.lookup(scope6(odd, P4)).map(|x| (x.mac, x.ip.addr)), Some((H2, odd)));
+        assert_eq!(n.lookup(scope6(plain, P4)), None, "fe80::23 is another neighbour, still unknown");
+    }
+
+    #[test]
     fn an_unresolved_neighbour_gets_three_solicitations_then_address_unreachable() {
         let (mut e, n, c) = engine(4);
         glean(&mut e, "2001:2:0:30::99", "2001:2:0:30::99", 0);
@@ -518,7 +529,7 @@ mod tests {
         let (m, _) = Icmpv6Header::from_slice(rest).unwrap();
         assert_eq!(m.icmp_type, Icmpv6Type::DestinationUnreachable(etherparse::icmpv6::DestUnreachableCode::Address));
         assert_eq!((c.unresolved.get(), c.host_unreachable_sent.get()), (1, 1));
-        assert_eq!(n.lookup(ip("2001:2:0:30::99")), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::99"))), None);
     }
 
     #[test]
@@ -535,7 +546,7 @@ mod tests {
         for k in 1..=4 {
             e.timers(REACHABLE_MS + 10 + k * RETRANS_MS);
         }
-        assert_eq!(n.lookup(ip("2001:2:0:30::2")), None, "three unanswered probes remove it");
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2"))), None, "three unanswered probes remove it");
     }
 
     #[test]
@@ -571,7 +582,7 @@ mod tests {
             }
             now += RETRANS_MS;
         }
-        assert!(n.lookup(ip("2001:2:0:30::2")).is_some(), "answered probes keep the entry");
+        assert!(n.lookup(Key6::global(ip("2001:2:0:30::2"))).is_some(), "answered probes keep the entry");
         // An unsolicited advertisement confirms nothing: unanswered probes still remove it.
         let mut now = now + REACHABLE_MS;
         for _ in 0..6 {
@@ -580,26 +591,30 @@ mod tests {
             e.on_ndp(P4, &na(H2, "2001:2:0:30::2", icmpv6::NA_OVERRIDE), now + 1);
             now += RETRANS_MS;
         }
-        assert_eq!(n.lookup(ip("2001:2:0:30::2")), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2"))), None);
     }
 
     #[test]
     fn advertisements_update_what_is_known_or_asked_for_and_override_decides_a_new_mac() {
         let (mut e, n, c) = engine(4);
         e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_OVERRIDE), 0);
-        assert_eq!(n.lookup(ip("2001:2:0:30::7")), None, "unasked, unknown: not created");
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))), None, "unasked, unknown: not created");
         glean(&mut e, "2001:2:0:30::7", "2001:2:0:30::7", 0);
         e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE), 1);
-        assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H2);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac, H2);
         e.on_ndp(P4, &na(H1, "2001:2:0:30::7", 0), 2);
-        assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H2, "no Override: the known MAC stays");
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac, H2, "no Override: the known MAC stays");
         e.on_ndp(P4, &na(H1, "2001:2:0:30::7", icmpv6::NA_OVERRIDE), 3);
-        assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H1, "unsolicited with Override: the new MAC");
+        assert_eq!(
+            n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac,
+            H1,
+            "unsolicited with Override: the new MAC"
+        );
         e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE), 3);
-        assert_eq!(n.lookup(ip("2001:2:0:30::7")).unwrap().mac, H2);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac, H2);
         // Claiming the box's own address is a conflict; off-link targets are ignored.
         e.on_ndp(P4, &na(H1, "2001:2:0:30::1", icmpv6::NA_OVERRIDE), 4);
         assert_eq!(c.conflicts.get(), 1);
-        assert_eq!(n.lookup(ip("2001:2:0:30::1")), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::1"))), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The neighbour table: IP address → MAC address, shared by all workers, written by one thread.
 //! One type for both families ([`NeighborTable`] for IPv4, [`NeighborTable6`] for IPv6); a slot
-//! holds a key of up to 128 bits.
+//! holds a key of up to 128 bits. An IPv6 link-local address names a neighbour only together
+//! with its link ([`Key6`]): such an entry matches on its address, all 128 bits, and its port.
 //!
 //! # Structure, and the choices not taken
 //!
@@ -41,8 +42,12 @@ struct Slot {
 pub trait NeighborAddr: Copy + Ord + core::fmt::Debug {
     /// The address as 128 bits (an IPv4 address in the low 32).
     fn key(self) -> u128;
-    /// The address a key stands for.
-    fn from_key(k: u128) -> Self;
+    /// The port the key is bound to, where the address alone does not name a neighbour.
+    fn scope(self) -> Option<PortId> {
+        None
+    }
+    /// The key of an entry holding address `k`, resolved on `port`.
+    fn from_key(k: u128, port: PortId) -> Self;
 }
 
 impl NeighborAddr for Ipv4Addr {
@@ -50,18 +55,43 @@ impl NeighborAddr for Ipv4Addr {
     fn key(self) -> u128 {
         u128::from(u32::from(self))
     }
-    fn from_key(k: u128) -> Self {
+    fn from_key(k: u128, _port: PortId) -> Self {
         Ipv4Addr::from(k as u32)
     }
 }
 
-impl NeighborAddr for Ipv6Addr {
+/// The IPv6 neighbour table's key: an address, and for a link-local one the port it is on
+/// (fe80::1 on eth4 and fe80::1 on eth5 are two routers). The address is kept whole: Linux
+/// accepts link-local addresses whose bits 10–63 are not zero (`fe80:3::23`), and those name
+/// other neighbours than `fe80::23`. Made by [`crate::l3::tables::scope6`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key6 {
+    /// The address.
+    pub addr: Ipv6Addr,
+    /// Its port, for a link-local address; `None` for the others, which name one neighbour
+    /// wherever it is.
+    pub port: Option<PortId>,
+}
+
+impl Key6 {
+    /// The key of a global (not link-local) address, which names one neighbour wherever it is.
+    pub fn global(addr: Ipv6Addr) -> Key6 {
+        debug_assert!(!crate::l3::tables::is_link_local6(&addr), "{addr} is link-local: use scope6");
+        Key6 { addr, port: None }
+    }
+}
+
+impl NeighborAddr for Key6 {
     #[inline]
     fn key(self) -> u128 {
-        u128::from(self)
+        u128::from(self.addr)
     }
-    fn from_key(k: u128) -> Self {
-        Ipv6Addr::from(k)
+    #[inline]
+    fn scope(self) -> Option<PortId> {
+        self.port
+    }
+    fn from_key(k: u128, port: PortId) -> Self {
+        crate::l3::tables::scope6(Ipv6Addr::from(k), port)
     }
 }
 
@@ -94,7 +124,7 @@ pub struct NeighborTable<A = Ipv4Addr> {
 }
 
 /// The IPv6 neighbour table.
-pub type NeighborTable6 = NeighborTable<Ipv6Addr>;
+pub type NeighborTable6 = NeighborTable<Key6>;
 
 impl<A> std::fmt::Debug for NeighborTable<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -194,15 +224,17 @@ impl<A: NeighborAddr> NeighborTable<A> {
     }
 
     fn decode(ip: u128, val: u64) -> Neighbor<A> {
+        let port = PortId(((val >> PORT_SHIFT) & 0xff) as u8);
         Neighbor {
-            ip: A::from_key(ip),
+            ip: A::from_key(ip, port),
             mac: MacAddr::from_u64(val & MAC_MASK),
-            port: PortId(((val >> PORT_SHIFT) & 0xff) as u8),
+            port,
             is_static: val & STATIC != 0,
         }
     }
 
-    fn find(&self, ip: u128) -> Option<(usize, u64)> {
+    /// The slot holding `ip` (on `scope`, for a key bound to a port) and its value.
+    fn find(&self, ip: u128, scope: Option<PortId>) -> Option<(usize, u64)> {
         for b in self.buckets_of(ip) {
             for i in b * WAYS..(b + 1) * WAYS {
                 // A plain look at the address first: only a slot that seems to hold `ip` pays
@@ -212,7 +244,8 @@ impl<A: NeighborAddr> NeighborTable<A> {
                     continue;
                 }
                 let (sip, val) = self.read(i);
-                if val & VALID != 0 && sip == ip {
+                let on = |p: PortId| (val >> PORT_SHIFT) & 0xff == u64::from(p.0);
+                if val & VALID != 0 && sip == ip && scope.is_none_or(on) {
                     return Some((i, val));
                 }
             }
@@ -223,17 +256,18 @@ impl<A: NeighborAddr> NeighborTable<A> {
     /// The neighbour `ip`, if resolved.
     #[inline]
     pub fn lookup(&self, ip: A) -> Option<Neighbor<A>> {
-        let ip = ip.key();
-        self.find(ip).map(|(_, val)| Self::decode(ip, val))
+        let (key, scope) = (ip.key(), ip.scope());
+        self.find(key, scope).map(|(_, val)| Self::decode(key, val))
     }
 
-    /// Stores or updates `ip` → `mac` on `port`. A static entry is only replaced by another
-    /// static one. Only the single writer (the ARP thread, or set-up before workers start) may
-    /// call this.
+    /// Stores or updates `ip` → `mac` on `port` (a key bound to a port is stored on that
+    /// port). A static entry is only replaced by another static one. Only the single writer
+    /// (the ARP thread, or set-up before workers start) may call this.
     pub fn insert(&self, ip: A, mac: MacAddr, port: PortId, is_static: bool) -> Result<(), TableFull> {
-        let key = ip.key();
+        let (key, scope) = (ip.key(), ip.scope());
+        let port = scope.unwrap_or(port);
         let val = VALID | if is_static { STATIC } else { 0 } | (u64::from(port.0) << PORT_SHIFT) | mac.to_u64();
-        if let Some((i, old)) = self.find(key) {
+        if let Some((i, old)) = self.find(key, scope) {
             if old & STATIC != 0 && !is_static {
                 return Ok(());
             }
@@ -253,7 +287,7 @@ impl<A: NeighborAddr> NeighborTable<A> {
 
     /// Removes `ip` (static entries included). Only the single writer may call this.
     pub fn remove(&self, ip: A) -> bool {
-        match self.find(ip.key()) {
+        match self.find(ip.key(), ip.scope()) {
             Some((i, _)) => {
                 self.write(i, 0, 0);
                 true
@@ -314,8 +348,8 @@ mod tests {
     #[test]
     fn ipv6_entries_are_kept_apart_by_all_128_bits() {
         let t = NeighborTable6::new6(64);
-        let a: Ipv6Addr = "2001:2::1".parse().unwrap();
-        let b: Ipv6Addr = "2001:3::1".parse().unwrap();
+        let a = Key6::global("2001:2::1".parse().unwrap());
+        let b = Key6::global("2001:3::1".parse().unwrap());
         t.insert(a, mac(1), PortId(1), false).unwrap();
         assert_eq!(t.lookup(b), None, "same low 64 bits, different high ones");
         t.insert(b, mac(2), PortId(0), true).unwrap();
@@ -324,6 +358,29 @@ mod tests {
         assert_eq!(t.entries().iter().map(|n| n.ip).collect::<Vec<_>>(), vec![a, b]);
         assert!(t.remove(a));
         assert_eq!((t.lookup(a), t.len()), (None, 1));
+    }
+
+    #[test]
+    fn link_local_entries_match_on_their_port_and_every_bit_of_their_address() {
+        use crate::l3::tables::scope6;
+        let t = NeighborTable6::new6(64);
+        let ll = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        // fe80::23 and fe80:3::23 on one port: two neighbours (Linux takes both as gateways).
+        t.insert(scope6(ll("fe80::23"), PortId(1)), mac(1), PortId(1), false).unwrap();
+        assert_eq!(t.lookup(scope6(ll("fe80:3::23"), PortId(1))), None);
+        t.insert(scope6(ll("fe80:3::23"), PortId(1)), mac(2), PortId(1), false).unwrap();
+        // The same address on another port: a third.
+        assert_eq!(t.lookup(scope6(ll("fe80::23"), PortId(0))), None);
+        t.insert(scope6(ll("fe80::23"), PortId(0)), mac(3), PortId(0), false).unwrap();
+        let found = |s: &str, p: u8| t.lookup(scope6(ll(s), PortId(p))).map(|n| (n.mac, n.port, n.ip.addr));
+        assert_eq!(found("fe80::23", 1), Some((mac(1), PortId(1), ll("fe80::23"))));
+        assert_eq!(found("fe80:3::23", 1), Some((mac(2), PortId(1), ll("fe80:3::23"))));
+        assert_eq!(found("fe80::23", 0), Some((mac(3), PortId(0), ll("fe80::23"))));
+        // The entries give back each key whole.
+        let keys: Vec<Key6> = t.entries().iter().map(|n| n.ip).collect();
+        assert!(keys.contains(&scope6(ll("fe80:3::23"), PortId(1))) && keys.len() == 3, "{keys:?}");
+        assert!(t.remove(scope6(ll("fe80::23"), PortId(1))));
+        assert_eq!((found("fe80::23", 1), found("fe80::23", 0).is_some(), t.len()), (None, true, 2));
     }
 
     #[test]

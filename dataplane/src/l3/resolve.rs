@@ -527,13 +527,15 @@ impl<F: Family> Resolver<F> {
     /// Replaces the static neighbours.
     pub fn set_statics(&mut self, list: Vec<(F::Addr, MacAddr)>) {
         let tables = self.tables.load();
-        let new: HashSet<F::Addr> = list.iter().map(|(ip, _)| *ip).collect();
+        let scoped = |ip: F::Addr| F::connected_port(&tables, ip).map_or(ip, |port| F::key(ip, port));
+        let new: HashSet<F::Addr> = list.iter().map(|(ip, _)| scoped(*ip)).collect();
         for old in self.statics.iter().filter(|ip| !new.contains(ip)) {
             self.neighbors.remove(*old);
         }
         self.statics.clear();
         for (ip, mac) in list {
             let Some(port) = F::connected_port(&tables, ip) else { continue };
+            let ip = F::key(ip, port);
             self.meta.remove(&ip);
             if self.neighbors.insert(ip, mac, port, true).is_ok() {
                 self.statics.insert(ip);

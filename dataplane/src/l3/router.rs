@@ -239,7 +239,7 @@ impl RouterState {
         &mut self,
         idx: usize,
         tables_id: u64,
-        key: core::net::Ipv6Addr,
+        key: super::neighbors::Key6,
         neighbors: &super::neighbors::NeighborTable6,
     ) -> Option<(MacAddr, PortId)> {
         let generation = (tables_id, neighbors.generation());

@@ -437,6 +437,7 @@ mod tests {
     use super::super::tables::{PortSpec, RouteTarget6};
     use super::*;
     use crate::l3::fib::no_advice;
+    use crate::l3::Key6;
     use etherparse::{Icmpv6Header, Icmpv6Type, IpNumber, Ipv6Header, PacketBuilder};
 
     const H1: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x11]);
@@ -476,8 +477,8 @@ mod tests {
         let statics = [("2001:2:100::/48".parse().unwrap(), RouteTarget6::Via { gw: ip("2001:2:0:30::2"), dev: None })];
         let t = RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap();
         let n = NeighborTable6::new6(64);
-        n.insert(ip("2001:2:0:30::2"), GW, P4, false).unwrap();
-        n.insert(ip("2001:2:0:10::1"), H1, P5, false).unwrap();
+        n.insert(Key6::global(ip("2001:2:0:30::2")), GW, P4, false).unwrap();
+        n.insert(Key6::global(ip("2001:2:0:10::1")), H1, P5, false).unwrap();
         let mut st = RouterState::new(0, 10);
         st.fit(&t);
         (t, n, st)
@@ -546,7 +547,7 @@ mod tests {
         assert_eq!(&f[0..6], &GW.0);
         // The gateway moves to another MAC: the next packet goes there.
         let moved = MacAddr([2, 0, 0, 0, 0, 0x33]);
-        w.1.insert(ip("2001:2:0:30::2"), moved, P4, false).unwrap();
+        w.1.insert(Key6::global(ip("2001:2:0:30::2")), moved, P4, false).unwrap();
         let mut f = udp("2001:2:0:10::1", "2001:2:100::7", 64, 0);
         assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P4));
         assert_eq!(&f[0..6], &moved.0);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::fib::{no_advice, Advice, Fib, FibError, NhIndex, Prefix};
 use super::fib6::{Fib6, Prefix6};
+use super::neighbors::Key6;
 use crate::wire::MacAddr;
 use crate::PortId;
 
@@ -96,28 +97,16 @@ pub fn is_link_local6(a: &Ipv6Addr) -> bool {
 }
 
 /// The IPv6 neighbour table's key for `a` on `port`: a link-local address names a neighbour
-/// only together with its link (fe80::1 on eth4 and fe80::1 on eth5 are two routers), so the
-/// port goes into bits 16–31, which RFC 4291 section 2.5.6 keeps zero in every link-local
-/// address; other addresses are their own key.
+/// only together with its link, so its key holds the port; other addresses are their own key.
 #[inline]
-pub fn scope6(a: Ipv6Addr, port: crate::PortId) -> Ipv6Addr {
-    if !is_link_local6(&a) {
-        return a;
-    }
-    let mut s = a.segments();
-    s[1] = 0x8000 | u16::from(port.0);
-    Ipv6Addr::from(s)
+pub fn scope6(a: Ipv6Addr, port: crate::PortId) -> Key6 {
+    Key6 { addr: a, port: is_link_local6(&a).then_some(port) }
 }
 
 /// The address a neighbour table key stands for ([`scope6`] undone).
 #[inline]
-pub fn unscope6(a: Ipv6Addr) -> Ipv6Addr {
-    if !is_link_local6(&a) {
-        return a;
-    }
-    let mut s = a.segments();
-    s[1] = 0;
-    Ipv6Addr::from(s)
+pub fn unscope6(k: Key6) -> Ipv6Addr {
+    k.addr
 }
 
 /// Where a static route points.
@@ -878,9 +867,12 @@ mod tests {
         let ll = ip6("fe80::1");
         assert_ne!(scope6(ll, PortId(0)), scope6(ll, PortId(1)));
         assert_eq!(unscope6(scope6(ll, PortId(7))), ll);
-        assert!(is_link_local6(&scope6(ll, PortId(7))));
+        assert_eq!(scope6(ll, PortId(7)).port, Some(PortId(7)));
+        // Bits 16–31 of a link-local address are the address's own (Linux accepts them set).
+        assert_ne!(scope6(ip6("fe80:3::23"), PortId(1)), scope6(ip6("fe80::23"), PortId(1)));
+        assert_eq!(unscope6(scope6(ip6("fe80:3::23"), PortId(1))), ip6("fe80:3::23"));
         let g = ip6("2001:2::1");
-        assert_eq!((scope6(g, PortId(3)), unscope6(g)), (g, g), "global addresses are their own key");
+        assert_eq!(scope6(g, PortId(3)), Key6::global(g), "global addresses are their own key");
     }
 
     #[test]
