@@ -593,6 +593,9 @@ fn routes_of(
                 };
                 cx.err(span, m)
             })?;
+            if let Some(m) = shadows_connected6(subnets6, prefix) {
+                return Err(cx.err(rr.prefix.span(), m));
+            }
             if !r.seen6.insert(prefix) {
                 return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
             }
@@ -623,6 +626,9 @@ fn routes_of(
                 ))
             }
         };
+        if let Some(m) = shadows_connected(subnets, prefix) {
+            return Err(cx.err(rr.prefix.span(), m));
+        }
         if !r.seen.insert(prefix) {
             return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
         }
@@ -857,6 +863,26 @@ fn port_of(interfaces: &[Interface], name: &str) -> Result<PortId, String> {
 
 /// Why `ip` cannot be a neighbour: one of the box's addresses, or a subnet's network or
 /// broadcast address.
+/// Why a static route to `prefix` cannot be: it is an interface's connected subnet, which the
+/// route would hide (the hosts on it would go unreachable); the kernel refuses such a route too
+/// ("File exists").
+fn shadows_connected(subnets: &[(Prefix, Ipv4Addr, String)], prefix: Prefix) -> Option<String> {
+    let (s, addr, name) = subnets.iter().find(|(s, _, _)| *s == prefix)?;
+    Some(format!(
+        "route {prefix} is the connected subnet of {name} ({addr}/{}), which it would hide; remove it (the kernel refuses it too: File exists), or give a longer prefix",
+        s.prefix_len()
+    ))
+}
+
+/// [`shadows_connected`] for IPv6.
+fn shadows_connected6(subnets6: &Subnets6, prefix: Prefix6) -> Option<String> {
+    let (s, addr, name) = subnets6.iter().find(|(s, _, _)| *s == prefix)?;
+    Some(format!(
+        "route {prefix} is the connected prefix of {name} ({addr}/{}), which it would hide; remove it (the kernel refuses it too: File exists), or give a longer prefix",
+        s.prefix_len()
+    ))
+}
+
 fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<String> {
     for (s, addr, name) in subnets {
         if *addr == ip {
@@ -910,6 +936,9 @@ fn parse_routes(
                 let at = if on_dev { dev } else { via };
                 err(n + 1, at.map_or(1, col_of), m)
             })?;
+            if let Some(m) = shadows_connected6(subnets6, prefix) {
+                return Err(err(n + 1, col_of(prefix_text), m));
+            }
             if !r.seen6.insert(prefix) {
                 return Err(err(
                     n + 1,
@@ -943,6 +972,9 @@ fn parse_routes(
             "dev" => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
             other => return Err(err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`"))),
         };
+        if let Some(m) = shadows_connected(subnets, prefix) {
+            return Err(err(n + 1, col_of(prefix_text), m));
+        }
         if !r.seen.insert(prefix) {
             return Err(err(
                 n + 1,
@@ -1170,6 +1202,29 @@ interval = "50ms"
         assert!(e.message.contains("given twice"), "{e}");
         let e = with_routes_file(Ok("\n10.3.0.0/16  dev eth9\n")).unwrap_err();
         assert_eq!(e.to_string(), "/etc/xfwd/routes.txt:2:18: dev eth9 is not a configured [[interface]]");
+    }
+
+    #[test]
+    fn a_static_route_equal_to_a_connected_subnet_is_refused_where_it_is_written() {
+        // In the file: it would hide the hosts on eth5's subnet, as the kernel refuses it.
+        let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"192.168.10.0/24\"\ndev = \"eth5\"\n"));
+        assert!(
+            e.starts_with("router.toml:5:10: route 192.168.10.0/24 is the connected subnet of eth5 (192.168.10.2/24)"),
+            "{e}"
+        );
+        assert!(e.contains("File exists") && e.contains("longer prefix"), "{e}");
+        // A longer prefix inside it, or a shorter one around it, is a route like any other.
+        for prefix in ["192.168.10.128/25", "192.168.0.0/16"] {
+            let text = format!("{IFACES}[[route]]\nprefix = \"{prefix}\"\nvia = \"192.168.10.1\"\n");
+            assert!(parse(&text).is_ok(), "{prefix}");
+        }
+        // In a routes file, at its line and column; and for IPv6.
+        let e = with_routes_file(Ok("10.1.0.0/16 via 192.168.10.1\n 192.168.30.0/24 dev eth4\n")).unwrap_err();
+        assert_eq!((e.line, e.col), (2, 2), "{e}");
+        assert!(e.message.contains("connected subnet of eth4"), "{e}");
+        let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"2001:2:0:10::2/64\"]\n[[route]]\nprefix = \"2001:2:0:10::/64\"\ndev = \"eth5\"\n";
+        let e = error_of(text);
+        assert!(e.starts_with("router.toml:5:10: route 2001:2:0:10::/64 is the connected prefix of eth5"), "{e}");
     }
 
     const DUAL: &str = r#"
