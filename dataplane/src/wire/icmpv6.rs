@@ -238,12 +238,17 @@ impl Ndp {
                 return None;
             }
             let len = usize::from(opts[1]) * 8;
-            if len == LLADDR_OPTION_LEN {
+            if matches!(opts[0], OPT_SOURCE_LLADDR | OPT_TARGET_LLADDR) {
+                // On Ethernet a link-layer address option is 8 bytes; another length makes
+                // the whole message invalid, as the kernel takes it (ndisc_opt_addr_data).
+                if len != LLADDR_OPTION_LEN {
+                    return None;
+                }
                 let mac = MacAddr(<[u8; 6]>::try_from(&opts[2..8]).ok()?);
-                match opts[0] {
-                    OPT_SOURCE_LLADDR => slla = Some(mac),
-                    OPT_TARGET_LLADDR => tlla = Some(mac),
-                    _ => {}
+                if opts[0] == OPT_SOURCE_LLADDR {
+                    slla = Some(mac);
+                } else {
+                    tlla = Some(mac);
                 }
             }
             opts = &opts[len..];
@@ -437,6 +442,16 @@ mod tests {
         write_na(&mut na, &me, NA_SOLICITED, mac, &me, &peer).unwrap();
         assert!(Ndp::parse(&na, &me, &peer, 255).is_some());
         assert_eq!(Ndp::parse(&na, &me, &ip("ff02::1"), 255), None);
+        // A link-layer address option of 16 bytes (length 2): discarded, as the kernel does,
+        // rather than answered as though it had none.
+        let mut wide = [0u8; 40];
+        wide[..32].copy_from_slice(&ns);
+        wide[25] = 2;
+        assert_eq!(Ndp::parse(&wide, &me, &group, 255), None, "source link-layer option of 16 bytes");
+        let mut wide = [0u8; 40];
+        wide[..32].copy_from_slice(&na);
+        wide[25] = 2;
+        assert_eq!(Ndp::parse(&wide, &me, &peer, 255), None, "target link-layer option of 16 bytes");
         // Unknown options are skipped; other ICMPv6 types are not neighbour discovery.
         let mut long = [0u8; 40];
         long[..32].copy_from_slice(&ns);
