@@ -2,12 +2,18 @@
 //!
 //! Protocol: the client sends one line naming what it wants (`stats`, `stats-json`, `fdb`), the
 //! server writes the answer and closes. Text, so `socat - UNIX:/run/xfwd/xfwd.sock` works too.
+//!
+//! No client can hold another: each is served by a thread of its own (normal priority, like
+//! the accepting one), at most [`MAX_CLIENTS`] at once (one more gets a one-line refusal); a
+//! request must come whole, in at most [`MAX_REQUEST`] bytes, within [`REQUEST_TIMEOUT`], and
+//! the answer be taken within [`ANSWER_TIMEOUT`]. `xfwd show` waits [`QUERY_TIMEOUT`] at most.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use xfwd_dataplane::io::LiveView;
@@ -16,6 +22,16 @@ use crate::render;
 
 /// Where xfwd listens unless told otherwise.
 pub const DEFAULT_PATH: &str = "/run/xfwd/xfwd.sock";
+/// Clients served at once.
+pub const MAX_CLIENTS: usize = 16;
+/// The longest request line, newline included.
+pub const MAX_REQUEST: usize = 256;
+/// Time for a whole request to arrive.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Time for a client to take its answer.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `xfwd show` waits for an answer.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A bound control socket; the file is removed on drop.
 #[derive(Debug)]
@@ -48,8 +64,23 @@ impl ControlServer {
     pub fn serve(&mut self, view: Arc<LiveView>) -> Result<()> {
         let listener = self.listener.take().context("the control socket is already served")?;
         std::thread::Builder::new().name("xfwd-control".into()).spawn(move || {
+            let busy = Arc::new(AtomicUsize::new(0));
             for stream in listener.incoming().flatten() {
-                let _ = serve(stream, &view);
+                if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
+                    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                    let _ = (&stream)
+                        .write_all(format!("error: {MAX_CLIENTS} clients are being answered; try again\n").as_bytes());
+                    continue;
+                }
+                busy.fetch_add(1, Ordering::Relaxed);
+                let (view, done) = (Arc::clone(&view), Arc::clone(&busy));
+                let spawned = std::thread::Builder::new().name("xfwd-control-client".into()).spawn(move || {
+                    let _ = serve(stream, &view);
+                    done.fetch_sub(1, Ordering::Relaxed);
+                });
+                if spawned.is_err() {
+                    busy.fetch_sub(1, Ordering::Relaxed);
+                }
             }
         })?;
         Ok(())
@@ -65,10 +96,40 @@ impl Drop for ControlServer {
     }
 }
 
+/// Reads one request line from `stream`: what came before the newline, or why there is none.
+fn read_request(mut stream: &UnixStream) -> Result<String, String> {
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let mut buf = Vec::with_capacity(64);
+    let mut chunk = [0u8; 64];
+    loop {
+        if let Some(end) = buf.iter().position(|&b| b == b'\n') {
+            buf.truncate(end);
+            return String::from_utf8(buf).map_err(|_| "error: the request is not text".to_owned());
+        }
+        if buf.len() >= MAX_REQUEST {
+            return Err(format!("error: a request is one line of at most {MAX_REQUEST} bytes"));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("error: no whole request line within {REQUEST_TIMEOUT:?}"));
+        }
+        stream.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+        match stream.read(&mut chunk[..(MAX_REQUEST - buf.len()).min(64)]) {
+            // Closed without a newline: what came is the request (`printf stats | socat …`).
+            Ok(0) => return String::from_utf8(buf).map_err(|_| "error: the request is not text".to_owned()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(format!("error: no whole request line within {REQUEST_TIMEOUT:?}")),
+        }
+    }
+}
+
 fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line)?;
+    stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
+    let line = match read_request(&stream) {
+        Ok(line) => line,
+        Err(refusal) => return (&stream).write_all(format!("{refusal}\n").as_bytes()),
+    };
     let answer = match line.trim() {
         "stats" => render::stats_detail(&view.report(), &view.ports_now()),
         "stats-json" => serde_json::to_string_pretty(&view.report()).unwrap_or_default() + "\n",
@@ -85,8 +146,16 @@ pub fn query(path: &Path, request: &str) -> Result<String> {
     let mut s = UnixStream::connect(path).with_context(|| {
         format!("{}: no xfwd answers here (is it running? started with another --control?)", path.display())
     })?;
-    s.write_all(format!("{request}\n").as_bytes())?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
+    s.set_read_timeout(Some(QUERY_TIMEOUT))?;
+    s.set_write_timeout(Some(QUERY_TIMEOUT))?;
+    let stalled = || {
+        format!(
+            "{}: xfwd accepted the question but gave no answer within {QUERY_TIMEOUT:?} (is it stopped, e.g. by SIGSTOP, or swamped?)",
+            path.display()
+        )
+    };
+    s.write_all(format!("{request}\n").as_bytes()).with_context(stalled)?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).with_context(stalled)?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }

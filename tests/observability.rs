@@ -450,6 +450,79 @@ fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
     stop_clean(&mut x);
 }
 
+/// Resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_control_socket_bounds_requests_and_no_client_holds_another_and_show_gives_up_on_a_stopped_xfwd() {
+    if !root_or_skip(
+        "the_control_socket_bounds_requests_and_no_client_holds_another_and_show_gives_up_on_a_stopped_xfwd",
+    ) {
+        return;
+    }
+    use std::os::unix::net::UnixStream;
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("ctl-bounds");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    let pid = x.proc.child.id();
+    let before = rss_kib(pid);
+
+    // 64 MiB without a newline: refused after the first 256 bytes, and nothing kept.
+    let mut s = UnixStream::connect(&control).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let chunk = vec![b'A'; 1 << 20];
+    for _ in 0..64 {
+        if s.write_all(&chunk).is_err() {
+            break; // the server hung up: what it said is still to be read
+        }
+    }
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("error: a request is one line of at most 256 bytes"), "{answer:?}");
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(grown < 8 * 1024, "xfwd grew by {grown} KiB on one oversized request");
+
+    // Clients that trickle a byte at a time and one that never reads: `xfwd show` is answered
+    // beside them all the same (one server for all would wait on each in turn).
+    let stop = Arc::new(AtomicBool::new(false));
+    let slow: Vec<_> = (0..8)
+        .map(|_| {
+            let (stop, path) = (Arc::clone(&stop), control.clone());
+            std::thread::spawn(move || {
+                let mut s = UnixStream::connect(&path).unwrap();
+                while !stop.load(Ordering::Relaxed) && s.write_all(b"s").is_ok() {
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            })
+        })
+        .collect();
+    let mut mute = UnixStream::connect(&control).unwrap();
+    mute.write_all(b"stats-json\n").unwrap();
+    let out = Command::new(XFWD).args(["show", "stats", "--control", &control]).output().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for t in slow {
+        t.join().unwrap();
+    }
+    drop(mute);
+    assert!(out.status.success(), "show stats beside slow clients: {out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("eth4"), "{out:?}");
+
+    // A stopped xfwd: `xfwd show` gives up with a message instead of hanging.
+    x.proc.signal(libc::SIGSTOP);
+    let out = Command::new(XFWD).args(["show", "stats", "--control", &control]).output().unwrap();
+    x.proc.signal(libc::SIGCONT);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("gave no answer within 10s"), "{out:?}");
+    // And it answers again once it runs.
+    assert!(show(&control, "stats").contains("eth4"));
+    stop_clean(&mut x);
+}
+
 /// A tmux session running `xfwd top`, killed on drop.
 struct Tmux(String);
 
