@@ -199,11 +199,60 @@ fn unusable_ports_are_refused_with_one_line_and_nothing_attached() {
     expect_refusal(&r, &["bridge", "eth4", "br9", "--xdp-mode", "native", "--control", &c], "br9: cannot take XDP");
     r.boxns.ip(&["link", "del", "br9"]).unwrap();
 
+    // Another tool's XDP program on eth4 (a 3-line program compiled here, with the clang the
+    // build uses): named with its id and name, and how to see and free it.
+    let dir = std::env::temp_dir().join(format!("xfwd-foreign-xdp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, obj) = (dir.join("pass.c"), dir.join("pass.o"));
+    std::fs::write(
+        &src,
+        "#include <linux/bpf.h>\n__attribute__((section(\"xdp\"), used)) int foreign_pass(struct xdp_md *c) { return XDP_PASS; }\nchar l[] __attribute__((section(\"license\"), used)) = \"GPL\";\n",
+    )
+    .unwrap();
+    let include = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let built = Command::new("clang")
+        .args(["-O2", "-g", "-target", "bpf", "-I", &include, "-c"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    r.boxns.ip(&["link", "set", "dev", "eth4", "xdpgeneric", "obj", obj.to_str().unwrap(), "sec", "xdp"]).unwrap();
+    let out = r.boxns.command(XFWD).args(["bridge", "eth4", "eth5", "--control", &c]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(
+        err.contains("eth4: cannot take XDP")
+            && err.contains("an XDP program is already attached (id ")
+            && err.contains("name \"foreign_pass\", generic mode")
+            && err.contains("ip link set dev eth4 xdp off"),
+        "{err}"
+    );
+    r.boxns.ip(&["link", "set", "dev", "eth4", "xdpgeneric", "off"]).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+
     // No carrier is a warning, not an error: take the host end down.
     r.h2.ip(&["link", "set", "eth0", "down"]).unwrap();
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &c]).unwrap();
     x.collect(); // stderr arrives on its own pipe
     assert!(x.seen.iter().any(|l| l.contains("warning: eth5: no carrier")), "{:#?}", x.seen);
+
+    // A second xfwd on the same ports is told what holds them, which xfwd, and what to do.
+    let c2 = control_path("refuse-2");
+    let out = r.boxns.command(XFWD).args(["bridge", "eth4", "eth5", "--control", &c2]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    let pid = x.proc.child.id().to_string();
+    assert!(
+        (err.contains("another AF_XDP socket holds this queue")
+            || err.contains("an XDP program is already attached (id ") && err.contains("name \"xfwd_xdp\""))
+            && err.contains("another xfwd")
+            && err.contains("(running: pid ")
+            && err.contains(&pid)
+            && err.contains("stop it first"),
+        "{err}"
+    );
     stop_clean(&mut x);
 }
 

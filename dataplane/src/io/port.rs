@@ -120,6 +120,18 @@ pub enum PortErrorKind {
     },
 }
 
+/// The name of interface `ifindex` in this network namespace, if there is one.
+pub fn name_of(ifindex: u32) -> Option<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `buf` has the IF_NAMESIZE bytes if_indextoname may write, NUL included.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: on success `buf` holds a NUL-terminated name.
+    Some(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+}
+
 impl PortError {
     /// A [`PortError`] for `port`.
     pub fn new(port: &str, kind: PortErrorKind) -> PortError {

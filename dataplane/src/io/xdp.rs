@@ -348,6 +348,10 @@ impl XdpProgram {
                 Err(e) if m == XdpMode::Native && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                     last = format!("native mode: {e}; the driver has no native XDP: use --xdp-mode generic (or auto)")
                 }
+                // Another program is there: no other mode can help.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EEXIST | libc::EBUSY)) => {
+                    return Err(format!("{m} mode: {e}; {}", attached_program(prog.as_fd(), ifindex)));
+                }
                 Err(e) => last = format!("{m} mode: {e}"),
             }
         }
@@ -425,6 +429,56 @@ impl AsRawFd for XdpLink {
 }
 
 /// `bpf_link_create(prog, ifindex, BPF_XDP, flags)`: an XDP attachment owned by an fd.
+/// What holds the XDP hook of `ifindex`: the attached program's id, name and mode, whose it
+/// likely is, and how to free the port (asked with our own program's fd, `prog`).
+fn attached_program(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> String {
+    let name = super::port::name_of(ifindex).unwrap_or_else(|| format!("ifindex {ifindex}"));
+    let fix = format!(
+        "see it with `bpftool net show dev {name}` (or `xfwd doctor {name}`), and detach it with `ip link set dev {name} xdp off` if nothing needs it"
+    );
+    let Ok(q) = libbpf_rs::Xdp::new(prog).query(ifindex as i32, libbpf_rs::XdpFlags::NONE) else {
+        return format!("another XDP program holds the port; {fix}");
+    };
+    let (id, mode) =
+        [(q.drv_prog_id, "native"), (q.skb_prog_id, "generic"), (q.hw_prog_id, "offloaded"), (q.prog_id, "")]
+            .into_iter()
+            .find(|(id, _)| *id != 0)
+            .unwrap_or((0, ""));
+    if id == 0 {
+        return format!("another XDP program holds the port (it may have just gone); {fix}");
+    }
+    let prog_name = libbpf_rs::query::ProgInfoIter::default()
+        .find(|p| p.id == id)
+        .map(|p| p.name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let whose = if prog_name == "xfwd_xdp" {
+        let others = other_xfwds();
+        if others.is_empty() {
+            ": another xfwd's (stop it first)".to_owned()
+        } else {
+            format!(": another xfwd's (running: pid {}; stop it first)", others.join(", "))
+        }
+    } else {
+        String::new()
+    };
+    let mode = if mode.is_empty() { String::new() } else { format!(", {mode} mode") };
+    format!("an XDP program is already attached (id {id}, name \"{prog_name}\"{mode}){whose}; {fix}")
+}
+
+/// Pids of the other processes named `xfwd`.
+pub fn other_xfwds() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut pids: Vec<String> = dir
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()) && *pid != me)
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "xfwd"))
+        .collect();
+    pids.sort_by_key(|p| p.parse::<u32>().unwrap_or(0));
+    pids
+}
+
 fn link_create(prog_fd: RawFd, ifindex: u32, mode: XdpMode) -> Result<OwnedFd, std::io::Error> {
     let flags = match mode {
         XdpMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,

@@ -561,6 +561,14 @@ pub fn socket_error(ports: &[String], queue: u32, zero_copy: bool, e: &OpenError
     let mut cause = e.cause.clone();
     if zero_copy && e.no_zero_copy() {
         cause.push_str("; the driver has no AF_XDP zero-copy: use --zero-copy auto or off");
+    } else if e.errno == Some(libc::EBUSY) {
+        let others = crate::io::xdp::other_xfwds();
+        cause.push_str("; another AF_XDP socket holds this queue");
+        if others.is_empty() {
+            cause.push_str(" (another xfwd, or another AF_XDP program): stop it first");
+        } else {
+            cause.push_str(&format!(", likely another xfwd (running: pid {}): stop it first", others.join(", ")));
+        }
     }
     PortError::new(&ports[e.port], PortErrorKind::Socket { queue, cause }).into()
 }
@@ -967,9 +975,12 @@ mod tests {
             forced,
             "eth5: cannot bind an AF_XDP socket on queue 0: Operation not supported; the driver has no AF_XDP zero-copy: use --zero-copy auto or off"
         );
-        assert_eq!(
-            socket_error(&ports, 3, false, &other).to_string(),
-            "eth5: cannot bind an AF_XDP socket on queue 3: Device or resource busy"
+        let busy = socket_error(&ports, 3, false, &other).to_string();
+        assert!(
+            busy.starts_with(
+                "eth5: cannot bind an AF_XDP socket on queue 3: Device or resource busy; another AF_XDP socket holds this queue"
+            ) && busy.contains("stop it first"),
+            "{busy}"
         );
         assert_eq!(
             fallback_warning("eth4"),
