@@ -223,7 +223,6 @@ static __always_inline int untag_priority(struct xdp_md *ctx)
 	unsigned char *data = (unsigned char *)(long)ctx->data;
 	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 	unsigned char macs[12];
-	if (ctx->data) return 0;
 
 	if (data + XFWD_ETH_HLEN + XFWD_VLAN_TAG_LEN > data_end)
 		return 0;
