@@ -491,7 +491,27 @@ fn signals() -> anyhow::Result<Arc<AtomicBool>> {
 }
 
 /// SIGHUP: reads the file again and applies routes, neighbours and limits, or says why not.
-fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
+/// The worker and queue management settings a router runs with, for a reload to compare with
+/// its file: `None` for what the command line set.
+fn running_settings(fwd: &Forwarder, cfg: &ForwarderConfig, w: &WorkerArgs) -> xfwd_config::router::Running {
+    let cores: Option<Vec<usize>> = fwd.cores.iter().copied().collect();
+    xfwd_config::router::Running {
+        queues: w.queues.is_none().then_some(fwd.cores.len() as u32),
+        cores: if w.cores.is_some() { None } else { cores },
+        poll: w.poll.is_none().then_some(cfg.poll),
+        xdp_mode: w.xdp_mode.is_none().then_some(cfg.xdp_mode),
+        aqm: w.aqm.is_none().then_some(cfg.aqm),
+        aqm_target: w.aqm_target.is_none().then(|| Duration::from_nanos(cfg.aqm_target_ns)),
+        aqm_interval: w.aqm_interval.is_none().then(|| Duration::from_nanos(cfg.aqm_interval_ns)),
+    }
+}
+
+fn reload(
+    fwd: &Forwarder,
+    path: &std::path::Path,
+    running: &mut RouterConfig,
+    settings: &xfwd_config::router::Running,
+) {
     let new = match config_file::load(path) {
         Ok(n) => n,
         Err(e) => {
@@ -499,7 +519,7 @@ fn reload(fwd: &Forwarder, path: &std::path::Path, running: &mut RouterConfig) {
             return;
         }
     };
-    if let Some(why) = running.needs_restart(&new) {
+    if let Some(why) = running.needs_restart(&new, settings) {
         eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
         return;
     }
@@ -528,6 +548,7 @@ fn run(
     mut router: Option<(&PathBuf, RouterConfig, &Arc<AtomicBool>)>,
 ) -> anyhow::Result<ExitCode> {
     let view = fwd.view();
+    let settings = running_settings(&fwd, cfg, w);
     for warning in &fwd.warnings {
         eprintln!("xfwd: warning: {warning}");
     }
@@ -589,7 +610,7 @@ fn run(
         }
         if let Some((path, running, hup)) = router.as_mut() {
             if hup.swap(false, Ordering::Relaxed) {
-                reload(&fwd, path, running);
+                reload(&fwd, path, running, &settings);
                 std::io::stdout().flush()?;
             }
         }

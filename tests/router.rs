@@ -318,6 +318,15 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
     x.proc.signal(libc::SIGHUP);
     let refused = common::wait_line(&mut x, "xfwd: reload refused", 1);
     assert!(refused.contains("reload refused: interfaces or their addresses changed; restart"), "{:#?}", x.seen);
+    // Settings are compared with what runs: one queue written out is no change (reloaded);
+    // queue management off while flow queues run is refused, saying so.
+    write_config(&dir, "\n[workers]\nqueues = 1\n");
+    x.proc.signal(libc::SIGHUP);
+    common::wait_line(&mut x, "xfwd: reloaded", 10);
+    write_config(&dir, "\n[aqm]\nmode = \"off\"\n");
+    x.proc.signal(libc::SIGHUP);
+    let refused = common::wait_line(&mut x, "xfwd: reload refused", 2);
+    assert!(refused.contains("[aqm] mode = off (running: fq-codel) cannot change while xfwd runs"), "{refused}");
     stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();
 }

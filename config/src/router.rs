@@ -389,9 +389,13 @@ impl RouterConfig {
         Ok(())
     }
 
-    /// Whether `other` differs from `self` in what a reload cannot change (interfaces and their
-    /// addresses, worker settings): such a change needs a restart.
-    pub fn needs_restart(&self, other: &RouterConfig) -> Option<String> {
+    /// What in `other` a reload cannot apply to a router started from `self` and running as
+    /// `running` says: changed interfaces or addresses, `[fib]`, or a worker or queue
+    /// management setting whose value in `other` (its default where `other` leaves it out)
+    /// is not the one running. Each such setting is named, with both values. A setting the
+    /// command line fixed (`None` in `running`) is not compared: the command line wins over
+    /// the file at start and would again. `None`: the reload may go ahead.
+    pub fn needs_restart(&self, other: &RouterConfig, running: &Running) -> Option<String> {
         let names = |c: &RouterConfig| {
             c.interfaces
                 .iter()
@@ -401,14 +405,71 @@ impl RouterConfig {
         if names(self) != names(other) {
             return Some("interfaces or their addresses changed".into());
         }
-        if self.workers != other.workers {
-            return Some("worker settings changed".into());
-        }
         if self.fib != other.fib {
             return Some("[fib] changed".into());
         }
-        None
+        let mut changed = Vec::new();
+        let mut check = |key: &str, file: Option<String>, run: Option<String>| {
+            if let (Some(file), Some(run)) = (file, run) {
+                if file != run {
+                    changed.push(format!("{key} = {file} (running: {run})"));
+                }
+            }
+        };
+        let (w, ow) = (&other.workers, &self.workers);
+        // Left out, the queue count and cores are what xfwd chose at start: unchanged only if
+        // they were left out then too.
+        let auto = |now: bool, then: bool| if now && !then { Some("(automatic)".to_owned()) } else { None };
+        check(
+            "[workers] queues",
+            w.queues.map(|q| q.to_string()).or_else(|| auto(true, ow.queues.is_none())),
+            running.queues.map(|q| q.to_string()),
+        );
+        check(
+            "[workers] cores",
+            w.cores.as_ref().map(|c| format!("{c:?}")).or_else(|| auto(true, ow.cores.is_none())),
+            running.cores.as_ref().map(|c| format!("{c:?}")),
+        );
+        check("[workers] poll", Some(w.poll.unwrap_or_default().to_string()), running.poll.map(|p| p.to_string()));
+        check(
+            "[workers] xdp_mode",
+            Some(w.xdp_mode.unwrap_or_default().to_string()),
+            running.xdp_mode.map(|m| m.to_string()),
+        );
+        let a = &other.aqm;
+        check("[aqm] mode", Some(a.mode.unwrap_or_default().to_string()), running.aqm.map(|m| m.to_string()));
+        let ms = |d: std::time::Duration| format!("{:?}", d);
+        check("[aqm] target", Some(ms(a.target.unwrap_or(Running::AQM_TARGET))), running.aqm_target.map(ms));
+        check("[aqm] interval", Some(ms(a.interval.unwrap_or(Running::AQM_INTERVAL))), running.aqm_interval.map(ms));
+        (!changed.is_empty()).then(|| format!("{} cannot change while xfwd runs", changed.join(", ")))
     }
+}
+
+/// What a running router's worker and queue management settings are, for
+/// [`RouterConfig::needs_restart`]; `None` where the command line set it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Running {
+    /// Queue (worker) count.
+    pub queues: Option<u32>,
+    /// Each worker's core, as the file gives them.
+    pub cores: Option<Vec<usize>>,
+    /// Poll mode.
+    pub poll: Option<PollMode>,
+    /// XDP attach mode asked for.
+    pub xdp_mode: Option<XdpMode>,
+    /// Queue management.
+    pub aqm: Option<AqmMode>,
+    /// CoDel's target.
+    pub aqm_target: Option<std::time::Duration>,
+    /// CoDel's interval.
+    pub aqm_interval: Option<std::time::Duration>,
+}
+
+impl Running {
+    /// CoDel's target where neither the file nor the command line gives one.
+    pub const AQM_TARGET: std::time::Duration = std::time::Duration::from_millis(5);
+    /// CoDel's interval where neither gives one.
+    pub const AQM_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 }
 
 type Subnets = Vec<(Prefix, Ipv4Addr, String)>;
@@ -1289,10 +1350,10 @@ mac = "02:00:00:00:00:02"
         // A changed IPv6 address or link-local address needs a restart.
         let mut d = c.clone();
         d.interfaces[1].addresses6[0].1 = 56;
-        assert!(c.needs_restart(&d).is_some());
+        assert!(c.needs_restart(&d, &Running::default()).is_some());
         let mut d = c.clone();
         d.interfaces[0].link_local = None;
-        assert!(c.needs_restart(&d).is_some());
+        assert!(c.needs_restart(&d, &Running::default()).is_some());
     }
 
     #[test]
@@ -1341,8 +1402,58 @@ mac = "02:00:00:00:00:02"
         let a = parse(GOOD).unwrap();
         let mut b = a.clone();
         b.routes.pop();
-        assert_eq!(a.needs_restart(&b), None);
+        assert_eq!(a.needs_restart(&b, &Running::default()), None);
         b.interfaces[0].addresses.pop();
-        assert!(a.needs_restart(&b).is_some());
+        assert!(a.needs_restart(&b, &Running::default()).is_some());
+    }
+
+    #[test]
+    fn reload_compares_worker_and_queue_management_settings_with_what_runs() {
+        let a = parse(IFACES).unwrap();
+        // Started without [workers] or [aqm]: one queue (automatic), adaptive polling, flow
+        // queues, CoDel's defaults.
+        let running = Running {
+            queues: Some(1),
+            cores: None,
+            poll: Some(PollMode::default()),
+            xdp_mode: Some(XdpMode::default()),
+            aqm: Some(AqmMode::default()),
+            aqm_target: Some(Running::AQM_TARGET),
+            aqm_interval: Some(Running::AQM_INTERVAL),
+        };
+        assert_eq!(a.needs_restart(&a, &running), None);
+        // Saying what runs is no change: one queue, the default poll mode.
+        let mut b = a.clone();
+        b.workers.queues = Some(1);
+        b.workers.poll = Some(PollMode::default());
+        assert_eq!(a.needs_restart(&b, &running), None);
+        // Queue management off while it is on: refused, named with both values.
+        let mut b = a.clone();
+        b.aqm.mode = Some(AqmMode::Off);
+        let why = a.needs_restart(&b, &running).unwrap();
+        assert!(
+            why.starts_with("[aqm] mode = off (running: ") && why.ends_with("cannot change while xfwd runs"),
+            "{why}"
+        );
+        // Two queues while one runs, and a new CoDel target: both named.
+        let mut b = a.clone();
+        b.workers.queues = Some(2);
+        b.aqm.target = Some(std::time::Duration::from_millis(10));
+        let why = a.needs_restart(&b, &running).unwrap();
+        assert!(
+            why.contains("[workers] queues = 2 (running: 1)") && why.contains("[aqm] target = 10ms (running: 5ms)"),
+            "{why}"
+        );
+        // What the command line fixed is not the file's to change.
+        let cli = Running { aqm: None, queues: None, ..running.clone() };
+        let mut b = a.clone();
+        b.aqm.mode = Some(AqmMode::Off);
+        b.workers.queues = Some(2);
+        assert_eq!(a.needs_restart(&b, &cli), None);
+        // A queue count given at start and left out now: what xfwd would choose is not known.
+        let mut given = a.clone();
+        given.workers.queues = Some(1);
+        let why = given.needs_restart(&a, &running).unwrap();
+        assert!(why.contains("[workers] queues = (automatic) (running: 1)"), "{why}");
     }
 }
