@@ -411,7 +411,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         tx_budget: w.tx_budget,
         rings: w.rings(),
         rt_priority: w.rt_priority.unwrap_or_default(),
-        mode: Mode::Router(c.setup()),
+        mode: Mode::Router(Box::new(c.setup())),
     };
     let stop = signals()?;
     let hup = Arc::new(AtomicBool::new(false));

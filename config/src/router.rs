@@ -210,6 +210,7 @@ struct RawLimits {
     glean_queue: Option<Spanned<usize>>,
     icmp_rate: Option<Spanned<u32>>,
     icmp_burst: Option<Spanned<u32>>,
+    rfc1812_martians: Option<bool>,
 }
 
 struct Ctx<'a> {
@@ -902,6 +903,7 @@ fn limits_of(cx: &Ctx, raw: &RawConfig) -> Result<RouterLimits, ConfigError> {
         glean_queue: l.glean_queue.as_ref().map_or(d.glean_queue, |v| *v.get_ref()),
         icmp_rate: l.icmp_rate.as_ref().map_or(d.icmp_rate, |v| *v.get_ref()),
         icmp_burst: l.icmp_burst.as_ref().map_or(d.icmp_burst, |v| *v.get_ref()),
+        rfc1812_martians: l.rfc1812_martians.unwrap_or(d.rfc1812_martians),
     };
     Ok(limits)
 }
@@ -1116,7 +1118,10 @@ interval = "50ms"
                 xdp_mode: Some(XdpMode::Native)
             }
         );
-        assert_eq!(c.limits, RouterLimits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10 });
+        assert_eq!(
+            c.limits,
+            RouterLimits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10, rfc1812_martians: false }
+        );
         let ms = std::time::Duration::from_millis;
         assert_eq!(c.aqm, Aqm { mode: Some(AqmMode::Codel), target: Some(ms(2)), interval: Some(ms(50)) });
     }
@@ -1215,9 +1220,14 @@ interval = "50ms"
 
     #[test]
     fn limits_left_out_are_the_documented_defaults() {
+        assert!(!parse(IFACES).unwrap().limits.rfc1812_martians, "the kernel's rule by default");
+        assert!(parse(&format!("{IFACES}[limits]\nrfc1812_martians = true\n")).unwrap().limits.rfc1812_martians);
         let c = parse(&format!("{IFACES}[limits]\nicmp_rate = 0\n")).unwrap();
         // config/README.md: neighbors 4096, glean_queue 16, icmp_rate 1000, icmp_burst 50.
-        assert_eq!(c.limits, RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 0, icmp_burst: 50 });
+        assert_eq!(
+            c.limits,
+            RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 0, icmp_burst: 50, rfc1812_martians: false }
+        );
         assert_eq!(parse(IFACES).unwrap().limits.icmp_rate, 1000);
     }
 

@@ -59,8 +59,8 @@ pub enum Mode {
         /// FDB ageing time, seconds.
         ageing_s: u32,
     },
-    /// IPv4 router.
-    Router(RouterSetup),
+    /// IPv4 router (boxed: it is much larger than the bridge's settings).
+    Router(Box<RouterSetup>),
 }
 
 /// The router's configuration, in port order.
@@ -114,12 +114,14 @@ pub struct RouterLimits {
     pub icmp_rate: u32,
     /// ICMP error burst.
     pub icmp_burst: u32,
+    /// Drop class E and 169.254/16 as RFC 1812 says, where the kernel forwards them.
+    pub rfc1812_martians: bool,
 }
 
 /// The defaults of the router file's `[limits]` (config/README.md).
 impl Default for RouterLimits {
     fn default() -> Self {
-        RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50 }
+        RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50, rfc1812_martians: false }
     }
 }
 

@@ -88,6 +88,7 @@ impl Forwarder {
         let mut t = RouterTables::build_dual(specs, routes, routes6, advise_huge_pages).map_err(|e| e.to_string())?;
         t.icmp_rate = limits.icmp_rate;
         t.icmp_burst = limits.icmp_burst;
+        t.rfc1812_martians = limits.rfc1812_martians;
         rv.tables.store(Arc::new(t));
         let _ = rc.control.send(ArpControl::GleanQueue(limits.glean_queue));
         let _ = rc.control.send(ArpControl::StaticNeighbors(neighbors));

@@ -285,7 +285,10 @@ fn build(mirror: &mut Mirror, limits: RouterLimits, counters: &SyncCounters) -> 
     counters.full_builds.inc();
     let icmp = (limits.icmp_rate, limits.icmp_burst);
     let r6 = mirror.routes6();
-    let inc = Incremental::full(mirror.ports(), mirror.routes4_iter(), &r6, icmp, advise_huge_pages);
+    let inc = Incremental::full(mirror.ports(), mirror.routes4_iter(), &r6, icmp, advise_huge_pages).map(|mut inc| {
+        inc.set_rfc1812_martians(limits.rfc1812_martians);
+        inc
+    });
     counters.ignored.set(mirror.ignored() as u64);
     inc.map_err(|e| e.to_string())
 }
@@ -535,6 +538,7 @@ impl KernelSync {
             return true;
         }
         self.inc.set_limits(limits.icmp_rate, limits.icmp_burst);
+        self.inc.set_rfc1812_martians(limits.rfc1812_martians);
         if self.inc.routes4() <= DISPLAY_ALWAYS {
             self.inc.refresh_display();
             self.display_at = Instant::now();

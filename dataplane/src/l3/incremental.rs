@@ -47,6 +47,7 @@ pub struct Incremental {
     v6: Arc<Tables6>,
     display: Arc<DisplayList>,
     icmp: (u32, u32),
+    rfc1812_martians: bool,
     /// Tables still held by a reader when they were to be written: dropped here once free,
     /// so that no worker pays for freeing them.
     retired: Vec<Arc<RouterTables>>,
@@ -68,6 +69,7 @@ fn fork(t: &RouterTables, advise: Advice) -> RouterTables {
         groups: t.groups.clone(),
         icmp_rate: t.icmp_rate,
         icmp_burst: t.icmp_burst,
+        rfc1812_martians: t.rfc1812_martians,
         id: t.id,
     }
 }
@@ -107,6 +109,7 @@ impl Incremental {
             groups: interner.groups.clone(),
             icmp_rate: icmp.0,
             icmp_burst: icmp.1,
+            rfc1812_martians: false,
             id: next_id(),
         });
         // The spare is made now, so that the first change does not wait for a copy.
@@ -122,6 +125,7 @@ impl Incremental {
             v6,
             display,
             icmp,
+            rfc1812_martians: false,
             retired: Vec::new(),
             copies: 0,
             advise,
@@ -172,6 +176,12 @@ impl Incremental {
     /// The ICMP limits the next publication carries.
     pub fn set_limits(&mut self, rate: u32, burst: u32) {
         self.icmp = (rate, burst);
+    }
+
+    /// Whether the next publication drops what RFC 1812 calls martians beyond the kernel's
+    /// ([`RouterTables::rfc1812_martians`]).
+    pub fn set_rfc1812_martians(&mut self, on: bool) {
+        self.rfc1812_martians = on;
     }
 
     /// Rebuilds the display list from the routes now held (published with the next tables).
@@ -247,6 +257,7 @@ impl Incremental {
         t.v6 = Arc::clone(&self.v6);
         t.routes = Arc::clone(&self.display);
         (t.icmp_rate, t.icmp_burst) = self.icmp;
+        t.rfc1812_martians = self.rfc1812_martians;
         t.id = next_id();
         let t = Arc::new(t);
         self.spare = Some(std::mem::replace(&mut self.live, Arc::clone(&t)));

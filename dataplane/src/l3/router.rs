@@ -8,10 +8,11 @@
 //! 1. The destination MAC must be the ingress port's own ([`Reason::NotOurMac`]); the frame
 //!    must be IPv4 ([`Reason::NotIp`]; IPv6 is [`super::router6`]'s) with a valid header ([`Reason::Ipv4Malformed`],
 //!    [`Reason::Ipv4Checksum`]).
-//! 2. Martian sources are dropped: 0/8, 127/8, 224/4, 240/4 (which holds 255.255.255.255).
-//!    Destinations that are never forwarded are dropped: 0/8, 127/8, 224/4, 240/4 (limited
-//!    broadcast included), link-local 169.254/16, and the broadcast address of a connected
-//!    subnet (directed broadcast).
+//! 2. Martian sources are dropped: 0/8, 127/8, 224/4, 255.255.255.255 (and 240/4 with
+//!    `limits.rfc1812_martians`, which the kernel forwards).
+//!    Destinations that are never forwarded are dropped: 0/8, 127/8, 224/4, 255.255.255.255
+//!    (limited broadcast), with `limits.rfc1812_martians` also 240/4 and link-local
+//!    169.254/16, and the broadcast address of a connected subnet (directed broadcast).
 //! 3. The destination is looked up (longest prefix). No route: ICMP Destination Unreachable,
 //!    network unreachable. One of the box's addresses: an ICMP echo request is answered here;
 //!    anything else is the kernel's, which the XDP program already gave it.
@@ -286,11 +287,12 @@ impl RouterState {
 }
 
 #[inline]
-/// 0/8, 127/8, 224/4 (multicast) and 240/4 (limited broadcast included): never a source of
-/// forwarded traffic, never forwarded to.
-fn never_routed(a: Ipv4Addr) -> bool {
+/// 0/8, 127/8, 224/4 (multicast) and 255.255.255.255: never a source of forwarded traffic,
+/// never forwarded to, by the kernel either; with `strict` (RFC 1812 section 5.3.7) class E,
+/// 240/4, too, which the kernel forwards.
+fn never_routed(a: Ipv4Addr, strict: bool) -> bool {
     let o = a.octets()[0];
-    o == 0 || o == 127 || o >= 224
+    o == 0 || o == 127 || (224..240).contains(&o) || a.is_broadcast() || (strict && o >= 240)
 }
 
 #[inline]
@@ -341,13 +343,14 @@ pub fn decide(
         Ok(ip) => (ip.src(), ip.dst(), ip.ttl(), ip.total_len(), ip.dont_frag()),
         Err(_) => return Action::Drop(Reason::Ipv4Malformed),
     };
-    if never_routed(src) {
+    let strict = t.rfc1812_martians;
+    if never_routed(src, strict) {
         return Action::Drop(Reason::MartianSource);
     }
-    if never_routed(dst) {
+    if never_routed(dst, strict) {
         return Action::Drop(Reason::MartianDestination);
     }
-    if link_local(dst) {
+    if strict && link_local(dst) {
         return Action::Drop(Reason::LinkLocalDestination);
     }
     let Some(idx) = t.fib.lookup(dst) else {
@@ -845,20 +848,39 @@ mod tests {
     fn never_forwarded_destinations_and_martian_sources() {
         let mut w = world();
         let mut s = [0u8; SCRATCH_LEN];
-        for (src, dst, why) in [
+        let kernel = [
             ("0.1.2.3", "198.19.1.1", Reason::MartianSource),
             ("127.0.0.1", "198.19.1.1", Reason::MartianSource),
             ("224.0.0.5", "198.19.1.1", Reason::MartianSource),
-            ("240.0.0.1", "198.19.1.1", Reason::MartianSource),
             ("255.255.255.255", "198.19.1.1", Reason::MartianSource),
             ("198.18.10.1", "255.255.255.255", Reason::MartianDestination),
             ("198.18.10.1", "239.1.1.1", Reason::MartianDestination),
             ("198.18.10.1", "127.0.0.1", Reason::MartianDestination),
-            ("198.18.10.1", "169.254.1.1", Reason::LinkLocalDestination),
+            ("198.18.10.1", "0.0.0.7", Reason::MartianDestination),
             ("198.18.10.1", "198.18.31.255", Reason::DirectedBroadcast),
-        ] {
+        ];
+        for (src, dst, why) in kernel {
             let mut f = udp(src, dst, 64, 0);
             assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(why), "{src} -> {dst}");
+        }
+        // As the kernel does, class E sources are forwarded, and class E and 169.254/16
+        // destinations are routed (here: no route, so Net Unreachable).
+        let mut f = udp("240.0.0.1", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        for dst in ["240.1.1.1", "169.254.1.1", "255.255.255.254"] {
+            let mut f = udp("198.18.10.1", dst, 64, 0);
+            assert!(matches!(run(&mut f, &mut w, &mut s), Action::Reply { .. }), "{dst}: Net Unreachable");
+        }
+        // RFC 1812's stricter rule, where asked for: those are dropped too.
+        w.0.rfc1812_martians = true;
+        let strict = [
+            ("240.0.0.1", "198.19.1.1", Reason::MartianSource),
+            ("198.18.10.1", "240.1.1.1", Reason::MartianDestination),
+            ("198.18.10.1", "169.254.1.1", Reason::LinkLocalDestination),
+        ];
+        for (src, dst, why) in kernel.into_iter().chain(strict) {
+            let mut f = udp(src, dst, 64, 0);
+            assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(why), "strict: {src} -> {dst}");
         }
     }
 

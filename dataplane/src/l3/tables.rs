@@ -307,6 +307,10 @@ pub struct RouterTables {
     pub icmp_rate: u32,
     /// ICMP error burst.
     pub icmp_burst: u32,
+    /// Drop class E (240/4) sources and destinations and 169.254/16 destinations, as RFC 1812
+    /// and RFC 3927 have routers do; off, they are forwarded as the kernel does. Set after
+    /// building, like the ICMP limits.
+    pub rfc1812_martians: bool,
     /// A number no other tables built by this process share: per-worker caches keyed by next
     /// hop index are valid for these tables only.
     pub id: u64,
@@ -402,6 +406,7 @@ impl RouterTables {
             groups: Vec::new(),
             icmp_rate: 0,
             icmp_burst: 1,
+            rfc1812_martians: false,
             id,
         })
     }
@@ -438,6 +443,7 @@ impl RouterTables {
             groups,
             icmp_rate: 0,
             icmp_burst: 1,
+            rfc1812_martians: false,
             id: next_id(),
         })
     }

@@ -241,6 +241,7 @@ impl RouterParts {
                     .map_err(|e| StartError::Usage(e.to_string()))?;
                 t.icmp_rate = setup.limits.icmp_rate;
                 t.icmp_burst = setup.limits.icmp_burst;
+                t.rfc1812_martians = setup.limits.rfc1812_martians;
                 (Arc::new(t), None, r.local.clone())
             }
             FibSource::Kernel { table, buffer } => {

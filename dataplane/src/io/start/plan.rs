@@ -649,7 +649,8 @@ mod tests {
     }
 
     fn router(addresses: Vec<Vec<(Ipv4Addr, u8)>>) -> ForwarderConfig {
-        let limits = RouterLimits { neighbors: 64, glean_queue: 4, icmp_rate: 100, icmp_burst: 10 };
+        let limits =
+            RouterLimits { neighbors: 64, glean_queue: 4, icmp_rate: 100, icmp_burst: 10, rfc1812_martians: false };
         let setup = RouterSetup {
             addresses6: vec![Vec::new(); addresses.len()],
             link_locals: vec![None; addresses.len()],
@@ -661,7 +662,7 @@ mod tests {
             limits,
             fib: Default::default(),
         };
-        ForwarderConfig { mode: Mode::Router(setup), ..bridge(&["eth4", "eth5"]) }
+        ForwarderConfig { mode: Mode::Router(Box::new(setup)), ..bridge(&["eth4", "eth5"]) }
     }
 
     fn usage(r: Result<impl std::fmt::Debug, StartError>) -> String {
