@@ -30,11 +30,14 @@ pub enum Reason {
     Ipv4Malformed,
     /// Router: IPv4 header checksum wrong.
     Ipv4Checksum,
-    /// Router: martian source (0/8, 127/8, 224/4, 240/4, 255.255.255.255).
+    /// Router: martian source (0/8, 127/8, 224/4, 255.255.255.255; 240/4 too with
+    /// `limits.rfc1812_martians`).
     MartianSource,
-    /// Router: destination never forwarded (0/8, 127/8, limited broadcast, multicast, 240/4).
+    /// Router: destination never forwarded (0/8, 127/8, limited broadcast, multicast; 240/4
+    /// too with `limits.rfc1812_martians`).
     MartianDestination,
-    /// Router: link-local destination 169.254/16 (RFC 3927: never forwarded).
+    /// Router: link-local destination 169.254/16 (RFC 3927: never forwarded), with
+    /// `limits.rfc1812_martians` (the kernel forwards it).
     LinkLocalDestination,
     /// Router: directed broadcast of a connected subnet (RFC 2644: not forwarded).
     DirectedBroadcast,
@@ -80,11 +83,19 @@ pub enum Reason {
     /// Router: a kernel route xfwd cannot forward as the kernel would (a `throw`, an
     /// encapsulation, an IPv4 route through an IPv6 gateway): answered as for no route.
     UnsupportedRoute,
+    /// Router: the source is one of the box's own addresses (the kernel drops it too).
+    LocalSource,
+    /// Router: an IPv4 loose or strict source route option (LSRR, SSRR): dropped, as the
+    /// kernel does with `accept_source_route = 0`, its default.
+    SourceRouted,
+    /// Router: IPv4 options that run past the header or have a length below 2: answered with
+    /// Parameter Problem, as the kernel does.
+    Ipv4BadOption,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 32;
+    pub const COUNT: usize = 35;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -120,6 +131,9 @@ impl Reason {
         Reason::Prohibited,
         Reason::ForeignEgress,
         Reason::UnsupportedRoute,
+        Reason::LocalSource,
+        Reason::SourceRouted,
+        Reason::Ipv4BadOption,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -157,6 +171,9 @@ impl Reason {
             Reason::Prohibited => "prohibited",
             Reason::ForeignEgress => "egress-not-owned",
             Reason::UnsupportedRoute => "unsupported-route",
+            Reason::LocalSource => "local-source",
+            Reason::SourceRouted => "source-routed",
+            Reason::Ipv4BadOption => "ipv4-bad-option",
         }
     }
 }

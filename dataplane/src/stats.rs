@@ -45,6 +45,24 @@ impl Counter {
     }
 }
 
+/// One counter per drop [`Reason`], indexed by it (an array, wrapped: the standard library
+/// derives `Default` for arrays of at most 32).
+#[derive(Debug)]
+pub struct Drops(pub [Counter; Reason::COUNT]);
+
+impl Default for Drops {
+    fn default() -> Self {
+        Drops(std::array::from_fn(|_| Counter::default()))
+    }
+}
+
+impl std::ops::Deref for Drops {
+    type Target = [Counter; Reason::COUNT];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// What one worker counts for one port.
 #[derive(Debug, Default)]
 #[repr(align(64))]
@@ -72,7 +90,7 @@ pub struct PortCounters {
     /// Drops, indexed by [`Reason`]; counted on the port the frame came in on, except
     /// `tx-ring-full`, `no-free-frame`, `fq-overflow` and (under `fq-codel`) `aqm-drop`,
     /// counted on the egress port.
-    pub drops: [Counter; Reason::COUNT],
+    pub drops: Drops,
     /// TX kicks (sendto) issued on this port's socket.
     pub kicks: Counter,
     /// Kicks answered EAGAIN (the kernel sent a budget and more remains): kicked again.

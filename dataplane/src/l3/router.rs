@@ -104,6 +104,11 @@ impl IcmpError {
     pub const TTL_EXCEEDED: IcmpError =
         IcmpError { cause: Reason::TtlExceeded, msg_type: icmp::TIME_EXCEEDED, code: icmp::CODE_TTL_EXCEEDED, rest: 0 };
 
+    /// Parameter Problem pointing at octet `at` of the IP header (a malformed option).
+    pub const fn bad_option(at: u8) -> IcmpError {
+        IcmpError { cause: Reason::Ipv4BadOption, msg_type: icmp::PARAMETER_PROBLEM, code: 0, rest: (at as u32) << 24 }
+    }
+
     /// Fragmentation Needed, with the next-hop MTU.
     pub const fn frag_needed(mtu: u32) -> IcmpError {
         IcmpError {
@@ -301,6 +306,46 @@ fn link_local(a: Ipv4Addr) -> bool {
     o[0] == 169 && o[1] == 254
 }
 
+/// What is wrong with a packet's IPv4 options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OptionFault {
+    /// A loose or strict source route (dropped, as the kernel does by default).
+    SourceRoute,
+    /// An option that runs past the header or has a length below 2, at this offset into the
+    /// options (its length octet).
+    Malformed(usize),
+}
+
+/// LSRR and SSRR (RFC 791).
+const OPT_LSRR: u8 = 131;
+const OPT_SSRR: u8 = 137;
+
+/// Walks IPv4 options (the bytes after the 20-byte header): each is End of List, No
+/// Operation, or type, length (at least 2, within the header) and value. Record Route,
+/// Timestamp and the others are left as they are: forwarded untouched (the kernel fills in
+/// Record Route and Timestamp; xfwd does not).
+fn check_options(options: &[u8]) -> Result<(), OptionFault> {
+    let mut i = 0;
+    while i < options.len() {
+        match options[i] {
+            0 => return Ok(()),
+            1 => i += 1,
+            kind => {
+                let Some(&len) = options.get(i + 1) else { return Err(OptionFault::Malformed(i + 1)) };
+                let len = usize::from(len);
+                if len < 2 || i + len > options.len() {
+                    return Err(OptionFault::Malformed(i + 1));
+                }
+                if kind == OPT_LSRR || kind == OPT_SSRR {
+                    return Err(OptionFault::SourceRoute);
+                }
+                i += len;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The batch's table stage: prefetches the FIB entry for the frame's IPv4 destination, read
 /// where an untagged IPv4 header has it, without any check (a hint: no effect on results).
 #[inline]
@@ -338,17 +383,33 @@ pub fn decide(
     if eth.ethertype() != ETHERTYPE_IPV4 {
         return Action::Drop(Reason::NotIp);
     }
-    let (src, dst, ttl, total_len, dont_frag) = match Ipv4Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
-        Ok(ip) if !ip.checksum_ok() => return Action::Drop(Reason::Ipv4Checksum),
-        Ok(ip) => (ip.src(), ip.dst(), ip.ttl(), ip.total_len(), ip.dont_frag()),
-        Err(_) => return Action::Drop(Reason::Ipv4Malformed),
-    };
+    let (src, dst, ttl, total_len, dont_frag, header_len) =
+        match Ipv4Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
+            Ok(ip) if !ip.checksum_ok() => return Action::Drop(Reason::Ipv4Checksum),
+            Ok(ip) => (ip.src(), ip.dst(), ip.ttl(), ip.total_len(), ip.dont_frag(), ip.header_len()),
+            Err(_) => return Action::Drop(Reason::Ipv4Malformed),
+        };
+    if header_len > ipv4::MIN_HEADER_LEN {
+        let options = &frame[ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN..ethernet::HEADER_LEN + header_len];
+        match check_options(options) {
+            Ok(()) => {}
+            Err(OptionFault::SourceRoute) => return Action::Drop(Reason::SourceRouted),
+            Err(OptionFault::Malformed(at)) => {
+                return icmp_error(frame, &mut env, IcmpError::bad_option((ipv4::MIN_HEADER_LEN + at) as u8))
+            }
+        }
+    }
     let strict = t.rfc1812_martians;
     if never_routed(src, strict) {
         return Action::Drop(Reason::MartianSource);
     }
     if never_routed(dst, strict) {
         return Action::Drop(Reason::MartianDestination);
+    }
+    // From one of the box's own addresses: never a forwarded packet (the kernel drops it as
+    // a martian source). A few compares in cache, no table read.
+    if t.ports.iter().any(|p| p.addrs.iter().any(|&(a, _)| a == src)) {
+        return Action::Drop(Reason::LocalSource);
     }
     if strict && link_local(dst) {
         return Action::Drop(Reason::LinkLocalDestination);
@@ -805,6 +866,62 @@ mod tests {
         let mut f = udp("198.18.11.9", "198.19.1.1", 1, 30);
         let Action::Reply { len, .. } = run(&mut f, &mut w, &mut s) else { panic!() };
         assert_eq!(parse_error(&s[..len as usize]).0, ip("198.18.11.2"));
+    }
+
+    /// `f` (an IPv4 frame of `udp`) with `options` after its 20-byte header.
+    fn with_options(f: &[u8], options: &[u8]) -> Vec<u8> {
+        assert_eq!(options.len() % 4, 0);
+        let mut v = [&f[..34], options, &f[34..]].concat();
+        v[14] = 0x40 | ((20 + options.len()) / 4) as u8;
+        let total = (u16::from_be_bytes([v[16], v[17]]) as usize + options.len()) as u16;
+        v[16..18].copy_from_slice(&total.to_be_bytes());
+        v[24..26].copy_from_slice(&[0, 0]);
+        let sum = crate::wire::checksum::checksum(&v[14..14 + 20 + options.len()]);
+        v[24..26].copy_from_slice(&sum.to_be_bytes());
+        v
+    }
+
+    #[test]
+    fn ipv4_options_are_checked_source_routes_dropped_and_others_forwarded_untouched() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let f = udp("198.18.10.1", "198.19.1.1", 64, 8);
+        // Record Route (7 bytes, room for one address) then End of List: forwarded, the
+        // option as it came (xfwd does not record; the kernel would).
+        let rr = [7, 7, 4, 0, 0, 0, 0, 0];
+        let mut g = with_options(&f, &rr);
+        assert_eq!(run(&mut g, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!(&g[34..42], &rr);
+        // No Operation padding around a Timestamp option: forwarded.
+        let mut g = with_options(&f, &[1, 68, 4, 5, 0, 0, 0, 0]);
+        assert_eq!(run(&mut g, &mut w, &mut s), Action::Forward(P_ETH4));
+        // Loose and strict source routes: dropped, as the kernel does by default.
+        for kind in [131u8, 137] {
+            let mut g = with_options(&f, &[1, kind, 7, 4, 198, 18, 30, 2]);
+            assert_eq!(run(&mut g, &mut w, &mut s), Action::Drop(Reason::SourceRouted), "option {kind}");
+        }
+        // An option running past the header, or of length 1: Parameter Problem pointing at
+        // its length octet (header offset 20 + 1, and 20 + 2 behind a NOP).
+        for (opts, at) in [([7u8, 40, 4, 0], 21u32), ([1, 7, 1, 0], 22)] {
+            let mut g = with_options(&f, &opts);
+            let a = run(&mut g, &mut w, &mut s);
+            let Action::Reply { cause, len, .. } = a else { panic!("{opts:?}: {a:?}") };
+            assert_eq!(cause, Reason::Ipv4BadOption);
+            let (_, dst, ty, code, rest, _) = parse_error(&s[..len as usize]);
+            assert_eq!((dst, ty, code, rest >> 24), (ip("198.18.10.1"), icmp::PARAMETER_PROBLEM, 0, at), "{opts:?}");
+        }
+    }
+
+    #[test]
+    fn a_source_that_is_one_of_the_boxs_addresses_is_dropped() {
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        for own in ["198.18.10.2", "198.18.31.1"] {
+            let mut f = udp(own, "198.19.1.1", 64, 0);
+            assert_eq!(run(&mut f, &mut w, &mut s), Action::Drop(Reason::LocalSource), "{own}");
+        }
+        let mut f = udp("198.18.10.3", "198.19.1.1", 64, 0);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
     }
 
     #[test]

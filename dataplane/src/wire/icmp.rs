@@ -21,6 +21,8 @@ pub const DEST_UNREACHABLE: u8 = 3;
 pub const ECHO_REQUEST: u8 = 8;
 /// Time Exceeded.
 pub const TIME_EXCEEDED: u8 = 11;
+/// Parameter Problem (RFC 792): the rest word's top byte points at the octet in error.
+pub const PARAMETER_PROBLEM: u8 = 12;
 /// Timestamp.
 pub const TIMESTAMP: u8 = 13;
 /// Timestamp Reply.
