@@ -448,4 +448,16 @@ fn policy_rules_the_mirror_cannot_follow_are_refused_at_start() {
     assert!(err.contains("IPv4 policy rule 32765: lookup of table 100 with selectors"), "{err}");
     assert!(err.contains("change the rules (ip rule"), "says what to do: {err}");
     assert!(!common::xdp_attached(&r), "nothing left attached");
+
+    // The local rule moved behind another priority, as VRF set-ups leave it: tables are still
+    // looked up local, then main, so xfwd starts and forwards.
+    r.boxns.ip(&["rule", "del", "from", "198.18.10.0/24", "lookup", "100"]).unwrap();
+    for v in ["-4", "-6"] {
+        r.boxns.ip(&[v, "rule", "add", "priority", "1000", "lookup", "local"]).unwrap();
+        r.boxns.ip(&[v, "rule", "del", "priority", "0"]).unwrap();
+    }
+    let control = control_path("kf-rules-moved");
+    let mut x = r.start_xfwd(XFWD, &["router", "--config", KERNEL_CONFIG, "--control", &control]).unwrap();
+    Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
+    stop_clean(&mut x);
 }

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::arp::Control as ArpControl;
 use super::config::RouterLimits;
 use super::memory::advise_huge_pages;
-use super::rtnl::{rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
+use super::rtnl::{rule_not_followed, rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
 use super::xdp::{LocalKind, LocalMaps};
 use crate::l3::incremental::Incremental;
 use crate::l3::mirror::{Applied, Mirror, TABLE_MAIN};
@@ -431,7 +431,7 @@ impl KernelSync {
                     Message::Neighbor(n) => neighbors.push(n),
                     Message::Rule(r) => {
                         // Refused at start; added later, it can only be counted and shown.
-                        if rules_problem(std::slice::from_ref(&r), self.table).is_some() {
+                        if rule_not_followed(&r, self.table) {
                             self.counters.rules_not_followed.inc();
                         }
                     }

@@ -85,6 +85,8 @@ pub struct Rule {
     pub table: u32,
     /// Selects by something (addresses, marks, interfaces, ...), or is not a plain lookup.
     pub selective: bool,
+    /// An `l3mdev` rule: it applies only to packets of a device enslaved to a VRF.
+    pub l3mdev: bool,
 }
 
 /// What one rtnetlink message says.
@@ -669,8 +671,10 @@ fn rule(r: RuleMessage) -> Rule {
     let mut priority = 0;
     let mut table = u32::from(r.header.table);
     let mut selective = r.header.src_len != 0 || r.header.dst_len != 0 || r.header.tos != 0;
+    let mut l3mdev = false;
     for a in r.attributes {
         match a {
+            RuleAttribute::L3MDev(on) => l3mdev |= on,
             RuleAttribute::Priority(p) => priority = p,
             RuleAttribute::Table(t) => table = t,
             RuleAttribute::Protocol(_) | RuleAttribute::Other(_) => {}
@@ -682,40 +686,86 @@ fn rule(r: RuleMessage) -> Rule {
     if r.header.action != netlink_packet_route::rule::RuleAction::ToTable {
         selective = true;
     }
-    Rule { v6: r.header.family == AddressFamily::Inet6, priority, table, selective }
+    Rule { v6: r.header.family == AddressFamily::Inet6, priority, table, selective, l3mdev }
 }
 
+/// The main table's number, and the local and default tables'.
+const MAIN: u32 = 254;
+const LOCAL: u32 = 255;
+const DEFAULT: u32 = 253;
+
 /// What is wrong with the policy rules for mirroring the local table and `table`, if
-/// anything: rules other than the kernel's defaults (local, main, default) and plain lookups
-/// of `table` before main would route some packets by tables xfwd does not see; and another
-/// `table` than main needs such a lookup, or the kernel would never use it.
+/// anything. xfwd looks up the local table, then `table` (where it is not main), then main;
+/// the rules must make the kernel do the same for a packet of xfwd's ports, in whatever
+/// priorities: taken in priority order, the plain lookups must read local, `table`, main, and
+/// after main only the default table. `l3mdev` rules are passed over: they apply only to
+/// devices enslaved to a VRF, and xfwd mirrors no VRF table (a port in a VRF is not a case this
+/// handles; the rig's kernel has no VRF to test it with). Any other rule that selects packets,
+/// or looks up another table before main is reached, is named.
 pub fn rules_problem(rules: &[Rule], table: u32) -> Option<String> {
-    const MAIN_PRIORITY: u32 = 32766;
-    for r in rules {
-        let default = matches!((r.priority, r.table), (0, 255) | (MAIN_PRIORITY, 254) | (32767, 253));
-        let ours = table != 254 && r.table == table && r.priority < MAIN_PRIORITY;
-        if r.selective || !(default || ours) {
-            return Some(format!(
-                "{} policy rule {}: lookup of table {}{}",
-                if r.v6 { "IPv6" } else { "IPv4" },
-                r.priority,
-                r.table,
-                if r.selective { " with selectors" } else { "" }
-            ));
+    let family = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+    let name =
+        |r: &Rule, why: &str| format!("{} policy rule {}: lookup of table {}{why}", family(r.v6), r.priority, r.table);
+    for v6 in [false, true] {
+        let mut these: Vec<&Rule> = rules.iter().filter(|r| r.v6 == v6 && !r.l3mdev).collect();
+        if these.is_empty() {
+            continue; // none of this family dumped (a test, or a kernel without it)
         }
-    }
-    if table != 254 {
-        for v6 in [false, true] {
-            if !rules.iter().any(|r| r.v6 == v6 && r.table == table && r.priority < MAIN_PRIORITY) {
+        these.sort_by_key(|r| r.priority);
+        let want: &[u32] = if table == MAIN { &[LOCAL, MAIN] } else { &[LOCAL, table, MAIN] };
+        let mut next = 0; // index into `want` of the next table to be looked up
+        for r in these {
+            if r.selective {
+                return Some(name(r, " with selectors"));
+            }
+            let done = next == want.len();
+            if done && r.table == DEFAULT {
+                continue;
+            }
+            if next > 0 && r.table == want[next - 1] {
+                continue; // the same table again: no change
+            }
+            if !done && r.table == want[next] {
+                next += 1;
+                continue;
+            }
+            if !done && r.table == MAIN && want[next] == table {
                 return Some(format!(
-                    "no {} policy rule looks table {table} up before main (e.g. ip{} rule add priority 1000 lookup {table}): the kernel",
-                    if v6 { "IPv6" } else { "IPv4" },
+                    "no {} policy rule looks table {table} up before main (e.g. ip{} rule add priority 1000 lookup {table}): the kernel would never use it",
+                    family(v6),
                     if v6 { " -6" } else { "" }
                 ));
             }
+            let why = if done {
+                " after main (only the default table may follow it)"
+            } else if next == 0 {
+                " before the local table, which must be looked up first"
+            } else {
+                ", which xfwd does not mirror, where the kernel would look it up"
+            };
+            return Some(name(r, why));
+        }
+        if next < want.len() {
+            let missing = want[next];
+            return Some(if missing == table && table != MAIN {
+                format!(
+                    "no {} policy rule looks table {table} up before main (e.g. ip{} rule add priority 1000 lookup {table}): the kernel would never use it",
+                    family(v6),
+                    if v6 { " -6" } else { "" }
+                )
+            } else {
+                format!("no {} policy rule looks up table {missing} where xfwd does", family(v6))
+            });
         }
     }
     None
+}
+
+/// Whether a rule added while running changes which table answers a packet of xfwd's ports
+/// (counted as `rules_not_followed`): a rule that selects, or looks up a table that is neither
+/// local, main, default nor `table`.
+pub fn rule_not_followed(r: &Rule, table: u32) -> bool {
+    !r.l3mdev && (r.selective || ![LOCAL, MAIN, DEFAULT, table].contains(&r.table))
 }
 
 #[cfg(test)]
@@ -724,7 +774,7 @@ mod tests {
     use netlink_packet_route::route::{RouteNextHop, RouteProtocol};
 
     fn rule(priority: u32, table: u32, selective: bool) -> Rule {
-        Rule { v6: false, priority, table, selective }
+        Rule { v6: false, priority, table, selective, l3mdev: false }
     }
 
     #[test]
@@ -733,15 +783,50 @@ mod tests {
         assert_eq!(rules_problem(&defaults, 254), None);
         let mut more = defaults.to_vec();
         more.push(rule(100, 100, false));
-        more.push(Rule { v6: true, priority: 100, table: 100, selective: false });
+        let v6 = |priority, table| Rule { v6: true, priority, table, selective: false, l3mdev: false };
+        more.extend([v6(0, 255), v6(100, 100), v6(32766, 254)]);
         assert_eq!(rules_problem(&more, 100), None, "a plain lookup of the table mirrored, before main");
         assert!(rules_problem(&more, 254).unwrap().contains("policy rule 100: lookup of table 100"));
         assert!(rules_problem(&defaults, 100).unwrap().contains("no IPv4 policy rule looks table 100 up before main"));
         let mut late = defaults.to_vec();
         late.push(rule(40000, 100, false));
-        assert!(rules_problem(&late, 100).unwrap().contains("policy rule 40000"), "after main: main answers first");
+        assert!(
+            rules_problem(&late, 100).unwrap().contains("no IPv4 policy rule looks table 100 up before main"),
+            "after main: main answers first"
+        );
         more[3].selective = true;
         assert!(rules_problem(&more, 100).unwrap().contains("with selectors"));
+    }
+
+    #[test]
+    fn any_layout_that_looks_tables_up_in_the_default_order_passes() {
+        // As VRF set-ups leave them: an l3mdev rule first, the local rule moved after it.
+        let l3mdev = Rule { v6: false, priority: 1000, table: 0, selective: false, l3mdev: true };
+        let vrf = [l3mdev.clone(), rule(2000, 255, false), rule(32766, 254, false), rule(32767, 253, false)];
+        assert_eq!(rules_problem(&vrf, 254), None);
+        // The local rule just before main, no default rule, a second plain lookup of main.
+        let moved = [rule(32765, 255, false), rule(32766, 254, false), rule(40000, 254, false)];
+        assert_eq!(rules_problem(&moved, 254), None);
+        // The mirrored table between a moved local rule and main.
+        let t100 = [l3mdev, rule(1500, 255, false), rule(1600, 100, false), rule(32766, 254, false)];
+        assert_eq!(rules_problem(&t100, 100), None);
+        assert!(rules_problem(&t100, 254)
+            .unwrap()
+            .contains("rule 1600: lookup of table 100, which xfwd does not mirror"));
+        // Main before local: main would answer for the box's own addresses first.
+        let swapped = [rule(100, 254, false), rule(200, 255, false)];
+        assert!(rules_problem(&swapped, 254)
+            .unwrap()
+            .contains("IPv4 policy rule 100: lookup of table 254 before the local"));
+        // Another table after main (not the default one): named.
+        let after = [rule(0, 255, false), rule(32766, 254, false), rule(32767, 300, false)];
+        assert!(rules_problem(&after, 254).unwrap().contains("rule 32767: lookup of table 300 after main"));
+        // Without any local rule.
+        assert!(rules_problem(&[rule(32766, 254, false)], 254).unwrap().contains("before the local table"));
+        // Added at run time: counted only when it changes which table answers.
+        assert!(!rule_not_followed(&rule(5, 255, false), 254));
+        assert!(rule_not_followed(&rule(5, 300, false), 254) && rule_not_followed(&rule(5, 254, true), 254));
+        assert!(!rule_not_followed(&Rule { v6: true, priority: 1000, table: 0, selective: false, l3mdev: true }, 254));
     }
 
     fn message(ty: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
