@@ -55,6 +55,15 @@ fuzz_target!(|data: &[u8]| {
     if ctl & 2 == 0 && frame.len() >= 6 {
         frame[..6].copy_from_slice(&MACS[usize::from(ingress.0)].0);
     }
+    // A header checksum made right, so that what follows it (options above all) is reached.
+    if ctl & 4 == 0 && frame.len() >= 14 + 20 {
+        let ihl = usize::from(frame[14] & 0x0f) * 4;
+        if (20..=60).contains(&ihl) && frame.len() >= 14 + ihl {
+            frame[24..26].copy_from_slice(&[0, 0]);
+            let sum = xfwd_dataplane::wire::checksum::checksum(&frame[14..14 + ihl]);
+            frame[24..26].copy_from_slice(&sum.to_be_bytes());
+        }
+    }
     let mut st = RouterState::new(u32::from(ctl >> 4), 3);
     // With the gateway cache fitted to the tables (as a worker has it), or not yet (a reload
     // the worker has not taken in).
