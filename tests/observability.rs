@@ -439,12 +439,16 @@ fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
     eprintln!("storm: {scrapes} of {tried} scrapes answered, slowest {} ms", slowest_ms.load(Ordering::Relaxed));
     // 4 s of 100 clients at one a second: every scrape answered.
     assert!(tried >= 200 && scrapes == tried, "{scrapes} of {tried} scrapes answered");
+    // No scrape waited for the slowloris to be cut off (5 s): a scrape held behind it would
+    // take that long at least. (How fast scrapes are is not asserted: the machine may be busy.)
     let slowest = slowest_ms.load(Ordering::Relaxed);
-    assert!(slowest < 2_000, "a scrape took {slowest} ms");
+    assert!(slowest < 5_000, "a scrape took {slowest} ms: held behind the slowloris?");
     let loris = loris.join().unwrap();
     eprintln!("slowloris cut off after {loris:?}");
+    // Cut off, not before its 5 s: its bytes would have lasted 27 s (the upper bound leaves a
+    // loaded machine's stalls their margin).
     assert!(
-        loris > Duration::from_secs(4) && loris < Duration::from_secs(8),
+        loris > Duration::from_secs(4) && loris < Duration::from_secs(20),
         "the slowloris was cut off after {loris:?} (5 s to send a request)"
     );
     stop_clean(&mut x);
