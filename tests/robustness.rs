@@ -753,7 +753,9 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
             break;
         }
         eprintln!("  ping's fastest {fastest:.3} ms, the flood's sojourn p50 {sojourn_ms:.3} ms");
-        let starved = sent_w < 1000;
+        // Starved: it sent little of what reached it (at a low rate little reaches it at all,
+        // and sending all of that is keeping up, not starving).
+        let starved = sent_w < 1000 && sent_w * 2 < received;
         // Between the fastest rate that was too slow and `hi`, or half of `hi`.
         let between = |hi: Option<u64>| match (too_slow, hi) {
             (Some(lo), Some(hi)) => Some(((lo as f64 * hi as f64).sqrt() as u64).max(lo + 1)),
