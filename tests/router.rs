@@ -195,13 +195,20 @@ fn a_mac_or_mtu_changed_at_run_time_is_followed_announced_and_answered_with_icmp
     // dropped it on the way into the socket, seen only as xsk rx-dropped).
     // (To another host behind eth5: h2 keeps the 1400 bytes learnt above for h1.)
     r.h2.ip(&["link", "set", "dev", "eth0", "mtu", "3000"]).unwrap();
-    let out = ping(&r.h2, &["-c", "1", "-W", "1", "-M", "do", "-s", "2500", "198.18.10.7"]);
+    // (Five pings: one lost before xfwd on a loaded machine is not what is tested.)
+    let out = ping(&r.h2, &["-c", "5", "-i", "0.2", "-W", "1", "-M", "do", "-s", "2500", "198.18.10.7"]);
     assert_eq!(common::answered(&out), 0, "{out}");
-    let line = common::wait_line(&mut x, "xfwd: warning: eth4: 1 frame(s) in all were longer than the 1792 bytes", 0);
-    assert!(line.contains("drop-too-long") && line.contains("ip link set dev eth4 mtu 1774"), "{line}");
+    let line = common::wait_line(&mut x, "xfwd: warning: eth4: ", 1);
+    assert!(
+        line.contains("frame(s) in all were longer than the 1792 bytes")
+            && line.contains("drop-too-long")
+            && line.contains("ip link set dev eth4 mtu 1774"),
+        "{line}"
+    );
     let s = stats(&control);
     let eth4 = s.ports.iter().position(|p| p.name == "eth4").unwrap();
-    assert_eq!(common::xdp(&s, eth4, "drop-too-long"), 1);
+    let dropped = common::xdp(&s, eth4, "drop-too-long");
+    assert!((1..=5).contains(&dropped), "{dropped} of 5 too-long frames counted");
     stop_clean(&mut x);
 }
 
