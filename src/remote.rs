@@ -419,11 +419,16 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
         last = now;
     }
     eprintln!();
+    // Told to stop (after the load, as the runbook has it): the CPU and packet samples are
+    // taken on until one ends at or after this moment, so that a run which ended just before
+    // the signal is covered whole, not refused as outlasting the monitor.
+    let stopped_at = start.elapsed();
+    let cpu = sampler.stop_after(stopped_at);
+    packets.push((start.elapsed().as_millis() as u64, rx_packets(&args.ports)));
     // A last sample of the workers, so that their figures cover the whole run.
     if let Some(now) = worker_loads(&args.control) {
         workers.push((start.elapsed().as_millis() as u64, now));
     }
-    let cpu = sampler.stop();
     let after: Vec<Vec<u64>> = args.ports.iter().map(|p| queue_counters(p)).collect();
     let queues = args
         .ports

@@ -2,7 +2,7 @@
 //! measurement did with `top -d 0.5`: user, system, softirq, idle, and the rest (nice, iowait,
 //! irq, steal) as `other`, in percent of each interval.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -118,6 +118,9 @@ pub struct Sample {
 #[derive(Debug)]
 pub struct Sampler {
     stop: Arc<AtomicBool>,
+    /// Time of the latest sample, ms since sampling started (0: none yet).
+    last_ms: Arc<AtomicU64>,
+    every: Duration,
     handle: Option<JoinHandle<Vec<Sample>>>,
 }
 
@@ -127,6 +130,8 @@ impl Sampler {
         let first = read()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        let last_ms = Arc::new(AtomicU64::new(0));
+        let last = Arc::clone(&last_ms);
         let handle = std::thread::Builder::new().name("xfwd-cpu".into()).spawn(move || {
             let start = Instant::now();
             let mut prev = first;
@@ -142,11 +147,25 @@ impl Sampler {
                 let Ok(now) = read() else { continue };
                 let cpus = prev.iter().zip(&now).map(|(a, b)| Shares::between(a, b)).collect();
                 out.push(Sample { t_ms: elapsed.as_millis() as u64, cpus });
+                last.store(elapsed.as_millis() as u64, Ordering::Release);
                 prev = now;
             }
             out
         })?;
-        Ok(Sampler { stop, handle: Some(handle) })
+        Ok(Sampler { stop, last_ms, every, handle: Some(handle) })
+    }
+
+    /// Stops once a sample ends at or after `at` (time since sampling started), so that the
+    /// samples cover everything up to it: a sampler stopped right after a run would otherwise
+    /// end up to an interval before the run did (longer when its thread is starved). Waits at
+    /// most ten intervals (at least 5 s) for that sample.
+    pub fn stop_after(self, at: Duration) -> Vec<Sample> {
+        let deadline = Instant::now() + (self.every * 10).max(Duration::from_secs(5));
+        let at_ms = at.as_millis() as u64;
+        while self.last_ms.load(Ordering::Acquire) < at_ms && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stop()
     }
 
     /// Stops and returns the samples.
@@ -238,9 +257,12 @@ intr 12399 0 0\n";
     #[test]
     fn the_sampler_samples_this_machine() {
         let s = Sampler::start(Duration::from_millis(100)).unwrap();
-        std::thread::sleep(Duration::from_millis(450));
-        let samples = s.stop();
-        assert!(samples.len() >= 3, "{} samples", samples.len());
+        std::thread::sleep(Duration::from_millis(250));
+        // Stopped after 250 ms, the samples reach at least that far, however late the
+        // sampling thread ran (a sample ends at its time; intervals are caught up).
+        let samples = s.stop_after(Duration::from_millis(250));
+        let last = samples.last().map_or(0, |s| s.t_ms);
+        assert!(last >= 250, "the last sample ends at {last} ms: {} samples", samples.len());
         for smp in &samples {
             for c in &smp.cpus {
                 let sum = c.usr + c.sys + c.softirq + c.idle + c.other;
