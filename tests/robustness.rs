@@ -621,6 +621,50 @@ fn ping_rtts(text: &str) -> Vec<f64> {
     v
 }
 
+/// Offered rates (frames/s) that bracket the one a search is after: `lo` was too slow, `hi`
+/// too fast. A new bound past the other one replaces it: the machine's speed changed.
+#[derive(Debug, Default)]
+struct Bracket {
+    lo: Option<u64>,
+    hi: Option<u64>,
+}
+
+impl Bracket {
+    fn too_slow(&mut self, rate: u64) {
+        self.lo = Some(self.lo.map_or(rate, |l| l.max(rate)));
+        if self.hi.is_some_and(|h| h <= rate) {
+            self.hi = None;
+        }
+    }
+
+    fn too_fast(&mut self, rate: u64) {
+        self.hi = Some(self.hi.map_or(rate, |h| h.min(rate)));
+        if self.lo.is_some_and(|l| l >= rate) {
+            self.lo = None;
+        }
+    }
+
+    /// Their geometric mean, or half of `hi`, or twice `lo` (at least 100).
+    fn between(&self) -> u64 {
+        let r = match (self.lo, self.hi) {
+            (Some(l), Some(h)) => ((l as f64 * h as f64).sqrt() as u64).max(l + 1),
+            (None, Some(h)) => h / 2,
+            (Some(l), None) => 2 * l,
+            (None, None) => 100,
+        };
+        r.max(100)
+    }
+
+    /// `rate` where it lies strictly inside, else [`Bracket::between`].
+    fn inside(&self, rate: u64) -> u64 {
+        if self.lo.is_some_and(|l| rate <= l) || self.hi.is_some_and(|h| rate >= h) {
+            self.between()
+        } else {
+            rate
+        }
+    }
+}
+
 #[test]
 fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_and_every_frame_is_accounted() {
     /// Floods tried for the premise at the most (each about 4 s; on a quiet machine the first
@@ -698,9 +742,12 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
     let mut tried = Vec::new();
     // (A worker starved while its rate was measured gives no rate to start from: flat out.)
     let mut rate = (sends >= 100.0).then_some((2.0 * sends) as u64);
-    // The highest rate that left no standing queue: a rate brought down from one that
-    // overloaded the socket stays above it.
-    let mut too_slow: Option<u64> = None;
+    // The search brackets the offered rates h1 reached in the ping's window (measured there,
+    // not asked of trafgen, so a flood flat out gives its rate too): `lo` the fastest that
+    // left no standing queue, `hi` the slowest that lost nine tenths of itself before a
+    // decision, or that starved the worker. The newer of two that contradict each other
+    // stands (a busy machine changes speed).
+    let mut bracket = Bracket::default();
     let mut starved_last = false;
     for _ in 0..ATTEMPTS {
         let load = Flood::start(&r, "fq-flood", &cfg, rate);
@@ -756,31 +803,24 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
         // Starved: it sent little of what reached it (at a low rate little reaches it at all,
         // and sending all of that is keeping up, not starving).
         let starved = sent_w < 1000 && sent_w * 2 < received;
-        // Between the fastest rate that was too slow and `hi`, or half of `hi`.
-        let between = |hi: Option<u64>| match (too_slow, hi) {
-            (Some(lo), Some(hi)) => Some(((lo as f64 * hi as f64).sqrt() as u64).max(lo + 1)),
-            (None, Some(hi)) => Some((hi / 2).max(100)),
-            (_, None) => Some(((4.0 * sends) as u64).max(100)),
-        };
+        let offered_rate = (w.offered() as f64 / secs) as u64;
         rate = if (starved && !starved_last) || (!starved && standing && at_socket <= 0.9) {
             // Starved for a while (what it sent says nothing of its speed), or the path
             // slower than the queue: the same flood again.
             rate
         } else if starved {
             // Starved twice running: the flood itself is too much for the machine now.
-            between(rate)
+            bracket.too_fast(offered_rate);
+            Some(bracket.between())
         } else if standing {
-            // Overloaded at the socket: down to 1.5 times what the worker sent, staying
-            // above the fastest rate that was too slow.
-            let down = ((1.5 * sent_w as f64 / secs) as u64).max(100);
-            if too_slow.is_some_and(|lo| down <= lo) {
-                between(rate)
-            } else {
-                Some(down)
-            }
+            // Overloaded at the socket: down to 1.5 times what the worker sent, inside the
+            // bracket.
+            bracket.too_fast(offered_rate);
+            Some(bracket.inside(((1.5 * sent_w as f64 / secs) as u64).max(100)))
         } else {
-            too_slow = too_slow.max(rate);
+            bracket.too_slow(offered_rate);
             match rate {
+                _ if bracket.hi.is_some() => Some(bracket.between()),
                 Some(r) if (r as f64) < 8.0 * sends => Some(2 * r),
                 Some(_) => None,
                 None if hogs.len() < 4 => {
@@ -791,7 +831,12 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
             }
         };
         starved_last = starved;
-        // Let the queues drain before the next flood.
+        // Let the queues drain before the next flood (a starved worker can take seconds; a
+        // backlog left over would be shed in the next flood's window).
+        let t = Instant::now();
+        while common::stats(&control).queues[0].fq_backlog > 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         std::thread::sleep(Duration::from_millis(300));
     }
     spin.store(false, Ordering::Relaxed);
