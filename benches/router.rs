@@ -150,6 +150,7 @@ fn bench_router(c: &mut Criterion) {
         table.iter().enumerate().map(|(i, p)| (*p, RouteTarget::Via(gateways[i % 16]))).collect();
     let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();
     let neighbors = NeighborTable::new(64);
+    let neighbors6 = NeighborTable6::new6(8);
     for (i, gw) in gateways.iter().enumerate() {
         neighbors.insert(*gw, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
     }
@@ -199,7 +200,16 @@ fn bench_router(c: &mut Criterion) {
                                 prefetch(&batch[i + dist][..], &t);
                             }
                             let f = &mut batch[i];
-                            let a = decide(&mut f[..60], PortId(0), &t, &neighbors, &mut state, 1000, &mut scratch);
+                            let a = decide(
+                                &mut f[..60],
+                                PortId(0),
+                                &t,
+                                &neighbors,
+                                &neighbors6,
+                                &mut state,
+                                1000,
+                                &mut scratch,
+                            );
                             debug_assert!(matches!(a, Action::Forward(PortId(1))));
                             black_box(a);
                         }

@@ -155,6 +155,7 @@ fn main() {
                 .collect();
             let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();
             let neighbors = NeighborTable::new(64);
+            let neighbors6 = NeighborTable6::new6(8);
             for (i, g) in gws.iter().enumerate() {
                 neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
             }
@@ -181,9 +182,9 @@ fn main() {
                     f.copy_from_slice(src);
                 }
                 if prefetch {
-                    router_pipeline(&mut batch, &t, &neighbors, &mut st, &mut scratch);
+                    router_pipeline(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
                 } else {
-                    router_batch(&mut batch, &t, &neighbors, &mut st, &mut scratch);
+                    router_batch(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
                 }
                 done += 64;
             }
@@ -236,12 +237,12 @@ fn bridge_pipeline(frames: &[([u8; 64], PortId)], fdb: &Fdb) {
 fn router_batch(
     batch: &mut [Vec<u8>],
     t: &RouterTables,
-    neighbors: &NeighborTable,
+    (neighbors, neighbors6): (&NeighborTable, &NeighborTable6),
     st: &mut RouterState,
     scratch: &mut [u8; SCRATCH_LEN],
 ) {
     for f in batch.iter_mut() {
-        black_box(l3::decide(f, PortId(0), t, neighbors, st, 1000, scratch));
+        black_box(l3::decide(f, PortId(0), t, neighbors, neighbors6, st, 1000, scratch));
     }
 }
 
@@ -251,7 +252,7 @@ fn router_batch(
 fn router_pipeline(
     batch: &mut [Vec<u8>],
     t: &RouterTables,
-    neighbors: &NeighborTable,
+    (neighbors, neighbors6): (&NeighborTable, &NeighborTable6),
     st: &mut RouterState,
     scratch: &mut [u8; SCRATCH_LEN],
 ) {
@@ -263,6 +264,6 @@ fn router_pipeline(
         if let Some(ahead) = batch.get(k + d) {
             l3::prefetch(ahead, t);
         }
-        black_box(l3::decide(&mut batch[k], PortId(0), t, neighbors, st, 1000, scratch));
+        black_box(l3::decide(&mut batch[k], PortId(0), t, neighbors, neighbors6, st, 1000, scratch));
     }
 }

@@ -102,6 +102,16 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
     for (prefix, target) in &c.routes {
         let (add, del) = match target {
             RouteTarget::Via(gw) => (format!("route add {prefix} via {gw}"), format!("route del {prefix} via {gw}")),
+            RouteTarget::Via6 { gw, dev: Some(port) } => {
+                let d = c.port_name(*port);
+                (
+                    format!("route add {prefix} via inet6 {gw} dev {d}"),
+                    format!("route del {prefix} via inet6 {gw} dev {d}"),
+                )
+            }
+            RouteTarget::Via6 { gw, dev: None } => {
+                (format!("route add {prefix} via inet6 {gw}"), format!("route del {prefix} via inet6 {gw}"))
+            }
             RouteTarget::Dev(port) => {
                 let d = c.port_name(*port);
                 (format!("route add {prefix} dev {d}"), format!("route del {prefix} dev {d}"))
@@ -427,7 +437,7 @@ mod tests {
 
     #[test]
     fn ipv6_becomes_iproute2_commands_and_forwarding_is_switched_per_interface() {
-        let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"2001:2:0:10::2/64\"]\n\n[[interface]]\nname = \"eth4\"\naddresses = [\"198.18.30.1/24\", \"2001:2:0:30::1/64\"]\n\n[[interface]]\nname = \"eth6\"\naddresses = [\"198.18.60.1/24\"]\n\n[[route]]\nprefix = \"2001:2:0:1000::/52\"\nvia = \"2001:2:0:30::2\"\n\n[[route]]\nprefix = \"2001:2:0:2000::/52\"\nvia = \"fe80::2\"\ndev = \"eth4\"\n\n[[route]]\nprefix = \"2001:2:0:3000::/52\"\ndev = \"eth5\"\n\n[[neighbor]]\nip = \"2001:2:0:30::2\"\nmac = \"02:00:00:00:00:02\"\n";
+        let text = "[[interface]]\nname = \"eth5\"\naddresses = [\"2001:2:0:10::2/64\"]\n\n[[interface]]\nname = \"eth4\"\naddresses = [\"198.18.30.1/24\", \"2001:2:0:30::1/64\"]\n\n[[interface]]\nname = \"eth6\"\naddresses = [\"198.18.60.1/24\"]\n\n[[route]]\nprefix = \"2001:2:0:1000::/52\"\nvia = \"2001:2:0:30::2\"\n\n[[route]]\nprefix = \"2001:2:0:2000::/52\"\nvia = \"fe80::2\"\ndev = \"eth4\"\n\n[[route]]\nprefix = \"2001:2:0:3000::/52\"\ndev = \"eth5\"\n\n[[route]]\nprefix = \"198.19.5.0/24\"\nvia = \"fe80::2\"\ndev = \"eth4\"\n\n[[route]]\nprefix = \"198.19.6.0/24\"\nvia = \"2001:2:0:30::2\"\n\n[[neighbor]]\nip = \"2001:2:0:30::2\"\nmac = \"02:00:00:00:00:02\"\n";
         let c = RouterConfig::parse(Path::new("r.toml"), text, |_| panic!("no routes file here")).unwrap();
         let (apply, undo) = router_commands(&c);
         assert_eq!(
@@ -437,6 +447,9 @@ mod tests {
                 "addr add 198.18.30.1/24 dev eth4",
                 "addr add 2001:2:0:30::1/64 dev eth4 nodad",
                 "addr add 198.18.60.1/24 dev eth6",
+                // IPv4 through IPv6 gateways (RFC 5549).
+                "route add 198.19.5.0/24 via inet6 fe80::2 dev eth4",
+                "route add 198.19.6.0/24 via inet6 2001:2:0:30::2",
                 "route add 2001:2:0:1000::/52 via 2001:2:0:30::2",
                 "route add 2001:2:0:2000::/52 via fe80::2 dev eth4",
                 "route add 2001:2:0:3000::/52 dev eth5",

@@ -341,6 +341,7 @@ pub fn routes(view: &LiveView) -> String {
     let v4 = |h: &NextHop| -> String {
         match h.kind {
             NhKind::Gateway(gw) => format!("via {gw} dev {}", dev_of(h.port)),
+            NhKind::Gateway6(gw) => format!("via inet6 {gw} dev {}", dev_of(h.port)),
             _ => format!("dev {}", dev_of(h.port)),
         }
     };
@@ -374,6 +375,7 @@ pub fn routes(view: &LiveView) -> String {
                 format!("{prefix} {} src {}{}", v4(h), h.src, suffix(origin, h.mtu, false))
             }
             (_, NhKind::Gateway(gw)) => format!("{prefix} via {gw} dev {dev} src {}", h.src),
+            (_, NhKind::Gateway6(gw)) => format!("{prefix} via inet6 {gw} dev {dev} src {}", h.src),
             (RouteOrigin::Connected, _) => format!("{prefix} dev {dev} proto kernel scope link src {}", h.src),
             _ => format!("{prefix} dev {dev} src {}", h.src),
         };

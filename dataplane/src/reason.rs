@@ -81,7 +81,7 @@ pub enum Reason {
     /// forwarding off nobody can forward it (answered as for no route).
     ForeignEgress,
     /// Router: a kernel route xfwd cannot forward as the kernel would (a `throw`, an
-    /// encapsulation, an IPv4 route through an IPv6 gateway): answered as for no route.
+    /// encapsulation, a `via` of another family than IPv4 or IPv6): answered as for no route.
     UnsupportedRoute,
     /// Router: the source is one of the box's own addresses (the kernel drops it too).
     LocalSource,

@@ -4,12 +4,13 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::io::glean;
 use xfwd_dataplane::l2::{self, Fdb};
-use xfwd_dataplane::l3::{self, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::l3::tables::scope6;
+use xfwd_dataplane::l3::{self, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
@@ -108,10 +109,11 @@ fn router() -> (RouterTables, NeighborTable) {
 #[test]
 fn the_router_decision_allocates_nothing_cached_uncached_answering_or_gleaning() {
     let (t, n) = router();
+    let n6 = NeighborTable6::new6(8);
     let mut scratch = [0u8; SCRATCH_LEN];
     let mut run = |state: &mut RouterState, dst: &str, ttl: u8| {
         let (mut f, len) = udp(dst, ttl);
-        allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, state, 1_000, &mut scratch))
+        allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, &n6, state, 1_000, &mut scratch))
     };
     let mut fitted = RouterState::new(0, 10);
     fitted.fit(&t);
@@ -135,7 +137,7 @@ fn the_router_decision_allocates_nothing_cached_uncached_answering_or_gleaning()
 fn the_kernels_route_types_and_equal_cost_paths_allocate_nothing() {
     use xfwd_dataplane::l3::{Mirrored4, Path, RouteKind, Special};
     let (t, n) = router();
-    let route = |p: &str, kind, paths: Vec<Path<Ipv4Addr>>| Mirrored4 {
+    let route = |p: &str, kind, paths: Vec<Path<IpAddr>>| Mirrored4 {
         prefix: p.parse().unwrap(),
         kind,
         paths,
@@ -143,8 +145,15 @@ fn the_kernels_route_types_and_equal_cost_paths_allocate_nothing() {
         protocol: 12,
         local_table: false,
     };
-    let via = |gw: &str| Path { gw: Some(ip(gw)), port: Some(PortId(1)), weight: 1 };
+    let via = |gw: &str| Path { gw: Some(IpAddr::V4(ip(gw))), port: Some(PortId(1)), weight: 1 };
+    let ll: Ipv6Addr = "fe80::9".parse().unwrap();
     let routes = vec![
+        // Through an IPv6 gateway (RFC 5549).
+        route(
+            "198.19.3.0/24",
+            RouteKind::Unicast,
+            vec![Path { gw: Some(IpAddr::V6(ll)), port: Some(PortId(1)), weight: 1 }],
+        ),
         route("198.18.10.0/24", RouteKind::Unicast, vec![Path { gw: None, port: Some(PortId(0)), weight: 1 }]),
         route("198.19.0.0/16", RouteKind::Unicast, vec![via("198.18.30.2"), via("198.18.30.3")]),
         route("198.19.1.0/24", RouteKind::Special(Special::Prohibit), Vec::new()),
@@ -152,14 +161,19 @@ fn the_kernels_route_types_and_equal_cost_paths_allocate_nothing() {
     ];
     let t = RouterTables::build_mirrored(t.ports.clone(), &routes, &[], xfwd_dataplane::l3::fib::no_advice).unwrap();
     n.insert(ip("198.18.30.3"), GW, PortId(1), false).unwrap();
+    let n6 = NeighborTable6::new6(8);
+    n6.insert(scope6(ll, PortId(1)), GW, PortId(1), false).unwrap();
     let mut state = RouterState::new(0, 10);
     state.fit(&t);
     let mut scratch = [0u8; SCRATCH_LEN];
-    for dst in ["198.19.9.9", "198.19.1.1", "198.19.2.2"] {
+    for dst in ["198.19.9.9", "198.19.1.1", "198.19.2.2", "198.19.3.3", "198.19.3.3"] {
         let (mut f, len) = udp(dst, 64);
         let (a, allocated) =
-            allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, &mut state, 1_000, &mut scratch));
+            allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, &n6, &mut state, 1_000, &mut scratch));
         assert_eq!(allocated, 0, "{dst}: {a:?}");
+        if dst == "198.19.3.3" {
+            assert_eq!(a, Action::Forward(PortId(1)), "through the IPv6 gateway");
+        }
     }
 }
 

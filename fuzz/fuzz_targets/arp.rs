@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, ArpEngine, Glean};
-use xfwd_dataplane::l3::{NeighborTable, PortSpec, RouterTables};
+use xfwd_dataplane::l3::{NeighborTable, NeighborTable6, PortSpec, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::PortId;
 
@@ -43,7 +43,8 @@ fuzz_target!(|data: &[u8]| {
     let tables = tables();
     let neighbors = Arc::new(NeighborTable::new(16));
     let cfg = ArpConfig { glean_queue: 2, max_pending: 4, icmp_rate: 0, icmp_burst: 4 };
-    let mut e = ArpEngine::new(tables, Arc::clone(&neighbors), cfg, Arc::new(ArpCounters::default()));
+    let peer = Arc::new(NeighborTable6::new6(8));
+    let mut e = ArpEngine::new(tables, (Arc::clone(&neighbors), peer), cfg, Arc::new(ArpCounters::default()));
     let mut now = 0u64;
     // Records: [kind, len, bytes…].
     let mut rest = data;

@@ -3,7 +3,7 @@
 //! checksums are not checked when fuzzing).
 #![no_main]
 
-use std::net::Ipv6Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -12,7 +12,7 @@ use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, Glean};
 use xfwd_dataplane::l3::fib::no_advice;
 use xfwd_dataplane::l3::ndp::NdpEngine;
 use xfwd_dataplane::l3::tables::RouteTarget6;
-use xfwd_dataplane::l3::{NeighborTable6, PortSpec, RouterTables};
+use xfwd_dataplane::l3::{NeighborTable, NeighborTable6, PortSpec, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::PortId;
 
@@ -22,17 +22,17 @@ fn tables() -> Arc<ArcSwap<RouterTables>> {
     static T: OnceLock<Arc<ArcSwap<RouterTables>>> = OnceLock::new();
     Arc::clone(T.get_or_init(|| {
         let ip = |s: &str| s.parse::<Ipv6Addr>().unwrap();
-        let port = |name: &str, mac, a: &str, ll: &str| PortSpec {
+        let port = |name: &str, mac, a: &str, ll: &str, v4: &str| PortSpec {
             name: name.into(),
             mac,
             mtu: 1500,
-            addrs: Vec::new(),
+            addrs: vec![(v4.parse::<Ipv4Addr>().unwrap(), 24)],
             addrs6: vec![(ip(a), 64)],
             link_local: Some(ip(ll)),
         };
         let ports = vec![
-            port("eth5", MACS[0], "2001:2:0:10::2", "fe80::5"),
-            port("eth4", MACS[1], "2001:2:0:30::1", "fe80::4"),
+            port("eth5", MACS[0], "2001:2:0:10::2", "fe80::5", "198.18.10.2"),
+            port("eth4", MACS[1], "2001:2:0:30::1", "fe80::4", "198.18.30.1"),
         ];
         let routes =
             [("2001:2:200::/48".parse().unwrap(), RouteTarget6::Via { gw: ip("fe80::99"), dev: Some(PortId(1)) })];
@@ -43,7 +43,8 @@ fn tables() -> Arc<ArcSwap<RouterTables>> {
 fuzz_target!(|data: &[u8]| {
     let neighbors = Arc::new(NeighborTable6::new6(16));
     let cfg = ArpConfig { glean_queue: 2, max_pending: 4, icmp_rate: 0, icmp_burst: 4 };
-    let mut e = NdpEngine::new(tables(), Arc::clone(&neighbors), cfg, Arc::new(ArpCounters::default()));
+    let peer = Arc::new(NeighborTable::new(8));
+    let mut e = NdpEngine::new(tables(), (Arc::clone(&neighbors), peer), cfg, Arc::new(ArpCounters::default()));
     let mut now = 0u64;
     // Records: [kind, len, bytes…].
     let mut rest = data;
@@ -70,7 +71,13 @@ fuzz_target!(|data: &[u8]| {
                 } else {
                     Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, u16::from(last))
                 };
-                e.on_glean(Glean { ingress: PortId(0), port, next_hop: hop.into(), frame: chunk }, now);
+                // Half of them IPv4 frames (an IPv4 route through an IPv6 gateway, RFC 5549).
+                let mut f = chunk.to_vec();
+                if kind & 0x80 != 0 && f.len() >= 14 + 20 {
+                    f[12..14].copy_from_slice(&[0x08, 0x00]);
+                    f[14] = 0x45;
+                }
+                e.on_glean(Glean { ingress: PortId(0), port, next_hop: hop.into(), frame: &f }, now);
             }
             2 => now += u64::from(*len) * 500,
             _ if kind & 0x20 == 0 => e.timers(now),

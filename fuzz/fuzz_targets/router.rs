@@ -2,21 +2,23 @@
 //! time, so the fuzzer gets past the first check), with real tables.
 #![no_main]
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::action::SCRATCH_LEN;
-use xfwd_dataplane::l3::{decide, NeighborTable, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::l3::tables::scope6;
+use xfwd_dataplane::l3::{decide, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
 const MACS: [MacAddr; 2] = [MacAddr([2, 0, 0, 0, 5, 5]), MacAddr([2, 0, 0, 0, 4, 4])];
 
-fn world() -> &'static (RouterTables, NeighborTable) {
-    static W: OnceLock<(RouterTables, NeighborTable)> = OnceLock::new();
+fn world() -> &'static (RouterTables, NeighborTable, NeighborTable6) {
+    static W: OnceLock<(RouterTables, NeighborTable, NeighborTable6)> = OnceLock::new();
     W.get_or_init(|| {
         let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let ll = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         let ports = vec![
             PortSpec {
                 name: "eth5".into(),
@@ -38,17 +40,22 @@ fn world() -> &'static (RouterTables, NeighborTable) {
         let routes = [
             ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
             ("10.0.0.0/8".parse().unwrap(), RouteTarget::Dev(PortId(0))),
+            // Through IPv6 gateways (RFC 5549): one resolved, one not.
+            ("172.16.0.0/16".parse().unwrap(), RouteTarget::Via6 { gw: ll("fe80::2"), dev: Some(PortId(1)) }),
+            ("172.17.0.0/16".parse().unwrap(), RouteTarget::Via6 { gw: ll("fe80::3"), dev: Some(PortId(1)) }),
         ];
         let t = RouterTables::build(ports, &routes).unwrap();
         let n = NeighborTable::new(64);
         n.insert(ip("198.18.30.2"), MacAddr([2, 0, 0, 0, 0, 2]), PortId(1), true).unwrap();
         n.insert(ip("198.18.10.1"), MacAddr([2, 0, 0, 0, 0, 1]), PortId(0), true).unwrap();
-        (t, n)
+        let n6 = NeighborTable6::new6(8);
+        n6.insert(scope6(ll("fe80::2"), PortId(1)), MacAddr([2, 0, 0, 0, 0, 2]), PortId(1), true).unwrap();
+        (t, n, n6)
     })
 }
 
 fuzz_target!(|data: &[u8]| {
-    let (t, n) = world();
+    let (t, n, n6) = world();
     let Some((&ctl, rest)) = data.split_first() else { return };
     let ingress = PortId(ctl & 1);
     let mut frame = rest.to_vec();
@@ -72,7 +79,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut scratch = [0u8; SCRATCH_LEN];
     let len = frame.len();
-    match decide(&mut frame, ingress, t, n, &mut st, u64::from(ctl) * 100, &mut scratch) {
+    match decide(&mut frame, ingress, t, n, n6, &mut st, u64::from(ctl) * 100, &mut scratch) {
         Action::Reply { len: l, .. } => assert!(usize::from(l) <= SCRATCH_LEN),
         Action::ForwardTrimmed { len: l, .. } => assert!(usize::from(l) <= len),
         Action::Forward(p) | Action::Glean { port: p, .. } => assert!(p.index() < 2),

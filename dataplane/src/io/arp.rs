@@ -266,8 +266,10 @@ pub fn open(
     let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_ARP)).collect::<io::Result<Vec<_>>>()?;
     let sockets6 =
         ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_IPV6)).collect::<io::Result<Vec<_>>>()?;
-    let mut engine = ArpEngine::new(Arc::clone(&tables), neighbors.v4, cfg, Arc::clone(&counters.0));
-    let mut engine6 = NdpEngine::new(Arc::clone(&tables), neighbors.v6, cfg, Arc::clone(&counters.1));
+    let (v4, v6) = (neighbors.v4, neighbors.v6);
+    let mut engine =
+        ArpEngine::new(Arc::clone(&tables), (Arc::clone(&v4), Arc::clone(&v6)), cfg, Arc::clone(&counters.0));
+    let mut engine6 = NdpEngine::new(Arc::clone(&tables), (v6, v4), cfg, Arc::clone(&counters.1));
     if kernel.is_some() {
         for s in sockets.iter().chain(&sockets6) {
             s.receive_nothing()?;

@@ -26,6 +26,7 @@ use netlink_packet_route::neighbour::{
 };
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHopFlags, RouteType,
+    RouteVia,
 };
 use netlink_packet_route::rule::{RuleAttribute, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -434,6 +435,16 @@ fn parse_nexthop(payload: &[u8], add: bool) -> Option<Event> {
     Some(Event::Nexthop { id, nh: Some(nh) })
 }
 
+/// An `RTA_VIA` gateway as an address: an IPv6 one (what `via inet6` gives an IPv4 route) or
+/// an IPv4 one; `None` for other families (MPLS, packet), which xfwd cannot forward to.
+fn via(v: RouteVia) -> Option<RouteAddress> {
+    match v {
+        RouteVia::Inet6(a) => Some(RouteAddress::Inet6(a)),
+        RouteVia::Inet(a) => Some(RouteAddress::Inet(a)),
+        _ => None,
+    }
+}
+
 fn kernel_type(t: RouteType) -> KernelType {
     match t {
         RouteType::Unicast => KernelType::Unicast,
@@ -467,12 +478,17 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
     let mut table = u32::from(table);
     let (mut dst, mut gw, mut oif, mut metric, mut mtu, mut nh_id) = (None, None, 0u32, 0u32, 0u32, None);
     let mut multipath = None;
-    // An encapsulation, or an IPv4 route through an IPv6 gateway (RTA_VIA): not forwardable
-    // by xfwd as the kernel would.
+    // An encapsulation, or a gateway that is no IP address (RTA_VIA of another family): not
+    // forwardable by xfwd as the kernel would. An IPv6 gateway of an IPv4 route (RTA_VIA,
+    // RFC 5549) is a gateway like another.
     let mut unsupported = false;
     for a in attributes {
         match a {
-            RouteAttribute::Encap(_) | RouteAttribute::EncapType(_) | RouteAttribute::Via(_) => unsupported = true,
+            RouteAttribute::Encap(_) | RouteAttribute::EncapType(_) => unsupported = true,
+            RouteAttribute::Via(v) => match via(v) {
+                Some(g) => gw = Some(g),
+                None => unsupported = true,
+            },
             RouteAttribute::Table(t) => table = t,
             RouteAttribute::Destination(d) => dst = Some(d),
             RouteAttribute::Gateway(g) => gw = Some(g),
@@ -501,16 +517,18 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
     let mut raw = Vec::new();
     if let Some(m) = multipath {
         for hop in m {
-            unsupported |= hop
-                .attributes
-                .iter()
-                .any(|a| matches!(a, RouteAttribute::Via(_) | RouteAttribute::Encap(_) | RouteAttribute::EncapType(_)));
+            unsupported |= hop.attributes.iter().any(|a| match a {
+                RouteAttribute::Encap(_) | RouteAttribute::EncapType(_) => true,
+                RouteAttribute::Via(v) => via(v.clone()).is_none(),
+                _ => false,
+            });
             // A dead path (its interface down) is not used; the route lives on by the others.
             if hop.flags.contains(RouteNextHopFlags::Dead) {
                 continue;
             }
             let g = hop.attributes.iter().find_map(|a| match a {
                 RouteAttribute::Gateway(g) => Some(g.clone()),
+                RouteAttribute::Via(v) => via(v.clone()),
                 _ => None,
             });
             paths_of(g, hop.interface_index, u16::from(hop.hops) + 1, &mut raw);
@@ -519,8 +537,8 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
         paths_of(gw, oif, 1, &mut raw);
     }
     let replace = flags & NLM_F_REPLACE != 0;
-    // What both families' routes carry; the paths of the route's own family (a gateway of
-    // the other family was marked unsupported above).
+    // What both families' routes carry; the paths whose gateways the route's family can use
+    // (an IPv4 route: both families; an IPv6 route: IPv6).
     let common = Common {
         table,
         metric,
@@ -546,10 +564,7 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
                 Some(RouteAddress::Inet(a)) => a,
                 _ => Ipv4Addr::UNSPECIFIED,
             };
-            let paths = of_family(&raw, |a| match a {
-                IpAddr::V4(a) => Some(a),
-                IpAddr::V6(_) => None,
-            });
+            let paths = of_family(&raw, Some);
             Some(Message::Event(Event::Route4 { add, route: common.route(Prefix::truncate(addr, len), paths) }))
         }
         (AddressFamily::Inet6, d @ (Some(RouteAddress::Inet6(_)) | None)) => {
@@ -905,5 +920,47 @@ mod tests {
         assert_eq!(route.prefix.to_string(), "198.19.0.0/16");
         let paths: Vec<_> = route.paths.iter().map(|p| (p.gw.unwrap().to_string(), p.ifindex, p.weight)).collect();
         assert_eq!(paths, vec![("198.18.30.2".into(), 4, 1), ("198.18.30.3".into(), 4, 2)]);
+    }
+
+    #[test]
+    fn an_ipv4_route_through_an_ipv6_gateway_is_a_route_like_another() {
+        // `ip route add 198.51.100.0/24 via inet6 fe80::1 dev eth4` (RFC 5549), whole and as
+        // multipath; a `via` of another family stays unsupported.
+        let route = |attrs: Vec<RouteAttribute>| {
+            let mut m = RouteMessage::default();
+            m.header.address_family = AddressFamily::Inet;
+            m.header.destination_prefix_length = 24;
+            m.header.table = 254;
+            m.header.kind = RouteType::Unicast;
+            m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet("198.51.100.0".parse().unwrap())));
+            m.attributes.extend(attrs);
+            let mut header = NetlinkHeader::default();
+            header.flags = NLM_F_REQUEST;
+            let mut nm = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::NewRoute(m)));
+            nm.finalize();
+            let mut b = vec![0u8; nm.buffer_len()];
+            nm.serialize(&mut b);
+            let Some(Message::Event(Event::Route4 { route, .. })) = parse(&b) else { panic!("{:?}", parse(&b)) };
+            route
+        };
+        let ll: Ipv6Addr = "fe80::1".parse().unwrap();
+        let r = route(vec![RouteAttribute::Via(RouteVia::Inet6(ll)), RouteAttribute::Oif(4)]);
+        assert!(!r.unsupported);
+        assert_eq!(r.paths, vec![KernelPath { gw: Some(IpAddr::V6(ll)), ifindex: 4, weight: 1 }]);
+        let hop = |ifindex| {
+            let mut h = RouteNextHop::default();
+            h.interface_index = ifindex;
+            h.attributes.push(RouteAttribute::Via(RouteVia::Inet6(ll)));
+            h
+        };
+        let r = route(vec![RouteAttribute::MultiPath(vec![hop(4), hop(5)])]);
+        assert!(!r.unsupported);
+        let got: Vec<_> = r.paths.iter().map(|p| (p.gw, p.ifindex)).collect();
+        assert_eq!(got, vec![(Some(IpAddr::V6(ll)), 4), (Some(IpAddr::V6(ll)), 5)]);
+        let r = route(vec![
+            RouteAttribute::Via(RouteVia::Other((AddressFamily::Mpls, vec![0, 1, 0x41, 0]))),
+            RouteAttribute::Oif(4),
+        ]);
+        assert!(r.unsupported, "an MPLS via");
     }
 }

@@ -221,7 +221,7 @@ impl Decide for RouterDecide {
         if is_ipv6(frame) {
             return l3::decide6(frame, ingress, t, &self.neighbors6, &mut self.state, now_ms, scratch);
         }
-        l3::decide(frame, ingress, t, &self.neighbors, &mut self.state, now_ms, scratch)
+        l3::decide(frame, ingress, t, &self.neighbors, &self.neighbors6, &mut self.state, now_ms, scratch)
     }
 
     #[inline]

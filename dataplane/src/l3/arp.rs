@@ -11,13 +11,14 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use super::neighbors::{Key6, NeighborTable6};
 use super::resolve::{Family, Resolver};
 use super::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
 use super::tables::{connected_to, NhKind, RouterTables};
 use super::NeighborTable;
 use crate::action::{Action, SCRATCH_LEN};
 use crate::wire::ethernet::{self, ETHERTYPE_ARP};
-use crate::wire::{arp, ipv4, ArpPacket, EthernetFrame, MacAddr};
+use crate::wire::{arp, ArpPacket, EthernetFrame, MacAddr};
 use crate::PortId;
 
 pub use super::resolve::{
@@ -33,7 +34,7 @@ pub type ArpEngine = Resolver<Arp>;
 
 impl Family for Arp {
     type Addr = Ipv4Addr;
-    const MIN_GLEAN_LEN: usize = ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN;
+    type Peer = Key6;
 
     fn from_ip(a: IpAddr) -> Option<Ipv4Addr> {
         match a {
@@ -76,12 +77,12 @@ impl Family for Arp {
         frame: &[u8],
         ingress: PortId,
         tables: &RouterTables,
-        neighbors: &NeighborTable,
+        (neighbors, neighbors6): (&NeighborTable, &NeighborTable6),
         state: &mut RouterState,
         now: u64,
         scratch: &mut [u8; SCRATCH_LEN],
     ) -> Action {
-        let mut env = ErrorEnv { ingress, tables, neighbors, state, now_ms: now, scratch };
+        let mut env = ErrorEnv { ingress, tables, neighbors, neighbors6, state, now_ms: now, scratch };
         icmp_error(frame, &mut env, IcmpError::HOST_UNREACHABLE)
     }
 
@@ -200,7 +201,12 @@ mod tests {
         let neighbors = Arc::new(NeighborTable::new(capacity));
         let counters = Arc::new(ArpCounters::default());
         let cfg = ArpConfig { glean_queue, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
-        let e = ArpEngine::new(tables, Arc::clone(&neighbors), cfg, Arc::clone(&counters));
+        let e = ArpEngine::new(
+            tables,
+            (Arc::clone(&neighbors), Arc::new(NeighborTable6::new6(8))),
+            cfg,
+            Arc::clone(&counters),
+        );
         (e, neighbors, counters)
     }
 
@@ -462,7 +468,8 @@ mod tests {
         let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &statics).unwrap()));
         let n = Arc::new(NeighborTable::new(64));
         let cfg = ArpConfig { glean_queue: 4, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
-        let mut e = ArpEngine::new(tables, Arc::clone(&n), cfg, Arc::new(ArpCounters::default()));
+        let peer = Arc::new(NeighborTable6::new6(8));
+        let mut e = ArpEngine::new(tables, (Arc::clone(&n), peer), cfg, Arc::new(ArpCounters::default()));
         e.on_glean(
             Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip("172.16.1.1")), frame: &udp_from_h1("172.16.1.1") },
             0,

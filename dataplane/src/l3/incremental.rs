@@ -290,7 +290,7 @@ mod tests {
         Mirrored4 {
             prefix: p,
             kind: RouteKind::Unicast,
-            paths: vec![Path { gw: Some(Ipv4Addr::from(0xc612_1e00 | gw)), port: Some(PortId(0)), weight: 1 }],
+            paths: vec![Path { gw: Some(Ipv4Addr::from(0xc612_1e00 | gw).into()), port: Some(PortId(0)), weight: 1 }],
             mtu: 0,
             protocol: 12,
             local_table: false,

@@ -91,13 +91,13 @@ pub struct KernelRoute<P, A> {
     pub nh_id: Option<u32>,
     /// MTU metric (0: none).
     pub mtu: u32,
-    /// Something xfwd cannot forward as the kernel would: an encapsulation, an IPv4 path
-    /// through an IPv6 gateway.
+    /// Something xfwd cannot forward as the kernel would: an encapsulation, a gateway of
+    /// another family than IPv4 and IPv6 (`via` an MPLS label, say).
     pub unsupported: bool,
 }
 
-/// An IPv4 kernel route.
-pub type KernelRoute4 = KernelRoute<Prefix, Ipv4Addr>;
+/// An IPv4 kernel route: its gateways are IPv4 addresses, or IPv6 ones (RFC 5549, `via inet6`).
+pub type KernelRoute4 = KernelRoute<Prefix, IpAddr>;
 /// An IPv6 kernel route.
 pub type KernelRoute6 = KernelRoute<Prefix6, Ipv6Addr>;
 
@@ -239,7 +239,7 @@ pub struct Mirror {
     table: u32,
     ports: Vec<(u32, PortSpec)>,
     up: HashMap<u32, bool>,
-    routes4: BTreeMap<Key4, Stored<Ipv4Addr>>,
+    routes4: BTreeMap<Key4, Stored<IpAddr>>,
     routes6: BTreeMap<Key6, Stored<Ipv6Addr>>,
     nexthops: HashMap<u32, Nexthop>,
     /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), by
@@ -331,10 +331,7 @@ impl Mirror {
                 if r.has_source {
                     return None;
                 }
-                let (kind, paths) = self.resolve(r, |a| match a {
-                    IpAddr::V4(a) => Some(a),
-                    IpAddr::V6(_) => None,
-                })?;
+                let (kind, paths) = self.resolve(r, Some)?;
                 Some(MirroredRoute {
                     prefix: p,
                     kind,
@@ -604,8 +601,8 @@ impl Mirror {
                 Nexthop::Group(_) => None,
             }
         };
-        // A gateway of the other family (an IPv4 route through an IPv6 next hop) cannot be
-        // forwarded by xfwd.
+        // A gateway the route's family cannot use (an IPv6 route through an IPv4 next hop,
+        // which the kernel refuses too) or a group inside a group: not forwarded by xfwd.
         let unsupported = Some((RouteKind::Special(Special::Unsupported), Vec::new()));
         match self.nexthops.get(&id)? {
             Nexthop::Group(members) => {
@@ -665,14 +662,8 @@ impl Mirror {
     /// [`Mirror::ignored`] once walked to the end.
     pub fn routes4_iter(&self) -> impl Iterator<Item = Mirrored4> + '_ {
         let entries = self.routes4.iter().map(|((t, p, tos, _), r)| ((*t, *p), *tos != 0 || r.has_source, r));
-        self.usable(
-            entries,
-            |a| match a {
-                IpAddr::V4(a) => Some(a),
-                IpAddr::V6(_) => None,
-            },
-            &self.ignored4,
-        )
+        // IPv4 routes take gateways of both families (RFC 5549).
+        self.usable(entries, Some, &self.ignored4)
     }
 
     /// [`Mirror::routes4_iter`], collected.
@@ -885,6 +876,45 @@ mod tests {
         // Deleting the group deletes its routes.
         assert_eq!(m.apply(Event::Nexthop { id: 10, nh: None }), Applied::Changed);
         assert!(m.routes4().iter().all(|r| r.prefix.to_string() != "198.19.0.0/16"));
+    }
+
+    #[test]
+    fn an_ipv4_route_through_an_ipv6_gateway_keeps_it_directly_or_by_an_object() {
+        // RFC 5549, as FRR's BGP unnumbered installs it: a nexthop object `via fe80::1 dev
+        // eth4` used by IPv4 routes; and the same gateway on the route itself. An IPv6 route
+        // cannot use an IPv4 object.
+        let mut m = mirror();
+        let ll: Ipv6Addr = "fe80::1".parse().unwrap();
+        m.apply(Event::Nexthop { id: 1, nh: Some(Nexthop::Single { gw: Some(IpAddr::V6(ll)), ifindex: 4 }) });
+        m.apply(Event::Nexthop {
+            id: 2,
+            nh: Some(Nexthop::Single { gw: Some("198.18.30.2".parse().unwrap()), ifindex: 4 }),
+        });
+        let mut a = r4(TABLE_MAIN, "198.51.100.0/24", 20, KernelType::Unicast, &[]);
+        a.nh_id = Some(1);
+        add4(&mut m, a);
+        let mut b = r4(TABLE_MAIN, "198.51.101.0/24", 20, KernelType::Unicast, &[]);
+        b.paths = vec![KernelPath { gw: Some(IpAddr::V6(ll)), ifindex: 5, weight: 1 }];
+        add4(&mut m, b);
+        let mut c = r6("2001:2:100::/48", 1024, &[]);
+        c.nh_id = Some(2);
+        m.apply(Event::Route6 { add: true, replace: false, route: c });
+        let got = m.routes4();
+        let paths = |p: &str| got.iter().find(|r| r.prefix.to_string() == p).unwrap().clone();
+        let a = paths("198.51.100.0/24");
+        assert_eq!(
+            (a.kind, a.paths),
+            (RouteKind::Unicast, vec![Path { gw: Some(IpAddr::V6(ll)), port: Some(PortId(0)), weight: 1 }])
+        );
+        let b = paths("198.51.101.0/24");
+        assert_eq!(
+            (b.kind, b.paths),
+            (RouteKind::Unicast, vec![Path { gw: Some(IpAddr::V6(ll)), port: Some(PortId(1)), weight: 1 }])
+        );
+        assert_eq!(
+            m.routes6().iter().find(|r| r.prefix.to_string() == "2001:2:100::/48").unwrap().kind,
+            RouteKind::Special(Special::Unsupported)
+        );
     }
 
     #[test]

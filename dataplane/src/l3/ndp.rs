@@ -22,15 +22,15 @@
 //!   configured on xfwd, not on the kernel, and a conflict is counted (`conflicts`) when another
 //!   node claims one. Router advertisements are not sent (a routing daemon's, or radvd's, job).
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::neighbors::{Key6, NeighborTable6};
+use super::neighbors::{Key6, NeighborTable, NeighborTable6};
 use super::resolve::{Family, Resolver};
-use super::router::RouterState;
+use super::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
 use super::router6::{icmp6_error, ErrorEnv6, Icmp6Error};
 use super::tables::{connected_to6, is_link_local6, scope6, unscope6, NhKind6, RouterTables};
 use crate::action::{Action, SCRATCH_LEN};
-use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
+use crate::wire::ethernet::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::wire::icmpv6::{self, Ndp};
 use crate::wire::{ipv6, EthernetFrame, Icmpv6Packet, Ipv6Packet, MacAddr};
 use crate::PortId;
@@ -73,7 +73,7 @@ fn nd_frame(
 
 impl Family for Nd {
     type Addr = Key6;
-    const MIN_GLEAN_LEN: usize = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
+    type Peer = Ipv4Addr;
 
     fn from_ip(a: IpAddr) -> Option<Key6> {
         match a {
@@ -99,12 +99,18 @@ impl Family for Nd {
         frame: &[u8],
         ingress: PortId,
         tables: &RouterTables,
-        neighbors: &NeighborTable6,
+        (neighbors6, neighbors): (&NeighborTable6, &NeighborTable),
         state: &mut RouterState,
         now: u64,
         scratch: &mut [u8; SCRATCH_LEN],
     ) -> Action {
-        let mut env = ErrorEnv6 { ingress, tables, neighbors, state, now_ms: now, scratch };
+        // An IPv4 packet that waited for an IPv6 gateway (RFC 5549): ICMP Host Unreachable,
+        // as for an IPv4 next hop.
+        if EthernetFrame::new_checked(frame).is_ok_and(|e| e.ethertype() == ETHERTYPE_IPV4) {
+            let mut env = ErrorEnv { ingress, tables, neighbors, neighbors6, state, now_ms: now, scratch };
+            return icmp_error(frame, &mut env, IcmpError::HOST_UNREACHABLE);
+        }
+        let mut env = ErrorEnv6 { ingress, tables, neighbors: neighbors6, state, now_ms: now, scratch };
         icmp6_error(frame, &mut env, Icmp6Error::ADDRESS_UNREACHABLE)
     }
 
@@ -259,7 +265,7 @@ mod tests {
                 name: "eth5".into(),
                 mac: A5,
                 mtu: 1500,
-                addrs: vec![],
+                addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
                 addrs6: vec![(ip("2001:2:0:10::2"), 64)],
                 link_local: Some(ip("fe80::5")),
             },
@@ -277,7 +283,9 @@ mod tests {
         let neighbors = Arc::new(NeighborTable6::new6(64));
         let counters = Arc::new(ArpCounters::default());
         let cfg = ArpConfig { glean_queue, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
-        let e = NdpEngine::new(Arc::new(ArcSwap::from_pointee(t)), Arc::clone(&neighbors), cfg, Arc::clone(&counters));
+        let tables = Arc::new(ArcSwap::from_pointee(t));
+        let peer = Arc::new(NeighborTable::new(8));
+        let e = NdpEngine::new(tables, (Arc::clone(&neighbors), peer), cfg, Arc::clone(&counters));
         (e, neighbors, counters)
     }
 
@@ -504,6 +512,75 @@ mod tests {
         assert_eq!(e.take_output().len(), 1, "the waiting frame leaves");
         assert_eq!(n.lookup(scope6(odd, P4)).map(|x| (x.mac, x.ip.addr)), Some((H2, odd)));
         assert_eq!(n.lookup(scope6(plain, P4)), None, "fe80::23 is another neighbour, still unknown");
+    }
+
+    /// An IPv4 UDP packet from H1 (198.18.10.1) to `dst`, TTL already decremented.
+    fn udp4_from_h1(dst: [u8; 4]) -> Vec<u8> {
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2(H1.0, A5.0)
+            .ipv4([198, 18, 10, 1], dst, 63)
+            .udp(1000, 9)
+            .write(&mut v, b"ipv4!")
+            .unwrap();
+        v
+    }
+
+    #[test]
+    fn an_ipv4_frame_through_an_ipv6_gateway_is_resolved_by_neighbour_discovery() {
+        // RFC 5549: an IPv4 route via fe80::99 on eth4. The frame waits for the gateway like an
+        // IPv6 one and leaves with its MAC, the IPv4 packet untouched.
+        let (mut e, n, c) = engine(4);
+        let frame = udp4_from_h1([198, 19, 5, 5]);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V6(ip("fe80::99")), frame: &frame }, 0);
+        let p = parse(&e.take_output()[0]);
+        assert_eq!((p.0, p.2, p.4, p.6), (P4, ip("fe80::4"), icmpv6::NEIGHBOR_SOLICITATION, ip("fe80::99")));
+        let ll = ip("fe80::99");
+        let na = nd(A4, H2, "fe80::99", "fe80::4", |b| {
+            icmpv6::write_na(
+                b,
+                &ll,
+                icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE | icmpv6::NA_ROUTER,
+                H2,
+                &ll,
+                &ip("fe80::4"),
+            )
+            .unwrap()
+        });
+        e.on_ndp(P4, &na, 5);
+        let out = e.take_output();
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].0, &out[0].1[0..6], &out[0].1[6..12]), (P4, &H2.0[..], &A4.0[..]));
+        assert_eq!(&out[0].1[12..], &frame[12..], "only the MACs change");
+        assert_eq!(n.lookup(scope6(ll, P4)).map(|x| x.mac), Some(H2));
+        assert_eq!((c.glean_queued.get(), c.glean_sent.get()), (1, 1));
+        // An IPv4 frame shorter than its headers is refused, as an IPv6 one is.
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V6(ll), frame: &frame[..33] }, 6);
+        assert_eq!(c.glean_dropped.get(), 1);
+    }
+
+    #[test]
+    fn an_ipv4_frame_whose_ipv6_gateway_never_answers_gets_icmp_host_unreachable() {
+        let (mut e, _, c) = engine(4);
+        let frame = udp4_from_h1([198, 19, 5, 5]);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V6(ip("fe80::98")), frame: &frame }, 0);
+        let mut out = e.take_output();
+        for t in [1000, 2000, 3000] {
+            e.timers(t);
+            out.extend(e.take_output());
+        }
+        let errors: Vec<_> = out.iter().filter(|o| o.1[12..14] == [0x08, 0x00]).collect();
+        assert_eq!(errors.len(), 1, "{out:?}");
+        let (port, f) = errors[0];
+        assert_eq!((*port, &f[0..6]), (P5, &H1.0[..]), "back where the packet came from");
+        let (h, rest) = etherparse::Ipv4Header::from_slice(&f[14..]).unwrap();
+        assert_eq!((h.source, h.destination), ([198, 18, 10, 2], [198, 18, 10, 1]));
+        let (m, quoted) = etherparse::Icmpv4Header::from_slice(rest).unwrap();
+        assert_eq!(
+            m.icmp_type,
+            etherparse::Icmpv4Type::DestinationUnreachable(etherparse::icmpv4::DestUnreachableHeader::Host)
+        );
+        assert_eq!(&quoted[..20], &frame[14..34], "the IPv4 header quoted");
+        assert_eq!((c.unresolved.get(), c.host_unreachable_sent.get()), (1, 1));
     }
 
     #[test]

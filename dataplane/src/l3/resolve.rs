@@ -145,9 +145,10 @@ pub(super) struct Meta {
 pub trait Family: 'static {
     /// The family's addresses.
     type Addr: NeighborAddr + core::hash::Hash + Eq;
-    /// The shortest frame a worker can glean (Ethernet and the network header); shorter ones
-    /// are refused, so that every later rewrite and every error about them is in bounds.
-    const MIN_GLEAN_LEN: usize;
+    /// The other family's neighbour table keys: an IPv4 packet may wait for an IPv6 next hop
+    /// (RFC 5549), and the error about it goes back by IPv4 routes, which may have IPv6
+    /// gateways too; so each family reads the other's table when it answers.
+    type Peer: NeighborAddr;
     /// `a` if it is of this family.
     fn from_ip(a: IpAddr) -> Option<Self::Addr>;
     /// Appends to `out` a request for `target` out of `port` (whose MAC is `me`): to the
@@ -163,12 +164,14 @@ pub trait Family: 'static {
         out: &mut Vec<u8>,
     );
     /// The answer to a frame (received on `ingress`) that waited for a neighbour that never
-    /// answered: an ICMP error built in `scratch`, or a drop.
+    /// answered: an ICMP error built in `scratch` (of the frame's own family, which for an IPv4
+    /// frame through an IPv6 gateway is not the neighbour's), or a drop. `neighbors` are the
+    /// family's own table and the other family's.
     fn unreachable(
         frame: &[u8],
         ingress: PortId,
         tables: &RouterTables,
-        neighbors: &NeighborTable<Self::Addr>,
+        neighbors: (&NeighborTable<Self::Addr>, &NeighborTable<Self::Peer>),
         state: &mut RouterState,
         now: u64,
         scratch: &mut [u8; SCRATCH_LEN],
@@ -182,11 +185,17 @@ pub trait Family: 'static {
     }
 }
 
+/// A family's own neighbour table, which its resolver writes, and the other family's, which it
+/// reads (see [`Family::Peer`]).
+pub type Tables<F> = (Arc<NeighborTable<<F as Family>::Addr>>, Arc<NeighborTable<<F as Family>::Peer>>);
+
 /// The resolution state machine for one family (see the module documentation). Pure: it reads
 /// no clock and does no I/O; frames it wants sent are collected for [`Resolver::take_output`].
 pub struct Resolver<F: Family> {
     pub(super) tables: Arc<ArcSwap<RouterTables>>,
     pub(super) neighbors: Arc<NeighborTable<F::Addr>>,
+    /// The other family's table, read only (see [`Family::Peer`]).
+    peer: Arc<NeighborTable<F::Peer>>,
     pub(super) counters: Arc<ArpCounters>,
     cfg: ArpConfig,
     pub(super) pending: HashMap<F::Addr, Pending>,
@@ -214,16 +223,17 @@ impl<F: Family> Resolver<F> {
 
     /// An engine for the ports of `tables` (their MACs as the tables have them now: a port
     /// whose MAC changes at run time answers with its new one from the next tables swapped
-    /// in), writing `neighbors`.
+    /// in), writing `neighbors`, reading the other family's `peer` table for its errors.
     pub fn new(
         tables: Arc<ArcSwap<RouterTables>>,
-        neighbors: Arc<NeighborTable<F::Addr>>,
+        (neighbors, peer): Tables<F>,
         cfg: ArpConfig,
         counters: Arc<ArpCounters>,
     ) -> Resolver<F> {
         Resolver {
             tables,
             neighbors,
+            peer,
             counters,
             cfg,
             pending: HashMap::new(),
@@ -293,6 +303,21 @@ impl<F: Family> Resolver<F> {
     pub fn take_asks(&mut self) -> Vec<(PortId, F::Addr)> {
         std::mem::take(&mut self.asks)
     }
+}
+
+/// Whether a gleaned frame holds the headers of its family (Ethernet and IPv4 or IPv6): the
+/// frame's family, not the next hop's, which for an IPv4 route through an IPv6 gateway differ.
+/// Anything shorter is refused, so that every later rewrite of its MACs and every error about
+/// it is in bounds.
+fn glean_fits(frame: &[u8]) -> bool {
+    use crate::wire::{ethernet, ipv4, ipv6};
+    let Ok(eth) = EthernetFrame::new_checked(frame) else { return false };
+    let need = match eth.ethertype() {
+        ethernet::ETHERTYPE_IPV4 => ipv4::MIN_HEADER_LEN,
+        ethernet::ETHERTYPE_IPV6 => ipv6::HEADER_LEN,
+        _ => return false,
+    };
+    frame.len() >= ethernet::HEADER_LEN + need
 }
 
 /// Sets a waiting frame's MACs for its next hop, `dst`, out of a port with MAC `src`. Gleaned
@@ -365,7 +390,7 @@ impl<F: Family> Resolver<F> {
             return;
         };
         let next_hop = F::key(next_hop, m.port);
-        if m.frame.len() < F::MIN_GLEAN_LEN {
+        if !glean_fits(m.frame) {
             self.counters.glean_dropped.inc();
             return;
         }
@@ -516,7 +541,8 @@ impl<F: Family> Resolver<F> {
         let tables = self.tables.load_full();
         let mut scratch = [0u8; SCRATCH_LEN];
         for (ingress, frame) in p.queue {
-            let a = F::unreachable(&frame, ingress, &tables, &self.neighbors, &mut self.icmp, now, &mut scratch);
+            let neighbors = (&*self.neighbors, &*self.peer);
+            let a = F::unreachable(&frame, ingress, &tables, neighbors, &mut self.icmp, now, &mut scratch);
             if let Action::Reply { port, len, .. } = a {
                 self.send(port, &scratch[..usize::from(len)]);
                 self.counters.host_unreachable_sent.inc();

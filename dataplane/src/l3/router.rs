@@ -21,7 +21,9 @@
 //!    xfwd does not fragment (the kernel would; fragmenting would mean several frames from one).
 //! 5. TTL is decremented with an incremental checksum update (RFC 1624), the source MAC becomes
 //!    the egress port's, the destination MAC the next hop's; a frame whose next hop is
-//!    unresolved is [`Action::Glean`]ed to the ARP thread with its MACs untouched.
+//!    unresolved is [`Action::Glean`]ed to the ARP thread with its MACs untouched. The next hop
+//!    of an IPv4 route may be an IPv6 gateway (RFC 5549, what BGP unnumbered installs): its MAC
+//!    comes from the IPv6 neighbour table, and it is resolved by neighbour discovery.
 //!
 //! ICMP errors (RFC 1812 4.3.2.7) are never sent about an ICMP error, a non-first fragment, or
 //! a packet from a martian source; they are rate-limited by a token bucket; they quote the
@@ -31,8 +33,8 @@
 
 use core::net::{IpAddr, Ipv4Addr};
 
-use super::neighbors::NeighborTable;
-use super::tables::{NhKind, RouterTables, Special};
+use super::neighbors::{NeighborTable, NeighborTable6};
+use super::tables::{scope6, NhKind, RouterTables, Special};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4};
@@ -130,6 +132,8 @@ pub struct ErrorEnv<'a> {
     pub tables: &'a RouterTables,
     /// The neighbour table.
     pub neighbors: &'a NeighborTable,
+    /// The IPv6 neighbour table (for routes through IPv6 gateways, RFC 5549).
+    pub neighbors6: &'a NeighborTable6,
     /// Rate limit and IP identification.
     pub state: &'a mut RouterState,
     /// Now, ms.
@@ -203,24 +207,32 @@ pub struct RouterState {
     /// Sized by [`RouterState::fit`], outside the decision, so that the decision never
     /// allocates.
     nh_cache: Vec<Option<(MacAddr, PortId)>>,
-    cache_key: (u64, u64),
+    /// Tables id and the generations of both neighbour tables (IPv4 next hops may be IPv6
+    /// gateways).
+    cache_key: (u64, u64, u64),
     /// The same for IPv6 gateways, by IPv6 next-hop index.
     nh_cache6: Vec<Option<(MacAddr, PortId)>>,
     cache_key6: (u64, u64),
 }
 
 impl RouterState {
-    /// The MAC and port of gateway `ip`, next hop `idx` of tables `tables_id`: from the cache
-    /// while neither the tables nor the neighbour table changed, else looked up and cached.
+    /// The MAC and port of gateway `hop` (an IPv4 address, or an IPv6 neighbour table key for
+    /// an IPv6 gateway), next hop `idx` of tables `tables_id`: from the cache while neither the
+    /// tables nor the neighbour tables changed, else looked up and cached.
     #[inline(always)]
     fn gateway(
         &mut self,
         idx: usize,
         tables_id: u64,
-        ip: Ipv4Addr,
+        hop: Hop,
         neighbors: &NeighborTable,
+        neighbors6: &NeighborTable6,
     ) -> Option<(MacAddr, PortId)> {
-        let key = (tables_id, neighbors.generation());
+        let lookup = |hop: Hop| match hop {
+            Hop::V4(ip) => neighbors.lookup(ip).map(|n| (n.mac, n.port)),
+            Hop::V6(key) => neighbors6.lookup(key).map(|n| (n.mac, n.port)),
+        };
+        let key = (tables_id, neighbors.generation(), neighbors6.generation());
         if key != self.cache_key {
             self.nh_cache.iter_mut().for_each(|c| *c = None);
             self.cache_key = key;
@@ -228,12 +240,12 @@ impl RouterState {
         let Some(slot) = self.nh_cache.get_mut(idx) else {
             // Tables with more next hops than the cache was fitted for (a reload the worker
             // has not fitted it to yet): the same answer, uncached, until it has.
-            return neighbors.lookup(ip).map(|n| (n.mac, n.port));
+            return lookup(hop);
         };
         if let Some(hit) = *slot {
             return Some(hit);
         }
-        let found = neighbors.lookup(ip).map(|n| (n.mac, n.port));
+        let found = lookup(hop);
         *slot = found;
         found
     }
@@ -284,11 +296,18 @@ impl RouterState {
             ident: 0,
             icmp_rate_limited: 0,
             nh_cache: Vec::new(),
-            cache_key: (0, 0),
+            cache_key: (0, 0, 0),
             nh_cache6: Vec::new(),
             cache_key6: (0, 0),
         }
     }
+}
+
+/// A gateway as the neighbour tables key it.
+#[derive(Debug, Clone, Copy)]
+enum Hop {
+    V4(Ipv4Addr),
+    V6(super::neighbors::Key6),
 }
 
 #[inline]
@@ -358,11 +377,13 @@ pub fn prefetch(frame: &[u8], t: &RouterTables) {
 /// Decides the fate of `frame`, received on `ingress` at `now_ms`. May rewrite the frame in
 /// place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]).
 #[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "the decision's whole world, by reference; no struct to build per frame")]
 pub fn decide(
     frame: &mut [u8],
     ingress: PortId,
     t: &RouterTables,
     neighbors: &NeighborTable,
+    neighbors6: &NeighborTable6,
     st: &mut RouterState,
     now_ms: u64,
     scratch: &mut [u8; SCRATCH_LEN],
@@ -370,7 +391,7 @@ pub fn decide(
     let Some(port) = t.ports.get(ingress.index()) else {
         return Action::Drop(Reason::NotOurMac);
     };
-    let mut env = ErrorEnv { ingress, tables: t, neighbors, state: st, now_ms, scratch };
+    let mut env = ErrorEnv { ingress, tables: t, neighbors, neighbors6, state: st, now_ms, scratch };
     // Reads go through a shared view; each write takes a view of its own where it writes. One
     // mutable view held across the whole decision was tried: it cost the forward path five
     // instructions a frame (callgrind, examples/decision_cost.rs), these views cost none.
@@ -430,9 +451,11 @@ pub fn decide(
     }
     let next_hop = match nh.kind {
         NhKind::Broadcast => return Action::Drop(Reason::DirectedBroadcast),
-        NhKind::Local => return local(frame, ingress, t, neighbors),
+        NhKind::Local => return local(frame, ingress, t, neighbors, neighbors6),
         NhKind::Connected => dst,
         NhKind::Gateway(gw) => gw,
+        // The IPv4 address is not used: the neighbour is the IPv6 gateway.
+        NhKind::Gateway6(_) => dst,
         NhKind::Special(s) => return special(frame, &mut env, s),
         // Groups hold plain next hops only.
         NhKind::Group { .. } => return Action::Drop(Reason::NoEgress),
@@ -454,10 +477,12 @@ pub fn decide(
     if let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
         ip.decrement_ttl();
     }
-    let resolved = if matches!(nh.kind, NhKind::Gateway(_)) {
-        env.state.gateway(usize::from(idx.0), t.id, next_hop, neighbors)
-    } else {
-        neighbors.lookup(next_hop).map(|n| (n.mac, n.port))
+    let resolved = match nh.kind {
+        NhKind::Gateway(gw) => env.state.gateway(usize::from(idx.0), t.id, Hop::V4(gw), neighbors, neighbors6),
+        NhKind::Gateway6(gw) => {
+            env.state.gateway(usize::from(idx.0), t.id, Hop::V6(scope6(gw, nh.port)), neighbors, neighbors6)
+        }
+        _ => neighbors.lookup(next_hop).map(|n| (n.mac, n.port)),
     };
     match resolved {
         Some((mac, port)) if port == nh.port => {
@@ -474,12 +499,24 @@ pub fn decide(
             }
             Action::Forward(nh.port)
         }
-        _ => Action::Glean { port: nh.port, next_hop: IpAddr::V4(next_hop) },
+        _ => {
+            let next_hop = match nh.kind {
+                NhKind::Gateway6(gw) => IpAddr::V6(gw),
+                _ => IpAddr::V4(next_hop),
+            };
+            Action::Glean { port: nh.port, next_hop }
+        }
     }
 }
 
 /// A packet for one of the box's addresses that reached a worker: answer an echo request.
-fn local(frame: &mut [u8], ingress: PortId, t: &RouterTables, neighbors: &NeighborTable) -> Action {
+fn local(
+    frame: &mut [u8],
+    ingress: PortId,
+    t: &RouterTables,
+    neighbors: &NeighborTable,
+    neighbors6: &NeighborTable6,
+) -> Action {
     let Ok(mut eth) = EthernetFrame::new_checked(frame) else {
         return Action::Drop(Reason::Runt);
     };
@@ -501,7 +538,7 @@ fn local(frame: &mut [u8], ingress: PortId, t: &RouterTables, neighbors: &Neighb
     let Some(back) = t.route(src).copied() else {
         return Action::Drop(Reason::NoRoute);
     };
-    let Some(l2_dst) = back_mac(eth.src(), ingress, back.port, back.kind, src, neighbors) else {
+    let Some(l2_dst) = back_mac(eth.src(), ingress, back.port, back.kind, src, (neighbors, neighbors6)) else {
         return Action::Drop(Reason::NoRoute);
     };
     let egress = &t.ports[back.port.index()];
@@ -538,15 +575,16 @@ fn back_mac(
     port: PortId,
     kind: NhKind,
     src: Ipv4Addr,
-    neighbors: &NeighborTable,
+    (neighbors, neighbors6): (&NeighborTable, &NeighborTable6),
 ) -> Option<MacAddr> {
-    let hop = match kind {
-        NhKind::Gateway(gw) => gw,
-        NhKind::Connected => src,
+    let found = match kind {
+        NhKind::Gateway(gw) => neighbors.lookup(gw).map(|n| (n.mac, n.port)),
+        NhKind::Gateway6(gw) => neighbors6.lookup(scope6(gw, port)).map(|n| (n.mac, n.port)),
+        NhKind::Connected => neighbors.lookup(src).map(|n| (n.mac, n.port)),
         NhKind::Local | NhKind::Broadcast | NhKind::Special(_) | NhKind::Group { .. } => return None,
     };
-    match neighbors.lookup(hop) {
-        Some(n) if n.port == port => Some(n.mac),
+    match found {
+        Some((mac, p)) if p == port => Some(mac),
         _ if port == ingress => Some(sender),
         _ => None,
     }
@@ -579,7 +617,7 @@ fn special(frame: &[u8], env: &mut ErrorEnv<'_>, s: Special) -> Action {
 /// thread for Host Unreachable when a next hop does not resolve.
 pub fn icmp_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action {
     let IcmpError { cause, msg_type, code, rest } = e;
-    let (ingress, t, neighbors) = (env.ingress, env.tables, env.neighbors);
+    let (ingress, t, neighbors) = (env.ingress, env.tables, (env.neighbors, env.neighbors6));
     // Callers other than the decision (the ARP thread) may hand any bytes: check, don't slice.
     let Ok(eth) = EthernetFrame::new_checked(frame) else {
         return Action::Drop(cause);
@@ -655,7 +693,10 @@ mod tests {
 
     /// Reference shape on the rig's addresses: eth5 = 198.18.10.2/24 + 198.18.11.2/24 towards
     /// the sender side, eth4 = 198.18.30.1/24 + 198.18.31.1/24; 198.19.0.0/16 via 198.18.30.2.
-    fn world() -> (RouterTables, NeighborTable, RouterState) {
+    /// Tables, IPv4 neighbours, state, IPv6 neighbours.
+    type World = (RouterTables, NeighborTable, RouterState, NeighborTable6);
+
+    fn world() -> World {
         let ports = vec![
             PortSpec {
                 name: "eth5".into(),
@@ -681,7 +722,7 @@ mod tests {
         n.insert(ip("198.18.10.1"), H1, P_ETH5, false).unwrap();
         let mut st = RouterState::new(0, 10);
         st.fit(&t);
-        (t, n, st)
+        (t, n, st, NeighborTable6::new6(64))
     }
 
     fn udp(src: &str, dst: &str, ttl: u8, payload: usize) -> Vec<u8> {
@@ -691,12 +732,8 @@ mod tests {
         v
     }
 
-    fn run(
-        frame: &mut [u8],
-        w: &mut (RouterTables, NeighborTable, RouterState),
-        scratch: &mut [u8; SCRATCH_LEN],
-    ) -> Action {
-        decide(frame, P_ETH5, &w.0, &w.1, &mut w.2, 1_000, scratch)
+    fn run(frame: &mut [u8], w: &mut World, scratch: &mut [u8; SCRATCH_LEN]) -> Action {
+        decide(frame, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 1_000, scratch)
     }
 
     /// Parses an ICMP error answer: (ip src, ip dst, type, code, rest word, quoted bytes).
@@ -720,11 +757,11 @@ mod tests {
 
     /// The same ports with their routes as the kernel would hold them: connected and local
     /// routes, an equal-cost pair of gateways, and the route types that are not forwarded.
-    fn mirrored_world() -> (RouterTables, NeighborTable, RouterState) {
+    fn mirrored_world() -> World {
         use crate::l3::tables::{Mirrored4, Path, RouteKind, Special};
-        let (t, n, _) = world();
-        let via = |gw: &str| Path { gw: Some(ip(gw)), port: Some(P_ETH4), weight: 1 };
-        let route = |p: &str, kind: RouteKind, paths: Vec<Path<Ipv4Addr>>, mtu: u32, local_table: bool| Mirrored4 {
+        let (t, n, _, n6) = world();
+        let via = |gw: &str| Path { gw: Some(IpAddr::V4(ip(gw))), port: Some(P_ETH4), weight: 1 };
+        let route = |p: &str, kind: RouteKind, paths: Vec<Path<IpAddr>>, mtu: u32, local_table: bool| Mirrored4 {
             prefix: p.parse().unwrap(),
             kind,
             paths,
@@ -750,7 +787,7 @@ mod tests {
         n.insert(ip("198.18.30.3"), H1, P_ETH4, false).unwrap();
         let mut st = RouterState::new(0, 10);
         st.fit(&t);
-        (t, n, st)
+        (t, n, st, n6)
     }
 
     #[test]
@@ -831,8 +868,60 @@ mod tests {
         // Connected destination: the destination itself is the neighbour.
         let mut f = udp("198.19.7.7", "198.18.10.1", 9, 0);
         f[0..6].copy_from_slice(&ETH4.0);
-        assert_eq!(decide(&mut f, P_ETH4, &w.0, &w.1, &mut w.2, 0, &mut s), Action::Forward(P_ETH5));
+        assert_eq!(decide(&mut f, P_ETH4, &w.0, &w.1, &w.3, &mut w.2, 0, &mut s), Action::Forward(P_ETH5));
         assert_eq!(&f[0..6], &H1.0);
+    }
+
+    /// The world with IPv4 routes through an IPv6 gateway, fe80::9 on eth4 (RFC 5549): to
+    /// 198.19.0.0/16, and back to 203.0.113.0/24.
+    fn world_via6() -> World {
+        let (t, n, _, n6) = world();
+        let gw = RouteTarget::Via6 { gw: "fe80::9".parse().unwrap(), dev: Some(P_ETH4) };
+        let statics = [("198.19.0.0/16".parse().unwrap(), gw), ("203.0.113.0/24".parse().unwrap(), gw)];
+        let t = RouterTables::build(t.ports.clone(), &statics).unwrap();
+        let mut st = RouterState::new(0, 10);
+        st.fit(&t);
+        (t, n, st, n6)
+    }
+
+    #[test]
+    fn an_ipv4_route_through_an_ipv6_gateway_leaves_with_the_mac_neighbour_discovery_found() {
+        use super::super::neighbors::Key6;
+        let mut w = world_via6();
+        let mut s = [0u8; SCRATCH_LEN];
+        let ll: core::net::Ipv6Addr = "fe80::9".parse().unwrap();
+        // Unresolved: gleaned for neighbour discovery, under the IPv6 gateway.
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 8);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Glean { port: P_ETH4, next_hop: IpAddr::V6(ll) });
+        assert_eq!(f[14 + 8], 63, "TTL already decremented");
+        // The same link-local address on another port is another neighbour.
+        w.3.insert(scope6(ll, P_ETH5), GW, P_ETH5, false).unwrap();
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 8);
+        assert!(matches!(run(&mut f, &mut w, &mut s), Action::Glean { .. }));
+        // Resolved on eth4: forwarded with its MAC, TTL and checksum as for an IPv4 gateway.
+        w.3.insert(scope6(ll, P_ETH4), GW, P_ETH4, false).unwrap();
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 8);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!((&f[0..6], &f[6..12]), (&GW.0[..], &ETH4.0[..]));
+        let (h, _) = Ipv4Header::from_slice(&f[14..]).unwrap();
+        assert_eq!((h.time_to_live, h.header_checksum), (63, h.calc_header_checksum()));
+        // The gateway's MAC changes: the next frame follows (the gateway cache is keyed by
+        // the IPv6 table's generation too).
+        const NEW: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x33]);
+        w.3.insert(Key6 { addr: ll, port: Some(P_ETH4) }, NEW, P_ETH4, false).unwrap();
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 8);
+        assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+        assert_eq!(&f[0..6], &NEW.0);
+        // An ICMP error whose way back is through the IPv6 gateway goes to its MAC, from the
+        // egress port's address.
+        let mut f = udp("203.0.113.7", "198.18.31.5", 1, 8);
+        let a = run(&mut f, &mut w, &mut s);
+        let Action::Reply { port, len, cause } = a else { panic!("{a:?}") };
+        assert_eq!((port, cause), (P_ETH4, Reason::TtlExceeded));
+        let out = &s[..usize::from(len)];
+        assert_eq!(&out[0..6], &NEW.0);
+        let (src, dst, ty, ..) = parse_error(out);
+        assert_eq!((src, dst, ty), (ip("198.18.30.1"), ip("203.0.113.7"), icmp::TIME_EXCEEDED));
     }
 
     #[test]
@@ -1060,14 +1149,18 @@ mod tests {
         for i in 0..20 {
             let mut f = udp("198.18.10.1", "203.0.113.9", 64, 0);
             // 20 packets over 114 ms: the burst of 3, and one more token (10/s × 0.114 s).
-            if matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &mut w.2, 1000 + i * 6, &mut s), Action::Reply { .. }) {
+            if matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 1000 + i * 6, &mut s), Action::Reply { .. })
+            {
                 sent += 1;
             }
         }
         assert_eq!(sent, 4);
         assert_eq!(w.2.icmp_rate_limited, 16);
         let mut f = udp("198.18.10.1", "203.0.113.9", 64, 0);
-        assert!(matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &mut w.2, 5000, &mut s), Action::Reply { .. }), "refilled");
+        assert!(
+            matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 5000, &mut s), Action::Reply { .. }),
+            "refilled"
+        );
     }
 
     #[test]
@@ -1148,7 +1241,10 @@ mod tests {
             .icmpv4_echo_request(1, 1);
         let mut f = Vec::new();
         b.write(&mut f, &[0u8; 1450 - 28]).unwrap();
-        assert_eq!(decide(&mut f, P_ETH4, &w.0, &w.1, &mut w.2, 0, &mut s), Action::Drop(Reason::TooBigToForward));
+        assert_eq!(
+            decide(&mut f, P_ETH4, &w.0, &w.1, &w.3, &mut w.2, 0, &mut s),
+            Action::Drop(Reason::TooBigToForward)
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! and each port's addresses, MAC and MTU. Built from a validated specification; replaced whole
 //! on reload.
 
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -114,6 +114,15 @@ pub fn unscope6(k: Key6) -> Ipv6Addr {
 pub enum RouteTarget {
     /// Through a gateway on a connected subnet.
     Via(Ipv4Addr),
+    /// Through an IPv6 gateway (RFC 5549, as BGP unnumbered routes IPv4): a global one on a
+    /// connected IPv6 prefix, or a link-local one on `dev`. Its MAC comes from the IPv6
+    /// neighbour table.
+    Via6 {
+        /// The gateway.
+        gw: Ipv6Addr,
+        /// The port it is on, if given (a link-local gateway needs it).
+        dev: Option<PortId>,
+    },
     /// Straight out of a port (destinations are neighbours themselves).
     Dev(PortId),
 }
@@ -125,6 +134,9 @@ pub enum NhKind {
     Connected,
     /// Through this gateway.
     Gateway(Ipv4Addr),
+    /// Through this IPv6 gateway (RFC 5549): the frame leaves with the MAC the IPv6
+    /// neighbour table has for it on the next hop's port.
+    Gateway6(Ipv6Addr),
     /// One of the box's own addresses.
     Local,
     /// The broadcast address of a connected subnet.
@@ -154,8 +166,8 @@ pub enum Special {
     /// it, so it is dropped, counted, and answered as for no route.
     Foreign,
     /// A kernel route xfwd cannot forward as the kernel would: `throw` (the kernel then finds
-    /// no route either), an encapsulation (MPLS, SRv6, ...), an IPv4 route through an IPv6
-    /// gateway. Dropped, counted, answered as for no route.
+    /// no route either), an encapsulation (MPLS, SRv6, ...), a gateway of a family that is
+    /// neither IPv4 nor IPv6. Dropped, counted, answered as for no route.
     Unsupported,
 }
 
@@ -237,8 +249,8 @@ pub struct MirroredRoute<P, A> {
     pub local_table: bool,
 }
 
-/// An IPv4 route from the kernel.
-pub type Mirrored4 = MirroredRoute<Prefix, Ipv4Addr>;
+/// An IPv4 route from the kernel. Its gateways are IPv4 addresses or, RFC 5549, IPv6 ones.
+pub type Mirrored4 = MirroredRoute<Prefix, IpAddr>;
 /// An IPv6 route from the kernel.
 pub type Mirrored6 = MirroredRoute<Prefix6, Ipv6Addr>;
 
@@ -383,6 +395,10 @@ impl RouterTables {
                     let spec = ports.get(port.index()).ok_or(TablesError::NoSuchPort(port.0))?;
                     let &(src, _) = spec.addrs.first().ok_or_else(|| TablesError::NoAddress(spec.name.clone()))?;
                     NextHop { kind: NhKind::Connected, port, src, mtu: 0 }
+                }
+                RouteTarget::Via6 { gw, dev } => {
+                    let port = port_of_gateway6(&ports, gw, dev)?;
+                    NextHop { kind: NhKind::Gateway6(gw), port, src: source_on(&ports, port), mtu: 0 }
                 }
             };
             let nh = intern(nh, &mut nexthops);
@@ -542,6 +558,35 @@ pub fn connected_to6(ports: &[PortSpec], a: Ipv6Addr) -> Option<PortId> {
         .map(|(p, _, _)| PortId(p as u8))
 }
 
+/// The port an IPv6 gateway is reached by: `dev` for a link-local one (which needs it), else
+/// the port whose connected prefix holds it (which `dev`, if given, must name).
+fn port_of_gateway6(ports: &[PortSpec], gw: Ipv6Addr, dev: Option<PortId>) -> Result<PortId, TablesError> {
+    let port = if is_link_local6(&gw) {
+        dev.ok_or(TablesError::LinkLocalNeedsDev(gw))?
+    } else {
+        let on = connected_to6(ports, gw).ok_or(TablesError::GatewayUnreachable6(gw))?;
+        if dev.is_some_and(|d| d != on) {
+            return Err(TablesError::GatewayNotOnDev(gw));
+        }
+        on
+    };
+    if port.index() >= ports.len() {
+        return Err(TablesError::NoSuchPort(port.0));
+    }
+    Ok(port)
+}
+
+/// The box address ICMP errors about packets routed through `port` come from when no subnet
+/// of the port holds the next hop (an IPv6 gateway): the port's first IPv4 address, else any
+/// port's (a port of an unnumbered link has none), else 0.0.0.0.
+fn source_on(ports: &[PortSpec], port: PortId) -> Ipv4Addr {
+    ports
+        .get(port.index())
+        .and_then(|s| s.addrs.first())
+        .or_else(|| ports.iter().flat_map(|p| p.addrs.first()).next())
+        .map_or(Ipv4Addr::UNSPECIFIED, |a| a.0)
+}
+
 /// A number for a new set of tables (see [`RouterTables::id`]).
 pub fn next_id() -> u64 {
     TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -588,10 +633,15 @@ impl Interner4 {
                 .map_or(any_src, |x| x.0)
         };
         let mtu = r.mtu;
-        let one = |p: &Path<Ipv4Addr>| -> NextHop {
+        let one = |p: &Path<IpAddr>| -> NextHop {
             match (p.port, p.gw) {
                 (None, _) => NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 },
-                (Some(port), Some(gw)) => NextHop { kind: NhKind::Gateway(gw), port, src: src_for(port, gw), mtu },
+                (Some(port), Some(IpAddr::V4(gw))) => {
+                    NextHop { kind: NhKind::Gateway(gw), port, src: src_for(port, gw), mtu }
+                }
+                (Some(port), Some(IpAddr::V6(gw))) => {
+                    NextHop { kind: NhKind::Gateway6(gw), port, src: source_on(ports, port), mtu }
+                }
                 (Some(port), None) => {
                     NextHop { kind: NhKind::Connected, port, src: src_for(port, r.prefix.addr()), mtu }
                 }
@@ -727,19 +777,7 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
     for &(prefix, target) in statics {
         let nh = match target {
             RouteTarget6::Via { gw, dev } => {
-                let port = if is_link_local6(&gw) {
-                    dev.ok_or(TablesError::LinkLocalNeedsDev(gw))?
-                } else {
-                    let on = connected_to6(ports, gw).ok_or(TablesError::GatewayUnreachable6(gw))?;
-                    if dev.is_some_and(|d| d != on) {
-                        return Err(TablesError::GatewayNotOnDev(gw));
-                    }
-                    on
-                };
-                if port.index() >= ports.len() {
-                    return Err(TablesError::NoSuchPort(port.0));
-                }
-                NextHop6 { kind: NhKind6::Gateway(gw), port, mtu: 0 }
+                NextHop6 { kind: NhKind6::Gateway(gw), port: port_of_gateway6(ports, gw, dev)?, mtu: 0 }
             }
             RouteTarget6::Dev(port) => {
                 if port.index() >= ports.len() {
@@ -866,6 +904,20 @@ mod tests {
             e(&[("2001:2:100::/48".parse().unwrap(), RouteTarget6::Dev(PortId(9)))]),
             TablesError::NoSuchPort(9)
         );
+    }
+
+    #[test]
+    fn ipv4_routes_through_ipv6_gateways_are_checked_as_ipv6_gateways_are() {
+        let via6 = |gw: &str, dev| [("198.51.100.0/24".parse().unwrap(), RouteTarget::Via6 { gw: ip6(gw), dev })];
+        let t = RouterTables::build_dual(dual(), &via6("fe80::9", Some(PortId(1))), &[], no_advice).unwrap();
+        let nh = t.route(ip("198.51.100.7")).unwrap();
+        assert_eq!((nh.kind, nh.port, nh.src), (NhKind::Gateway6(ip6("fe80::9")), PortId(1), ip("198.18.30.1")));
+        let t = RouterTables::build_dual(dual(), &via6("2001:2:0:10::1", None), &[], no_advice).unwrap();
+        assert_eq!(t.route(ip("198.51.100.7")).unwrap().port, PortId(0), "a global gateway's port is its prefix's");
+        let e = |r: &[(Prefix, RouteTarget)]| RouterTables::build_dual(dual(), r, &[], no_advice).unwrap_err();
+        assert_eq!(e(&via6("fe80::9", None)), TablesError::LinkLocalNeedsDev(ip6("fe80::9")));
+        assert_eq!(e(&via6("2001:9::1", None)), TablesError::GatewayUnreachable6(ip6("2001:9::1")));
+        assert_eq!(e(&via6("2001:2:0:10::1", Some(PortId(1)))), TablesError::GatewayNotOnDev(ip6("2001:2:0:10::1")));
     }
 
     #[test]
