@@ -667,6 +667,22 @@ fn routes_of(
         let prefix: Prefix =
             rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
         let target = match (&rr.via, &rr.dev) {
+            // An IPv6 gateway for an IPv4 prefix (RFC 5549, as BGP unnumbered routes): checked
+            // as an IPv6 route's gateway is, a link-local one with its `dev`.
+            (Some(v), _) if v.get_ref().contains(':') => {
+                let dev = rr.dev.as_ref().map(|d| d.get_ref().as_str());
+                let target = target6(interfaces, subnets6, Some(v.get_ref()), dev).map_err(|(on_dev, m)| {
+                    let span = match (on_dev, &rr.dev) {
+                        (true, Some(d)) => d.span(),
+                        _ => v.span(),
+                    };
+                    cx.err(span, m)
+                })?;
+                match target {
+                    RouteTarget6::Via { gw, dev } => RouteTarget::Via6 { gw, dev },
+                    RouteTarget6::Dev(port) => RouteTarget::Dev(port),
+                }
+            }
             (Some(v), None) => {
                 let gw = parse_ip(v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
                 if !connected(gw) {
@@ -680,7 +696,12 @@ fn routes_of(
             (None, Some(d)) => {
                 RouteTarget::Dev(port_of(interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
             }
-            (Some(_), Some(d)) => return Err(cx.err(d.span(), "an IPv4 route takes `via` or `dev`, not both")),
+            (Some(_), Some(d)) => {
+                return Err(cx.err(
+                    d.span(),
+                    "an IPv4 route takes `via` or `dev`, not both (only an IPv6 `via` goes with a `dev`)",
+                ))
+            }
             (None, None) => {
                 return Err(cx.err(
                     rr.prefix.span(),
@@ -958,8 +979,23 @@ fn not_a_host(subnets: &[(Prefix, Ipv4Addr, String)], ip: Ipv4Addr) -> Option<St
     None
 }
 
-/// Parses a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line (an
-/// IPv6 route may name both: `PREFIX via fe80::1 dev eth4`); `#` starts a comment. Built for a
+/// The `via ADDRESS` and `dev INTERFACE` of a routes-file line, each at most once, in either
+/// order; else the word where the line stops making sense.
+fn via_and_dev<'a>(mut words: impl Iterator<Item = &'a str>) -> Result<(Option<&'a str>, Option<&'a str>), &'a str> {
+    let (mut via, mut dev) = (None, None);
+    while let Some(w) = words.next() {
+        match (w, words.next()) {
+            ("via", Some(a)) if via.is_none() => via = Some(a),
+            ("dev", Some(d)) if dev.is_none() => dev = Some(d),
+            _ => return Err(w),
+        }
+    }
+    Ok((via, dev))
+}
+
+/// Parses a routes file: one `PREFIX via ADDRESS` or `PREFIX dev INTERFACE` per line (a route
+/// through an IPv6 gateway may name both: `PREFIX via fe80::1 dev eth4`, for an IPv6 prefix or
+/// an IPv4 one, RFC 5549); `#` starts a comment. Built for a
 /// full table: a million lines load in about a second.
 fn parse_routes(
     path: &Path,
@@ -977,24 +1013,13 @@ fn parse_routes(
         let col_of = |w: &str| w.as_ptr() as usize - raw_line.as_ptr() as usize + 1;
         if is_v6(prefix_text) {
             let prefix: Prefix6 = prefix_text.parse().map_err(|e| err(n + 1, col_of(prefix_text), format!("{e}")))?;
-            let rest: Vec<&str> = words.collect();
-            let (mut via, mut dev) = (None, None);
-            let mut it = rest.chunks(2);
-            for pair in &mut it {
-                match pair {
-                    ["via", a] if via.is_none() => via = Some(*a),
-                    ["dev", d] if dev.is_none() => dev = Some(*d),
-                    _ => {
-                        return Err(err(
-                            n + 1,
-                            col_of(pair[0]),
-                            format!(
-                                "expected `{prefix_text} via ADDRESS [dev INTERFACE]` or `{prefix_text} dev INTERFACE`"
-                            ),
-                        ))
-                    }
-                }
-            }
+            let (via, dev) = via_and_dev(words).map_err(|w| {
+                err(
+                    n + 1,
+                    col_of(w),
+                    format!("expected `{prefix_text} via ADDRESS [dev INTERFACE]` or `{prefix_text} dev INTERFACE`"),
+                )
+            })?;
             let target = target6(interfaces, subnets6, via, dev).map_err(|(on_dev, m)| {
                 let at = if on_dev { dev } else { via };
                 err(n + 1, at.map_or(1, col_of), m)
@@ -1013,15 +1038,26 @@ fn parse_routes(
             continue;
         }
         let prefix: Prefix = prefix_text.parse().map_err(|e| err(n + 1, col_of(prefix_text), format!("{e}")))?;
-        let (Some(kind), Some(arg), None) = (words.next(), words.next(), words.next()) else {
-            return Err(err(
-                n + 1,
-                1,
-                format!("expected `{prefix_text} via ADDRESS` or `{prefix_text} dev INTERFACE`"),
-            ));
+        let expected = || {
+            format!("expected `{prefix_text} via ADDRESS` or `{prefix_text} dev INTERFACE` (or, through an IPv6 gateway, `{prefix_text} via IPV6-ADDRESS [dev INTERFACE]`)")
         };
-        let target = match kind {
-            "via" => {
+        let (via, dev) = via_and_dev(words).map_err(|w| match w {
+            "via" | "dev" => err(n + 1, col_of(w), expected()),
+            other => err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`")),
+        })?;
+        let target = match (via, dev) {
+            // An IPv6 gateway (RFC 5549), checked as an IPv6 route's gateway is.
+            (Some(a), _) if a.contains(':') => {
+                let target = target6(interfaces, subnets6, via, dev).map_err(|(on_dev, m)| {
+                    let at = if on_dev { dev } else { via };
+                    err(n + 1, at.map_or(1, col_of), m)
+                })?;
+                match target {
+                    RouteTarget6::Via { gw, dev } => RouteTarget::Via6 { gw, dev },
+                    RouteTarget6::Dev(port) => RouteTarget::Dev(port),
+                }
+            }
+            (Some(arg), None) => {
                 let gw: Ipv4Addr =
                     arg.parse().map_err(|_| err(n + 1, col_of(arg), format!("`{arg}` is not an IPv4 address")))?;
                 if !subnets.iter().any(|(s, _, _)| s.contains(gw)) {
@@ -1032,8 +1068,15 @@ fn parse_routes(
                 }
                 RouteTarget::Via(gw)
             }
-            "dev" => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
-            other => return Err(err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`"))),
+            (None, Some(arg)) => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
+            (Some(_), Some(d)) => {
+                return Err(err(
+                    n + 1,
+                    col_of(d),
+                    "an IPv4 route takes `via` or `dev`, not both (only an IPv6 `via` goes with a `dev`)".into(),
+                ))
+            }
+            (None, None) => return Err(err(n + 1, 1, expected())),
         };
         if let Some(m) = shadows_connected(subnets, prefix) {
             return Err(err(n + 1, col_of(prefix_text), m));
@@ -1395,6 +1438,44 @@ mac = "02:00:00:00:00:02"
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "r.toml:4:14: link_local 2001:2::1 is not in fe80::/10");
+    }
+
+    #[test]
+    fn an_ipv4_route_through_an_ipv6_gateway_is_checked_as_an_ipv6_gateway() {
+        let with = |route: &str| {
+            RouterConfig::parse(Path::new("router.toml"), &format!("{DUAL}\n[[route]]\n{route}"), |_| Ok(String::new()))
+        };
+        let c = with("prefix = \"198.51.100.0/24\"\nvia = \"fe80::9\"\ndev = \"eth4\"\n").unwrap();
+        let gw = "fe80::9".parse().unwrap();
+        assert_eq!(c.routes, [("198.51.100.0/24".parse().unwrap(), RouteTarget::Via6 { gw, dev: Some(PortId(1)) })]);
+        let c = with("prefix = \"198.51.100.0/24\"\nvia = \"2001:2:0:30::2\"\n").unwrap();
+        assert_eq!(c.routes[0].1, RouteTarget::Via6 { gw: "2001:2:0:30::2".parse().unwrap(), dev: None });
+        let e = with("prefix = \"198.51.100.0/24\"\nvia = \"fe80::9\"\n").unwrap_err();
+        assert!(e.message.contains("is link-local: say which interface it is on with `dev`"), "{e}");
+        assert_eq!(e.col, 7, "at the via: {e}");
+        let e = with("prefix = \"198.51.100.0/24\"\nvia = \"2001:2:0:30::2\"\ndev = \"eth5\"\n").unwrap_err();
+        assert!(e.message.contains("is on eth4's prefix, not on eth5"), "{e}");
+        let e = with("prefix = \"198.51.100.0/24\"\nvia = \"198.18.10.1\"\ndev = \"eth5\"\n").unwrap_err();
+        assert!(e.message.contains("only an IPv6 `via` goes with a `dev`"), "{e}");
+        // The same in a routes file, each refusal at its word.
+        let c = dual("198.51.100.0/24 via fe80::9 dev eth4\n198.51.101.0/24 dev eth4 via 2001:2:0:30::2\n").unwrap();
+        let via6 = |a: &str, dev| RouteTarget::Via6 { gw: a.parse().unwrap(), dev };
+        let targets: Vec<_> = c.routes.iter().map(|(_, t)| *t).collect();
+        assert_eq!(targets, [via6("fe80::9", Some(PortId(1))), via6("2001:2:0:30::2", Some(PortId(1)))]);
+        let e = dual("198.51.100.0/24 via fe80::9\n").unwrap_err();
+        assert!(e.message.contains("is link-local: say which interface it is on with `dev`"), "{e}");
+        assert_eq!((e.line, e.col), (1, 21), "at the via: {e}");
+        let e = dual("198.51.100.0/24 via 198.18.10.1 dev eth5\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "routes.txt:1:37: an IPv4 route takes `via` or `dev`, not both (only an IPv6 `via` goes with a `dev`)"
+        );
+        let e = dual("198.51.100.0/24 via 198.18.10.1 via 198.18.10.3\n").unwrap_err();
+        assert!(e.message.starts_with("expected `198.51.100.0/24 via ADDRESS` or"), "{e}");
+        assert_eq!(e.col, 33);
+        let e = dual("198.51.100.0/24 gw 198.18.10.1\n").unwrap_err();
+        assert_eq!(e.to_string(), "routes.txt:1:17: `gw`: expected `via` or `dev`");
+        assert_eq!(dual("198.51.100.0/24\n").unwrap_err().col, 1);
     }
 
     #[test]
