@@ -280,6 +280,50 @@ fn ipv6_routes_and_neighbours_come_from_the_kernel_too() {
     stop_clean(&mut x);
 }
 
+/// RFC 5549: an IPv4 route whose next hop is an IPv6 address, as BGP on unnumbered links
+/// installs them (`via inet6 fe80::… dev …`), is mirrored from the kernel and forwarded to the
+/// MAC that neighbour discovery finds for the gateway.
+#[test]
+fn an_ipv4_route_through_an_ipv6_gateway_in_the_kernel_is_forwarded_by_xfwd() {
+    if !root_or_skip("an_ipv4_route_through_an_ipv6_gateway_in_the_kernel_is_forwarded_by_xfwd") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router6(1).unwrap();
+    for (a, dev) in [("198.18.10.2/24", "eth5"), ("198.18.30.1/24", "eth4")] {
+        r.boxns.ip(&["addr", "add", a, "dev", dev]).unwrap();
+    }
+    r.boxns.write_file("/proc/sys/net/ipv6/conf/all/forwarding", "0").unwrap();
+    r.boxns.write_file("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
+    // h2 is the gateway, known by a link-local address only, and holds 198.19.5.1 behind it.
+    r.h2.ip(&["-6", "addr", "add", "fe80::99/64", "dev", "eth0", "nodad"]).unwrap();
+    r.h2.ip(&["addr", "add", "198.19.5.1/32", "dev", "lo"]).unwrap();
+    r.h1.ip(&["route", "add", "198.19.5.0/24", "via", "198.18.10.2"]).unwrap();
+    let control = control_path("kf-5549");
+    let mut x = start(&r, &control);
+    Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
+    let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.19.5.1"]);
+    assert!(out.contains("No route") || out.contains("Unreachable"), "no route yet: {out}");
+    r.boxns.ip(&["route", "add", "198.19.5.0/24", "via", "inet6", "fe80::99", "dev", "eth4"]).unwrap();
+    let routes = routes_until(&control, |s| s.contains("198.19.5.0/24"));
+    assert!(routes.contains("198.19.5.0/24 via inet6 fe80::99 dev eth4"), "{routes}");
+    Rig::ping_until(&r.h1, "198.19.5.1", Duration::from_secs(5)).unwrap();
+    let n = show(&control, "neighbors");
+    assert!(n.contains("fe80::99 dev eth4"), "the gateway's MAC, found by neighbour discovery: {n}");
+    let before = stats(&control);
+    let out = ping(&r.h1, &["-c", "5", "-i", "0.2", "-W", "2", "198.19.5.1"]);
+    let s = stats(&control);
+    assert!(common::answered(&out) > 0, "{out}");
+    // Each answered echo crossed eth5 → eth4 and back through xfwd, none handed to the kernel.
+    let sent = |s: &xfwd_dataplane::io::Report, p: usize| s.ports[p].total.tx_frames;
+    assert!(sent(&s, 1) - sent(&before, 1) >= common::answered(&out), "eth4 sent the requests");
+    r.boxns.ip(&["route", "del", "198.19.5.0/24"]).unwrap();
+    routes_until(&control, |s| !s.contains("198.19.5.0/24"));
+    let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.19.5.1"]);
+    assert!(out.contains("No route") || out.contains("Unreachable"), "{out}");
+    stop_clean(&mut x);
+}
+
 /// BIRD running in a namespace: its files removed and the daemon killed on drop.
 struct Bird {
     _proc: rig::Spawned,

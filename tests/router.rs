@@ -391,7 +391,9 @@ fn differential_against_the_kernel_router() {
         return;
     }
     let _g = serial();
-    let r = Rig::router(1).unwrap();
+    // IPv6 on too: h1 is also a gateway known by its link-local address alone (RFC 5549).
+    let r = Rig::router6(1).unwrap();
+    r.h1.ip(&["-6", "addr", "add", "fe80::99/64", "dev", "eth0", "nodad"]).unwrap();
     // A smaller MTU towards h1 in both arms, for Fragmentation Needed.
     r.boxns.ip(&["link", "set", "eth5", "mtu", "1400"]).unwrap();
     r.h1.ip(&["link", "set", "eth0", "mtu", "1400"]).unwrap();
@@ -423,6 +425,7 @@ fn differential_against_the_kernel_router() {
         udp(h2a, [198, 18, 10, 1], 64, 1400, true), // Fragmentation Needed, MTU 1400
         udp([127, 0, 0, 1], [198, 18, 10, 1], 64, 32, true), // martian source: dropped
         udp([224, 0, 0, 9], [198, 18, 10, 1], 64, 32, true), // multicast source: dropped
+        udp(h2a, [198, 19, 9, 1], 64, 35, true),    // forwarded to the IPv6 gateway's MAC
     ];
     // Behind an 802.1Q tag: VID 0 (a priority tag, priority 5) stands for the untagged frame
     // and is forwarded untagged; VID 5 belongs to a VLAN neither arm has: dropped.
@@ -449,21 +452,29 @@ fn differential_against_the_kernel_router() {
     ] {
         r.boxns.exec(&["sysctl", "-qw", k]).unwrap();
     }
+    let via6 = ["198.19.9.0/24", "via", "inet6", "fe80::99", "dev", "eth5"];
+    r.boxns.ip(&[&["route", "add"][..], &via6].concat()).unwrap();
     let kernel = observe(&r, &frames);
+    r.boxns.ip(&[&["route", "del"][..], &via6].concat()).unwrap();
     for dev in ["eth4", "eth5"] {
-        r.boxns.ip(&["addr", "flush", "dev", dev]).unwrap();
+        // (The kernel's link-local addresses stay: xfwd takes its own from them.)
+        r.boxns.ip(&["-4", "addr", "flush", "dev", dev]).unwrap();
     }
     r.boxns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]).unwrap();
     r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
     r.h1.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
 
+    let dir = std::env::temp_dir().join(format!("xfwd-diff-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = write_config(&dir, "\n[[route]]\nprefix = \"198.19.9.0/24\"\nvia = \"fe80::99\"\ndev = \"eth5\"\n");
     let control = control_path("rt-diff");
-    let mut x = start(&r, RIG_CONFIG, &control, &["--queues", "1"]);
+    let mut x = start(&r, config.to_str().unwrap(), &control, &["--queues", "1"]);
     let ours = observe(&r, &frames);
     stop_clean(&mut x);
+    std::fs::remove_dir_all(&dir).unwrap();
 
     // Forwarded frames: identical bytes (TTL, checksum, both MACs), each seen twice.
-    assert_eq!(kernel.0.len(), 6, "kernel forwarded: {}", kernel.0.len());
+    assert_eq!(kernel.0.len(), 8, "kernel forwarded: {}", kernel.0.len());
     assert_eq!(ours.0, kernel.0, "forwarded bytes differ");
     // ICMP errors: same type, code, source address and quoted datagram.
     let mut k = kernel.1.clone();
