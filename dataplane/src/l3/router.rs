@@ -331,7 +331,7 @@ enum OptionFault {
     /// A loose or strict source route (dropped, as the kernel does by default).
     SourceRoute,
     /// An option that runs past the header or has a length below 2, at this offset into the
-    /// options (its length octet).
+    /// options (its type octet, where the kernel's Parameter Problem points).
     Malformed(usize),
 }
 
@@ -350,10 +350,10 @@ fn check_options(options: &[u8]) -> Result<(), OptionFault> {
             0 => return Ok(()),
             1 => i += 1,
             kind => {
-                let Some(&len) = options.get(i + 1) else { return Err(OptionFault::Malformed(i + 1)) };
+                let Some(&len) = options.get(i + 1) else { return Err(OptionFault::Malformed(i)) };
                 let len = usize::from(len);
                 if len < 2 || i + len > options.len() {
-                    return Err(OptionFault::Malformed(i + 1));
+                    return Err(OptionFault::Malformed(i));
                 }
                 if kind == OPT_LSRR || kind == OPT_SSRR {
                     return Err(OptionFault::SourceRoute);
@@ -989,9 +989,10 @@ mod tests {
             let mut g = with_options(&f, &[1, kind, 7, 4, 198, 18, 30, 2]);
             assert_eq!(run(&mut g, &mut w, &mut s), Action::Drop(Reason::SourceRouted), "option {kind}");
         }
-        // An option running past the header, or of length 1: Parameter Problem pointing at
-        // its length octet (header offset 20 + 1, and 20 + 2 behind a NOP).
-        for (opts, at) in [([7u8, 40, 4, 0], 21u32), ([1, 7, 1, 0], 22)] {
+        // An option running past the header, of length 1, or cut before its length: Parameter
+        // Problem pointing at its type octet, as the kernel's does (header offset 20, and 20 + 1
+        // behind a NOP; measured against the kernel in tests/router.rs).
+        for (opts, at) in [([7u8, 40, 4, 0], 20u32), ([1, 7, 1, 0], 21), ([1, 1, 1, 68], 23)] {
             let mut g = with_options(&f, &opts);
             let a = run(&mut g, &mut w, &mut s);
             let Action::Reply { cause, len, .. } = a else { panic!("{opts:?}: {a:?}") };
