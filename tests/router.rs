@@ -356,7 +356,11 @@ fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
         .unwrap()
         .into_iter()
         .filter(|f| {
-            f.len() > 42 && f[12..14] == [0x08, 0x00] && f[14 + 9] == 17 && f[14 + 20 + 8..].starts_with(b"xfwd-diff")
+            let ihl = f.get(14).map_or(0, |b| usize::from(b & 0x0f) * 4);
+            f.len() > 14 + ihl + 8
+                && f[12..14] == [0x08, 0x00]
+                && f[14 + 9] == 17
+                && f[14 + ihl + 8..].starts_with(b"xfwd-diff")
         })
         .collect();
     let router = [Ipv4Addr::new(198, 18, 30, 1), Ipv4Addr::new(198, 18, 31, 1)];
@@ -413,6 +417,14 @@ fn differential_against_the_kernel_router() {
         assert_eq!(v[14 + 9], u8::from(IpNumber::UDP));
         v
     };
+    // The same datagram with IPv4 options (a multiple of 4 bytes) after its header.
+    let with_options = |f: Vec<u8>, options: &[u8]| {
+        let (mut h, rest) = Ipv4Header::from_slice(&f[14..]).unwrap();
+        h.options = options.try_into().unwrap();
+        h.total_len = (h.header_len() + rest.len()) as u16;
+        h.header_checksum = h.calc_header_checksum();
+        [&f[..14], &h.to_bytes()[..], rest].concat()
+    };
     let h2a = [198, 18, 30, 2];
     let frames = vec![
         udp(h2a, [198, 18, 10, 1], 64, 32, true),             // forwarded
@@ -426,6 +438,13 @@ fn differential_against_the_kernel_router() {
         udp([127, 0, 0, 1], [198, 18, 10, 1], 64, 32, true), // martian source: dropped
         udp([224, 0, 0, 9], [198, 18, 10, 1], 64, 32, true), // multicast source: dropped
         udp(h2a, [198, 19, 9, 1], 64, 35, true),    // forwarded to the IPv6 gateway's MAC
+        udp([198, 18, 30, 1], [198, 18, 10, 1], 64, 32, true), // the box's own address as source: dropped
+        udp([240, 0, 0, 1], [198, 18, 10, 1], 64, 36, true), // class E source: forwarded
+        udp(h2a, [169, 254, 7, 1], 64, 37, true),   // 169.254/16 destination, routed: forwarded
+        // A loose source route through h1: dropped (accept_source_route = 0).
+        with_options(udp(h2a, [198, 18, 10, 1], 64, 38, true), &[0x83, 7, 4, 198, 18, 10, 1, 1]),
+        // Record Route whose length runs past the header: Parameter Problem at its length.
+        with_options(udp(h2a, [198, 18, 10, 1], 64, 39, true), &[7, 40, 4, 0]),
     ];
     // Behind an 802.1Q tag: VID 0 (a priority tag, priority 5) stands for the untagged frame
     // and is forwarded untagged; VID 5 belongs to a VLAN neither arm has: dropped.
@@ -453,7 +472,10 @@ fn differential_against_the_kernel_router() {
         r.boxns.exec(&["sysctl", "-qw", k]).unwrap();
     }
     let via6 = ["198.19.9.0/24", "via", "inet6", "fe80::99", "dev", "eth5"];
-    r.boxns.ip(&[&["route", "add"][..], &via6].concat()).unwrap();
+    let link_local = ["169.254.7.0/24", "via", "198.18.10.1"];
+    for route in [&via6[..], &link_local[..]] {
+        r.boxns.ip(&[&["route", "add"][..], route].concat()).unwrap();
+    }
     let kernel = observe(&r, &frames);
     r.boxns.ip(&[&["route", "del"][..], &via6].concat()).unwrap();
     for dev in ["eth4", "eth5"] {
@@ -466,7 +488,10 @@ fn differential_against_the_kernel_router() {
 
     let dir = std::env::temp_dir().join(format!("xfwd-diff-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let config = write_config(&dir, "\n[[route]]\nprefix = \"198.19.9.0/24\"\nvia = \"fe80::99\"\ndev = \"eth5\"\n");
+    let config = write_config(
+        &dir,
+        "\n[[route]]\nprefix = \"198.19.9.0/24\"\nvia = \"fe80::99\"\ndev = \"eth5\"\n\n[[route]]\nprefix = \"169.254.7.0/24\"\nvia = \"198.18.10.1\"\n",
+    );
     let control = control_path("rt-diff");
     let mut x = start(&r, config.to_str().unwrap(), &control, &["--queues", "1"]);
     let ours = observe(&r, &frames);
@@ -474,14 +499,14 @@ fn differential_against_the_kernel_router() {
     std::fs::remove_dir_all(&dir).unwrap();
 
     // Forwarded frames: identical bytes (TTL, checksum, both MACs), each seen twice.
-    assert_eq!(kernel.0.len(), 8, "kernel forwarded: {}", kernel.0.len());
+    assert_eq!(kernel.0.len(), 12, "kernel forwarded: {}", kernel.0.len());
     assert_eq!(ours.0, kernel.0, "forwarded bytes differ");
     // ICMP errors: same type, code, source address and quoted datagram.
     let mut k = kernel.1.clone();
     let mut o = ours.1.clone();
     k.sort();
     o.sort();
-    assert_eq!(k.len(), 8, "kernel ICMP errors: {k:?}");
+    assert_eq!(k.len(), 10, "kernel ICMP errors: {k:?}");
     assert_eq!(o, k, "ICMP errors differ");
 }
 
