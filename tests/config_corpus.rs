@@ -66,6 +66,11 @@ const CORPUS: &[(&str, &str)] = &[
     ("52-fib-bad-source.toml", "2:10: [fib] source = \"bgp\": use \"config\""),
     ("53-fib-table-without-kernel.toml", "2:9: [fib] table names a kernel routing table"),
     ("54-interface-without-addresses.toml", "2:8: interface lo has no addresses"),
+    ("55-route-equal-to-connected.toml", "5:10: route 198.18.99.0/24 is the connected subnet of lo (198.18.99.1/24)"),
+    (
+        "56-ipv4-route-link-local-gateway-without-dev.toml",
+        "6:7: next hop fe80::1 is link-local: say which interface it is on with `dev`",
+    ),
 ];
 
 #[test]
