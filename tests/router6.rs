@@ -132,9 +132,10 @@ fn hop_limit_no_route_packet_too_big_and_unresolvable_get_their_icmpv6_errors() 
 }
 
 /// What one arm did with the crafted packets: the frames that reached h1 (forwarded, sorted),
-/// and the ICMPv6 errors h2 got from the router as (type, code, rest word, source, the quoted
-/// packet). Both quote as much as fits in 1,280 bytes, so the whole quote is compared.
-type Observed = (Vec<Vec<u8>>, Vec<(u8, u8, u32, Ipv6Addr, Vec<u8>)>);
+/// the ICMPv6 errors h2 got from the router as (type, code, rest word, source, the quoted
+/// packet), and the targets of the solicited neighbour advertisements h2 got (sorted). Both
+/// quote as much as fits in 1,280 bytes, so the whole quote is compared.
+type Observed = (Vec<Vec<u8>>, Vec<(u8, u8, u32, Ipv6Addr, Vec<u8>)>, Vec<Ipv6Addr>);
 
 fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
     let at_h1 = capture(r.h1.name(), "eth0", Duration::from_millis(2500));
@@ -151,9 +152,18 @@ fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
         .filter(|f| ipv6(f) && f[14 + 6] == 17 && f[14 + 40 + 8..].starts_with(b"xfwd-diff"))
         .collect();
     h1.sort();
+    let at_h2 = at_h2.join().unwrap();
+    // Solicited (the S flag): not the announcements either arm may make of its own accord; and
+    // not h2's own (the capture sees what h2 sends too).
+    let h2_mac = mac_bytes(&r.h2, "eth0");
+    let mut advertised: Vec<Ipv6Addr> = at_h2
+        .iter()
+        .filter(|f| ipv6(f) && f[6..12] != h2_mac && f.len() >= 14 + 64)
+        .filter(|f| f[14 + 6] == 58 && f[14 + 40] == 136 && f[14 + 44] & 0x40 != 0)
+        .map(|f| Ipv6Addr::from(<[u8; 16]>::try_from(&f[14 + 48..14 + 64]).unwrap()))
+        .collect();
+    advertised.sort();
     let h2 = at_h2
-        .join()
-        .unwrap()
         .into_iter()
         .filter(|f| ipv6(f) && f[14 + 6] == 58 && f[14 + 40] < 128)
         .filter_map(|f| {
@@ -167,7 +177,7 @@ fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
             Some((rest[0], rest[1], u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]), src, rest[8..].to_vec()))
         })
         .collect();
-    (h1, h2)
+    (h1, h2, advertised)
 }
 
 #[test]
@@ -182,6 +192,8 @@ fn differential_against_the_kernel_ipv6_router() {
     r.h1.ip(&["link", "set", "eth0", "mtu", "1400"]).unwrap();
     // A link-local source h2 owns, so that both arms can send it its error.
     r.h2.ip(&["addr", "add", "fe80::99/64", "dev", "eth0", "nodad"]).unwrap();
+    // A link-local gateway with bits 16 to 31 set, which Linux takes as it is.
+    r.h1.ip(&["addr", "add", "fe80:3::23/64", "dev", "eth0", "nodad"]).unwrap();
     let (h2_mac, box_mac) = (mac_bytes(&r.h2, "eth0"), mac_bytes(&r.boxns, "eth4"));
     let ip = |s: &str| s.parse::<Ipv6Addr>().unwrap().octets();
     let udp = |src: &str, dst: &str, hops: u8, len: usize| {
@@ -196,15 +208,39 @@ fn differential_against_the_kernel_ipv6_router() {
         v
     };
     let frames = vec![
-        udp(H2, H1, 64, 32),                // forwarded
-        udp(H2_BEHIND, H1, 2, 40),          // forwarded, hop limit 2 → 1
-        udp(H2, H1, 1, 32),                 // Time Exceeded
-        udp(H2, "2001:2:0:999::5", 64, 36), // Destination Unreachable, no route
-        udp(H2, H1, 64, 1500 - 48),         // Packet Too Big, MTU 1400
-        udp("fe80::99", H1, 64, 44),        // beyond scope of the source address
-        udp("::1", H1, 64, 32),             // martian source: dropped
-        udp("ff02::1", H1, 64, 32),         // multicast source: dropped
+        udp(H2, H1, 64, 32),                 // forwarded
+        udp(H2_BEHIND, H1, 2, 40),           // forwarded, hop limit 2 → 1
+        udp(H2, H1, 1, 32),                  // Time Exceeded
+        udp(H2, "2001:2:0:999::5", 64, 36),  // Destination Unreachable, no route
+        udp(H2, H1, 64, 1500 - 48),          // Packet Too Big, MTU 1400
+        udp("fe80::99", H1, 64, 44),         // beyond scope of the source address
+        udp("::1", H1, 64, 32),              // martian source: dropped
+        udp("ff02::1", H1, 64, 32),          // multicast source: dropped
+        udp(H2, "2001:2:0:4000::1", 64, 48), // forwarded to the gateway fe80:3::23
     ];
+    // Neighbour solicitations for the box's addresses on eth4, unicast: one with a source
+    // link-layer option of the Ethernet length (8 bytes), answered; one whose option says 16
+    // bytes, discarded (RFC 4861 7.1.1), whatever its target.
+    let box_ll = {
+        let out = r.boxns.exec(&["ip", "-6", "-o", "addr", "show", "dev", "eth4", "scope", "link"]).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let a = text.split_whitespace().skip_while(|w| *w != "inet6").nth(1).unwrap();
+        a.split('/').next().unwrap().to_owned()
+    };
+    let solicit = |target: &str, option: &[u8]| {
+        let mut body = ip(target).to_vec();
+        body.extend_from_slice(option);
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2(h2_mac, box_mac)
+            .ipv6(ip(H2), ip(target), 255)
+            .icmpv6(etherparse::Icmpv6Type::Unknown { type_u8: 135, code_u8: 0, bytes5to8: [0; 4] })
+            .write(&mut v, &body)
+            .unwrap();
+        v
+    };
+    let mut frames = frames;
+    frames.push(solicit("2001:2:0:30::1", &[&[1, 1][..], &h2_mac].concat()));
+    frames.push(solicit(&box_ll, &[&[1, 2][..], &h2_mac, &[0; 8]].concat()));
 
     // Kernel arm: the same addresses and route in the box's kernel, IPv6 forwarding on, no
     // ICMPv6 rate limit to blur the comparison.
@@ -212,10 +248,13 @@ fn differential_against_the_kernel_ipv6_router() {
         r.boxns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"]).unwrap();
     }
     r.boxns.ip(&["-6", "route", "add", "2001:2:0:1000::/52", "via", H2]).unwrap();
+    let fe80_3 = ["2001:2:0:4000::/52", "via", "fe80:3::23", "dev", "eth5"];
+    r.boxns.ip(&[&["-6", "route", "add"][..], &fe80_3].concat()).unwrap();
     for k in ["net.ipv6.conf.all.forwarding=1", "net.ipv6.icmp.ratelimit=0"] {
         r.boxns.exec(&["sysctl", "-qw", k]).unwrap();
     }
     let kernel = observe(&r, &frames);
+    r.boxns.ip(&[&["-6", "route", "del"][..], &fe80_3].concat()).unwrap();
     for dev in ["eth4", "eth5"] {
         r.boxns.ip(&["-6", "addr", "flush", "dev", dev, "scope", "global"]).unwrap();
     }
@@ -224,13 +263,25 @@ fn differential_against_the_kernel_ipv6_router() {
         h.ip(&["-6", "neigh", "flush", "dev", "eth0"]).unwrap();
     }
 
+    let dir = std::env::temp_dir().join(format!("xfwd-diff6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("router.toml");
+    let route = "\n[[route]]\nprefix = \"2001:2:0:4000::/52\"\nvia = \"fe80:3::23\"\ndev = \"eth5\"\n";
+    std::fs::write(&config, std::fs::read_to_string(RIG_CONFIG6).unwrap() + route).unwrap();
     let control = control_path("rt6-diff");
-    let mut x = start(&r, &control, &["--queues", "1"]);
+    let mut x = r
+        .start_xfwd(XFWD, &["router", "--config", config.to_str().unwrap(), "--control", &control, "--queues", "1"])
+        .unwrap();
     let ours = observe(&r, &frames);
     stop_clean(&mut x);
+    std::fs::remove_dir_all(&dir).unwrap();
 
+    // Neighbour solicitations: the same answered, each twice.
+    let good: Ipv6Addr = "2001:2:0:30::1".parse().unwrap();
+    assert_eq!(kernel.2, [good, good], "the kernel's answers");
+    assert_eq!(ours.2, kernel.2, "neighbour advertisements differ");
     // Forwarded frames: identical bytes (hop limit, both MACs), each seen twice.
-    assert_eq!(kernel.0.len(), 4, "kernel forwarded: {}", kernel.0.len());
+    assert_eq!(kernel.0.len(), 6, "kernel forwarded: {}", kernel.0.len());
     assert_eq!(ours.0, kernel.0, "forwarded bytes differ");
     // ICMPv6 errors: same type, code, MTU, source address and quoted packet.
     let (mut k, mut o) = (kernel.1.clone(), ours.1.clone());
