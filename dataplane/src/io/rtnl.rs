@@ -788,6 +788,17 @@ mod tests {
     use super::*;
     use netlink_packet_route::route::{RouteNextHop, RouteProtocol};
 
+    /// `m` as the kernel sends it: an RTM_NEWROUTE message's bytes.
+    fn new_route_bytes(m: RouteMessage) -> Vec<u8> {
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST;
+        let mut nm = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::NewRoute(m)));
+        nm.finalize();
+        let mut b = vec![0u8; nm.buffer_len()];
+        nm.serialize(&mut b);
+        b
+    }
+
     fn rule(priority: u32, table: u32, selective: bool) -> Rule {
         Rule { v6: false, priority, table, selective, l3mdev: false }
     }
@@ -909,12 +920,7 @@ mod tests {
             h
         };
         m.attributes.push(RouteAttribute::MultiPath(vec![hop("198.18.30.2", 4, 0), hop("198.18.30.3", 4, 1)]));
-        let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST;
-        let mut nm = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::NewRoute(m)));
-        nm.finalize();
-        let mut b = vec![0u8; nm.buffer_len()];
-        nm.serialize(&mut b);
+        let b = new_route_bytes(m);
         let Some(Message::Event(Event::Route4 { add: true, route })) = parse(&b) else { panic!("{:?}", parse(&b)) };
         assert_eq!((route.table, route.metric, route.mtu, route.protocol), (254, 20, 1400, 12));
         assert_eq!(route.prefix.to_string(), "198.19.0.0/16");
@@ -934,12 +940,7 @@ mod tests {
             m.header.kind = RouteType::Unicast;
             m.attributes.push(RouteAttribute::Destination(RouteAddress::Inet("198.51.100.0".parse().unwrap())));
             m.attributes.extend(attrs);
-            let mut header = NetlinkHeader::default();
-            header.flags = NLM_F_REQUEST;
-            let mut nm = NetlinkMessage::new(header, NetlinkPayload::from(RouteNetlinkMessage::NewRoute(m)));
-            nm.finalize();
-            let mut b = vec![0u8; nm.buffer_len()];
-            nm.serialize(&mut b);
+            let b = new_route_bytes(m);
             let Some(Message::Event(Event::Route4 { route, .. })) = parse(&b) else { panic!("{:?}", parse(&b)) };
             route
         };

@@ -696,6 +696,13 @@ mod tests {
     /// Tables, IPv4 neighbours, state, IPv6 neighbours.
     type World = (RouterTables, NeighborTable, RouterState, NeighborTable6);
 
+    /// A world of tables `t` and the neighbour tables, with a state fitted to `t`.
+    fn fitted(t: RouterTables, n: NeighborTable, n6: NeighborTable6) -> World {
+        let mut st = RouterState::new(0, 10);
+        st.fit(&t);
+        (t, n, st, n6)
+    }
+
     fn world() -> World {
         let ports = vec![
             PortSpec {
@@ -720,9 +727,7 @@ mod tests {
         let n = NeighborTable::new(64);
         n.insert(ip("198.18.30.2"), GW, P_ETH4, false).unwrap();
         n.insert(ip("198.18.10.1"), H1, P_ETH5, false).unwrap();
-        let mut st = RouterState::new(0, 10);
-        st.fit(&t);
-        (t, n, st, NeighborTable6::new6(64))
+        fitted(t, n, NeighborTable6::new6(64))
     }
 
     fn udp(src: &str, dst: &str, ttl: u8, payload: usize) -> Vec<u8> {
@@ -785,9 +790,7 @@ mod tests {
         ];
         let t = RouterTables::build_mirrored(t.ports.clone(), &routes, &[], crate::l3::fib::no_advice).unwrap();
         n.insert(ip("198.18.30.3"), H1, P_ETH4, false).unwrap();
-        let mut st = RouterState::new(0, 10);
-        st.fit(&t);
-        (t, n, st, n6)
+        fitted(t, n, n6)
     }
 
     #[test]
@@ -879,9 +882,7 @@ mod tests {
         let gw = RouteTarget::Via6 { gw: "fe80::9".parse().unwrap(), dev: Some(P_ETH4) };
         let statics = [("198.19.0.0/16".parse().unwrap(), gw), ("203.0.113.0/24".parse().unwrap(), gw)];
         let t = RouterTables::build(t.ports.clone(), &statics).unwrap();
-        let mut st = RouterState::new(0, 10);
-        st.fit(&t);
-        (t, n, st, n6)
+        fitted(t, n, n6)
     }
 
     #[test]
