@@ -24,6 +24,18 @@ fn kernel_rig() -> Rig {
     r
 }
 
+/// The dual-stack router rig with the box's IPv4 addresses in its kernel and the kernel's
+/// forwarding off for both families.
+fn kernel_rig6() -> Rig {
+    let r = Rig::router6(1).unwrap();
+    for (a, dev) in [("198.18.10.2/24", "eth5"), ("198.18.30.1/24", "eth4")] {
+        r.boxns.ip(&["addr", "add", a, "dev", dev]).unwrap();
+    }
+    r.boxns.write_file("/proc/sys/net/ipv6/conf/all/forwarding", "0").unwrap();
+    r.boxns.write_file("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
+    r
+}
+
 fn start(r: &Rig, control: &str) -> XfwdProcess {
     r.start_xfwd(XFWD, &["router", "--config", KERNEL_CONFIG, "--control", control]).unwrap()
 }
@@ -255,15 +267,10 @@ fn ipv6_routes_and_neighbours_come_from_the_kernel_too() {
         return;
     }
     let _g = serial();
-    let r = Rig::router6(1).unwrap();
+    let r = kernel_rig6();
     for (a, dev) in [("2001:2:0:10::2/64", "eth5"), ("2001:2:0:30::1/64", "eth4")] {
         r.boxns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"]).unwrap();
     }
-    for (a, dev) in [("198.18.10.2/24", "eth5"), ("198.18.30.1/24", "eth4")] {
-        r.boxns.ip(&["addr", "add", a, "dev", dev]).unwrap();
-    }
-    r.boxns.write_file("/proc/sys/net/ipv6/conf/all/forwarding", "0").unwrap();
-    r.boxns.write_file("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
     let control = control_path("kf-v6");
     let mut x = start(&r, &control);
     Rig::ping_until(&r.h1, "2001:2:0:30::2", Duration::from_secs(5)).unwrap();
@@ -289,12 +296,7 @@ fn an_ipv4_route_through_an_ipv6_gateway_in_the_kernel_is_forwarded_by_xfwd() {
         return;
     }
     let _g = serial();
-    let r = Rig::router6(1).unwrap();
-    for (a, dev) in [("198.18.10.2/24", "eth5"), ("198.18.30.1/24", "eth4")] {
-        r.boxns.ip(&["addr", "add", a, "dev", dev]).unwrap();
-    }
-    r.boxns.write_file("/proc/sys/net/ipv6/conf/all/forwarding", "0").unwrap();
-    r.boxns.write_file("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
+    let r = kernel_rig6();
     // h2 is the gateway, known by a link-local address only, and holds 198.19.5.1 behind it.
     r.h2.ip(&["-6", "addr", "add", "fe80::99/64", "dev", "eth0", "nodad"]).unwrap();
     r.h2.ip(&["addr", "add", "198.19.5.1/32", "dev", "lo"]).unwrap();
@@ -302,7 +304,7 @@ fn an_ipv4_route_through_an_ipv6_gateway_in_the_kernel_is_forwarded_by_xfwd() {
     let control = control_path("kf-5549");
     let mut x = start(&r, &control);
     Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
-    let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.19.5.1"]);
+    let out = ping(&r.h1, &["-c", "1", "-W", "5", "198.19.5.1"]);
     assert!(out.contains("No route") || out.contains("Unreachable"), "no route yet: {out}");
     r.boxns.ip(&["route", "add", "198.19.5.0/24", "via", "inet6", "fe80::99", "dev", "eth4"]).unwrap();
     let routes = routes_until(&control, |s| s.contains("198.19.5.0/24"));
@@ -319,7 +321,7 @@ fn an_ipv4_route_through_an_ipv6_gateway_in_the_kernel_is_forwarded_by_xfwd() {
     assert!(sent(&s, 1) - sent(&before, 1) >= common::answered(&out), "eth4 sent the requests");
     r.boxns.ip(&["route", "del", "198.19.5.0/24"]).unwrap();
     routes_until(&control, |s| !s.contains("198.19.5.0/24"));
-    let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.19.5.1"]);
+    let out = ping(&r.h1, &["-c", "1", "-W", "5", "198.19.5.1"]);
     assert!(out.contains("No route") || out.contains("Unreachable"), "{out}");
     stop_clean(&mut x);
 }

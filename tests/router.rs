@@ -345,8 +345,11 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
 type Observed = (Vec<Vec<u8>>, Vec<(u8, u8, u32, Ipv4Addr, Vec<u8>)>);
 
 fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
-    let at_h1 = capture(r.h1.name(), "eth0", Duration::from_millis(2500));
-    let at_h2 = capture(r.h2.name(), "eth0", Duration::from_millis(2500));
+    // The captures run 4 s past the second send: on a loaded machine the frames an arm holds
+    // while it resolves its next hop, and the answers, can take seconds to come out.
+    let window = Duration::from_millis(5000);
+    let at_h1 = capture(r.h1.name(), "eth0", window);
+    let at_h2 = capture(r.h2.name(), "eth0", window);
     // Give ARP a moment in either arm: send each frame twice, a second apart; compare the last.
     send_raw(r.h2.name(), "eth0", frames.to_vec());
     std::thread::sleep(Duration::from_millis(1000));

@@ -138,8 +138,11 @@ fn hop_limit_no_route_packet_too_big_and_unresolvable_get_their_icmpv6_errors() 
 type Observed = (Vec<Vec<u8>>, Vec<(u8, u8, u32, Ipv6Addr, Vec<u8>)>, Vec<Ipv6Addr>);
 
 fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
-    let at_h1 = capture(r.h1.name(), "eth0", Duration::from_millis(2500));
-    let at_h2 = capture(r.h2.name(), "eth0", Duration::from_millis(2500));
+    // The captures run 4 s past the second send: on a loaded machine the frames an arm holds
+    // while it resolves its next hop, and the answers, can take seconds to come out.
+    let window = Duration::from_millis(5000);
+    let at_h1 = capture(r.h1.name(), "eth0", window);
+    let at_h2 = capture(r.h2.name(), "eth0", window);
     // Give neighbour discovery a moment in either arm: send each frame twice, a second apart.
     send_raw(r.h2.name(), "eth0", frames.to_vec());
     std::thread::sleep(Duration::from_millis(1000));
