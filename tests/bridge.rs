@@ -24,7 +24,7 @@ fn ping_arp_and_tcp_cross_through_af_xdp() {
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
     assert!(xdp_attached(&r), "no XDP program on the box's ports while xfwd runs");
 
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     r.h2.exec(&["ping", "-c", "3", "-i", "0.2", "-W", "1", rig::H1_ADDR]).unwrap();
 
     // ARP resolved across the bridge: h1 knows h2's real MAC, and the bridge learnt both.
@@ -78,7 +78,7 @@ fn two_queues_two_workers_forward_on_both_queues() {
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--queues", "2", "--control", &control]).unwrap();
     let table: Vec<Vec<&str>> = x.seen.iter().map(|l| l.split_whitespace().collect()).collect();
     assert!(table.contains(&vec!["0", "0"]) && table.contains(&vec!["1", "1"]), "queue→core table: {:#?}", x.seen);
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     // Two flows, client k pinned to CPU k: XPS puts flow k on h1's TX queue k = box eth4 queue k.
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 2, 2).unwrap();
     assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
@@ -141,13 +141,13 @@ fn sigkill_and_sigterm_leave_nothing_attached_and_restart_is_immediate() {
     let r = Rig::bridge(1).unwrap();
     let control = control_path("kill");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     x.stop(libc::SIGKILL, Duration::from_secs(5)).unwrap();
     // The bpf_link dies with the process: no detach step ran, yet nothing is left.
     assert!(!xdp_attached(&r), "XDP program left attached after SIGKILL");
     // Restart at once: the kernel may still be releasing the dead process's sockets.
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     stop_clean(&mut x);
     assert!(!xdp_attached(&r), "XDP program left attached after SIGTERM");
 }
@@ -341,7 +341,7 @@ fn zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_u
     x.collect();
     assert!(x.seen.iter().any(|l| l.contains("AF_XDP copy mode")), "{:#?}", x.seen);
     assert!(x.seen.iter().any(|l| l.contains("eth4: no AF_XDP zero-copy in its driver")), "{:#?}", x.seen);
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     stop_clean(&mut x);
 
     // Huge pages: none reserved, refused with what to do; reserved, the UMEM takes them.
@@ -358,7 +358,7 @@ fn zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_u
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--huge-pages", "--control", &c]).unwrap();
     // One worker, two ports, 8,192 frames of 2 KiB: 16 MiB, eight 2 MiB pages.
     assert_eq!(free - huge_pages_free(), 8, "the UMEM is on huge pages");
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     r.h2.exec(&["ping", "-c", "20", "-i", "0.01", "-W", "1", rig::H1_ADDR]).unwrap();
     stop_clean(&mut x);
 }
@@ -402,7 +402,7 @@ fn rt_priority_puts_the_workers_alone_under_sched_fifo() {
             None => "xfwd: workers are normal threads".to_owned(),
         };
         assert!(x.seen.iter().any(|l| l.starts_with(&said)), "{args:?}: {:#?}", x.seen);
-        Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+        Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
         let threads = thread_policies(x.proc.child.id());
         assert!(threads.len() >= 3, "{threads:?}");
         for (name, policy, prio) in &threads {
@@ -441,7 +441,7 @@ fn one_queue_fed_from_two_cpus_keeps_two_workers_busy_with_per_cpu_sockets() {
     );
     let table: Vec<Vec<&str>> = x.seen.iter().map(|l| l.split_whitespace().collect()).collect();
     assert!(table.contains(&vec!["0", "0"]) && table.contains(&vec!["1", "1"]), "worker tables: {:#?}", x.seen);
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     // The rule itself, whatever the load: a frame sent from CPU k reaches eth4 on CPU k (a
     // one-queue veth hands it over on the sending CPU, where generic XDP runs) and goes to
     // worker k. 50 echo requests from a ping pinned to each CPU: each worker takes its own.
@@ -523,7 +523,7 @@ fn the_smallest_rings_carry_tcp_and_account_for_every_frame() {
             ],
         )
         .unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     // Rings of one batch: the fill ring holds 64 frames of the UMEM's 8,192 and the TX ring
     // takes 64 at most; a TCP transfer still goes through, every frame sent or counted.
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 2, 1, 2).unwrap();

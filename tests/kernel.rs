@@ -35,7 +35,7 @@ fn kernel_router_forwards_and_leaves_the_box_as_it_found_it() {
     let before = snapshot(&r);
     let mut k = r.start_xfwd(XFWD, &["kernel", "router", "--config", RIG_CONFIG]).unwrap();
     assert!(k.seen.iter().any(|l| l.trim() == "ip addr add 198.18.10.2/24 dev eth5"), "{:#?}", k.seen);
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let fwd = r.boxns.exec(&["sysctl", "-n", "net.ipv4.ip_forward"]).unwrap();
     assert_eq!(String::from_utf8_lossy(&fwd.stdout).trim(), "1");
     let st = k.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap();
@@ -46,7 +46,7 @@ fn kernel_router_forwards_and_leaves_the_box_as_it_found_it() {
     // --keep applies and exits; undo removes it.
     let out = r.boxns.command(XFWD).args(["kernel", "router", "--config", RIG_CONFIG, "--keep"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let out = r.boxns.command(XFWD).args(["kernel", "undo", "router", "--config", RIG_CONFIG]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(snapshot(&r), before, "the box changed after --keep and undo");
@@ -61,13 +61,13 @@ fn kernel_bridge_bridges_and_leaves_the_box_as_it_found_it() {
     let r = Rig::bridge(1).unwrap();
     let before = snapshot(&r);
     let mut k = r.start_xfwd(XFWD, &["kernel", "bridge", "eth4", "eth5"]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     assert!(k.stop(libc::SIGTERM, Duration::from_secs(10)).unwrap().success());
     assert_eq!(snapshot(&r), before, "the box changed");
 
     let out = r.boxns.command(XFWD).args(["kernel", "bridge", "eth4", "eth5", "--keep"]).output().unwrap();
     assert!(out.status.success());
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let out = r.boxns.command(XFWD).args(["kernel", "undo", "bridge"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(snapshot(&r), before, "the box changed after --keep and undo");

@@ -71,7 +71,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     let control = control_path("kf-basic");
     let mut x = start(&r, &control);
     // Connected routes from the kernel's addresses; the kernel resolves the neighbours.
-    Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
     let routes = show(&control, "routes");
     assert!(routes.contains("198.18.30.0/24 dev eth4 src 198.18.30.1 proto kernel"), "{routes}");
     assert!(routes.contains("local 198.18.30.1/32 dev eth4 proto kernel table local"), "{routes}");
@@ -86,7 +86,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     r.boxns.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.30.2", "proto", "static"]).unwrap();
     let routes = routes_until(&control, |s| s.contains("198.19.0.0/16"));
     assert!(routes.contains("198.19.0.0/16 via 198.18.30.2 dev eth4 src 198.18.30.1 proto static"), "{routes}");
-    Rig::ping_until(&r.h1, "198.19.1.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.19.1.1", common::PATH_UP).unwrap();
 
     // The kernel's route types, answered as the kernel answers them.
     r.boxns.ip(&["route", "add", "prohibit", "198.19.1.0/24"]).unwrap();
@@ -103,7 +103,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     assert!(out.contains("100% packet loss") && !out.contains("From "), "blackhole: silent: {out}");
     r.boxns.ip(&["route", "del", "198.19.1.0/24"]).unwrap();
     routes_until(&control, |s| !s.contains("198.19.1.0/24"));
-    Rig::ping_until(&r.h1, "198.19.1.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.19.1.1", common::PATH_UP).unwrap();
 
     // A route out of an interface xfwd does not own: nobody forwards it.
     r.boxns.ip(&["link", "add", "other0", "type", "veth", "peer", "name", "other1"]).unwrap();
@@ -121,7 +121,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     r.boxns.ip(&["nexthop", "add", "id", "7", "via", "198.18.30.2", "dev", "eth4"]).unwrap();
     r.boxns.ip(&["route", "add", "198.18.40.0/24", "nhid", "7"]).unwrap();
     routes_until(&control, |s| s.contains("198.18.40.0/24 via 198.18.30.2"));
-    Rig::ping_until(&r.h1, "198.18.40.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.40.1", common::PATH_UP).unwrap();
     r.boxns.ip(&["nexthop", "del", "id", "7"]).unwrap();
     routes_until(&control, |s| !s.contains("198.18.40.0/24"));
     let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.18.40.1"]);
@@ -131,7 +131,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     r.h2.ip(&["addr", "add", "198.18.41.1/32", "dev", "lo"]).unwrap();
     r.boxns.ip(&["route", "add", "198.18.41.0/24", "via", "198.18.30.2", "mtu", "1300"]).unwrap();
     routes_until(&control, |s| s.contains("198.18.41.0/24 via 198.18.30.2 dev eth4 src 198.18.30.1 mtu 1300"));
-    Rig::ping_until(&r.h1, "198.18.41.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.41.1", common::PATH_UP).unwrap();
     let out = ping(&r.h1, &["-c", "1", "-W", "1", "-M", "do", "-s", "1400", "198.18.41.1"]);
     assert!(out.contains("Frag needed and DF set (mtu = 1300)"), "{out}");
 
@@ -273,11 +273,11 @@ fn ipv6_routes_and_neighbours_come_from_the_kernel_too() {
     }
     let control = control_path("kf-v6");
     let mut x = start(&r, &control);
-    Rig::ping_until(&r.h1, "2001:2:0:30::2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "2001:2:0:30::2", common::PATH_UP).unwrap();
     r.boxns.ip(&["-6", "route", "add", "2001:2:0:1000::/52", "via", "2001:2:0:30::2"]).unwrap();
     let routes = routes_until(&control, |s| s.contains("2001:2:0:1000::/52"));
     assert!(routes.contains("2001:2:0:1000::/52 via 2001:2:0:30::2 dev eth4"), "{routes}");
-    Rig::ping_until(&r.h1, "2001:2:0:1000::2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "2001:2:0:1000::2", common::PATH_UP).unwrap();
     r.boxns.ip(&["-6", "route", "del", "2001:2:0:1000::/52"]).unwrap();
     routes_until(&control, |s| !s.contains("2001:2:0:1000::/52"));
     let out = ping(&r.h1, &["-c", "1", "-W", "1", "2001:2:0:1000::2"]);
@@ -303,13 +303,13 @@ fn an_ipv4_route_through_an_ipv6_gateway_in_the_kernel_is_forwarded_by_xfwd() {
     r.h1.ip(&["route", "add", "198.19.5.0/24", "via", "198.18.10.2"]).unwrap();
     let control = control_path("kf-5549");
     let mut x = start(&r, &control);
-    Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
     let out = ping(&r.h1, &["-c", "1", "-W", "5", "198.19.5.1"]);
     assert!(out.contains("No route") || out.contains("Unreachable"), "no route yet: {out}");
     r.boxns.ip(&["route", "add", "198.19.5.0/24", "via", "inet6", "fe80::99", "dev", "eth4"]).unwrap();
     let routes = routes_until(&control, |s| s.contains("198.19.5.0/24"));
     assert!(routes.contains("198.19.5.0/24 via inet6 fe80::99 dev eth4"), "{routes}");
-    Rig::ping_until(&r.h1, "198.19.5.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.19.5.1", common::PATH_UP).unwrap();
     let n = show(&control, "neighbors");
     assert!(n.contains("fe80::99 dev eth4"), "the gateway's MAC, found by neighbour discovery: {n}");
     let before = stats(&control);
@@ -394,7 +394,7 @@ fn a_routing_daemon_drives_xfwd_through_the_kernel() {
     until(Duration::from_secs(30), "BGP route in the box's kernel", || kernel_has("198.18.200.0/24"));
     let routes = routes_until(&control, |s| s.contains("198.18.200.0/24"));
     assert!(routes.contains("198.18.200.0/24 via 198.18.30.2 dev eth4") && routes.contains("proto bird"), "{routes}");
-    Rig::ping_until(&r.h1, "198.18.200.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.200.1", common::PATH_UP).unwrap();
 
     // A flap of a thousand routes under a TCP flow: no stall, no crash.
     let mirrored = || stats(&control).kernel.unwrap().routes;
@@ -411,7 +411,7 @@ fn a_routing_daemon_drives_xfwd_through_the_kernel() {
         tcp.join().unwrap().unwrap()
     });
     assert!(flows.flows_bps.iter().all(|&b| b > 0.0), "{:?}", flows.flows_bps);
-    Rig::ping_until(&r.h1, "198.18.200.1", Duration::from_secs(2)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.200.1", common::PATH_UP).unwrap();
 
     // Withdrawn by the daemon: Net Unreachable within a second of the kernel's removal.
     birdc(&r.h2, &ctl2, &["disable", "announce"]);
@@ -467,7 +467,7 @@ fn an_overrun_resynchronises_and_leaves_the_kernels_routes_whole() {
     assert_eq!(k.routes, before + 4096, "every route mirrored in the end: {k:?}");
     assert!(k.overruns >= 1 && k.resyncs >= 1, "the burst overran the socket and was recovered by a resync: {k:?}");
     // Forwarded by the last of them.
-    Rig::ping_until(&r.h1, "198.19.63.253", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.19.63.253", common::PATH_UP).unwrap();
     let s = stats(&control);
     let text = show(&control, "stats");
     assert!(text.contains("kernel routes:") && text.contains("after overruns"), "{text}");
@@ -504,6 +504,6 @@ fn policy_rules_the_mirror_cannot_follow_are_refused_at_start() {
     }
     let control = control_path("kf-rules-moved");
     let mut x = r.start_xfwd(XFWD, &["router", "--config", KERNEL_CONFIG, "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
     stop_clean(&mut x);
 }

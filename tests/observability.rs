@@ -42,7 +42,7 @@ fn loop_accounting_adds_up_to_the_wall_time_and_counts_every_frame() {
     let r = Rig::bridge(1).unwrap();
     let control = control_path("loop");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
 
     // Each snapshot is taken between two instants: the wall time the accounting covers from
     // one to the other lies between the inner and the outer interval, give or take what the
@@ -141,7 +141,7 @@ fn monitor_samples_the_workers_loop_accounting_beside_the_cpu() {
     let r = Rig::bridge(1).unwrap();
     let control = control_path("monitor");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let dir = std::env::temp_dir().join(format!("xfwd-monitor-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("box.json");
@@ -216,7 +216,7 @@ fn metrics_pass_promtool_and_the_python_parser_and_counters_only_grow() {
     let addr = format!("127.0.0.1:{port}");
     let mut x = r.start_xfwd(XFWD, &["router", "--config", config, "--control", &control, "--metrics", &addr]).unwrap();
     assert!(x.seen.iter().any(|l| l.contains(&format!("metrics on http://{addr}/metrics"))), "{:?}", x.seen);
-    Rig::ping_until(&r.h1, "198.18.30.2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
     // Traffic through the router during both scrapes, and some for the drop counters (no route).
     let h1 = r.h1.name().to_owned();
     let pinger = std::thread::spawn(move || {
@@ -307,7 +307,7 @@ fn metrics_survive_many_slow_and_malformed_clients_and_forwarding_goes_on() {
     let port = metrics_port();
     let addr = format!("127.0.0.1:{port}");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control, "--metrics", &addr]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let ns = r.boxns.name().to_owned();
 
     // The cap: with 64 connections open and silent, one more is closed at once, and counted.
@@ -556,7 +556,7 @@ fn top_shows_the_ports_and_a_changing_rate_in_a_terminal_and_plain_lines_in_a_pi
     let r = Rig::bridge(1).unwrap();
     let control = control_path("top");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
 
     // Not a terminal: plain blocks, one per refresh.
     let plain = Command::new(XFWD)

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{control_path, root_or_skip, serial, show, stats, stop_clean, xdp, XFWD};
 use xfwd::rig::{self, Rig};
 
@@ -56,7 +54,7 @@ fn the_bridge_runs_without_capabilities_after_start() {
         x.seen
     );
     assert_unprivileged(x.proc.child.id(), 0);
-    Rig::ping_until(&r.h1, "198.18.0.2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "198.18.0.2", common::PATH_UP).unwrap();
     // The counters map is still read through the fd held since start.
     let s = stats(&control);
     assert!(xdp(&s, 0, "redirected") > 0, "{:?}", s.ports[0].xdp);
@@ -91,8 +89,8 @@ fn the_router_switched_to_nobody_forwards_answers_and_reloads() {
     );
     assert_unprivileged(x.proc.child.id(), 65534);
     // ARP from the packet sockets, forwarding, ping of the router itself, TCP.
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
-    Rig::ping_until(&r.h2, "198.18.30.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
+    Rig::ping_until(&r.h2, "198.18.30.1", common::PATH_UP).unwrap();
     let tcp = rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 1, 1, 1).unwrap();
     assert!(tcp.gbps() > 0.0);
     assert!(show(&control, "neighbors").contains("198.18.10.1 dev eth5"));
@@ -104,7 +102,7 @@ fn the_router_switched_to_nobody_forwards_answers_and_reloads() {
         + "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"198.18.10.1\"\n";
     std::fs::write(&config, text).unwrap();
     x.proc.signal(libc::SIGHUP);
-    Rig::ping_until(&r.h2, "198.19.1.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.19.1.1", common::PATH_UP).unwrap();
     x.collect();
     assert!(x.seen.iter().any(|l| l.starts_with("xfwd: reloaded")), "{:#?}", x.seen);
 
@@ -157,7 +155,7 @@ fn the_documented_capabilities_are_enough() {
         let mut x = r.start_xfwd("setpriv", &args).unwrap();
         x.collect(); // warnings arrive on their own pipe
         assert!(x.seen.iter().any(|l| l.starts_with(said)), "{caps}: {:#?}", x.seen);
-        Rig::ping_until(&r.h1, "198.18.0.2", Duration::from_secs(5)).unwrap();
+        Rig::ping_until(&r.h1, "198.18.0.2", common::PATH_UP).unwrap();
         assert_unprivileged(x.proc.child.id(), 0);
         stop_clean(&mut x);
     }

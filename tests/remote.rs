@@ -22,7 +22,7 @@ fn load_monitor_and_report_across_namespaces() {
     let dir = std::env::temp_dir().join(format!("xfwd-remote-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut kernel = r.start_xfwd(XFWD, &["kernel", "router", "--config", RIG_CONFIG]).unwrap();
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let mon_file = dir.join("box.json");
     let monitor = r
         .boxns

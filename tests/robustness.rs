@@ -40,7 +40,7 @@ fn kill_9_a_hundred_times_under_traffic_leaves_nothing_and_every_restart_succeed
     eprintln!("slowest start after kill -9: {slowest:?}");
     // And it still forwards.
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h2, rig::H1_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, rig::H1_ADDR, common::PATH_UP).unwrap();
     common::stop_clean(&mut x);
 }
 
@@ -53,13 +53,13 @@ fn a_port_that_goes_down_and_up_is_reported_once_and_forwards_again_a_deleted_on
     let r = Rig::bridge(1).unwrap();
     let control = control_path("flap");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     // h2's side goes down: the box's eth5 loses carrier.
     r.h2.ip(&["link", "set", "eth0", "down"]).unwrap();
     std::thread::sleep(Duration::from_millis(2500));
     r.h2.ip(&["link", "set", "eth0", "up"]).unwrap();
     let back = Instant::now();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(10)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let recovered = back.elapsed();
     std::thread::sleep(Duration::from_millis(1500));
     x.collect();
@@ -267,7 +267,7 @@ fn a_million_random_source_macs_keep_the_fdb_at_its_bound_and_a_known_flow_forwa
     let r = Rig::bridge(1).unwrap();
     let control = control_path("macflood");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--fdb-size", "4096", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     // The hosts' own ARP stays out of the known flow's fate: each knows the other for good.
     pin_neighbour(&r.h1, rig::H2_ADDR, &common::mac_of(&r.h2, "eth0"));
     pin_neighbour(&r.h2, rig::H1_ADDR, &common::mac_of(&r.h1, "eth0"));
@@ -346,7 +346,7 @@ fn an_arp_flood_keeps_the_neighbour_table_bounded_and_resolved_flows_forwarding(
     // last counter read.
     let started = Instant::now();
     let mut x = r.start_xfwd(XFWD, &["router", "--config", config.to_str().unwrap(), "--control", &control]).unwrap();
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let box_mac = common::mac_of(&r.boxns, "eth4");
     // The hosts know the router's MACs for good: what is tested is xfwd's own neighbour table,
     // which must keep 198.18.10.1 resolved through the flood.
@@ -432,7 +432,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     // Without flow queues: they would keep the TX ring short (at most 4 batches), and this is
     // the test of a TX ring that stays full.
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--aqm", "codel", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let (hops0, s0) = (Hops::read(&r.h1, &r.boxns, &r.h2), common::stats(&control));
     // 64-byte frames from h1 to h2's MAC as fast as one trafgen CPU goes: more than a copy-mode
     // forwarder on this machine carries.
@@ -463,7 +463,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
 
     // Forwarding recovers once the load stops.
     let stopped = Instant::now();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(10)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let recovered = stopped.elapsed();
 
     // Every frame is followed hop by hop, exactly, from the generator to the sink, once xfwd
@@ -530,7 +530,7 @@ fn soak() {
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
     let control = control_path("soak");
     let mut x = r.start_xfwd(XFWD, &["router", "--config", config, "--control", &control]).unwrap();
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let pid = x.proc.child.id();
     let flow = {
         let (h1, h2) = (r.h1.name().to_owned(), r.h2.name().to_owned());
@@ -720,7 +720,7 @@ fn a_flood_through_the_flow_queues_is_shed_and_counted_while_a_ping_passes_it_an
         }));
     };
     add_hog(&mut hogs);
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let s0 = common::stats(&control);
     // One UDP flow of 1,400-byte frames from h1 to h2, generated on CPU 0: more than half a
     // core of xfwd sends, so its queue for eth5 overflows.
@@ -906,7 +906,7 @@ fn frames_still_queued_when_the_egress_is_down_at_exit_are_dropped_with_a_reason
     let r = Rig::bridge(1).unwrap();
     let control = control_path("fq-exit");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--aqm", "fq-codel", "--control", &control]).unwrap();
-    Rig::ping_until(&r.h1, rig::H2_ADDR, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let load = Flood::start(&r, "fq-exit", &udp_1400(&r), None);
     std::thread::sleep(Duration::from_millis(500));
     // The egress goes down under load: its TX ring stops draining and the flow queues in

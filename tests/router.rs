@@ -44,9 +44,9 @@ fn reference_topology_forwards_ping_and_four_tcp_flows_with_its_own_arp() {
     let control = control_path("rt-ref");
     let mut x = start(&r, RIG_CONFIG, &control, &["--queues", "2"]);
     // No static neighbours: the first packets wait for xfwd's own ARP.
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
-    Rig::ping_until(&r.h2, "198.18.11.1", Duration::from_secs(5)).unwrap();
-    Rig::ping_until(&r.h1, "198.18.31.2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
+    Rig::ping_until(&r.h2, "198.18.11.1", common::PATH_UP).unwrap();
+    Rig::ping_until(&r.h1, "198.18.31.2", common::PATH_UP).unwrap();
     let neighbors = show(&control, "neighbors");
     assert!(neighbors.contains(&format!("198.18.10.1 dev eth5 lladdr {}", mac_of(&r.h1, "eth0"))), "{neighbors}");
     assert!(neighbors.contains(&format!("198.18.30.2 dev eth4 lladdr {}", mac_of(&r.h2, "eth0"))), "{neighbors}");
@@ -82,7 +82,7 @@ fn ttl_one_gets_time_exceeded_and_unrouted_gets_net_unreachable_from_the_right_a
     let r = Rig::router(1).unwrap();
     let control = control_path("rt-icmp");
     let mut x = start(&r, RIG_CONFIG, &control, &[]);
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     // traceroute's first probe.
     let out = ping(&r.h2, &["-c", "1", "-W", "2", "-t", "1", "198.18.10.1"]);
     assert!(out.contains("From 198.18.30.1") && out.contains("Time to live exceeded"), "{out}");
@@ -113,8 +113,8 @@ fn the_router_answers_arp_and_ping_for_its_addresses_and_leaves_the_rest_to_the_
     let control = control_path("rt-arp");
     let mut x = start(&r, RIG_CONFIG, &control, &[]);
     r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
-    Rig::ping_until(&r.h2, "198.18.30.1", Duration::from_secs(5)).unwrap();
-    Rig::ping_until(&r.h2, "198.18.31.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.30.1", common::PATH_UP).unwrap();
+    Rig::ping_until(&r.h2, "198.18.31.1", common::PATH_UP).unwrap();
     let box_mac = mac_of(&r.boxns, "eth4");
     let neigh = r.h2.ip(&["neigh", "show", "198.18.30.1"]).unwrap();
     assert!(String::from_utf8_lossy(&neigh.stdout).contains(&box_mac), "h2's ARP entry for the router: {neigh:?}");
@@ -154,7 +154,7 @@ fn a_mac_or_mtu_changed_at_run_time_is_followed_announced_and_answered_with_icmp
     let r = Rig::router(1).unwrap();
     let control = control_path("rt-link");
     let mut x = start(&r, RIG_CONFIG, &control, &[]);
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     // The port facing h2 takes a new MAC while xfwd runs. h2 still has the old one in its
     // cache: xfwd's announcement (gratuitous ARP) moves it, and traffic flows to the new one.
     let new_mac = "02:00:00:00:44:45";
@@ -165,7 +165,7 @@ fn a_mac_or_mtu_changed_at_run_time_is_followed_announced_and_answered_with_icmp
         let out = r.h2.ip(&["neigh", "show", "198.18.30.1"]).unwrap();
         String::from_utf8_lossy(&out.stdout).contains(new_mac)
     });
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let s = stats(&control);
     let arp = |n: &str| s.arp.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
     assert!(arp("announcements-sent") >= 2, "one per address of eth4: {:?}", s.arp);
@@ -173,7 +173,7 @@ fn a_mac_or_mtu_changed_at_run_time_is_followed_announced_and_answered_with_icmp
     assert!(detail.contains("eth4 (ifindex") && detail.contains(new_mac), "{detail}");
     // Answers to ARP carry the new MAC too.
     r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let out = r.h2.ip(&["neigh", "show", "198.18.30.1"]).unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(new_mac), "{out:?}");
 
@@ -234,7 +234,7 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
     // h1 also answers on 198.19.1.1; h2 sends that prefix to the router, which has no route yet.
     r.h1.ip(&["addr", "add", "198.19.1.1/32", "dev", "lo"]).unwrap();
     r.h2.ip(&["route", "add", "198.19.1.0/24", "via", "198.18.30.1"]).unwrap();
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     let out = ping(&r.h2, &["-c", "1", "-W", "2", "198.19.1.1"]);
     assert!(out.contains("Destination Net Unreachable"), "before the reload: {out}");
 
@@ -306,7 +306,7 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
     assert!(eth4 >= data_frames, "eth4 received {eth4} frames, the flow's data takes {data_frames}");
     x.collect();
     assert_eq!(x.seen.iter().filter(|l| l.starts_with("xfwd: reloaded")).count(), 10, "{:#?}", x.seen);
-    Rig::ping_until(&r.h2, "198.19.1.1", Duration::from_secs(3)).unwrap();
+    Rig::ping_until(&r.h2, "198.19.1.1", common::PATH_UP).unwrap();
     assert!(show(&control, "routes").contains("198.19.1.0/24 via 198.18.10.1 dev eth5"));
 
     // A broken file is refused with its position; the running tables stay.
@@ -318,7 +318,7 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
         "{:#?}",
         x.seen
     );
-    Rig::ping_until(&r.h2, "198.19.1.1", Duration::from_secs(3)).unwrap();
+    Rig::ping_until(&r.h2, "198.19.1.1", common::PATH_UP).unwrap();
     // A change of addresses needs a restart.
     let text = std::fs::read_to_string(RIG_CONFIG).unwrap().replace("198.18.31.1/24", "198.18.32.1/24");
     std::fs::write(&config, text).unwrap();
@@ -527,7 +527,7 @@ fn per_cpu_sockets_route_answer_and_share_a_one_queue_port_between_two_workers()
     let control = control_path("rt-percpu");
     let mut x = start(&r, RIG_CONFIG, &control, &["--xdp-mode", "generic"]);
     assert!(x.seen.iter().any(|l| l.starts_with("xfwd: sockets per-cpu")), "{:#?}", x.seen);
-    Rig::ping_until(&r.h2, "198.18.10.1", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
     // Answers the router builds itself leave by the ingress port.
     let out = ping(&r.h2, &["-c", "3", "-i", "0.2", "-W", "2", "198.18.30.1"]);
     assert!(out.contains("3 received"), "echo to the router's address: {out}");

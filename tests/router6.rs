@@ -61,9 +61,9 @@ fn ping6_and_tcp_cross_both_ways_and_a_static_route_with_xfwds_own_neighbour_dis
     let mut x = start(&r, &control, &[]);
     // No static neighbours: the first packets wait for xfwd's own solicitations, and the
     // hosts resolve the router's addresses from its advertisements.
-    Rig::ping_until(&r.h2, H1, Duration::from_secs(5)).unwrap();
-    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
-    Rig::ping_until(&r.h1, H2_BEHIND, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h2, H1, common::PATH_UP).unwrap();
+    Rig::ping_until(&r.h1, H2, common::PATH_UP).unwrap();
+    Rig::ping_until(&r.h1, H2_BEHIND, common::PATH_UP).unwrap();
     let neighbors = show(&control, "neighbors");
     assert!(neighbors.contains(&format!("{H1} dev eth5 lladdr {}", mac_of(&r.h1, "eth0"))), "{neighbors}");
     assert!(neighbors.contains(&format!("{H2} dev eth4 lladdr {}", mac_of(&r.h2, "eth0"))), "{neighbors}");
@@ -71,7 +71,7 @@ fn ping6_and_tcp_cross_both_ways_and_a_static_route_with_xfwds_own_neighbour_dis
     // Router flag (an entry made from xfwd's own solicitation carries no flag, so it is
     // flushed first).
     r.h1.ip(&["-6", "neigh", "flush", "dev", "eth0"]).unwrap();
-    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, H2, common::PATH_UP).unwrap();
     let neigh = r.h1.ip(&["-6", "neigh", "show", "2001:2:0:10::2"]).unwrap();
     let neigh = String::from_utf8_lossy(&neigh.stdout).into_owned();
     assert!(neigh.contains(&mac_of(&r.boxns, "eth5")) && neigh.contains("router"), "h1's entry: {neigh}");
@@ -82,8 +82,8 @@ fn ping6_and_tcp_cross_both_ways_and_a_static_route_with_xfwds_own_neighbour_dis
     assert!(ndp("requests-sent") >= 1 && ndp("replies-sent") >= 2 && ndp("learnt") >= 2, "{:?}", s.ndp);
     assert!(ndp("glean-sent") >= 1, "the first ping waited for resolution and was then sent: {:?}", s.ndp);
     // The box's own addresses answer echo requests.
-    Rig::ping_until(&r.h2, "2001:2:0:30::1", Duration::from_secs(2)).unwrap();
-    Rig::ping_until(&r.h2, "2001:2:0:10::2", Duration::from_secs(2)).unwrap();
+    Rig::ping_until(&r.h2, "2001:2:0:30::1", common::PATH_UP).unwrap();
+    Rig::ping_until(&r.h2, "2001:2:0:10::2", common::PATH_UP).unwrap();
 
     // TCP across, the reference method's shape: two flows with fixed client ports.
     let tcp = rig::iperf3_tcp(&r.h1, &r.h2, H1, 2, 2, 1).unwrap();
@@ -106,7 +106,7 @@ fn hop_limit_no_route_packet_too_big_and_unresolvable_get_their_icmpv6_errors() 
     r.boxns.ip(&["link", "set", "eth4", "mtu", "1400"]).unwrap();
     let control = control_path("rt6-icmp");
     let mut x = start(&r, &control, &[]);
-    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, H2, common::PATH_UP).unwrap();
     // traceroute6's first probe: Time Exceeded from the address Linux would pick.
     let out = ping(&r.h1, &["-c", "1", "-W", "2", "-t", "1", H2]);
     assert!(out.contains("From 2001:2:0:10::2") && out.contains("Time exceeded: Hop limit"), "{out}");
@@ -310,7 +310,7 @@ fn sighup_applies_a_new_ipv6_route_and_static_neighbour() {
     let mut x = r.start_xfwd(XFWD, &["router", "--config", config.to_str().unwrap(), "--control", &control]).unwrap();
     // h2 also answers on 2001:2:0:2000::2, a prefix the router has no route for yet.
     r.h2.ip(&["-6", "addr", "add", "2001:2:0:2000::2/64", "dev", "eth0", "nodad"]).unwrap();
-    Rig::ping_until(&r.h1, H2, Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, H2, common::PATH_UP).unwrap();
     let out = ping(&r.h1, &["-c", "1", "-W", "2", "2001:2:0:2000::2"]);
     assert!(out.contains("Destination unreachable: No route"), "before the reload: {out}");
 
@@ -321,7 +321,7 @@ fn sighup_applies_a_new_ipv6_route_and_static_neighbour() {
     std::fs::write(&config, base.clone() + &extra).unwrap();
     x.proc.signal(libc::SIGHUP);
     wait_line(&mut x, "xfwd: reloaded", 0);
-    Rig::ping_until(&r.h1, "2001:2:0:2000::2", Duration::from_secs(5)).unwrap();
+    Rig::ping_until(&r.h1, "2001:2:0:2000::2", common::PATH_UP).unwrap();
     assert!(show(&control, "routes").contains(&format!("2001:2:0:2000::/52 via {H2} dev eth4")));
     // The ARP thread takes the static neighbour in its own time.
     let permanent = format!("{H2} dev eth4 lladdr {h2_mac} PERMANENT");
@@ -333,7 +333,7 @@ fn sighup_applies_a_new_ipv6_route_and_static_neighbour() {
     x.proc.signal(libc::SIGHUP);
     let refused = wait_line(&mut x, "xfwd: reload refused", 0);
     assert!(refused.contains("router.toml:") && refused.contains("say which interface"), "{refused}");
-    Rig::ping_until(&r.h1, "2001:2:0:2000::2", Duration::from_secs(3)).unwrap();
+    Rig::ping_until(&r.h1, "2001:2:0:2000::2", common::PATH_UP).unwrap();
     stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -13,6 +13,12 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Path of the binary under test.
 pub const XFWD: &str = env!("CARGO_BIN_EXE_xfwd");
 
+/// How long a test waits for a path to answer ping (`Rig::ping_until`): a bound on the path
+/// coming up, never a speed. A path that works returns at its first answer; a loaded machine
+/// can take seconds more than a quiet one (measured: 5 s passed without an answer to the first
+/// ping through a router just started, load average 92).
+pub const PATH_UP: Duration = Duration::from_secs(30);
+
 /// Takes the rig lock (rig tests share two cores; run them one at a time).
 pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
