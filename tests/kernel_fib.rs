@@ -51,7 +51,7 @@ fn routes_until(control: &str, f: impl Fn(&str) -> bool) -> String {
     let start = Instant::now();
     loop {
         let s = show(control, "routes");
-        if f(&s) || start.elapsed() > Duration::from_secs(5) {
+        if f(&s) || start.elapsed() > common::EVENTUALLY {
             return s;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -233,7 +233,7 @@ fn the_kernels_neighbour_entries_are_used_as_they_change() {
         .unwrap();
     let start_t = Instant::now();
     while !show(&control, "neighbors").contains("198.18.30.9 dev eth4 lladdr 02:00:00:00:30:09") {
-        assert!(start_t.elapsed() < Duration::from_secs(5), "{}", show(&control, "neighbors"));
+        assert!(start_t.elapsed() < common::EVENTUALLY, "{}", show(&control, "neighbors"));
         std::thread::sleep(Duration::from_millis(20));
     }
     let cap = common::capture(r.h2.name(), "eth0", Duration::from_millis(1500));
@@ -248,7 +248,7 @@ fn the_kernels_neighbour_entries_are_used_as_they_change() {
     r.boxns.ip(&["neigh", "del", "198.18.30.9", "dev", "eth4"]).unwrap();
     let start_t = Instant::now();
     while show(&control, "neighbors").contains("198.18.30.9 ") {
-        assert!(start_t.elapsed() < Duration::from_secs(5), "{}", show(&control, "neighbors"));
+        assert!(start_t.elapsed() < common::EVENTUALLY, "{}", show(&control, "neighbors"));
         std::thread::sleep(Duration::from_millis(20));
     }
     // Nobody answers for it now: the kernel fails it, and the waiting packet is answered.

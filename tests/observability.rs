@@ -81,7 +81,7 @@ fn loop_accounting_adds_up_to_the_wall_time_and_counts_every_frame() {
     assert!(d.frames >= 2_000 + answered, "{} frames counted for 2,000 requests and {answered} answers", d.frames);
     assert!(d.busy_ns() > 0 && d.ns_per_frame().is_some() && d.rounds_work > 0, "{d:?}");
     // Every frame received is in the accounting, once the last round with work is published.
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + common::EVENTUALLY;
     loop {
         let s = stats(&control);
         let received: u64 = s.ports.iter().map(|p| p.total.rx_frames).sum();
@@ -593,7 +593,7 @@ fn top_shows_the_ports_and_a_changing_rate_in_a_terminal_and_plain_lines_in_a_pi
     let line = |s: &str| s.lines().find(|l| l.starts_with("eth4 ")).map(str::to_owned).unwrap_or_default();
     assert_ne!(line(&a), line(&b), "the rate did not change between refreshes:\n{a}\n{b}");
     Command::new("tmux").args(["send-keys", "-t", &session.0, "q"]).status().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + common::EVENTUALLY;
     while session.alive() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -136,7 +136,7 @@ fn the_router_answers_arp_and_ping_for_its_addresses_and_leaves_the_rest_to_the_
     send_raw(r.h2.name(), "eth0", vec![udp.clone(), udp.clone(), udp]);
     // (The program counts them in the softirq that takes them in: on a loaded machine that can
     // run a while after the send, in ksoftirqd.)
-    common::until(Duration::from_secs(5), "3 more frames passed to the kernel", || {
+    common::until(common::EVENTUALLY, "3 more frames passed to the kernel", || {
         common::xdp(&stats(&control), 1, "pass-kernel") >= before + 3
     });
     let s = stats(&control);

@@ -19,6 +19,10 @@ pub const XFWD: &str = env!("CARGO_BIN_EXE_xfwd");
 /// ping through a router just started, load average 92).
 pub const PATH_UP: Duration = Duration::from_secs(30);
 
+/// How long a test waits for what must happen after it acts (a table change applied, counters
+/// settled, a process gone): a bound, never a speed. The wait ends as soon as it happens.
+pub const EVENTUALLY: Duration = Duration::from_secs(30);
+
 /// Takes the rig lock (rig tests share two cores; run them one at a time).
 pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
@@ -253,11 +257,11 @@ pub fn balance(s: &xfwd_dataplane::io::Report) -> (u64, u64) {
     (sum(|t| t.rx_frames), sum(|t| t.tx_frames) + sum(|t| t.dropped()))
 }
 
-/// Waits (up to 5 s) until every frame xfwd on `control` received was sent or dropped with a
+/// Waits (up to [`EVENTUALLY`]) until every frame xfwd on `control` received was sent or dropped with a
 /// reason (frames still in flight when traffic stops settle within a round or two); returns
 /// the last stats. Fails if they never balance.
 pub fn settled(control: &str) -> xfwd_dataplane::io::Report {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + EVENTUALLY;
     loop {
         let s = stats(control);
         let (rx, out) = balance(&s);
