@@ -62,6 +62,7 @@ pub mod kernel;
 pub mod memory;
 pub mod options;
 pub mod port;
+pub mod ring;
 pub mod rtnl;
 pub mod start;
 pub mod view;

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use xsk_rs::config::{BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
-use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+use xsk_rs::{CompQueue, FillQueue, RxQueue, Socket, TxQueue, Umem};
 
+use super::ring::{AfXdp, Xsk};
 use crate::stats::PoolGauges;
 use crate::wire::ethernet;
 
@@ -76,11 +77,11 @@ pub const MAX_MTU: u32 = FRAME_SIZE - XDP_HEADROOM - L2_OVERHEAD;
 
 /// One worker's own rings on one port: its socket's RX and TX rings.
 #[derive(Debug)]
-pub struct PortRings {
+pub struct PortRings<X: Xsk = AfXdp> {
     /// Received frames.
-    pub rx: RxQueue,
+    pub rx: X::Rx,
     /// Frames to send.
-    pub tx: TxQueue,
+    pub tx: X::Tx,
     /// The socket's fd (for kicks, poll and statistics).
     pub fd: RawFd,
     /// The UMEM the socket is bound with: an index into [`QueueSockets::pools`].
@@ -93,11 +94,11 @@ pub struct PortRings {
 /// queue, UMEM) and every socket bound there shares it (`XDP_SHARED_UMEM`), so the workers
 /// whose sockets are bound there share it too, under a lock of their own.
 #[derive(Debug)]
-pub struct FrameRings {
+pub struct FrameRings<X: Xsk = AfXdp> {
     /// Free frames handed to the kernel for receiving.
-    pub fill: FillQueue,
+    pub fill: X::Fill,
     /// Sent frames handed back.
-    pub comp: CompQueue,
+    pub comp: X::Comp,
 }
 
 /// Frames the kernel holds through one port's shared rings, counted by every member (atomic
@@ -116,14 +117,14 @@ pub struct InFlight {
 /// What the workers of one UMEM share: each port's fill and completion rings, and where the
 /// frames are ([`PoolGauges`]).
 #[derive(Debug)]
-pub struct Pool {
+pub struct Pool<X: Xsk = AfXdp> {
     /// Per port, in port order. Uncontended in the per-queue layout (one member).
-    pub rings: Box<[Mutex<FrameRings>]>,
+    pub rings: Box<[Mutex<FrameRings<X>>]>,
     /// Per port, in port order.
     pub in_flight: Box<[InFlight]>,
     /// Free frames no member holds: where a member with more than [`Pool::spill`] puts the
     /// rest, and where one short of frames finds some (room for every frame, from the start).
-    pub spare: Mutex<Vec<FrameDesc>>,
+    pub spare: Mutex<Vec<X::Desc>>,
     /// How many frames `spare` holds, set under its lock: lets a member skip the lock when
     /// there is nothing to take.
     pub spare_len: AtomicUsize,
@@ -139,15 +140,56 @@ pub struct Pool {
     pub sizes: RingSizes,
 }
 
+impl<X: Xsk> Pool<X> {
+    /// The pool of a UMEM whose `frames` are shared by `workers` (by queue number) over
+    /// `ports`, whose fill and completion rings are `rings` (in port order): the pool, and each
+    /// member's share of the frames. One member holds every frame; several start with half a
+    /// spill mark each, the rest spare (a member's share only ever leaves it through the spare
+    /// list). Each port's fill ring is kept topped up to half its share of the frames, so that
+    /// the rest is left for frames in flight to TX.
+    pub fn share_out(
+        rings: Vec<FrameRings<X>>,
+        mut frames: Vec<X::Desc>,
+        workers: &[u32],
+        ports: &[String],
+        sizes: RingSizes,
+    ) -> (Arc<Pool<X>>, Vec<Vec<X::Desc>>) {
+        let count = frames.len() as u32;
+        let fill_target = (count / ports.len().max(1) as u32 / 2).min(sizes.fill);
+        let (spill, share) = if workers.len() > 1 { (SPILL, SPILL / 2) } else { (usize::MAX, frames.len()) };
+        let mut spare = Vec::with_capacity(frames.len());
+        spare.extend(frames.drain((share * workers.len()).min(frames.len())..));
+        let gauges = Arc::new(PoolGauges::new(workers.to_vec(), ports.to_vec(), u64::from(count), spare.len() as u64));
+        let pool = Arc::new(Pool {
+            rings: rings.into_iter().map(Mutex::new).collect(),
+            in_flight: ports.iter().map(|_| InFlight::default()).collect(),
+            spare_len: AtomicUsize::new(spare.len()),
+            spare: Mutex::new(spare),
+            gauges,
+            fill_target,
+            spill,
+            sizes,
+        });
+        let shares = workers
+            .iter()
+            .map(|_| {
+                let rest = frames.split_off(frames.len().min(share));
+                std::mem::replace(&mut frames, rest)
+            })
+            .collect();
+        (pool, shares)
+    }
+}
+
 /// One worker's part of one UMEM: its share of the frames and the pool it shares.
 #[derive(Debug)]
-pub struct PoolShare {
+pub struct PoolShare<X: Xsk = AfXdp> {
     /// The UMEM (a handle on the one every member uses).
-    pub umem: Umem,
+    pub umem: X::Umem,
     /// This worker's share of the frames, all free.
-    pub frames: Vec<FrameDesc>,
+    pub frames: Vec<X::Desc>,
     /// The shared rings and accounting.
-    pub pool: Arc<Pool>,
+    pub pool: Arc<Pool<X>>,
     /// This worker's index among the pool's members.
     pub member: usize,
 }
@@ -155,19 +197,19 @@ pub struct PoolShare {
 /// One worker's sockets (one per port) and its part of each UMEM they are bound with: one
 /// UMEM for every port (per-queue layout), or one per port (per-CPU layout).
 #[derive(Debug)]
-pub struct QueueSockets {
+pub struct QueueSockets<X: Xsk = AfXdp> {
     /// The UMEMs.
-    pub pools: Vec<PoolShare>,
+    pub pools: Vec<PoolShare<X>>,
     /// Per port, in port order.
-    pub ports: Vec<PortRings>,
+    pub ports: Vec<PortRings<X>>,
     /// Whether every socket took the preferred-busy-polling options.
     pub busy_poll: bool,
 }
 
-impl QueueSockets {
+impl<X: Xsk> QueueSockets<X> {
     /// One worker's sockets made port by port ([`open`] over one port each), as one: the
     /// ports in the order given, each on its own UMEM.
-    pub fn join(parts: Vec<QueueSockets>) -> QueueSockets {
+    pub fn join(parts: Vec<QueueSockets<X>>) -> QueueSockets<X> {
         let mut all = QueueSockets { pools: Vec::new(), ports: Vec::new(), busy_poll: true };
         for part in parts {
             let base = all.pools.len();
@@ -266,7 +308,7 @@ pub fn open(
         .map_err(|e| OpenError::new(0, e.to_string()))?;
     let per_worker = frames_per_port * ports.len() as u32;
     let count = NonZeroU32::new(per_worker * workers.len() as u32).ok_or_else(|| OpenError::new(0, "no ports"))?;
-    let (umem, mut frames) = Umem::new(umem_cfg, count, opts.huge_pages).map_err(|e| {
+    let (umem, frames) = Umem::new(umem_cfg, count, opts.huge_pages).map_err(|e| {
         let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
         let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
         let kib = u64::from(count.get()) * u64::from(FRAME_SIZE) / 1024;
@@ -319,36 +361,18 @@ pub fn open(
         }
         members.push(rings);
     }
-    let rings: Box<[Mutex<FrameRings>]> = shared.into_iter().flatten().map(Mutex::new).collect();
-    // Keep half the frames for the fill rings, the rest for frames in flight to TX.
-    let fill_target = (count.get() / ports.len() as u32 / 2).min(opts.rings.fill);
-    // One member holds every frame; several start with half a spill mark each, the rest spare
-    // (a member's share only ever leaves it through the spare list).
-    let (spill, share) = if workers.len() > 1 { (SPILL, SPILL / 2) } else { (usize::MAX, frames.len()) };
-    let mut spare = Vec::with_capacity(frames.len());
-    spare.extend(frames.drain(share * workers.len()..));
-    let gauges =
-        Arc::new(PoolGauges::new(workers.to_vec(), ports.to_vec(), u64::from(count.get()), spare.len() as u64));
-    let pool = Arc::new(Pool {
-        rings,
-        in_flight: ports.iter().map(|_| InFlight::default()).collect(),
-        spare_len: AtomicUsize::new(spare.len()),
-        spare: Mutex::new(spare),
-        gauges,
-        fill_target,
-        spill,
-        sizes: opts.rings,
-    });
-    let mut out = Vec::with_capacity(workers.len());
-    for (member, rings) in members.into_iter().enumerate() {
-        let rest = frames.split_off(frames.len().min(share));
-        let mine = std::mem::replace(&mut frames, rest);
-        out.push(QueueSockets {
+    let rings: Vec<FrameRings> = shared.into_iter().flatten().collect();
+    let (pool, shares) = Pool::share_out(rings, frames, workers, ports, opts.rings);
+    let out = members
+        .into_iter()
+        .zip(shares)
+        .enumerate()
+        .map(|(member, (rings, mine))| QueueSockets {
             pools: vec![PoolShare { umem: umem.clone(), frames: mine, pool: Arc::clone(&pool), member }],
             ports: rings,
             busy_poll,
-        });
-    }
+        })
+        .collect();
     Ok((out, notes))
 }
 
