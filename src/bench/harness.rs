@@ -78,7 +78,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "router")]
     pub mode: Vec<BenchMode>,
     /// Arms, the baseline first: kernel, xfwd, xfwd:poll=busy (a variant), xfwd:fib=kernel
-    /// (xfwd forwarding by the kernel's routes: one configuration for both paths), wire.
+    /// (xfwd forwarding by the kernel's routes: one configuration for both paths),
+    /// xfwd:bin=PATH (another build of xfwd, to compare two builds in one run), wire.
     #[arg(long = "arm", value_delimiter = ',', default_value = "kernel,xfwd,wire")]
     pub arms: Vec<String>,
     /// Runs per arm.
@@ -122,6 +123,8 @@ pub struct BenchArgs {
 /// addresses and routes (as the kernel arm's, forwarding off) and xfwd mirrors them
 /// (`[fib] source = "kernel"`), so that both paths route by one configuration.
 const FIB_KERNEL: &str = "fib=kernel";
+/// How an arm's `bin=PATH` travels in its arguments (see `one_run`).
+const BIN: &str = "bin=";
 
 /// The router file of an xfwd arm with `fib=kernel`: the ports by name only.
 const RIG_KERNEL: &str = include_str!("../../config/examples/rig-kernel.toml");
@@ -167,6 +170,7 @@ impl Arm {
                         "huge-pages",
                         "rt-priority",
                         "fib",
+                        "bin",
                     ];
                     if !KEYS.contains(&k) {
                         bail!("--arm {s}: `{k}` is not an xfwd option here ({})", KEYS.join(", "));
@@ -176,6 +180,15 @@ impl Arm {
                         if v == "on" {
                             args.push("--huge-pages".to_owned());
                         }
+                        continue;
+                    }
+                    if k == "bin" {
+                        // Not an option of xfwd's either: which xfwd binary the arm runs (an
+                        // older build, to compare two builds in one run).
+                        if !Path::new(v).is_file() {
+                            bail!("--arm {s}: bin={v} is not a file (give the path of an xfwd binary)");
+                        }
+                        args.push(format!("{BIN}{v}"));
                         continue;
                     }
                     if k == "fib" {
@@ -646,9 +659,10 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
                     vec!["bridge".into(), "eth4".into(), "eth5".into()]
                 };
                 a.extend(["--queues".into(), b.args.queues.to_string(), "--control".into(), b.control.clone()]);
-                a.extend(extra.iter().filter(|e| *e != FIB_KERNEL).cloned());
+                a.extend(extra.iter().filter(|e| *e != FIB_KERNEL && !e.starts_with(BIN)).cloned());
                 let refs: Vec<&str> = a.iter().map(String::as_str).collect();
-                xfwd = Some(r.start_xfwd(&b.exe, &refs)?);
+                let exe = extra.iter().find_map(|e| e.strip_prefix(BIN)).unwrap_or(&b.exe);
+                xfwd = Some(r.start_xfwd(exe, &refs)?);
                 // How it attached and bound, from its own stats.
                 let json = crate::control::query(Path::new(&b.control), "stats-json")?;
                 let rep: xfwd_dataplane::io::Report = serde_json::from_str(&json).context("xfwd's stats JSON")?;
@@ -957,6 +971,10 @@ mod tests {
             Arm::Xfwd(vec![FIB_KERNEL.into(), "--poll".into(), "busy".into()])
         );
         assert_eq!(Arm::parse("xfwd:fib=config").unwrap(), Arm::Xfwd(Vec::new()));
+        // Another build of xfwd: the path travels to the run, which starts that binary.
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        assert_eq!(Arm::parse(&format!("xfwd:bin={exe}")).unwrap(), Arm::Xfwd(vec![format!("{BIN}{exe}")]));
+        assert!(Arm::parse("xfwd:bin=/nonexistent/xfwd").is_err());
         assert!(Arm::parse("xfwd:fib=bgp").is_err());
         assert!(Arm::parse("xfwd:fast=yes").is_err());
         assert!(Arm::parse("dpdk").is_err());
