@@ -17,9 +17,9 @@ use xfwd_dataplane::io::worker::{Decide, RouterDecide};
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
 use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
 use xfwd_dataplane::l3::tables::RouteTarget6;
+use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{
-    decide, decide6, prefetch, prefetch6, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState,
-    RouterTables,
+    decide, decide6, prefetch, prefetch6, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables,
 };
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
@@ -125,26 +125,8 @@ fn bench_fib6(c: &mut Criterion) {
 fn bench_router(c: &mut Criterion) {
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     let table = prefixes(ROUTES, &mut rng);
-    let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
-    let eth4 = MacAddr([2, 0, 0, 0, 4, 4]);
-    let ports = vec![
-        PortSpec {
-            name: "eth5".into(),
-            mac: eth5,
-            mtu: 1500,
-            addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
-            addrs6: Vec::new(),
-            link_local: None,
-        },
-        PortSpec {
-            name: "eth4".into(),
-            mac: eth4,
-            mtu: 1500,
-            addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)],
-            addrs6: Vec::new(),
-            link_local: None,
-        },
-    ];
+    let eth5 = xfwd_dataplane::l3::testing::ETH5;
+    let ports = reference_ports();
     let gateways: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
     let statics: Vec<(Prefix, RouteTarget)> =
         table.iter().enumerate().map(|(i, p)| (*p, RouteTarget::Via(gateways[i % 16]))).collect();
@@ -227,15 +209,7 @@ fn bench_router6(c: &mut Criterion) {
     let table = prefixes6(ROUTES, &mut rng);
     let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
     let eth4 = MacAddr([2, 0, 0, 0, 4, 4]);
-    let port = |name: &str, mac, a: &str| PortSpec {
-        name: name.into(),
-        mac,
-        mtu: 1500,
-        addrs: Vec::new(),
-        addrs6: vec![(a.parse().unwrap(), 64)],
-        link_local: None,
-    };
-    let ports = vec![port("eth5", eth5, "2001:2:0:10::2"), port("eth4", eth4, "2001:2:0:30::1")];
+    let ports = vec![port("eth5", eth5, &["2001:2:0:10::2/64"]), port("eth4", eth4, &["2001:2:0:30::1/64"])];
     let gateways: Vec<Ipv6Addr> = (0..16).map(|i| Ipv6Addr::new(0x2001, 2, 0, 0x30, 0, 0, 0, 0x10 + i)).collect();
     let statics: Vec<(Prefix6, RouteTarget6)> =
         table.iter().enumerate().map(|(i, p)| (*p, RouteTarget6::Via { gw: gateways[i % 16], dev: None })).collect();

@@ -22,8 +22,9 @@ use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{BridgeDecide, Decide, RouterDecide};
 use xfwd_dataplane::l2::{self, Fdb};
 use xfwd_dataplane::l3::tables::RouteTarget6;
+use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{
-    self, NeighborTable, NeighborTable6, PortSpec, Prefix, Prefix6, RouteTarget, RouterState, RouterTables,
+    self, NeighborTable, NeighborTable6, Prefix, Prefix6, RouteTarget, RouterState, RouterTables,
 };
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::ethernet::ETHERTYPE_IPV4;
@@ -72,17 +73,11 @@ fn main() {
         }
         "router6" => {
             let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
-            let port = |name: &str, mac, a: &str| PortSpec {
-                name: name.into(),
-                mac,
-                mtu: 1500,
-                addrs: Vec::new(),
-                addrs6: vec![(ip6(a), 64)],
-                link_local: None,
-            };
             let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
-            let ports =
-                vec![port("eth5", eth5, "2001:2:0:10::2"), port("eth4", MacAddr([2, 0, 0, 0, 4, 4]), "2001:2:0:30::1")];
+            let ports = vec![
+                port("eth5", eth5, &["2001:2:0:10::2/64"]),
+                port("eth4", MacAddr([2, 0, 0, 0, 4, 4]), &["2001:2:0:30::1/64"]),
+            ];
             let gws: Vec<Ipv6Addr> = (0..16).map(|i| Ipv6Addr::new(0x2001, 2, 0, 0x30, 0, 0, 0, 0x10 + i)).collect();
             // 100,000 /48s under 2001:db8::/32's neighbour 2400::/12, as the IPv4 case's /24s.
             let statics: Vec<(Prefix6, RouteTarget6)> = (0..100_000u32)
@@ -126,24 +121,7 @@ fn main() {
         }
         _ => {
             let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
-            let ports = vec![
-                PortSpec {
-                    name: "eth5".into(),
-                    mac: eth5,
-                    mtu: 1500,
-                    addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
-                    addrs6: Vec::new(),
-                    link_local: None,
-                },
-                PortSpec {
-                    name: "eth4".into(),
-                    mac: MacAddr([2, 0, 0, 0, 4, 4]),
-                    mtu: 1500,
-                    addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)],
-                    addrs6: Vec::new(),
-                    link_local: None,
-                },
-            ];
+            let ports = reference_ports();
             let gws: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
             let statics: Vec<(Prefix, RouteTarget)> = (0..100_000u32)
                 .map(|i| {

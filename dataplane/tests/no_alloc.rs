@@ -10,6 +10,7 @@ use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::io::glean;
 use xfwd_dataplane::l2::{self, Fdb};
 use xfwd_dataplane::l3::tables::scope6;
+use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{self, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::MacAddr;
@@ -77,24 +78,7 @@ fn udp(dst: &str, ttl: u8) -> ([u8; 128], usize) {
 }
 
 fn router() -> (RouterTables, NeighborTable) {
-    let ports = vec![
-        PortSpec {
-            name: "eth5".into(),
-            mac: ETH5,
-            mtu: 1500,
-            addrs: vec![(ip("198.18.10.2"), 24)],
-            addrs6: Vec::new(),
-            link_local: None,
-        },
-        PortSpec {
-            name: "eth4".into(),
-            mac: ETH4,
-            mtu: 1500,
-            addrs: vec![(ip("198.18.30.1"), 24)],
-            addrs6: Vec::new(),
-            link_local: None,
-        },
-    ];
+    let ports = reference_ports();
     let routes = [
         ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
         ("198.20.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.3"))),
@@ -217,15 +201,8 @@ fn the_ipv6_router_decision_allocates_nothing_forwarding_answering_or_gleaning()
     use xfwd_dataplane::l3::fib::no_advice;
     use xfwd_dataplane::l3::tables::RouteTarget6;
     let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
-    let port = |name: &str, mac, a: &str| PortSpec {
-        name: name.into(),
-        mac,
-        mtu: 1500,
-        addrs: vec![],
-        addrs6: vec![(ip6(a), 64)],
-        link_local: Some(ip6("fe80::1")),
-    };
-    let ports = vec![port("eth5", ETH5, "2001:2:0:10::2"), port("eth4", ETH4, "2001:2:0:30::1")];
+    let port = |name: &str, mac, a: &str| PortSpec { link_local: Some(ip6("fe80::1")), ..port(name, mac, &[a]) };
+    let ports = vec![port("eth5", ETH5, "2001:2:0:10::2/64"), port("eth4", ETH4, "2001:2:0:30::1/64")];
     let statics = [("2001:2:0:1000::/52".parse().unwrap(), RouteTarget6::Via { gw: ip6("2001:2:0:30::2"), dev: None })];
     let t = RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap();
     let n = l3::NeighborTable6::new6(64);

@@ -7,34 +7,15 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, ArpEngine, Glean};
-use xfwd_dataplane::l3::{NeighborTable, NeighborTable6, PortSpec, RouterTables};
-use xfwd_dataplane::wire::MacAddr;
+use xfwd_dataplane::l3::testing::reference_ports;
+use xfwd_dataplane::l3::{NeighborTable, NeighborTable6, RouterTables};
 use xfwd_dataplane::PortId;
-
-const MACS: [MacAddr; 2] = [MacAddr([2, 0, 0, 0, 5, 5]), MacAddr([2, 0, 0, 0, 4, 4])];
 
 /// Built once: a table is 32 MiB, which would dominate every run.
 fn tables() -> Arc<ArcSwap<RouterTables>> {
     static T: OnceLock<Arc<ArcSwap<RouterTables>>> = OnceLock::new();
     Arc::clone(T.get_or_init(|| {
-        let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: MACS[0],
-                mtu: 1500,
-                addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: MACS[1],
-                mtu: 1500,
-                addrs: vec![(Ipv4Addr::new(198, 18, 30, 1), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-        ];
+        let ports = reference_ports();
         Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &[]).unwrap()))
     }))
 }

@@ -3,7 +3,7 @@
 //! checksums are not checked when fuzzing).
 #![no_main]
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv6Addr;
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -12,7 +12,7 @@ use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, Glean};
 use xfwd_dataplane::l3::fib::no_advice;
 use xfwd_dataplane::l3::ndp::NdpEngine;
 use xfwd_dataplane::l3::tables::RouteTarget6;
-use xfwd_dataplane::l3::{NeighborTable, NeighborTable6, PortSpec, RouterTables};
+use xfwd_dataplane::l3::{testing, NeighborTable, NeighborTable6, PortSpec, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::PortId;
 
@@ -23,16 +23,12 @@ fn tables() -> Arc<ArcSwap<RouterTables>> {
     Arc::clone(T.get_or_init(|| {
         let ip = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         let port = |name: &str, mac, a: &str, ll: &str, v4: &str| PortSpec {
-            name: name.into(),
-            mac,
-            mtu: 1500,
-            addrs: vec![(v4.parse::<Ipv4Addr>().unwrap(), 24)],
-            addrs6: vec![(ip(a), 64)],
             link_local: Some(ip(ll)),
+            ..testing::port(name, mac, &[v4, a])
         };
         let ports = vec![
-            port("eth5", MACS[0], "2001:2:0:10::2", "fe80::5", "198.18.10.2"),
-            port("eth4", MACS[1], "2001:2:0:30::1", "fe80::4", "198.18.30.1"),
+            port("eth5", MACS[0], "2001:2:0:10::2/64", "fe80::5", "198.18.10.2/24"),
+            port("eth4", MACS[1], "2001:2:0:30::1/64", "fe80::4", "198.18.30.1/24"),
         ];
         let routes =
             [("2001:2:200::/48".parse().unwrap(), RouteTarget6::Via { gw: ip("fe80::99"), dev: Some(PortId(1)) })];

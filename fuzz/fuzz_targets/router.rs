@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::l3::tables::scope6;
+use xfwd_dataplane::l3::testing::port;
 use xfwd_dataplane::l3::{decide, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
@@ -20,22 +21,8 @@ fn world() -> &'static (RouterTables, NeighborTable, NeighborTable6) {
         let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
         let ll = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: MACS[0],
-                mtu: 1500,
-                addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: MACS[1],
-                mtu: 1400,
-                addrs: vec![(ip("198.18.30.1"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
+            port("eth5", MACS[0], &["198.18.10.2/24", "198.18.11.2/24"]),
+            PortSpec { mtu: 1400, ..port("eth4", MACS[1], &["198.18.30.1/24"]) },
         ];
         let routes = [
             ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),

@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::l3::fib::no_advice;
 use xfwd_dataplane::l3::tables::RouteTarget6;
-use xfwd_dataplane::l3::{decide6, Key6, NeighborTable6, PortSpec, RouterState, RouterTables};
+use xfwd_dataplane::l3::{decide6, testing, Key6, NeighborTable6, PortSpec, RouterState, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
@@ -21,16 +21,13 @@ fn world() -> &'static (RouterTables, NeighborTable6) {
     W.get_or_init(|| {
         let ip = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         let port = |name: &str, mac, mtu, a: &str, ll: &str| PortSpec {
-            name: name.into(),
-            mac,
             mtu,
-            addrs: Vec::new(),
-            addrs6: vec![(ip(a), 64)],
             link_local: Some(ip(ll)),
+            ..testing::port(name, mac, &[a])
         };
         let ports = vec![
-            port("eth5", MACS[0], 1500, "2001:2:0:10::2", "fe80::5"),
-            port("eth4", MACS[1], 1400, "2001:2:0:30::1", "fe80::4"),
+            port("eth5", MACS[0], 1500, "2001:2:0:10::2/64", "fe80::5"),
+            port("eth4", MACS[1], 1400, "2001:2:0:30::1/64", "fe80::4"),
         ];
         let routes = [
             ("2001:2:100::/48".parse().unwrap(), RouteTarget6::Via { gw: ip("2001:2:0:30::2"), dev: None }),

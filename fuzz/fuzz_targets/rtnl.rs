@@ -8,18 +8,11 @@
 use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::io::rtnl::{parse, Message};
 use xfwd_dataplane::l3::mirror::{Mirror, TABLE_MAIN};
-use xfwd_dataplane::l3::PortSpec;
+use xfwd_dataplane::l3::{testing, PortSpec};
 use xfwd_dataplane::wire::MacAddr;
 
 fn port(name: &str, mac: u8) -> PortSpec {
-    PortSpec {
-        name: name.into(),
-        mac: MacAddr([2, 0, 0, 0, 0, mac]),
-        mtu: 1500,
-        addrs: Vec::new(),
-        addrs6: Vec::new(),
-        link_local: None,
-    }
+    testing::port(name, MacAddr([2, 0, 0, 0, 0, mac]), &[])
 }
 
 fuzz_target!(|data: &[u8]| {

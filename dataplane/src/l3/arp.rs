@@ -161,7 +161,6 @@ impl Resolver<Arp> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tables::PortSpec;
     use super::*;
     use arc_swap::ArcSwap;
     use std::sync::Arc;
@@ -179,24 +178,7 @@ mod tests {
     }
 
     fn engine(capacity: usize, glean_queue: usize) -> (ArpEngine, Arc<NeighborTable>, Arc<ArpCounters>) {
-        let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: A5,
-                mtu: 1500,
-                addrs: vec![(ip("198.18.10.2"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: A4,
-                mtu: 1500,
-                addrs: vec![(ip("198.18.30.1"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-        ];
+        let ports = crate::l3::testing::reference_ports();
         let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &[]).unwrap()));
         let neighbors = Arc::new(NeighborTable::new(capacity));
         let counters = Arc::new(ArpCounters::default());
@@ -446,24 +428,7 @@ mod tests {
 
     #[test]
     fn a_dev_route_neighbour_off_every_subnet_resolves() {
-        let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: A5,
-                mtu: 1500,
-                addrs: vec![(ip("198.18.10.2"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: A4,
-                mtu: 1500,
-                addrs: vec![(ip("198.18.30.1"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-        ];
+        let ports = crate::l3::testing::reference_ports();
         let statics = [("172.16.0.0/12".parse().unwrap(), super::super::tables::RouteTarget::Dev(P4))];
         let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &statics).unwrap()));
         let n = Arc::new(NeighborTable::new(64));

@@ -276,14 +276,7 @@ mod tests {
     use core::net::Ipv4Addr;
 
     fn ports() -> Vec<PortSpec> {
-        vec![PortSpec {
-            name: "eth4".into(),
-            mac: MacAddr([2, 0, 0, 0, 0, 4]),
-            mtu: 1500,
-            addrs: vec![("198.18.30.1".parse().unwrap(), 24)],
-            addrs6: Vec::new(),
-            link_local: None,
-        }]
+        vec![crate::l3::testing::port("eth4", MacAddr([2, 0, 0, 0, 0, 4]), &["198.18.30.1/24"])]
     }
 
     fn via(p: Prefix, gw: u32) -> Mirrored4 {

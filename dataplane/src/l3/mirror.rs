@@ -734,14 +734,7 @@ mod tests {
     use crate::wire::MacAddr;
 
     fn spec(name: &str) -> PortSpec {
-        PortSpec {
-            name: name.into(),
-            mac: MacAddr([2, 0, 0, 0, 0, 1]),
-            mtu: 1500,
-            addrs: Vec::new(),
-            addrs6: Vec::new(),
-            link_local: None,
-        }
+        crate::l3::testing::port(name, MacAddr([2, 0, 0, 0, 0, 1]), &[])
     }
 
     fn mirror() -> Mirror {

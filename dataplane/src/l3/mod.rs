@@ -11,6 +11,8 @@ pub mod resolve;
 pub mod router;
 pub mod router6;
 pub mod tables;
+#[doc(hidden)]
+pub mod testing;
 
 pub use fib::{Fib, NhIndex, Prefix};
 pub use fib6::{Fib6, Prefix6};

@@ -244,6 +244,7 @@ mod tests {
     use super::super::tables::{PortSpec, RouteTarget6};
     use super::*;
     use crate::l3::fib::no_advice;
+    use crate::l3::testing::port;
     use arc_swap::ArcSwap;
     use etherparse::{Icmpv6Header, Icmpv6Type, Ipv6Header, PacketBuilder};
     use std::sync::Arc;
@@ -261,22 +262,8 @@ mod tests {
 
     fn engine(glean_queue: usize) -> (NdpEngine, Arc<NeighborTable6>, Arc<ArpCounters>) {
         let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: A5,
-                mtu: 1500,
-                addrs: vec![(Ipv4Addr::new(198, 18, 10, 2), 24)],
-                addrs6: vec![(ip("2001:2:0:10::2"), 64)],
-                link_local: Some(ip("fe80::5")),
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: A4,
-                mtu: 1500,
-                addrs: vec![],
-                addrs6: vec![(ip("2001:2:0:30::1"), 64)],
-                link_local: Some(ip("fe80::4")),
-            },
+            PortSpec { link_local: Some(ip("fe80::5")), ..port("eth5", A5, &["198.18.10.2/24", "2001:2:0:10::2/64"]) },
+            PortSpec { link_local: Some(ip("fe80::4")), ..port("eth4", A4, &["2001:2:0:30::1/64"]) },
         ];
         let statics = [("2001:2:200::/48".parse().unwrap(), RouteTarget6::Via { gw: ip("fe80::99"), dev: Some(P4) })];
         let t = RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap();

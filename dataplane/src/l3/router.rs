@@ -678,6 +678,7 @@ pub fn icmp_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action 
 mod tests {
     use super::super::tables::{PortSpec, RouteTarget, RouterTables};
     use super::*;
+    use crate::l3::testing::port;
     use etherparse::{Icmpv4Header, Icmpv4Type, IpNumber, Ipv4Header, PacketBuilder, SlicedPacket, TransportSlice};
 
     const H1: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x11]);
@@ -705,22 +706,8 @@ mod tests {
 
     fn world() -> World {
         let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: ETH5,
-                mtu: 1500,
-                addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: ETH4,
-                mtu: 1400,
-                addrs: vec![(ip("198.18.30.1"), 24), (ip("198.18.31.1"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
+            port("eth5", ETH5, &["198.18.10.2/24", "198.18.11.2/24"]),
+            PortSpec { mtu: 1400, ..port("eth4", ETH4, &["198.18.30.1/24", "198.18.31.1/24"]) },
         ];
         let t = RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2")))])
             .unwrap();

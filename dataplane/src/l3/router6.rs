@@ -437,6 +437,7 @@ mod tests {
     use super::super::tables::{PortSpec, RouteTarget6};
     use super::*;
     use crate::l3::fib::no_advice;
+    use crate::l3::testing::port;
     use crate::l3::Key6;
     use etherparse::{Icmpv6Header, Icmpv6Type, IpNumber, Ipv6Header, PacketBuilder};
 
@@ -457,22 +458,8 @@ mod tests {
     /// 2001:2:0:30::1/64 (MTU 1400) towards h2 (2001:2:0:30::2), which routes 2001:2:100::/48.
     fn world() -> World {
         let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: ETH5,
-                mtu: 1500,
-                addrs: vec![],
-                addrs6: vec![(ip("2001:2:0:10::2"), 64)],
-                link_local: Some(ip("fe80::5")),
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: ETH4,
-                mtu: 1400,
-                addrs: vec![],
-                addrs6: vec![(ip("2001:2:0:30::1"), 64)],
-                link_local: Some(ip("fe80::4")),
-            },
+            PortSpec { link_local: Some(ip("fe80::5")), ..port("eth5", ETH5, &["2001:2:0:10::2/64"]) },
+            PortSpec { mtu: 1400, link_local: Some(ip("fe80::4")), ..port("eth4", ETH4, &["2001:2:0:30::1/64"]) },
         ];
         let statics = [("2001:2:100::/48".parse().unwrap(), RouteTarget6::Via { gw: ip("2001:2:0:30::2"), dev: None })];
         let t = RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap();

@@ -803,6 +803,7 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::l3::testing::{port, ETH4, ETH5};
 
     fn ip(s: &str) -> Ipv4Addr {
         s.parse().unwrap()
@@ -811,22 +812,8 @@ mod tests {
     /// The reference board, on the rig's addresses: eth5 towards one side, eth4 towards the other.
     pub(crate) fn reference() -> RouterTables {
         let ports = vec![
-            PortSpec {
-                name: "eth5".into(),
-                mac: MacAddr([2, 0, 0, 0, 5, 5]),
-                mtu: 1500,
-                addrs: vec![(ip("198.18.10.2"), 24), (ip("198.18.11.2"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
-            PortSpec {
-                name: "eth4".into(),
-                mac: MacAddr([2, 0, 0, 0, 4, 4]),
-                mtu: 1500,
-                addrs: vec![(ip("198.18.30.1"), 24), (ip("198.18.31.1"), 24)],
-                addrs6: Vec::new(),
-                link_local: None,
-            },
+            port("eth5", ETH5, &["198.18.10.2/24", "198.18.11.2/24"]),
+            port("eth4", ETH4, &["198.18.30.1/24", "198.18.31.1/24"]),
         ];
         RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2")))]).unwrap()
     }
@@ -936,14 +923,7 @@ mod tests {
     #[test]
     fn ipv6_sources_are_chosen_as_linux_chooses_them() {
         let mut ports = dual();
-        ports.push(PortSpec {
-            name: "eth6".into(),
-            mac: MacAddr([2, 0, 0, 0, 6, 6]),
-            mtu: 1500,
-            addrs: vec![],
-            addrs6: vec![],
-            link_local: Some(ip6("fe80::6")),
-        });
+        ports.push(PortSpec { link_local: Some(ip6("fe80::6")), ..port("eth6", MacAddr([2, 0, 0, 0, 6, 6]), &[]) });
         let t = RouterTables::build_dual(ports, &[], &[], no_advice).unwrap();
         // The outgoing port's address sharing the longest prefix with the destination.
         assert_eq!(t.source6(ip6("2001:2:0:31::9"), PortId(1)), Some(ip6("2001:2:0:31::1")));
