@@ -14,12 +14,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
+use xfwd_dataplane::io::settings::{Cores, Layer, Opt, Origins, Refusal, Source, WorkerFlags, WorkerOptions};
 use xfwd_dataplane::io::start::plan::Layout;
-use xfwd_dataplane::io::xsk::RingSizes;
-use xfwd_dataplane::io::{
-    AqmMode, FibSource, Forwarder, ForwarderConfig, LiveView, Mode, PollMode, RtPriority, Sockets, StartError, XdpMode,
-    ZeroCopy,
-};
+use xfwd_dataplane::io::{FibSource, Forwarder, ForwarderConfig, LiveView, Mode, StartError, XdpMode};
 
 #[derive(Parser, Debug)]
 #[command(name = "xfwd", version, about = "User-space packet forwarder on AF_XDP")]
@@ -93,76 +90,18 @@ enum Show {
     Neighbors,
 }
 
-/// Worker options shared by both modes (the router's file may set them too; flags win).
+/// What both modes take: the worker options (the table in `xfwd_dataplane::io::settings`;
+/// the router's file may set them too, and flags win) and how xfwd itself runs.
 #[derive(clap::Args, Debug)]
 struct WorkerArgs {
-    /// Workers, one per queue id [default: the smallest RX queue count of the ports, capped by cores].
-    #[arg(long)]
-    queues: Option<u32>,
-    /// Core of each worker, in queue order, e.g. 0,1 or 2-3; or `irq`: each worker on the CPU
-    /// of its queue's interrupt on the first port [default: queue i on core i].
-    #[arg(long, value_parser = parse_cores_arg)]
-    cores: Option<CoresArg>,
-    /// How workers wait for frames: busy spins; adaptive sleeps in poll(2) when idle [default: adaptive].
-    #[arg(long, value_enum)]
-    poll: Option<PollMode>,
-    /// How the XDP program attaches: native (driver), generic, or auto (native if possible) [default: auto].
-    #[arg(long, value_enum)]
-    xdp_mode: Option<XdpMode>,
+    #[command(flatten)]
+    options: WorkerFlags,
     /// Print one line per port at this interval (e.g. 1s, 500ms).
     #[arg(long, value_parser = xfwd_config::parse_duration)]
     stats: Option<Duration>,
     /// Control socket for `xfwd show`.
     #[arg(long, default_value = control::DEFAULT_PATH)]
     control: PathBuf,
-    /// AF_XDP zero-copy: auto uses it where every port's driver supports it [default: auto].
-    #[arg(long, value_enum)]
-    zero_copy: Option<ZeroCopy>,
-    /// Queue management, on the time since the XDP program stamped each frame: fq-codel (flow
-    /// queues before each TX ring, served fairly, new flows first, CoDel per flow), codel (CoDel
-    /// on the RX rings: drop, or mark ECN-capable frames, once frames have waited longer than
-    /// --aqm-target for --aqm-interval) or off [default: fq-codel].
-    #[arg(long, value_enum)]
-    aqm: Option<AqmMode>,
-    /// CoDel's target sojourn time [default: 5ms].
-    #[arg(long, value_parser = xfwd_config::parse_duration)]
-    aqm_target: Option<Duration>,
-    /// CoDel's interval [default: 100ms].
-    #[arg(long, value_parser = xfwd_config::parse_duration)]
-    aqm_interval: Option<Duration>,
-    /// Socket layout: per-queue (worker i on queue i), per-cpu (every worker on queue 0, chosen
-    /// by the CPU a frame arrived on, for drivers that give all frames queue 0), or auto
-    /// (per-cpu in generic XDP mode on veth and dpaa_eth) [default: auto].
-    #[arg(long, value_enum)]
-    sockets: Option<Sockets>,
-    /// Back each worker's UMEM with 2 MiB huge pages (reserve them first: vm.nr_hugepages).
-    #[arg(long)]
-    huge_pages: bool,
-    /// With --poll busy: prefer busy polling, this many frames per poll of the driver (e.g. 64)
-    /// [default: 0, off: on veth it measured no different].
-    #[arg(long, default_value_t = 0)]
-    busy_poll_budget: u16,
-    /// Copy mode: frames one TX kick may send, 32 to 2048 (Linux 6.17+) [default: the kernel's 32].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(32..=2048))]
-    tx_budget: Option<u32>,
-    /// Descriptors in each socket's RX ring: a power of two, 64 to 4096 [default: 512].
-    #[arg(long)]
-    rx_ring: Option<u32>,
-    /// Descriptors in each socket's TX ring: a power of two, 64 to 4096 [default: 512].
-    #[arg(long)]
-    tx_ring: Option<u32>,
-    /// Descriptors in each (port, queue)'s fill ring: a power of two, 64 to 4096 [default: 512].
-    #[arg(long)]
-    fill_ring: Option<u32>,
-    /// Descriptors in each (port, queue)'s completion ring: a power of two, 64 to 4096
-    /// [default: 512].
-    #[arg(long)]
-    completion_ring: Option<u32>,
-    /// Workers under SCHED_FIFO, ahead of ordinary processes as the kernel's own packet
-    /// processing is: auto (priority 10 where allowed, said otherwise; off with --poll busy),
-    /// off, or a priority 1-99 (refused if not allowed) [default: auto].
-    #[arg(long, value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<RtPriority>()))]
-    rt_priority: Option<RtPriority>,
     /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
     #[arg(long)]
     user: Option<String>,
@@ -170,19 +109,6 @@ struct WorkerArgs {
     /// 127.0.0.1:9464 (bound before privileges are dropped) [default: off].
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<std::net::SocketAddr>,
-}
-
-impl WorkerArgs {
-    /// The ring sizes asked for, the default where not.
-    fn rings(&self) -> RingSizes {
-        let d = RingSizes::default();
-        RingSizes {
-            rx: self.rx_ring.unwrap_or(d.rx),
-            tx: self.tx_ring.unwrap_or(d.tx),
-            fill: self.fill_ring.unwrap_or(d.fill),
-            completion: self.completion_ring.unwrap_or(d.completion),
-        }
-    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -220,34 +146,50 @@ fn parse_monitor_arg(text: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
-/// `--cores`: a list, or `irq`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum CoresArg {
-    List(Vec<usize>),
-    Irq,
+/// The worker options: the table's defaults, then `file`'s, then the flags; checked, a
+/// refusal worded with what the user wrote; `cores = irq` replaced by the CPU of each RX
+/// queue's interrupt on the first port, in queue order.
+fn worker_options(
+    flags: &WorkerFlags,
+    file: Option<&Layer>,
+    ports: &[String],
+) -> anyhow::Result<(WorkerOptions, Origins)> {
+    let flags = flags.layer();
+    let layers: Vec<&Layer> = file.into_iter().chain([&flags]).collect();
+    let (mut options, origins) = WorkerOptions::merge(&layers);
+    options.check().map_err(|r| xfwd::UsageError(word(&r, &origins)))?;
+    if options.cores == Some(Cores::Irq) {
+        let first = ports.first().map(String::as_str).unwrap_or("");
+        let cpus = xfwd::doctor::irq_cores(&xfwd::doctor::queue_irqs(first)).map_err(|why| {
+            let name = name_of(Opt::Cores, &origins, false);
+            xfwd::UsageError(format!("{name} irq: {first} {why}: give a core list (xfwd doctor {first})"))
+        })?;
+        options.cores = Some(Cores::List(cpus));
+    }
+    Ok((options, origins))
 }
 
-fn parse_cores_arg(text: &str) -> Result<CoresArg, xfwd_config::ValueError> {
-    if text == "irq" {
-        return Ok(CoresArg::Irq);
+/// An option as the user wrote it: its flag, or its key in the file; a default in the words
+/// of the file where the other options of a message came from there (`in_file`).
+fn name_of(opt: Opt, origins: &Origins, in_file: bool) -> String {
+    match origins.of(opt) {
+        Source::Flag => opt.flag().to_owned(),
+        Source::File { .. } => opt.key().to_owned(),
+        Source::Default if in_file => opt.key().to_owned(),
+        Source::Default => opt.flag().to_owned(),
     }
-    xfwd_config::parse_cores(text).map(CoresArg::List)
 }
 
-/// The cores of `--cores`: the list as given, or for `irq` the CPU of each RX queue's interrupt
-/// on the first port, in queue order.
-fn resolve_cores(arg: Option<&CoresArg>, ports: &[String]) -> anyhow::Result<Option<Vec<usize>>> {
-    match arg {
-        None => Ok(None),
-        Some(CoresArg::List(l)) => Ok(Some(l.clone())),
-        Some(CoresArg::Irq) => {
-            let first = ports.first().map(String::as_str).unwrap_or("");
-            let cpus = xfwd::doctor::irq_cores(&xfwd::doctor::queue_irqs(first)).map_err(|why| {
-                xfwd::UsageError(format!("--cores irq: {first} {why}: give --cores LIST (xfwd doctor {first})"))
-            })?;
-            Ok(Some(cpus))
-        }
-    }
+/// A refusal of the worker options in the user's words: led by the file's place of the first
+/// of its options given there (`router.toml:5:10: aqm.target …`), each option called by its
+/// flag or its key.
+fn word(r: &Refusal, origins: &Origins) -> String {
+    let place = r.options().into_iter().find_map(|o| match origins.of(o) {
+        Source::File { path, line, col } => Some(format!("{}:{line}:{col}: ", path.display())),
+        _ => None,
+    });
+    let text = r.describe(&|o| name_of(o, origins, place.is_some()));
+    format!("{}{text}", place.unwrap_or_default())
 }
 
 /// Prints each port's RX queue → interrupt → CPU table, where the ports have them, and warns
@@ -324,11 +266,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// A duration in whole nanoseconds (saturating).
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn xsk_mode(fwd: &Forwarder) -> &'static str {
     if fwd.zero_copy {
         "AF_XDP zero-copy mode"
@@ -339,39 +276,27 @@ fn xsk_mode(fwd: &Forwarder) -> &'static str {
 
 fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     let w = &args.workers;
+    let (workers, origins) = worker_options(&w.options, None, &args.ports)?;
     let cfg = ForwarderConfig {
         ports: args.ports.clone(),
-        queues: w.queues,
-        cores: resolve_cores(w.cores.as_ref(), &args.ports)?,
-        poll: w.poll.unwrap_or_default(),
-        xdp_mode: w.xdp_mode.unwrap_or_default(),
-        zero_copy: w.zero_copy.unwrap_or_default(),
-        sockets: w.sockets.unwrap_or_default(),
-        aqm: w.aqm.unwrap_or_default(),
-        aqm_target_ns: nanos(w.aqm_target.unwrap_or(Duration::from_millis(5))),
-        aqm_interval_ns: nanos(w.aqm_interval.unwrap_or(Duration::from_millis(100))),
-        huge_pages: w.huge_pages,
-        busy_poll_budget: w.busy_poll_budget,
-        tx_budget: w.tx_budget,
-        rings: w.rings(),
-        rt_priority: w.rt_priority.unwrap_or_default(),
+        workers,
         mode: Mode::Bridge {
             fdb_size: args.fdb_size,
             ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
         },
     };
     let stop = signals()?;
-    let (fwd, control) = start(&cfg, w)?;
+    let (fwd, control) = start(&cfg, w, &origins)?;
     println!(
         "xfwd: bridge {} | {} queue(s), poll {}, {}, fdb {} entries, ageing {} s",
         args.ports.join(" "),
         fwd.cores.len(),
-        cfg.poll,
+        cfg.workers.poll,
         xsk_mode(&fwd),
         fwd.view().fdb.capacity(),
         args.ageing.as_secs().max(1)
     );
-    run(fwd, control, &cfg, w, &stop, None)
+    run(fwd, control, &cfg, (w, &origins), &stop, None)
 }
 
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
@@ -387,41 +312,22 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             format!("addresses, routes (local table and table {table}) and neighbours from the kernel")
         }
     };
+    let w = &args.workers;
+    let (workers, origins) = worker_options(&w.options, Some(&c.options), &c.ports())?;
     if args.check {
         println!("{}: ok: {} interface(s), {routes_from}", args.config.display(), c.interfaces.len());
         return Ok(ExitCode::SUCCESS);
     }
-    let w = &args.workers;
-    let cfg = ForwarderConfig {
-        ports: c.ports(),
-        queues: w.queues.or(c.workers.queues),
-        cores: match w.cores.as_ref() {
-            Some(a) => resolve_cores(Some(a), &c.ports())?,
-            None => c.workers.cores.clone(),
-        },
-        poll: w.poll.or(c.workers.poll).unwrap_or_default(),
-        xdp_mode: w.xdp_mode.or(c.workers.xdp_mode).unwrap_or_default(),
-        zero_copy: w.zero_copy.unwrap_or_default(),
-        sockets: w.sockets.unwrap_or_default(),
-        aqm: w.aqm.or(c.aqm.mode).unwrap_or_default(),
-        aqm_target_ns: nanos(w.aqm_target.or(c.aqm.target).unwrap_or(Duration::from_millis(5))),
-        aqm_interval_ns: nanos(w.aqm_interval.or(c.aqm.interval).unwrap_or(Duration::from_millis(100))),
-        huge_pages: w.huge_pages,
-        busy_poll_budget: w.busy_poll_budget,
-        tx_budget: w.tx_budget,
-        rings: w.rings(),
-        rt_priority: w.rt_priority.unwrap_or_default(),
-        mode: Mode::Router(Box::new(c.setup())),
-    };
+    let cfg = ForwarderConfig { ports: c.ports(), workers, mode: Mode::Router(Box::new(c.setup())) };
     let stop = signals()?;
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
-    let (fwd, control) = start(&cfg, w)?;
+    let (fwd, control) = start(&cfg, w, &origins)?;
     println!(
         "xfwd: router {} | {} queue(s), poll {}, {}, {routes_from}",
         args.config.display(),
         fwd.cores.len(),
-        cfg.poll,
+        cfg.workers.poll,
         xsk_mode(&fwd),
     );
     for i in &c.interfaces {
@@ -433,12 +339,16 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             .collect();
         println!("  {:<6} {}", i.name, addrs.join(" "));
     }
-    run(fwd, control, &cfg, w, &stop, Some((&args.config, c, &hup)))
+    run(fwd, control, &cfg, (w, &origins), &stop, Some((&args.config, c, &hup)))
 }
 
 /// Starts the forwarder with the control socket bound and, before any thread runs, every
 /// capability dropped (and the user switched with `--user`); then serves the control socket.
-fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, control::ControlServer)> {
+fn start(
+    cfg: &ForwarderConfig,
+    w: &WorkerArgs,
+    origins: &Origins,
+) -> anyhow::Result<(Forwarder, control::ControlServer)> {
     let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| xfwd::UsageError(e.to_string()))?;
     // Bound as root, the socket file stays root's: only root may query a running xfwd.
     let mut control = control::ControlServer::bind(&w.control).map_err(|e| xfwd::UsageError(format!("{e:#}")))?;
@@ -459,6 +369,10 @@ fn start(cfg: &ForwarderConfig, w: &WorkerArgs) -> anyhow::Result<(Forwarder, co
     let fwd = Forwarder::start_with(cfg, || {
         dropped = Some(privs::drop_all(user.as_ref(), &keep).map_err(|e| e.to_string())?);
         Ok(())
+    })
+    .map_err(|e| match e {
+        StartError::Refused(r) => anyhow::Error::new(xfwd::UsageError(word(&r, origins))),
+        e => e.into(),
     })?;
     control.serve(fwd.view())?;
     if let Some(m) = metrics {
@@ -490,22 +404,18 @@ fn signals() -> anyhow::Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// SIGHUP: reads the file again and applies routes, neighbours and limits, or says why not.
-/// The worker and queue management settings a router runs with, for a reload to compare with
-/// its file: `None` for what the command line set.
-fn running_settings(fwd: &Forwarder, cfg: &ForwarderConfig, w: &WorkerArgs) -> xfwd_config::router::Running {
-    let cores: Option<Vec<usize>> = fwd.cores.iter().copied().collect();
-    xfwd_config::router::Running {
-        queues: w.queues.is_none().then_some(fwd.cores.len() as u32),
-        cores: if w.cores.is_some() { None } else { cores },
-        poll: w.poll.is_none().then_some(cfg.poll),
-        xdp_mode: w.xdp_mode.is_none().then_some(cfg.xdp_mode),
-        aqm: w.aqm.is_none().then_some(cfg.aqm),
-        aqm_target: w.aqm_target.is_none().then(|| Duration::from_nanos(cfg.aqm_target_ns)),
-        aqm_interval: w.aqm_interval.is_none().then(|| Duration::from_nanos(cfg.aqm_interval_ns)),
+/// The worker options a router runs with, for a reload to compare with its file: the queue
+/// count and cores it chose where they were left out, and where each value came from.
+fn running_settings(fwd: &Forwarder, cfg: &ForwarderConfig, origins: &Origins) -> xfwd_config::router::Running {
+    let mut options = cfg.workers.clone();
+    options.queues = Some(fwd.cores.len() as u32);
+    if options.cores.is_none() {
+        options.cores = fwd.cores.iter().copied().collect::<Option<Vec<usize>>>().map(Cores::List);
     }
+    xfwd_config::router::Running { options, origins: origins.clone() }
 }
 
+/// SIGHUP: reads the file again and applies routes, neighbours and limits, or says why not.
 fn reload(
     fwd: &Forwarder,
     path: &std::path::Path,
@@ -543,12 +453,12 @@ fn run(
     fwd: Forwarder,
     _control: control::ControlServer,
     cfg: &ForwarderConfig,
-    w: &WorkerArgs,
+    (w, origins): (&WorkerArgs, &Origins),
     stop: &AtomicBool,
     mut router: Option<(&PathBuf, RouterConfig, &Arc<AtomicBool>)>,
 ) -> anyhow::Result<ExitCode> {
     let view = fwd.view();
-    let settings = running_settings(&fwd, cfg, w);
+    let settings = running_settings(&fwd, cfg, origins);
     for warning in &fwd.warnings {
         eprintln!("xfwd: warning: {warning}");
     }
@@ -587,7 +497,7 @@ fn run(
             .as_deref()
             .and_then(xfwd_dataplane::io::drivers::lookup)
             .is_some_and(|q| q.queue_index == xfwd_dataplane::io::drivers::QueueIndex::HardwareQueueId);
-        if *m == XdpMode::Generic && cfg.xdp_mode == XdpMode::Auto && !chosen {
+        if *m == XdpMode::Generic && cfg.workers.xdp_mode == XdpMode::Auto && !chosen {
             println!("xfwd: hint: {}: the driver has no native XDP; generic mode costs an skb per frame", p.name);
         }
     }
@@ -793,5 +703,51 @@ fn follow_ports(fwd: &Forwarder, view: &LiveView, changed: &[usize], running: Op
                 eprintln!("xfwd: error: {name}: MAC {} MTU {}: the tables could not be rebuilt: {e}", now.mac, now.mtu)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use xfwd_dataplane::io::PollMode;
+
+    /// The file's layer for `text` (the interface part is fixed).
+    fn file(options: &str) -> Layer {
+        let text = format!("[[interface]]\nname = \"lo\"\naddresses = [\"198.18.99.1/24\"]\n{options}");
+        RouterConfig::parse(std::path::Path::new("router.toml"), &text, |_| unreachable!()).unwrap().options
+    }
+
+    fn flags(args: &[&str]) -> WorkerFlags {
+        let cli = Cli::try_parse_from(["xfwd", "router", "--config", "r.toml"].iter().chain(args)).unwrap();
+        let Cmd::Router(r) = cli.cmd else { unreachable!() };
+        r.workers.options
+    }
+
+    #[test]
+    fn defaults_then_the_file_then_the_flags_each_value_remembering_its_source() {
+        let f = file("[workers]\nqueues = 2\npoll = \"busy\"\n[aqm]\ntarget = \"2ms\"\n");
+        let (o, from) = WorkerOptions::merge(&[&f, &flags(&["--queues", "3", "--huge-pages"]).layer()]);
+        assert_eq!(
+            (o.queues, o.poll, o.aqm_target, o.huge_pages),
+            (Some(3), PollMode::Busy, Duration::from_millis(2), true)
+        );
+        assert_eq!(o.aqm_interval, Duration::from_millis(100), "the table's default");
+        assert_eq!(*from.of(Opt::Queues), Source::Flag);
+        assert_eq!(*from.of(Opt::Poll), Source::File { path: "router.toml".into(), line: 6, col: 8 });
+        assert_eq!(*from.of(Opt::AqmInterval), Source::Default);
+    }
+
+    #[test]
+    fn a_refusal_names_the_file_place_or_the_flag_the_user_wrote() {
+        let f = file("[workers]\nxdp_mode = \"native\"\nsockets = \"per-cpu\"\n");
+        let e = worker_options(&flags(&[]), Some(&f), &[]).unwrap_err().to_string();
+        assert!(e.starts_with("router.toml:6:11: workers.sockets per-cpu with workers.xdp_mode native:"), "{e}");
+        let e = worker_options(&flags(&["--sockets", "per-cpu"]), Some(&f), &[]).unwrap_err().to_string();
+        assert!(e.starts_with("router.toml:5:12: --sockets per-cpu with workers.xdp_mode native:"), "{e}");
+        let e = worker_options(&flags(&["--aqm-target", "1s"]), None, &[]).unwrap_err().to_string();
+        assert!(e.starts_with("--aqm-target (1s) must be below --aqm-interval (100ms)"), "{e}");
+        let e = worker_options(&flags(&[]), Some(&file("[aqm]\ntarget = \"200ms\"\n")), &[]).unwrap_err().to_string();
+        assert!(e.starts_with("router.toml:5:10: aqm.target (200ms) must be below aqm.interval (100ms)"), "{e}");
     }
 }

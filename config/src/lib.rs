@@ -2,70 +2,16 @@
 //! values the command line accepts, parsed with errors that say what is expected. (The poll,
 //! XDP and zero-copy modes are the data plane's own, `xfwd_dataplane::io::options`.)
 
-use std::time::Duration;
-
 pub mod router;
 
 pub use router::{ConfigError, RouterConfig};
 
-/// Why a value was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ValueError {
-    /// Not a duration.
-    #[error("`{0}` is not a duration: write a number and a unit, such as 500ms, 1s, 5m or 2h")]
-    Duration(String),
-    /// Not a core list.
-    #[error("`{0}` is not a core list: write core numbers and ranges, such as 0,2 or 0-3")]
-    Cores(String),
-}
-
-/// Parses a duration such as `500ms`, `1s`, `1.5s`, `5m`, `2h` (a bare number means seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, ValueError> {
-    let err = || ValueError::Duration(text.to_owned());
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| err())?;
-    let scale = match unit.trim() {
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(err()),
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(err());
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// Parses a core list such as `0,2` or `0-3` or `1,4-5`, keeping the order given.
-pub fn parse_cores(text: &str) -> Result<Vec<usize>, ValueError> {
-    let err = || ValueError::Cores(text.to_owned());
-    let mut out = Vec::new();
-    for part in text.split(',').map(str::trim) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: usize = a.trim().parse().map_err(|_| err())?;
-                let b: usize = b.trim().parse().map_err(|_| err())?;
-                if b < a || b - a > 4096 {
-                    return Err(err());
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().map_err(|_| err())?),
-        }
-    }
-    if out.is_empty() {
-        return Err(err());
-    }
-    Ok(out)
-}
+pub use xfwd_dataplane::io::settings::{parse_cores, parse_duration, ValueError};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations() {

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::io::{AqmMode, FibSource, PollMode, RouterLimits, RouterSetup, XdpMode};
+use xfwd_dataplane::io::settings::{Given, Layer, Opt, Origins, Source, WorkerOptions};
+use xfwd_dataplane::io::{FibSource, RouterLimits, RouterSetup};
 use xfwd_dataplane::l3::tables::{is_link_local6, RouteTarget6};
 use xfwd_dataplane::l3::{Prefix, Prefix6, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
@@ -85,30 +86,6 @@ pub struct Interface {
     pub link_local: Option<Ipv6Addr>,
 }
 
-/// Worker settings; `None` leaves the command line's or the built-in default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Workers {
-    /// Queue (worker) count.
-    pub queues: Option<u32>,
-    /// Core of each worker.
-    pub cores: Option<Vec<usize>>,
-    /// Poll mode.
-    pub poll: Option<PollMode>,
-    /// XDP attach mode.
-    pub xdp_mode: Option<XdpMode>,
-}
-
-/// Queue management (`[aqm]`); `None` leaves the command line's or the built-in default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Aqm {
-    /// CoDel or off.
-    pub mode: Option<AqmMode>,
-    /// CoDel's target sojourn.
-    pub target: Option<std::time::Duration>,
-    /// CoDel's interval.
-    pub interval: Option<std::time::Duration>,
-}
-
 /// A validated router configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouterConfig {
@@ -125,10 +102,8 @@ pub struct RouterConfig {
     pub neighbors: Vec<(Ipv4Addr, MacAddr)>,
     /// Static IPv6 neighbours.
     pub neighbors6: Vec<(Ipv6Addr, MacAddr)>,
-    /// Worker settings.
-    pub workers: Workers,
-    /// Queue management.
-    pub aqm: Aqm,
+    /// The worker options the file gives (`[workers]` and `[aqm]`), each with its place.
+    pub options: Layer,
     /// Limits, in the data plane's terms (the file's, or the defaults).
     pub limits: RouterLimits,
     /// Where the routes come from (`[fib]`).
@@ -146,11 +121,11 @@ struct RawConfig {
     #[serde(default)]
     neighbor: Vec<RawNeighbor>,
     #[serde(default)]
-    workers: RawWorkers,
+    workers: RawOptions,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
-    aqm: RawAqm,
+    aqm: RawOptions,
     #[serde(default)]
     fib: RawFib,
 }
@@ -163,13 +138,9 @@ struct RawFib {
     buffer: Option<Spanned<usize>>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawAqm {
-    mode: Option<AqmMode>,
-    target: Option<Spanned<String>>,
-    interval: Option<Spanned<String>>,
-}
+/// A table of worker options (`[workers]`, `[aqm]`): its keys and values with their places,
+/// read by the table of [`xfwd_dataplane::io::settings`].
+type RawOptions = std::collections::BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -192,15 +163,6 @@ struct RawRoute {
 struct RawNeighbor {
     ip: Spanned<String>,
     mac: Spanned<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawWorkers {
-    queues: Option<Spanned<u32>>,
-    cores: Option<Vec<usize>>,
-    poll: Option<PollMode>,
-    xdp_mode: Option<XdpMode>,
 }
 
 #[derive(Deserialize, Default)]
@@ -315,9 +277,8 @@ impl RouterConfig {
         let (interfaces, subnets, subnets6) = interfaces_of(&cx, &raw, fib != FibSource::Config)?;
         let mut r = routes_of(&cx, &raw, &interfaces, &subnets, &subnets6)?;
         let (neighbors, neighbors6) = neighbors_of(&cx, &raw, &subnets, &subnets6)?;
-        let workers = workers_of(&cx, &raw)?;
+        let options = options_of(&cx, &raw)?;
         let limits = limits_of(&cx, &raw)?;
-        let aqm = aqm_of(&cx, &raw)?;
 
         if let Some(rf) = &raw.routes_file {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
@@ -334,8 +295,7 @@ impl RouterConfig {
             routes6: r.v6,
             neighbors,
             neighbors6,
-            workers,
-            aqm,
+            options,
             limits,
         })
     }
@@ -417,60 +377,34 @@ impl RouterConfig {
                 }
             }
         };
-        let (w, ow) = (&other.workers, &self.workers);
-        // Left out, the queue count and cores are what xfwd chose at start: unchanged only if
-        // they were left out then too.
-        let auto = |now: bool, then: bool| if now && !then { Some("(automatic)".to_owned()) } else { None };
-        check(
-            "[workers] queues",
-            w.queues.map(|q| q.to_string()).or_else(|| auto(true, ow.queues.is_none())),
-            running.queues.map(|q| q.to_string()),
-        );
-        check(
-            "[workers] cores",
-            w.cores.as_ref().map(|c| format!("{c:?}")).or_else(|| auto(true, ow.cores.is_none())),
-            running.cores.as_ref().map(|c| format!("{c:?}")),
-        );
-        check("[workers] poll", Some(w.poll.unwrap_or_default().to_string()), running.poll.map(|p| p.to_string()));
-        check(
-            "[workers] xdp_mode",
-            Some(w.xdp_mode.unwrap_or_default().to_string()),
-            running.xdp_mode.map(|m| m.to_string()),
-        );
-        let a = &other.aqm;
-        check("[aqm] mode", Some(a.mode.unwrap_or_default().to_string()), running.aqm.map(|m| m.to_string()));
-        let ms = |d: std::time::Duration| format!("{:?}", d);
-        check("[aqm] target", Some(ms(a.target.unwrap_or(Running::AQM_TARGET))), running.aqm_target.map(ms));
-        check("[aqm] interval", Some(ms(a.interval.unwrap_or(Running::AQM_INTERVAL))), running.aqm_interval.map(ms));
+        let defaults = WorkerOptions::default();
+        for &opt in Opt::ALL {
+            if *running.origins.of(opt) == Source::Flag {
+                continue;
+            }
+            // Left out, an automatic value (queues, cores) is what xfwd chose at start:
+            // unchanged only if it was left out then too.
+            let (given, was_given) = (other.options.has(opt), self.options.has(opt));
+            if !given && !was_given && defaults.show(opt) == "(automatic)" {
+                continue;
+            }
+            let file = WorkerOptions::merge(&[&other.options]).0.show(opt);
+            let (table, key) = opt.key().split_once('.').unwrap_or(("", opt.key()));
+            check(&format!("[{table}] {key}"), Some(file), Some(running.options.show(opt)));
+        }
         (!changed.is_empty()).then(|| format!("{} cannot change while xfwd runs", changed.join(", ")))
     }
 }
 
-/// What a running router's worker and queue management settings are, for
-/// [`RouterConfig::needs_restart`]; `None` where the command line set it.
+/// What a running router's worker options are, for [`RouterConfig::needs_restart`]: the
+/// values it runs with (the queue count and cores it chose where they were left out) and where
+/// each came from (a flag's is not the file's to change).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Running {
-    /// Queue (worker) count.
-    pub queues: Option<u32>,
-    /// Each worker's core, as the file gives them.
-    pub cores: Option<Vec<usize>>,
-    /// Poll mode.
-    pub poll: Option<PollMode>,
-    /// XDP attach mode asked for.
-    pub xdp_mode: Option<XdpMode>,
-    /// Queue management.
-    pub aqm: Option<AqmMode>,
-    /// CoDel's target.
-    pub aqm_target: Option<std::time::Duration>,
-    /// CoDel's interval.
-    pub aqm_interval: Option<std::time::Duration>,
-}
-
-impl Running {
-    /// CoDel's target where neither the file nor the command line gives one.
-    pub const AQM_TARGET: std::time::Duration = std::time::Duration::from_millis(5);
-    /// CoDel's interval where neither gives one.
-    pub const AQM_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+    /// The values.
+    pub options: WorkerOptions,
+    /// Where each came from.
+    pub origins: Origins,
 }
 
 type Subnets = Vec<(Prefix, Ipv4Addr, String)>;
@@ -843,47 +777,47 @@ fn fib_of(cx: &Ctx, raw: &RawConfig) -> Result<FibSource, ConfigError> {
     Ok(FibSource::Kernel { table, buffer })
 }
 
-fn workers_of(cx: &Ctx, raw: &RawConfig) -> Result<Workers, ConfigError> {
-    let w = &raw.workers;
-    if let Some(q) = &w.queues {
-        if *q.get_ref() == 0 {
-            return Err(cx.err(q.span(), "workers.queues must be at least 1"));
+/// The worker options of `[workers]` and `[aqm]`, each read by its row of the options table.
+/// Checked together ([`WorkerOptions::check`]) once merged with the command line's, by the
+/// caller: a flag may make right what the file alone would not.
+fn options_of(cx: &Ctx, raw: &RawConfig) -> Result<Layer, ConfigError> {
+    let mut layer = Layer::default();
+    for (table, entries) in [("workers", &raw.workers), ("aqm", &raw.aqm)] {
+        for (key, value) in entries {
+            let name = format!("{table}.{}", key.get_ref());
+            let Some(opt) = Opt::by_key(&name) else {
+                let known: Vec<&str> =
+                    Opt::ALL.iter().filter_map(|o| o.key().strip_prefix(table)?.strip_prefix('.')).collect();
+                return Err(cx.err(
+                    key.span(),
+                    format!("unknown field `{}`, expected one of `{}`", key.get_ref(), known.join("`, `")),
+                ));
+            };
+            let p = pos_of(cx.text, value.span().start);
+            let source = Source::File { path: cx.path.to_owned(), line: p.line, col: p.col };
+            layer
+                .set_from_file(opt, &given(value.get_ref()), source)
+                .map_err(|m| cx.err(value.span(), format!("{name} {m}")))?;
         }
     }
-    let workers = Workers {
-        queues: w.queues.as_ref().map(|q| *q.get_ref()),
-        cores: w.cores.clone(),
-        poll: w.poll,
-        xdp_mode: w.xdp_mode,
-    };
-    Ok(workers)
+    Ok(layer)
 }
 
-/// The `[aqm]` table: durations like the command line's (`5ms`), the target below the interval.
-fn aqm_of(cx: &Ctx, raw: &RawConfig) -> Result<Aqm, ConfigError> {
-    let a = &raw.aqm;
-    let duration = |v: &Option<Spanned<String>>, name: &str| -> Result<Option<std::time::Duration>, ConfigError> {
-        let Some(v) = v else { return Ok(None) };
-        match crate::parse_duration(v.get_ref()) {
-            Ok(d) if !d.is_zero() => Ok(Some(d)),
-            Ok(_) => Err(cx.err(v.span(), format!("aqm.{name} must be above zero"))),
-            Err(e) => Err(cx.err(v.span(), format!("aqm.{name}: {e}"))),
-        }
-    };
-    let target = duration(&a.target, "target")?;
-    let interval = duration(&a.interval, "interval")?;
-    let (t, i) = (
-        target.unwrap_or(std::time::Duration::from_millis(5)),
-        interval.unwrap_or(std::time::Duration::from_millis(100)),
-    );
-    if t >= i {
-        let span = a.target.as_ref().or(a.interval.as_ref()).map_or(0..0, Spanned::span);
-        return Err(cx.err(
-            span,
-            format!("aqm.target ({t:?}) must be below aqm.interval ({i:?}); RFC 8289's defaults are 5ms and 100ms"),
-        ));
+/// A TOML value as the options table reads it.
+fn given(v: &toml::Value) -> Given<'_> {
+    match v {
+        toml::Value::String(s) => Given::Text(s),
+        toml::Value::Integer(i) => Given::Int(*i),
+        toml::Value::Boolean(b) => Given::Bool(*b),
+        toml::Value::Array(a) => a
+            .iter()
+            .map(toml::Value::as_integer)
+            .collect::<Option<Vec<_>>>()
+            .map_or(Given::Other("a list of something else than whole numbers"), Given::Ints),
+        toml::Value::Float(_) => Given::Other("a fraction"),
+        toml::Value::Datetime(_) => Given::Other("a date"),
+        toml::Value::Table(_) => Given::Other("a table"),
     }
-    Ok(Aqm { mode: a.mode, target, interval })
 }
 
 /// The `[limits]` table, with the data plane's defaults for what it leaves out.
@@ -1096,6 +1030,8 @@ fn parse_routes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xfwd_dataplane::io::settings::{Cores, Refusal};
+    use xfwd_dataplane::io::{AqmMode, PollMode, XdpMode};
 
     const GOOD: &str = r#"
 [[interface]]
@@ -1152,36 +1088,46 @@ interval = "50ms"
         assert_eq!(c.routes[0], ("10.0.0.0/8".parse().unwrap(), RouteTarget::Via("192.168.30.2".parse().unwrap())));
         assert_eq!(c.routes[1], ("172.16.0.0/12".parse().unwrap(), RouteTarget::Dev(PortId(0))));
         assert_eq!(c.neighbors, vec![("192.168.30.2".parse().unwrap(), "02:00:00:00:00:01".parse().unwrap())]);
+        let (o, from) = WorkerOptions::merge(&[&c.options]);
         assert_eq!(
-            c.workers,
-            Workers {
-                queues: Some(2),
-                cores: Some(vec![0, 1]),
-                poll: Some(PollMode::Busy),
-                xdp_mode: Some(XdpMode::Native)
-            }
+            (o.queues, o.cores, o.poll, o.xdp_mode),
+            (Some(2), Some(Cores::List(vec![0, 1])), PollMode::Busy, XdpMode::Native)
         );
+        assert!(matches!(from.of(Opt::Poll), Source::File { .. }) && *from.of(Opt::Sockets) == Source::Default);
         assert_eq!(
             c.limits,
             RouterLimits { neighbors: 1024, glean_queue: 8, icmp_rate: 100, icmp_burst: 10, rfc1812_martians: false }
         );
         let ms = std::time::Duration::from_millis;
-        assert_eq!(c.aqm, Aqm { mode: Some(AqmMode::Codel), target: Some(ms(2)), interval: Some(ms(50)) });
+        assert_eq!((o.aqm, o.aqm_target, o.aqm_interval), (AqmMode::Codel, ms(2), ms(50)));
     }
 
     #[test]
     fn aqm_settings_are_checked_where_they_stand() {
         let base = "[[interface]]\nname = \"eth4\"\naddresses = [\"198.18.10.2/24\"]\n";
         let c = parse(&format!("{base}[aqm]\nmode = \"off\"\n")).unwrap();
-        assert_eq!(c.aqm, Aqm { mode: Some(AqmMode::Off), target: None, interval: None });
-        assert_eq!(parse(base).unwrap().aqm, Aqm::default(), "no table: the command line's or the defaults");
-        assert_eq!(
-            error_of(&format!("{base}[aqm]\ntarget = \"200ms\"\n")),
-            "router.toml:5:10: aqm.target (200ms) must be below aqm.interval (100ms); RFC 8289's defaults are 5ms and 100ms"
+        assert_eq!(WorkerOptions::merge(&[&c.options]).0.aqm, AqmMode::Off);
+        assert_eq!(parse(base).unwrap().options, Layer::default(), "no table: the command line's or the defaults");
+        // Together, the values are checked once merged with the command line's; the refusal
+        // names the options, and where the file gave them.
+        let c = parse(&format!("{base}[aqm]\ntarget = \"200ms\"\n")).unwrap();
+        let (o, from) = WorkerOptions::merge(&[&c.options]);
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(o.check(), Err(Refusal::TargetNotBelowInterval { target: ms(200), interval: ms(100) }));
+        assert_eq!(*from.of(Opt::AqmTarget), Source::File { path: "router.toml".into(), line: 5, col: 10 });
+        assert!(
+            error_of(&format!("{base}[aqm]\ninterval = \"soon\"\n")).contains("aqm.interval `soon` is not a duration")
         );
-        assert!(error_of(&format!("{base}[aqm]\ninterval = \"0s\"\n")).contains("aqm.interval must be above zero"));
         assert!(error_of(&format!("{base}[aqm]\nmode = \"red\"\n"))
             .contains("aqm.mode `red` is not one of fq-codel, codel, off"));
+        assert!(error_of(&format!("{base}[aqm]\ncolour = 1\n"))
+            .contains("5:1: unknown field `colour`, expected one of `mode`, `target`, `interval`"));
+    }
+
+    /// What a router started from `c` alone runs with.
+    fn running_of(c: &RouterConfig) -> Running {
+        let (options, origins) = WorkerOptions::merge(&[&c.options]);
+        Running { options, origins }
     }
 
     fn error_of(text: &str) -> String {
@@ -1211,11 +1157,11 @@ interval = "50ms"
         let e = error_of(&format!("{IFACES}[[neighbor]]\nip = \"192.168.10.7\"\nmac = \"01:00:5e:00:00:01\"\n"));
         assert!(e.starts_with("router.toml:6:7: 01:00:5e:00:00:01 is not a station address"), "{e}");
         let e = error_of(&format!("{IFACES}[workers]\npoll = \"sometimes\"\n"));
-        assert_eq!(e, "router.toml:5:8: poll `sometimes` is not one of busy, adaptive");
+        assert_eq!(e, "router.toml:5:8: workers.poll `sometimes` is not one of busy, adaptive");
         let e = error_of(&format!("{IFACES}[workers]\nxdp_mode = \"offload\"\n"));
-        assert_eq!(e, "router.toml:5:12: xdp_mode `offload` is not one of native, generic, auto");
+        assert_eq!(e, "router.toml:5:12: workers.xdp_mode `offload` is not one of native, generic, auto");
         let e = error_of(&format!("{IFACES}[workers]\npoll = 1\n"));
-        assert!(e.starts_with("router.toml:5:8: invalid type: integer `1`, expected a string"), "{e}");
+        assert!(e.starts_with("router.toml:5:8: workers.poll expects one of busy, adaptive, not `1`"), "{e}");
         let e = error_of("");
         assert!(e.starts_with("router.toml: no [[interface]]"), "{e}");
         let e = error_of(&format!("{IFACES}[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"192.168.10.2\"\n"));
@@ -1403,10 +1349,10 @@ mac = "02:00:00:00:00:02"
         // A changed IPv6 address or link-local address needs a restart.
         let mut d = c.clone();
         d.interfaces[1].addresses6[0].1 = 56;
-        assert!(c.needs_restart(&d, &Running::default()).is_some());
+        assert!(c.needs_restart(&d, &running_of(&c)).is_some());
         let mut d = c.clone();
         d.interfaces[0].link_local = None;
-        assert!(c.needs_restart(&d, &Running::default()).is_some());
+        assert!(c.needs_restart(&d, &running_of(&c)).is_some());
     }
 
     #[test]
@@ -1493,9 +1439,9 @@ mac = "02:00:00:00:00:02"
         let a = parse(GOOD).unwrap();
         let mut b = a.clone();
         b.routes.pop();
-        assert_eq!(a.needs_restart(&b, &Running::default()), None);
+        assert_eq!(a.needs_restart(&b, &running_of(&a)), None);
         b.interfaces[0].addresses.pop();
-        assert!(a.needs_restart(&b, &Running::default()).is_some());
+        assert!(a.needs_restart(&b, &running_of(&a)).is_some());
     }
 
     #[test]
@@ -1503,47 +1449,33 @@ mac = "02:00:00:00:00:02"
         let a = parse(IFACES).unwrap();
         // Started without [workers] or [aqm]: one queue (automatic), adaptive polling, flow
         // queues, CoDel's defaults.
-        let running = Running {
-            queues: Some(1),
-            cores: None,
-            poll: Some(PollMode::default()),
-            xdp_mode: Some(XdpMode::default()),
-            aqm: Some(AqmMode::default()),
-            aqm_target: Some(Running::AQM_TARGET),
-            aqm_interval: Some(Running::AQM_INTERVAL),
-        };
+        let options = WorkerOptions { queues: Some(1), ..WorkerOptions::default() };
+        let running = Running { options, origins: Origins::default() };
         assert_eq!(a.needs_restart(&a, &running), None);
         // Saying what runs is no change: one queue, the default poll mode.
-        let mut b = a.clone();
-        b.workers.queues = Some(1);
-        b.workers.poll = Some(PollMode::default());
+        let b = parse(&format!("{IFACES}[workers]\nqueues = 1\npoll = \"adaptive\"\n")).unwrap();
         assert_eq!(a.needs_restart(&b, &running), None);
         // Queue management off while it is on: refused, named with both values.
-        let mut b = a.clone();
-        b.aqm.mode = Some(AqmMode::Off);
+        let b = parse(&format!("{IFACES}[aqm]\nmode = \"off\"\n")).unwrap();
         let why = a.needs_restart(&b, &running).unwrap();
         assert!(
             why.starts_with("[aqm] mode = off (running: ") && why.ends_with("cannot change while xfwd runs"),
             "{why}"
         );
         // Two queues while one runs, and a new CoDel target: both named.
-        let mut b = a.clone();
-        b.workers.queues = Some(2);
-        b.aqm.target = Some(std::time::Duration::from_millis(10));
+        let b = parse(&format!("{IFACES}[workers]\nqueues = 2\n[aqm]\ntarget = \"10ms\"\n")).unwrap();
         let why = a.needs_restart(&b, &running).unwrap();
         assert!(
             why.contains("[workers] queues = 2 (running: 1)") && why.contains("[aqm] target = 10ms (running: 5ms)"),
             "{why}"
         );
         // What the command line fixed is not the file's to change.
-        let cli = Running { aqm: None, queues: None, ..running.clone() };
-        let mut b = a.clone();
-        b.aqm.mode = Some(AqmMode::Off);
-        b.workers.queues = Some(2);
+        let mut cli = running.clone();
+        (cli.origins.aqm, cli.origins.queues) = (Source::Flag, Source::Flag);
+        let b = parse(&format!("{IFACES}[workers]\nqueues = 2\n[aqm]\nmode = \"off\"\n")).unwrap();
         assert_eq!(a.needs_restart(&b, &cli), None);
         // A queue count given at start and left out now: what xfwd would choose is not known.
-        let mut given = a.clone();
-        given.workers.queues = Some(1);
+        let given = parse(&format!("{IFACES}[workers]\nqueues = 1\n")).unwrap();
         let why = given.needs_restart(&a, &running).unwrap();
         assert!(why.contains("[workers] queues = (automatic) (running: 1)"), "{why}");
     }

@@ -3,8 +3,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use super::port::PortError;
+use super::settings::{Refusal, WorkerOptions};
 use super::xdp::XdpError;
 use crate::l3::tables::RouteTarget6;
 use crate::l3::{Prefix, Prefix6, RouteTarget};
@@ -15,36 +15,8 @@ use crate::wire::MacAddr;
 pub struct ForwarderConfig {
     /// Port names, in port order.
     pub ports: Vec<String>,
-    /// Worker (queue) count; `None`: the smallest RX queue count among the ports, capped by cores.
-    pub queues: Option<u32>,
-    /// Core of each worker, by queue; `None`: queue *i* on core *i*.
-    pub cores: Option<Vec<usize>>,
-    /// How workers wait for frames.
-    pub poll: PollMode,
-    /// How the XDP program is attached.
-    pub xdp_mode: XdpMode,
-    /// Whether the sockets bind in zero-copy mode.
-    pub zero_copy: ZeroCopy,
-    /// How the sockets are laid out over the ports' queues.
-    pub sockets: Sockets,
-    /// Back each worker's UMEM with huge pages.
-    pub huge_pages: bool,
-    /// Busy mode: frames per preferred busy poll of the driver (`SO_BUSY_POLL_BUDGET`); 0 turns
-    /// preferred busy polling off (the workers then only poll the rings).
-    pub busy_poll_budget: u16,
-    /// Copy mode: frames one TX kick may send (`None`: the kernel's 32).
-    pub tx_budget: Option<u32>,
-    /// The sockets' ring sizes.
-    pub rings: crate::io::xsk::RingSizes,
-    /// Whether the workers run under SCHED_FIFO, so that they, like the kernel's own packet
-    /// processing, run before ordinary processes.
-    pub rt_priority: RtPriority,
-    /// Queue management on the workers' queues.
-    pub aqm: AqmMode,
-    /// CoDel's target sojourn, nanoseconds (RFC 8289: 5 ms).
-    pub aqm_target_ns: u64,
-    /// CoDel's interval, nanoseconds (RFC 8289: 100 ms).
-    pub aqm_interval_ns: u64,
+    /// The worker options: their values, checked by [`WorkerOptions::check`].
+    pub workers: WorkerOptions,
     /// What the ports do.
     pub mode: Mode,
 }
@@ -131,7 +103,10 @@ pub enum StartError {
     /// A port cannot be used (the message names it and says what to do).
     #[error(transparent)]
     Port(#[from] PortError),
-    /// The request itself is inconsistent (queues, cores, port count).
+    /// The options cannot work (the caller words it: it knows where each value came from).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The request itself is inconsistent (port count, addresses).
     #[error("{0}")]
     Usage(String),
     /// The XDP program could not be loaded.

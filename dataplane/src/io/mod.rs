@@ -64,6 +64,7 @@ pub mod options;
 pub mod port;
 pub mod ring;
 pub mod rtnl;
+pub mod settings;
 pub mod start;
 pub mod view;
 pub mod worker;

@@ -112,8 +112,25 @@ pub enum Sockets {
     PerCpu,
 }
 
+impl ZeroCopy {
+    /// Every value, in the order `--help` lists them.
+    pub const ALL: [ZeroCopy; 3] = [ZeroCopy::Auto, ZeroCopy::On, ZeroCopy::Off];
+
+    /// The value's word on the command line and in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ZeroCopy::Auto => "auto",
+            ZeroCopy::On => "on",
+            ZeroCopy::Off => "off",
+        }
+    }
+}
+
 impl Sockets {
-    /// The value's word on the command line.
+    /// Every value, in the order `--help` lists them.
+    pub const ALL: [Sockets; 3] = [Sockets::Auto, Sockets::PerQueue, Sockets::PerCpu];
+
+    /// The value's word on the command line and in the file.
     pub fn name(self) -> &'static str {
         match self {
             Sockets::Auto => "auto",

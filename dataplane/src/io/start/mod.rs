@@ -94,7 +94,7 @@ impl Forwarder {
             .filter(|p| p.member == 0)
             .map(|p| Arc::clone(&p.pool.gauges))
             .collect();
-        let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.poll, &stop, clock);
+        let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.workers.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
         let Shared { fdb, router, frame_max } = shared;
         let (arp, router_view, router_control, kernel_sync) = match router {
@@ -119,7 +119,7 @@ impl Forwarder {
             xdp_modes: xdp_modes.clone(),
             zero_copy,
             rt_priority: rt.priority(),
-            aqm: cfg.aqm,
+            aqm: cfg.workers.aqm,
         });
 
         before_threads().map_err(StartError::Privileges)?;
@@ -327,7 +327,7 @@ fn open_sockets(
     xdp: &XdpProgram,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<QueueSockets>, bool), StartError> {
-    let mode = plan::bind_mode(cfg.zero_copy, plan.xdp_mode)?;
+    let mode = plan::bind_mode(cfg.workers.zero_copy, plan.xdp_mode)?;
     let mut zero_copy = mode.tries_zero_copy();
     // Each UMEM: the queue its sockets bind, its workers and its ports.
     let all_ports: Vec<usize> = (0..cfg.ports.len()).collect();

@@ -18,8 +18,9 @@ use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError};
 use crate::io::drivers::{self, QueueIndex};
 use crate::io::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
+use crate::io::settings::{Cores, Opt, Refusal};
 use crate::io::xdp::LocalKind;
-use crate::io::xsk::{BindOptions, OpenError, RingSizes};
+use crate::io::xsk::{BindOptions, OpenError};
 use crate::l3::{PortSpec, Prefix};
 use crate::{MAX_PORTS, MAX_QUEUES};
 
@@ -32,30 +33,7 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
     if cfg.ports.len() > MAX_PORTS {
         return Err(StartError::Usage(format!("at most {MAX_PORTS} ports, {} given", cfg.ports.len())));
     }
-    if let RtPriority::Fixed(p) = cfg.rt_priority {
-        if !(1..=99).contains(&p) {
-            return Err(StartError::Usage(format!("--rt-priority {p}: give 1 to 99")));
-        }
-        if cfg.poll == PollMode::Busy {
-            return Err(StartError::Usage(
-                "--rt-priority with --poll busy: a real-time worker that never sleeps takes its core from everything else, the kernel's own threads included; use --poll adaptive".into(),
-            ));
-        }
-    }
-    if cfg.aqm != AqmMode::Off && (cfg.aqm_target_ns == 0 || cfg.aqm_target_ns >= cfg.aqm_interval_ns) {
-        return Err(StartError::Usage(format!(
-            "--aqm-target {} ms with --aqm-interval {} ms: give a target above zero and below the interval (RFC 8289: 5 ms and 100 ms)",
-            cfg.aqm_target_ns as f64 / 1e6,
-            cfg.aqm_interval_ns as f64 / 1e6
-        )));
-    }
-    if let Some((option, n)) = cfg.rings.invalid() {
-        return Err(StartError::Usage(format!(
-            "{option} {n}: give a power of two from {} to {} (the kernel's rings index with a mask)",
-            RingSizes::MIN,
-            RingSizes::MAX
-        )));
-    }
+    cfg.workers.check()?;
     if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
         return Err(StartError::Usage("--fdb-size must be at least 1".into()));
     }
@@ -64,9 +42,10 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
 
 /// The queue management `cfg` asks for.
 fn aqm_plan(cfg: &ForwarderConfig) -> Option<AqmPlan> {
+    let w = &cfg.workers;
     let codel =
-        CodelParams { target_ns: cfg.aqm_target_ns, interval_ns: cfg.aqm_interval_ns, ..CodelParams::default() };
-    match cfg.aqm {
+        CodelParams { target_ns: nanos(w.aqm_target), interval_ns: nanos(w.aqm_interval), ..CodelParams::default() };
+    match w.aqm {
         AqmMode::Off => None,
         AqmMode::Codel => Some(AqmPlan { codel, flow_queues: None }),
         AqmMode::FqCodel => Some(AqmPlan {
@@ -80,6 +59,11 @@ fn aqm_plan(cfg: &ForwarderConfig) -> Option<AqmPlan> {
             }),
         }),
     }
+}
+
+/// A duration in whole nanoseconds (saturating).
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// What start-up will make.
@@ -232,29 +216,26 @@ impl<'a> Plan<'a> {
         for p in ports.iter().filter(|p| !p.carrier) {
             warnings.push(format!("{}: no carrier (link down); frames will flow once it comes up", p.name));
         }
-        let (xdp_mode, why) = xdp_mode(cfg.xdp_mode, ports);
+        let w = &cfg.workers;
+        let (xdp_mode, why) = xdp_mode(w.xdp_mode, ports);
         warnings.extend(why);
-        let xdp_mode = match (cfg.sockets, xdp_mode) {
-            (Sockets::PerCpu, XdpMode::Native) => {
-                return Err(StartError::Usage(
-                    "--sockets per-cpu with --xdp-mode native: in native mode a queue's frames are taken on one CPU at a time, so no CPU has frames of its own to hand over; use --xdp-mode generic".into(),
-                ))
-            }
+        let xdp_mode = match (w.sockets, xdp_mode) {
+            (Sockets::PerCpu, XdpMode::Native) => return Err(Refusal::PerCpuNative.into()),
             (Sockets::PerCpu, XdpMode::Auto) => XdpMode::Generic,
             (_, m) => m,
         };
         // Ports whose driver gives every frame queue 0 in this mode, from whichever CPU
         // received it (generic XDP on veth and dpaa_eth).
         let zero: Vec<&PortInfo> = ports.iter().filter(|p| xdp_mode == XdpMode::Generic && queue_zero(p)).collect();
-        let fit = zero.len() == ports.len() && cfg.queues.unwrap_or(ncores as u32) > 1;
+        let fit = zero.len() == ports.len() && w.queues.unwrap_or(ncores as u32) > 1;
         let fixed = kernel.is_some_and(|k| k >= PER_CPU_KERNEL);
-        let per_cpu = match cfg.sockets {
+        let per_cpu = match w.sockets {
             Sockets::PerCpu => true,
             Sockets::PerQueue => false,
             Sockets::Auto => fit && fixed,
         };
         let release = kernel.map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a}.{b}"));
-        if !fixed && (per_cpu || (fit && cfg.sockets == Sockets::Auto)) {
+        if !fixed && (per_cpu || (fit && w.sockets == Sockets::Auto)) {
             let (a, b) = PER_CPU_KERNEL;
             warnings.push(if per_cpu {
                 format!(
@@ -270,10 +251,10 @@ impl<'a> Plan<'a> {
             });
         }
         let queues = if per_cpu {
-            worker_count(cfg.queues.unwrap_or(ncores as u32))?
+            worker_count(w.queues.unwrap_or(ncores as u32))?
         } else {
             // On a queue-0 port one worker takes all, so one is what runs unless more are asked.
-            let asked = cfg.queues.or(zero.first().map(|_| 1));
+            let asked = w.queues.or(zero.first().map(|_| 1));
             queue_count(asked, ports, ncores)?
         };
         if let (Some(p), false, true) = (zero.first(), per_cpu, queues > 1) {
@@ -299,7 +280,12 @@ impl<'a> Plan<'a> {
                 )
             });
         }
-        let cores = assign_cores(cfg.cores.as_deref(), queues, ncores)?;
+        let asked = match &w.cores {
+            None => None,
+            Some(Cores::List(l)) => Some(l.as_slice()),
+            Some(Cores::Irq) => return Err(Refusal::CoresIrqUnresolved.into()),
+        };
+        let cores = assign_cores(asked, queues, ncores)?;
         let layout = if per_cpu { Layout::PerCpu { slots: cpu_slots(&cores) } } else { Layout::PerQueue };
         if let Layout::PerCpu { slots } = &layout {
             let idle: Vec<String> = (0..queues)
@@ -318,7 +304,7 @@ impl<'a> Plan<'a> {
             Mode::Bridge { fdb_size, ageing_s } => Role::Bridge { fdb_size: *fdb_size, ageing_s: *ageing_s },
             Mode::Router(setup) => Role::Router(RouterPlan::new(setup, ports)?),
         };
-        let busy = cfg.poll == PollMode::Busy;
+        let busy = w.poll == PollMode::Busy;
         let crowded = (busy && queues as usize >= ncores).then(|| {
             format!(
                 "busy polling with {queues} worker(s) on {ncores} core(s) leaves no core idle for the kernel or other programs; consider --poll adaptive"
@@ -331,17 +317,17 @@ impl<'a> Plan<'a> {
             cores,
             bind: BindOptions {
                 zero_copy: false,
-                huge_pages: cfg.huge_pages,
-                busy_poll_budget: (busy && cfg.busy_poll_budget > 0).then_some(cfg.busy_poll_budget),
-                tx_budget: cfg.tx_budget,
-                rings: cfg.rings,
+                huge_pages: w.huge_pages,
+                busy_poll_budget: (busy && w.busy_poll_budget > 0).then_some(w.busy_poll_budget),
+                tx_budget: w.tx_budget,
+                rings: w.rings(),
             },
             role,
             warnings,
             crowded,
-            deferral_advice: busy && cfg.busy_poll_budget > 0,
+            deferral_advice: busy && w.busy_poll_budget > 0,
             aqm: aqm_plan(cfg),
-            realtime: match cfg.rt_priority {
+            realtime: match w.rt_priority {
                 RtPriority::Off => None,
                 // A real-time worker that never sleeps would take its core from everything else.
                 RtPriority::Auto if busy => None,
@@ -422,15 +408,15 @@ pub fn cpu_slots(cores: &[usize]) -> Vec<u32> {
 /// A worker count asked for (or the cores) where queues do not bound it.
 fn worker_count(n: u32) -> Result<u32, StartError> {
     match n {
-        0 => Err(StartError::Usage("--queues must be at least 1".into())),
-        n if n as usize > MAX_QUEUES => Err(StartError::Usage(format!("at most {MAX_QUEUES} queues, {n} asked"))),
+        0 => Err(Refusal::AtLeastOne(Opt::Queues).into()),
+        n if n as usize > MAX_QUEUES => Err(Refusal::TooManyQueues { asked: n }.into()),
         n => Ok(n),
     }
 }
 
 fn queue_count(asked: Option<u32>, ports: &[PortInfo], ncores: usize) -> Result<u32, StartError> {
     let queues = match asked {
-        Some(0) => return Err(StartError::Usage("--queues must be at least 1".into())),
+        Some(0) => return Err(Refusal::AtLeastOne(Opt::Queues).into()),
         Some(q) => {
             if let Some(p) = ports.iter().find(|p| p.rx_queues < q) {
                 return Err(PortError::new(
@@ -447,7 +433,7 @@ fn queue_count(asked: Option<u32>, ports: &[PortInfo], ncores: usize) -> Result<
         }
     };
     if queues as usize > MAX_QUEUES {
-        return Err(StartError::Usage(format!("at most {MAX_QUEUES} queues, {queues} asked")));
+        return Err(Refusal::TooManyQueues { asked: queues }.into());
     }
     Ok(queues)
 }
@@ -459,13 +445,10 @@ fn assign_cores(asked: Option<&[usize]>, queues: u32, ncores: usize) -> Result<V
         return Ok((0..queues as usize).map(|q| q % ncores).collect());
     };
     if list.len() < queues as usize {
-        return Err(StartError::Usage(format!(
-            "--cores names {} core(s) for {queues} queue(s); give one core per queue",
-            list.len()
-        )));
+        return Err(Refusal::TooFewCores { given: list.len(), queues }.into());
     }
     if let Some(c) = list.iter().find(|&&c| c >= ncores) {
-        return Err(StartError::Usage(format!("--cores: core {c} does not exist (cores 0..{})", ncores - 1)));
+        return Err(Refusal::NoSuchCore { core: *c, ncores }.into());
     }
     Ok(list[..queues as usize].to_vec())
 }
@@ -527,9 +510,7 @@ pub enum BindMode {
 pub fn bind_mode(zero_copy: ZeroCopy, xdp_mode: XdpMode) -> Result<BindMode, StartError> {
     match (zero_copy, xdp_mode) {
         // Zero-copy needs the driver's own XDP: a generic attachment cannot feed it.
-        (ZeroCopy::On, XdpMode::Generic) => Err(StartError::Usage(
-            "--zero-copy on with --xdp-mode generic: zero-copy needs the driver's native XDP".into(),
-        )),
+        (ZeroCopy::On, XdpMode::Generic) => Err(Refusal::ZeroCopyGeneric.into()),
         (ZeroCopy::Off, _) | (_, XdpMode::Generic) => Ok(BindMode::Copy),
         (ZeroCopy::Auto, _) => Ok(BindMode::PreferZeroCopy),
         (ZeroCopy::On, _) => Ok(BindMode::RequireZeroCopy),
@@ -605,8 +586,17 @@ pub fn deferral_advice(port: &str, napi_defer_hard_irqs: &str, gro_flush_timeout
 mod tests {
     use super::*;
     use crate::io::config::RouterLimits;
+    use crate::io::settings::WorkerOptions;
+    use crate::io::xsk::RingSizes;
     use crate::wire::MacAddr;
     use std::net::Ipv4Addr;
+
+    /// `base` with its worker options changed by `f`.
+    fn with(base: ForwarderConfig, f: impl FnOnce(&mut WorkerOptions)) -> ForwarderConfig {
+        let mut cfg = base;
+        f(&mut cfg.workers);
+        cfg
+    }
 
     /// A plan on a kernel with what per-CPU sockets need.
     fn plan_new<'a>(cfg: &'a ForwarderConfig, ports: &[PortInfo], ncores: usize) -> Result<Plan<'a>, StartError> {
@@ -630,20 +620,7 @@ mod tests {
     fn bridge(ports: &[&str]) -> ForwarderConfig {
         ForwarderConfig {
             ports: ports.iter().map(|p| (*p).to_owned()).collect(),
-            queues: None,
-            cores: None,
-            poll: PollMode::Adaptive,
-            xdp_mode: XdpMode::Auto,
-            zero_copy: ZeroCopy::Auto,
-            sockets: Sockets::Auto,
-            huge_pages: false,
-            busy_poll_budget: 64,
-            tx_budget: None,
-            rings: RingSizes::default(),
-            rt_priority: RtPriority::Auto,
-            aqm: AqmMode::Codel,
-            aqm_target_ns: 5_000_000,
-            aqm_interval_ns: 100_000_000,
+            workers: WorkerOptions { busy_poll_budget: 64, aqm: AqmMode::Codel, ..WorkerOptions::default() },
             mode: Mode::Bridge { fdb_size: 4096, ageing_s: 300 },
         }
     }
@@ -668,6 +645,7 @@ mod tests {
     fn usage(r: Result<impl std::fmt::Debug, StartError>) -> String {
         match r {
             Err(StartError::Usage(m)) => m,
+            Err(StartError::Refused(r)) => r.to_string(),
             other => panic!("expected a usage error, got {other:?}"),
         }
     }
@@ -697,10 +675,13 @@ mod tests {
         );
         // Per-queue sockets asked for: one worker takes all, unless more are asked, which is
         // kept with what it costs.
-        let cfg = ForwarderConfig { sockets: Sockets::PerQueue, ..bridge(&["eth4", "eth5"]) };
+        let cfg = with(bridge(&["eth4", "eth5"]), |w| w.sockets = Sockets::PerQueue);
         let plan = plan_new(&cfg, &ports, 4).unwrap();
         assert_eq!((plan.queues, &plan.layout), (1, &Layout::PerQueue));
-        let cfg = ForwarderConfig { queues: Some(2), sockets: Sockets::PerQueue, ..bridge(&["eth4", "eth5"]) };
+        let cfg = with(bridge(&["eth4", "eth5"]), |w| {
+            w.queues = Some(2);
+            w.sockets = Sockets::PerQueue
+        });
         let plan = plan_new(&cfg, &ports, 4).unwrap();
         assert_eq!((plan.xdp_mode, plan.queues), (XdpMode::Generic, 2));
         assert!(
@@ -715,7 +696,7 @@ mod tests {
         let plan = plan_new(&cfg, &ports, 1).unwrap();
         assert_eq!((plan.queues, &plan.layout), (1, &Layout::PerQueue));
         // Native forced: kept, and said to forward nothing.
-        let cfg = ForwarderConfig { xdp_mode: XdpMode::Native, ..bridge(&["eth4", "eth5"]) };
+        let cfg = with(bridge(&["eth4", "eth5"]), |w| w.xdp_mode = XdpMode::Native);
         let plan = plan_new(&cfg, &ports, 4).unwrap();
         assert_eq!((plan.xdp_mode, plan.queues, &plan.layout), (XdpMode::Native, 4, &Layout::PerQueue));
         assert!(plan.warnings.iter().any(|w| w.contains("in native mode nothing will reach the workers")));
@@ -734,7 +715,7 @@ mod tests {
     fn per_cpu_sockets_where_generic_mode_gives_every_frame_queue_zero() {
         let veth = [port("eth4", 1), port("eth5", 1)];
         // veth in generic mode: per CPU, a worker per core, however many queues the ports have.
-        let generic = ForwarderConfig { xdp_mode: XdpMode::Generic, ..bridge(&["eth4", "eth5"]) };
+        let generic = with(bridge(&["eth4", "eth5"]), |w| w.xdp_mode = XdpMode::Generic);
         let plan = plan_new(&generic, &veth, 2).unwrap();
         assert_eq!((plan.queues, plan.layout.name()), (2, "per-cpu"));
         assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
@@ -743,7 +724,10 @@ mod tests {
         let wide = [port("eth4", 4), port("eth5", 4)];
         let plan = plan_new(&generic, &wide, 2).unwrap();
         assert_eq!((plan.queues, &plan.layout), (2, &Layout::PerQueue));
-        let cfg = ForwarderConfig { queues: Some(3), cores: Some(vec![1, 0, 1]), ..generic.clone() };
+        let cfg = with(generic.clone(), |w| {
+            w.queues = Some(3);
+            w.cores = Some(Cores::List(vec![1, 0, 1]))
+        });
         let plan = plan_new(&cfg, &veth, 2).unwrap();
         let Layout::PerCpu { slots } = &plan.layout else { panic!("{:?}", plan.layout) };
         assert_eq!(slots[..4], [1, 0, 2, 0], "CPU 0 to the worker pinned there; slots no core has in turn");
@@ -752,10 +736,10 @@ mod tests {
             ["--sockets per-cpu: queue(s) 2 serve no CPU (workers share cores or outnumber them) and receive nothing; use --queues 2 with one core each"]
         );
         // Per-CPU sockets asked for in auto mode attach in generic mode; native is refused.
-        let cfg = ForwarderConfig { sockets: Sockets::PerCpu, ..bridge(&["eth4", "eth5"]) };
+        let cfg = with(bridge(&["eth4", "eth5"]), |w| w.sockets = Sockets::PerCpu);
         let plan = plan_new(&cfg, &veth, 2).unwrap();
         assert_eq!((plan.xdp_mode, plan.layout.name()), (XdpMode::Generic, "per-cpu"));
-        let native = ForwarderConfig { xdp_mode: XdpMode::Native, ..cfg.clone() };
+        let native = with(cfg.clone(), |w| w.xdp_mode = XdpMode::Native);
         assert!(usage(plan_new(&native, &veth, 2)).starts_with("--sockets per-cpu with --xdp-mode native"));
         // A driver that records its RX queues keeps them in generic mode: per queue, unless
         // forced, and then its other queues' frames are lost to the kernel, said at start.
@@ -770,10 +754,7 @@ mod tests {
         // Mixed drivers: per queue (veth's workers past the first idle, mlx5's queues served).
         let mixed = [port("eth4", 4), mlx("eth5")];
         assert_eq!(plan_new(&generic, &mixed, 4).unwrap().layout, Layout::PerQueue);
-        assert_eq!(
-            usage(plan_new(&ForwarderConfig { queues: Some(0), ..cfg }, &veth, 2)),
-            "--queues must be at least 1"
-        );
+        assert_eq!(usage(plan_new(&with(cfg, |w| { w.queues = Some(0) }), &veth, 2)), "--queues must be at least 1");
     }
 
     #[test]
@@ -783,7 +764,7 @@ mod tests {
         assert_eq!(kernel_version("6"), None);
         assert_eq!(kernel_version(""), None);
         let veth = [port("eth4", 1), port("eth5", 1)];
-        let generic = ForwarderConfig { xdp_mode: XdpMode::Generic, ..bridge(&["eth4", "eth5"]) };
+        let generic = with(bridge(&["eth4", "eth5"]), |w| w.xdp_mode = XdpMode::Generic);
         for old in [Some((6, 16)), Some((5, 10)), None] {
             // Auto: per queue, one worker, and why.
             let plan = Plan::new(&generic, &veth, 2, old).unwrap();
@@ -792,7 +773,7 @@ mod tests {
             assert!(plan.warnings[0]
                 .starts_with("eth4: every frame arrives as queue 0, but per-CPU sockets need Linux 6.17+"));
             // Asked for: kept, with the risk named.
-            let asked = ForwarderConfig { sockets: Sockets::PerCpu, ..generic.clone() };
+            let asked = with(generic.clone(), |w| w.sockets = Sockets::PerCpu);
             let plan = Plan::new(&asked, &veth, 2, old).unwrap();
             assert_eq!(plan.layout.name(), "per-cpu");
             assert!(plan.warnings[0].contains("two CPUs can take one frame at once"), "{:?}", plan.warnings);
@@ -813,17 +794,22 @@ mod tests {
         let cfg = ForwarderConfig { ports: many, ..bridge(&[]) };
         assert_eq!(usage(check_request(&cfg)), format!("at most {MAX_PORTS} ports, {} given", MAX_PORTS + 1));
         for p in [0, 100] {
-            let cfg = ForwarderConfig { rt_priority: RtPriority::Fixed(p), ..bridge(&["a", "b"]) };
+            let cfg = with(bridge(&["a", "b"]), |w| w.rt_priority = RtPriority::Fixed(p));
             assert_eq!(usage(check_request(&cfg)), format!("--rt-priority {p}: give 1 to 99"));
         }
-        let cfg = ForwarderConfig { rt_priority: RtPriority::Fixed(10), poll: PollMode::Busy, ..bridge(&["a", "b"]) };
+        let cfg = with(bridge(&["a", "b"]), |w| {
+            w.rt_priority = RtPriority::Fixed(10);
+            w.poll = PollMode::Busy
+        });
         assert!(usage(check_request(&cfg)).starts_with("--rt-priority with --poll busy"));
-        let cfg = ForwarderConfig { rt_priority: RtPriority::Fixed(99), ..bridge(&["a", "b"]) };
+        let cfg = with(bridge(&["a", "b"]), |w| w.rt_priority = RtPriority::Fixed(99));
         assert!(check_request(&cfg).is_ok());
-        let cfg = ForwarderConfig { aqm_target_ns: 100_000_000, ..bridge(&["a", "b"]) };
-        assert!(usage(check_request(&cfg))
-            .starts_with("--aqm-target 100 ms with --aqm-interval 100 ms: give a target above zero"));
-        let cfg = ForwarderConfig { aqm_target_ns: 100_000_000, aqm: AqmMode::Off, ..bridge(&["a", "b"]) };
+        let cfg = with(bridge(&["a", "b"]), |w| w.aqm_target = std::time::Duration::from_nanos(100_000_000));
+        assert!(usage(check_request(&cfg)).starts_with("--aqm-target (100ms) must be below --aqm-interval (100ms)"));
+        let cfg = with(bridge(&["a", "b"]), |w| {
+            w.aqm_target = std::time::Duration::from_nanos(100_000_000);
+            w.aqm = AqmMode::Off
+        });
         assert!(check_request(&cfg).is_ok(), "off: the settings do not matter");
         let cfg = ForwarderConfig { mode: Mode::Bridge { fdb_size: 0, ageing_s: 300 }, ..bridge(&["a", "b"]) };
         assert_eq!(usage(check_request(&cfg)), "--fdb-size must be at least 1");
@@ -846,7 +832,7 @@ mod tests {
     #[test]
     fn an_asked_queue_count_must_fit_every_port() {
         let ports = [port("a", 4), port("b", 2)];
-        let cfg = |q| ForwarderConfig { queues: Some(q), ..bridge(&["a", "b"]) };
+        let cfg = |q| with(bridge(&["a", "b"]), |w| w.queues = Some(q));
         assert_eq!(plan_new(&cfg(2), &ports, 2).unwrap().queues, 2, "more queues than cores is allowed when asked");
         assert_eq!(usage(plan_new(&cfg(0), &ports, 2)), "--queues must be at least 1");
         match plan_new(&cfg(3), &ports, 8) {
@@ -859,7 +845,7 @@ mod tests {
         let wide = [port("a", 100), port("b", 100)];
         assert_eq!(
             usage(plan_new(&cfg(MAX_QUEUES as u32 + 1), &wide, 2)),
-            format!("at most {MAX_QUEUES} queues, {} asked", MAX_QUEUES + 1)
+            format!("--queues {}: at most {MAX_QUEUES} queues", MAX_QUEUES + 1)
         );
     }
 
@@ -874,7 +860,10 @@ mod tests {
         );
         assert_eq!(usage(assign_cores(Some(&[0, 4]), 2, 4)), "--cores: core 4 does not exist (cores 0..3)");
         // Through the plan: the cores follow the queue count.
-        let cfg = ForwarderConfig { queues: Some(2), cores: Some(vec![1, 1]), ..bridge(&["a", "b"]) };
+        let cfg = with(bridge(&["a", "b"]), |w| {
+            w.queues = Some(2);
+            w.cores = Some(Cores::List(vec![1, 1]))
+        });
         assert_eq!(plan_new(&cfg, &[port("a", 2), port("b", 2)], 2).unwrap().cores, vec![1, 1]);
     }
 
@@ -886,7 +875,10 @@ mod tests {
         let p = plan_new(&cfg, &[down, port("b", 1)], 2).unwrap();
         assert_eq!(p.warnings, vec!["a: no carrier (link down); frames will flow once it comes up".to_owned()]);
         assert_eq!(p.crowded, None);
-        let busy = ForwarderConfig { poll: PollMode::Busy, queues: Some(2), ..bridge(&["a", "b"]) };
+        let busy = with(bridge(&["a", "b"]), |w| {
+            w.poll = PollMode::Busy;
+            w.queues = Some(2)
+        });
         let p = plan_new(&busy, &[port("a", 2), port("b", 2)], 2).unwrap();
         assert!(p.crowded.unwrap().starts_with("busy polling with 2 worker(s) on 2 core(s)"));
         let p = plan_new(&busy, &[port("a", 2), port("b", 2)], 3).unwrap();
@@ -896,15 +888,18 @@ mod tests {
     #[test]
     fn workers_are_real_time_by_default_except_when_busy_polling_or_off() {
         let ports = [port("a", 1), port("b", 1)];
-        let with = |rt, poll| {
-            let cfg = ForwarderConfig { rt_priority: rt, poll, ..bridge(&["a", "b"]) };
+        let ask = |rt, poll| {
+            let cfg = with(bridge(&["a", "b"]), |w| {
+                w.rt_priority = rt;
+                w.poll = poll
+            });
             plan_new(&cfg, &ports, 2).unwrap().realtime
         };
         let auto = RealTimeAsk { priority: RtPriority::AUTO, required: false };
-        assert_eq!(with(RtPriority::Auto, PollMode::Adaptive), Some(auto), "the default");
-        assert_eq!(with(RtPriority::Auto, PollMode::Busy), None, "a spinning worker stays a normal thread");
-        assert_eq!(with(RtPriority::Off, PollMode::Adaptive), None);
-        assert_eq!(with(RtPriority::Fixed(30), PollMode::Adaptive), Some(RealTimeAsk { priority: 30, required: true }));
+        assert_eq!(ask(RtPriority::Auto, PollMode::Adaptive), Some(auto), "the default");
+        assert_eq!(ask(RtPriority::Auto, PollMode::Busy), None, "a spinning worker stays a normal thread");
+        assert_eq!(ask(RtPriority::Off, PollMode::Adaptive), None);
+        assert_eq!(ask(RtPriority::Fixed(30), PollMode::Adaptive), Some(RealTimeAsk { priority: 30, required: true }));
     }
 
     #[test]
@@ -913,13 +908,17 @@ mod tests {
         let adaptive = bridge(&["a", "b"]);
         let p = plan_new(&adaptive, &ports, 2).unwrap();
         assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (None, false));
-        let busy = ForwarderConfig { poll: PollMode::Busy, tx_budget: Some(512), huge_pages: true, ..adaptive.clone() };
+        let busy = with(adaptive.clone(), |w| {
+            w.poll = PollMode::Busy;
+            w.tx_budget = Some(512);
+            w.huge_pages = true
+        });
         let p = plan_new(&busy, &ports, 2).unwrap();
         assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (Some(64), true));
         assert_eq!((p.bind.tx_budget, p.bind.huge_pages), (Some(512), true));
         assert!(p.bind_options(true).zero_copy && !p.bind_options(false).zero_copy);
         assert_eq!(p.bind_options(true).busy_poll_budget, Some(64));
-        let off = ForwarderConfig { busy_poll_budget: 0, ..busy };
+        let off = with(busy, |w| w.busy_poll_budget = 0);
         let p = plan_new(&off, &ports, 2).unwrap();
         assert_eq!((p.bind.busy_poll_budget, p.deferral_advice), (None, false), "budget 0 turns it off");
     }
@@ -928,7 +927,12 @@ mod tests {
     fn ring_sizes_reach_the_sockets_and_are_powers_of_two_within_bounds() {
         let ports = [port("a", 1), port("b", 1)];
         let rings = RingSizes { rx: 512, tx: 256, fill: 1024, completion: 64 };
-        let cfg = ForwarderConfig { rings, ..bridge(&["a", "b"]) };
+        let cfg = with(bridge(&["a", "b"]), |w| {
+            w.rx_ring = rings.rx;
+            w.tx_ring = rings.tx;
+            w.fill_ring = rings.fill;
+            w.completion_ring = rings.completion
+        });
         let p = plan_new(&cfg, &ports, 2).unwrap();
         assert_eq!(p.bind_options(false).rings, rings);
         for (rings, msg) in [
@@ -936,7 +940,12 @@ mod tests {
             (RingSizes { tx: 32, ..RingSizes::default() }, "--tx-ring 32: give"),
             (RingSizes { completion: 8192, ..RingSizes::default() }, "--completion-ring 8192: give"),
         ] {
-            let e = usage(check_request(&ForwarderConfig { rings, ..bridge(&["a", "b"]) }));
+            let e = usage(check_request(&with(bridge(&["a", "b"]), |w| {
+                w.rx_ring = rings.rx;
+                w.tx_ring = rings.tx;
+                w.fill_ring = rings.fill;
+                w.completion_ring = rings.completion
+            })));
             assert!(e.starts_with(msg), "{e}");
         }
     }
