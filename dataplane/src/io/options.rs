@@ -6,9 +6,9 @@
 //!   default, so that the data plane alone does not build clap). A variant's `value(help)` is
 //!   reset: its doc comment is for readers of this crate, and `--help` keeps the option's one
 //!   line, which already says what each value does.
-//! - The router's file (`[workers]`) reads `poll` and `xdp_mode` with `serde::Deserialize`,
-//!   derived always: serde is a dependency of the data plane anyway, for its reports. A word that
-//!   is not a value is refused by [`FromStr`], whose error names the option and its values.
+//! - The router's file reads them through the options table ([`super::settings`]), by their
+//!   `ALL` and `name`; `serde::Deserialize` (derived always: serde is a dependency of the data
+//!   plane anyway, for its reports) and [`FromStr`] remain for other readers.
 
 use std::fmt;
 use std::str::FromStr;
@@ -74,8 +74,7 @@ impl XdpMode {
 }
 
 /// Whether AF_XDP sockets bind in zero-copy mode. One worker's sockets share a UMEM, which has
-/// one mode for all of them, so zero-copy needs every port's driver to support it. (The
-/// command line sets it; the router's file has no key for it.)
+/// one mode for all of them, so zero-copy needs every port's driver to support it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum ZeroCopy {
@@ -91,8 +90,7 @@ pub enum ZeroCopy {
     Off,
 }
 
-/// How the workers' AF_XDP sockets are laid out over the ports' queues. (The command line sets
-/// it; the router's file has no key for it.)
+/// How the workers' AF_XDP sockets are laid out over the ports' queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Sockets {
@@ -210,7 +208,7 @@ impl fmt::Display for AqmMode {
 }
 
 /// Whether the workers run under SCHED_FIFO, ahead of ordinary processes, as the kernel's own
-/// packet processing (softirq) does. (The command line sets it; the router's file has no key.)
+/// packet processing (softirq) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RtPriority {
     /// Normal threads.
