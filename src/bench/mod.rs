@@ -23,7 +23,11 @@ pub fn plots(report: &Report, out: &Path) -> Result<Vec<String>> {
     let mode = &report.conditions.mode;
     let mut files = Vec::new();
     for arm in &report.arms {
-        let name = format!("cpu-{mode}-{}.svg", arm.name.replace([':', '=', '+'], "_"));
+        // Arm names carry option values (a binary's path with `bin=`): only safe characters
+        // go into the file name.
+        let safe: String =
+            arm.name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect();
+        let name = format!("cpu-{mode}-{safe}.svg");
         let title = format!("{mode} / {}: per-core idle and softirq, 0.5 s samples", arm.name);
         plot::cpu_over_time(arm, &title, &out.join(&name))?;
         files.push(name);
