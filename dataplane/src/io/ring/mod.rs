@@ -159,77 +159,53 @@ impl Descriptor for FrameDesc {
     }
 }
 
-impl Consumer<FrameDesc> for RxQueue {
-    #[inline(always)]
-    unsafe fn consume(&mut self, out: &mut [FrameDesc]) -> usize {
-        // SAFETY: the caller's contract is xsk-rs's.
-        unsafe { RxQueue::consume(self, out) }
-    }
+/// xsk-rs's consumer rings (RX, completion) as [`Consumer`]s.
+macro_rules! consumer {
+    ($($ring:ty),*) => {$(
+        impl Consumer<FrameDesc> for $ring {
+            #[inline(always)]
+            unsafe fn consume(&mut self, out: &mut [FrameDesc]) -> usize {
+                // SAFETY: the caller's contract is xsk-rs's.
+                unsafe { <$ring>::consume(self, out) }
+            }
 
-    #[inline(always)]
-    fn available(&mut self) -> u32 {
-        self.nb_avail_exact()
-    }
+            #[inline(always)]
+            fn available(&mut self) -> u32 {
+                self.nb_avail_exact()
+            }
+        }
+    )*};
 }
+consumer!(RxQueue, CompQueue);
 
-impl Consumer<FrameDesc> for CompQueue {
-    #[inline(always)]
-    unsafe fn consume(&mut self, out: &mut [FrameDesc]) -> usize {
-        // SAFETY: the caller's contract is xsk-rs's.
-        unsafe { CompQueue::consume(self, out) }
-    }
+/// xsk-rs's producer rings (TX, fill) as [`Producer`]s.
+macro_rules! producer {
+    ($($ring:ty),*) => {$(
+        impl Producer<FrameDesc> for $ring {
+            #[inline(always)]
+            unsafe fn produce(&mut self, descs: &[FrameDesc]) -> usize {
+                // SAFETY: the caller's contract is xsk-rs's.
+                unsafe { <$ring>::produce(self, descs) }
+            }
 
-    #[inline(always)]
-    fn available(&mut self) -> u32 {
-        self.nb_avail_exact()
-    }
+            #[inline(always)]
+            fn free(&mut self, want: u32) -> u32 {
+                self.nb_free(want)
+            }
+
+            #[inline(always)]
+            fn free_exact(&mut self) -> u32 {
+                self.nb_free_exact()
+            }
+
+            #[inline(always)]
+            fn needs_wakeup(&self) -> bool {
+                <$ring>::needs_wakeup(self)
+            }
+        }
+    )*};
 }
-
-impl Producer<FrameDesc> for TxQueue {
-    #[inline(always)]
-    unsafe fn produce(&mut self, descs: &[FrameDesc]) -> usize {
-        // SAFETY: the caller's contract is xsk-rs's.
-        unsafe { TxQueue::produce(self, descs) }
-    }
-
-    #[inline(always)]
-    fn free(&mut self, want: u32) -> u32 {
-        self.nb_free(want)
-    }
-
-    #[inline(always)]
-    fn free_exact(&mut self) -> u32 {
-        self.nb_free_exact()
-    }
-
-    #[inline(always)]
-    fn needs_wakeup(&self) -> bool {
-        TxQueue::needs_wakeup(self)
-    }
-}
-
-impl Producer<FrameDesc> for FillQueue {
-    #[inline(always)]
-    unsafe fn produce(&mut self, descs: &[FrameDesc]) -> usize {
-        // SAFETY: the caller's contract is xsk-rs's.
-        unsafe { FillQueue::produce(self, descs) }
-    }
-
-    #[inline(always)]
-    fn free(&mut self, want: u32) -> u32 {
-        self.nb_free(want)
-    }
-
-    #[inline(always)]
-    fn free_exact(&mut self) -> u32 {
-        self.nb_free_exact()
-    }
-
-    #[inline(always)]
-    fn needs_wakeup(&self) -> bool {
-        FillQueue::needs_wakeup(self)
-    }
-}
+producer!(TxQueue, FillQueue);
 
 impl Frames<FrameDesc> for Umem {
     #[inline(always)]
