@@ -47,14 +47,22 @@ pub struct Comparison {
     pub diff: f64,
     /// Half-width of the confidence interval of `diff`.
     pub half_width: f64,
-    /// `diff` as a percentage of the baseline mean.
+    /// `diff` as a percentage of the baseline mean (NaN, written `null`, for a baseline of 0).
+    #[serde(deserialize_with = "null_is_nan")]
     pub diff_pct: f64,
-    /// `half_width` as a percentage of the baseline mean.
+    /// `half_width` as a percentage of the baseline mean (likewise).
+    #[serde(deserialize_with = "null_is_nan")]
     pub half_width_pct: f64,
     /// The pooled standard deviation.
     pub pooled_stddev: f64,
     /// Whether |diff| exceeds the half-width: a difference is proven.
     pub proven: bool,
+}
+
+/// A percentage as serde_json writes a NaN (`null`), read back as NaN: a report whose baseline
+/// measured 0 (Gb/s in a packet-rate test) must read back as it was written.
+fn null_is_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Comparison {
@@ -125,6 +133,18 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn a_comparison_against_a_baseline_of_zero_reads_back_as_written() {
+        let zero = Summary::of(&[0.0, 0.0, 0.0]).unwrap();
+        let c = Comparison::of(&zero, &zero, 95.0).unwrap();
+        assert!(c.diff_pct.is_nan() && c.half_width_pct.is_nan());
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"diff_pct\":null"), "{json}");
+        let back: Comparison = serde_json::from_str(&json).unwrap();
+        assert!(back.diff_pct.is_nan() && back.half_width_pct.is_nan() && !back.proven);
+        assert_eq!((back.diff, back.half_width), (0.0, 0.0));
     }
 
     #[test]
