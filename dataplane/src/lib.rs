@@ -29,6 +29,29 @@
 //! Decision and table code (`wire`, `l2`, `l3`, `aqm`) does no I/O, makes no system calls and
 //! reads no clock (see [`time`]); it is tested without root. The decisions allocate nothing per
 //! frame. Everything that needs the kernel lives in `io`.
+//!
+//! # Words
+//!
+//! Each of these means one thing in the code and its docs:
+//!
+//! - **port**: one of the interfaces xfwd forwards between, by its index ([`PortId`]);
+//! - **queue**: a NIC's RX/TX queue id; `--queues` asks for that many workers, one per queue
+//!   id (in the per-CPU layout, one per CPU, all bound to queue 0);
+//! - **worker**: the thread that serves one queue id of every port ([`io::worker`]);
+//! - **UMEM**: the frame memory a worker's sockets share; **pool**: what the workers using one
+//!   UMEM share (its fill and completion rings, the spare list, its accounting); **member**: a
+//!   worker's part of a pool;
+//! - **ring**: one of a socket's four descriptor rings (RX, TX, fill, completion), reached
+//!   through [`io::ring`]; **descriptor**: a frame's place and length on a ring;
+//! - **batch**: the frames taken off one RX ring at once (at most 64); **round**: one pass of
+//!   a worker over all its rings ([`io::worker::Worker::run`]);
+//! - **egress**: the port a frame leaves by (the worker's `out`), as **ingress** is the one it
+//!   came in on;
+//! - **decision**: the pure function from a frame to an [`Action`]; **drop**: an action with a
+//!   [`Reason`], always counted;
+//! - **glean**: a frame held while its next hop is resolved (the ARP/NDP thread sends it);
+//! - **flow**: the frames of one 5-tuple (flow queues, `xfwd bench`'s flows); **moved**: what a
+//!   worker handed to and took back from the kernel, per UMEM (its frame accounting).
 
 pub mod action;
 pub mod aqm;

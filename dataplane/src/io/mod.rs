@@ -7,16 +7,20 @@
 //! - [`xdp`]: loads and attaches `bpf/xfwd.bpf.c`, which redirects each frame to the AF_XDP
 //!   socket of its (port, queue) or hands it to the kernel, and counts what it does;
 //! - [`xsk`]: the UMEMs and the workers' sockets, one per port each;
+//! - [`ring`]: the ring boundary, all a worker needs of AF_XDP as one trait: xsk-rs's sockets
+//!   behind it in a run, an in-memory kernel in tests;
 //! - [`worker`]: one per queue (or CPU): RX rings → decision ([`crate::l2`], [`crate::l3`]) → TX rings,
-//!   counting every outcome in its [`crate::stats::QueueCounters`];
+//!   counting every outcome in its [`crate::stats::QueueCounters`] (a folder: the round, receive,
+//!   transmit, frames, queue management, the real-time step-down);
 //! - [`glean`] and [`arp`]: frames whose next hop is unresolved, handed to the ARP thread,
 //!   which resolves it over packet sockets and sends them;
 //! - [`view`]: what the stats printer and the control socket read: counters, tables, reports.
 //!
 //! Starting and running:
 //! - [`config`]: what to start, and why a start failed;
-//! - [`options`]: the values of the options that choose how it runs (poll, XDP and zero-copy
-//!   mode), which the command line and the router's file take from there;
+//! - [`settings`]: every worker option declared once (default, flag, router.toml key), merged
+//!   defaults < file < flags and checked once; [`options`]: the values of its modes (poll, XDP
+//!   and zero-copy mode, socket layout, queue management);
 //! - [`port`]: the ports, found and checked in sysfs;
 //! - [`start`]: start-up as a pure plan ([`start::plan`], tested without root), then steps;
 //! - [`forwarder`]: the running forwarder: reload, stop;

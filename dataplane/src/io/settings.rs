@@ -1,5 +1,5 @@
 //! The worker options, each declared once. The table at the end of this module
-//! ([`worker_options!`]) gives every option its type, its default, its command-line flag and
+//! (`worker_options!`) gives every option its type, its default, its command-line flag and
 //! its key in the router's file; from it come:
 //!
 //! - [`WorkerOptions`], the values a start uses (inside [`super::ForwarderConfig`]), with the
@@ -8,7 +8,7 @@
 //! - [`Layer`], what one source gave, each value with its [`Source`], and
 //!   [`WorkerOptions::merge`]: defaults, then the file, then the flags, remembering in
 //!   [`Origins`] where each value came from;
-//! - with the `clap` feature, [`WorkerFlags`], the flags the command line flattens in.
+//! - with the `clap` feature, `WorkerFlags`, the flags the command line flattens in.
 //!
 //! Adding an option is one row of the table and the code that uses its value.
 //!

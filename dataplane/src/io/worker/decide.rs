@@ -17,7 +17,7 @@ use crate::PortId;
 /// The decision a worker applies to each received frame.
 pub trait Decide: Send {
     /// What to do with `frame`, received on `ingress` at `now_ms` (milliseconds of the
-    /// worker's [`Clock`]). May rewrite the frame in place, or build an answer in `scratch`
+    /// worker's [`crate::time::Clock`]). May rewrite the frame in place, or build an answer in `scratch`
     /// ([`Action::Reply`]). `counters` are the ingress port's, for outcomes that are not drops.
     fn decide(
         &mut self,
@@ -90,7 +90,9 @@ impl Decide for BridgeDecide {
             counters.fdb_full.inc();
         }
         match v.action {
-            Action::Forward(q) if !self.fits(frame.len(), q.index()) => Action::Drop(crate::Reason::TooBigToForward),
+            Action::Forward(out) if !self.fits(frame.len(), out.index()) => {
+                Action::Drop(crate::Reason::TooBigToForward)
+            }
             a => a,
         }
     }

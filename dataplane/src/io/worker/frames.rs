@@ -14,7 +14,7 @@ use crate::io::ring::{Consumer, Producer, Xsk};
 /// Frames one worker moved for one UMEM: handed to the kernel less taken back, put in the spare
 /// list less taken from it (signed: it may take back what another member handed over).
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Flows {
+pub(super) struct Moved {
     pub(super) fill: i64,
     pub(super) tx: i64,
     pub(super) spare: i64,
@@ -61,7 +61,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         let moved = free.len().saturating_sub(keep);
         spare.extend(free.drain(keep..));
         pool.spare_len.store(spare.len(), Relaxed);
-        self.flows[u].spare += moved as i64;
+        self.moved[u].spare += moved as i64;
     }
 
     /// Moves up to `n` frames of UMEM `u` from the pool's spare list to this worker's free
@@ -78,7 +78,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         let from = spare.len() - k;
         self.free[u].extend(spare.drain(from..));
         pool.spare_len.store(spare.len(), Relaxed);
-        self.flows[u].spare -= k as i64;
+        self.moved[u].spare -= k as i64;
         k
     }
 
@@ -126,7 +126,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
             in_fill.fetch_sub((k - n) as i64, Relaxed);
         }
         free.truncate(free.len() - n);
-        self.flows[u].fill += n as i64;
+        self.moved[u].fill += n as i64;
         let wake = n > 0 && rings.fill.needs_wakeup();
         drop(rings);
         if wake {
@@ -140,13 +140,13 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         for (fq, port) in self.fq.iter().zip(&self.sockets.ports) {
             queued[port.pool] += fq.len() as u64;
         }
-        for (((share, free), flows), queued) in self.sockets.pools.iter().zip(&self.free).zip(&self.flows).zip(queued) {
+        for (((share, free), moved), queued) in self.sockets.pools.iter().zip(&self.free).zip(&self.moved).zip(queued) {
             let me = &share.pool.gauges.members[share.member];
             me.free.set(free.len() as u64);
             me.queued.set(queued);
-            me.fill.set(flows.fill);
-            me.tx.set(flows.tx);
-            me.spare.set(flows.spare);
+            me.fill.set(moved.fill);
+            me.tx.set(moved.tx);
+            me.spare.set(moved.spare);
         }
     }
 

@@ -28,7 +28,7 @@
 //! # Where each part lives
 //!
 //! - this file: the worker, its construction and its loop ([`Worker::run`]), one round at a
-//!   time ([`Worker::round`]), and the settling on the way out;
+//!   time (`Worker::round`), and the settling on the way out;
 //! - `decide`: the decision trait and the bridge's and router's decisions behind it;
 //! - `receive`: RX rings → decision → the egress ports' batches (floods and copies included);
 //! - `transmit`: batches → TX rings, kicks, and completions reaped;
@@ -71,7 +71,7 @@ mod tests;
 
 use account::{monotonic_ns, Accounting, RunDelay};
 pub use decide::{BridgeDecide, Decide, RouterDecide};
-use frames::{Flows, Lock};
+use frames::{Lock, Moved};
 use step_down::{Step, StepDown};
 
 /// Frames taken off one RX ring per round.
@@ -116,7 +116,7 @@ pub struct Worker<D: Decide, X: Xsk = AfXdp> {
     /// Free frames, per UMEM (the only place the worker takes frames from).
     free: Vec<Vec<X::Desc>>,
     /// What this worker moved, per UMEM (published with `free`: [`crate::stats::MemberFrames`]).
-    flows: Vec<Flows>,
+    moved: Vec<Moved>,
     /// Frames queued for each egress port during a round.
     tx_batch: Vec<Vec<X::Desc>>,
     /// Scratch for RX and completion descriptors.
@@ -185,7 +185,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
                 free
             })
             .collect();
-        let flows = vec![Flows::default(); sockets.pools.len()];
+        let moved = vec![Moved::default(); sockets.pools.len()];
         let mut w = Worker {
             sockets,
             decide,
@@ -194,7 +194,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
             poll,
             clock,
             free,
-            flows,
+            moved,
             tx_batch: (0..nports).map(|_| Vec::with_capacity(BATCH)).collect(),
             scratch: vec![X::Desc::default(); BATCH.max(rings.completion as usize)],
             answer: [0; SCRATCH_LEN],
@@ -420,10 +420,10 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         }
         // What could not leave in time (an egress whose TX ring stays full: link down) is
         // dropped as such, so that every frame received is sent or dropped with a reason.
-        for q in 0..self.fq.len() {
-            let u = self.sockets.ports[q].pool;
-            while let Some(d) = self.fq[q].dequeue(u64::MAX) {
-                self.counters.ports[q].drop(crate::Reason::TxRingFull);
+        for out in 0..self.fq.len() {
+            let u = self.sockets.ports[out].pool;
+            while let Some(d) = self.fq[out].dequeue(u64::MAX) {
+                self.counters.ports[out].drop(crate::Reason::TxRingFull);
                 self.free[u].push(d.item);
             }
         }

@@ -28,15 +28,15 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         // before another port's batch of bulk frames, and its answer (made by the receiving
         // host while the request was sent, on veth) is taken in and leaves in the same round.
         for _ in 0..2 {
-            for q in 0..nports {
-                work += self.serve(q, now_ns, true);
+            for out in 0..nports {
+                work += self.serve(out, now_ns, true);
             }
             for p in 0..nports {
                 work += self.pull(p, now_ms);
             }
         }
-        for q in 0..nports {
-            work += self.serve(q, now_ns, false);
+        for out in 0..nports {
+            work += self.serve(out, now_ns, false);
         }
         let (mut backlog, mut flows, mut high, mut collisions) = (0u64, 0u64, 0u64, 0u64);
         for fq in &self.fq {
@@ -58,21 +58,21 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         }
     }
 
-    /// Moves up to a batch from port `q`'s flow queues (its new flows only, if `new_only`) to
+    /// Moves up to a batch from port `out`'s flow queues (its new flows only, if `new_only`) to
     /// its TX ring, as far as the ring is under [`TX_QUEUE_LIMIT`], judging each frame by its
     /// flow's CoDel at `now_ns`: dropped, marked CE, or sent; the sojourn of each frame sent is
     /// counted here, as it is handed to the ring. Returns frames taken out of the queues (sent
     /// or dropped).
-    fn serve(&mut self, q: usize, now_ns: u64, new_only: bool) -> usize {
-        if self.fq[q].is_empty() {
+    fn serve(&mut self, out: usize, now_ns: u64, new_only: bool) -> usize {
+        if self.fq[out].is_empty() {
             return 0;
         }
-        let room = TX_QUEUE_LIMIT.min(self.rings.tx).saturating_sub(self.tx_outstanding(q)) as usize;
+        let room = TX_QUEUE_LIMIT.min(self.rings.tx).saturating_sub(self.tx_outstanding(out)) as usize;
         let want = room.min(BATCH);
-        let u = self.sockets.ports[q].pool;
+        let u = self.sockets.ports[out].pool;
         let mut taken = 0;
-        while self.tx_batch[q].len() < want {
-            let d = if new_only { self.fq[q].dequeue_new(now_ns) } else { self.fq[q].dequeue(now_ns) };
+        while self.tx_batch[out].len() < want {
+            let d = if new_only { self.fq[out].dequeue_new(now_ns) } else { self.fq[out].dequeue(now_ns) };
             let Some(d) = d else {
                 break;
             };
@@ -80,7 +80,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
             let mut desc = d.item;
             match d.fate {
                 Fate::Dropped => {
-                    self.counters.ports[q].drop(crate::Reason::AqmDrop);
+                    self.counters.ports[out].drop(crate::Reason::AqmDrop);
                     self.free[u].push(desc);
                     continue;
                 }
@@ -88,17 +88,17 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
                     // SAFETY: the worker holds this frame (it left the queues); nothing aliases it.
                     let frame = unsafe { self.sockets.pools[u].umem.bytes_mut(&mut desc) };
                     if mark_ce(frame) == EcnOutcome::Marked {
-                        self.counters.ports[q].ecn_marked.inc();
+                        self.counters.ports[out].ecn_marked.inc();
                     }
                 }
                 Fate::Send => {}
             }
             self.counters.sojourn[sojourn_bucket(d.sojourn_ns)].inc();
             self.counters.sojourn_ns.add(d.sojourn_ns);
-            self.tx_batch[q].push(desc);
+            self.tx_batch[out].push(desc);
         }
-        if !self.tx_batch[q].is_empty() {
-            self.transmit(q);
+        if !self.tx_batch[out].is_empty() {
+            self.transmit(out);
         }
         taken
     }

@@ -69,7 +69,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         let behind = if self.codel.is_empty() { 0 } else { ring.rx.available() as usize };
         let u = ring.pool;
         self.sockets.pools[u].pool.in_flight[ring.ring].fill.fetch_sub(n as i64, Relaxed);
-        self.flows[u].fill -= n as i64;
+        self.moved[u].fill -= n as i64;
         self.counters.ports[p].rx_frames.add(n as u64);
         self.round_frames += n as u64;
         let ingress = PortId(p as u8);
@@ -125,9 +125,9 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
             }
             self.dispatch(desc, action, p, at);
         }
-        for q in 0..nports {
-            if !self.tx_batch[q].is_empty() {
-                self.transmit(q);
+        for out in 0..nports {
+            if !self.tx_batch[out].is_empty() {
+                self.transmit(out);
             }
         }
         n
@@ -141,7 +141,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         let nports = self.sockets.ports.len();
         let u = self.sockets.ports[p].pool;
         match action {
-            Action::Forward(q) if q.index() < nports => self.queue_tx(desc, p, q.index(), at),
+            Action::Forward(out) if out.index() < nports => self.queue_tx(desc, p, out.index(), at),
             Action::ForwardTrimmed { port, len } if port.index() < nports => {
                 if usize::from(len) < desc.len() {
                     // SAFETY: the worker still holds this frame; nothing aliases it.
@@ -214,23 +214,23 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         let u = self.sockets.ports[ingress].pool;
         let len = desc.len();
         // Ports the frame is too long for are left out, each counted.
-        for _ in (0..nports).filter(|&q| q != ingress && !self.decide.fits(len, q)) {
+        for _ in (0..nports).filter(|&out| out != ingress && !self.decide.fits(len, out)) {
             self.counters.ports[ingress].drop(crate::Reason::TooBigToForward);
         }
-        let Some(last) = (0..nports).rev().find(|&q| q != ingress && self.decide.fits(len, q)) else {
-            if (0..nports).all(|q| q == ingress) {
+        let Some(last) = (0..nports).rev().find(|&out| out != ingress && self.decide.fits(len, out)) else {
+            if (0..nports).all(|out| out == ingress) {
                 self.counters.ports[ingress].drop(crate::Reason::NoEgress);
             }
             self.free[u].push(desc);
             return;
         };
-        for q in 0..nports {
-            if q == ingress || q == last || !self.decide.fits(len, q) {
+        for out in 0..nports {
+            if out == ingress || out == last || !self.decide.fits(len, out) {
                 continue;
             }
-            match self.copy_frame(&desc, u, self.sockets.ports[q].pool) {
-                Some(copy) => self.push_tx(q, copy, at),
-                None => self.counters.ports[q].drop(crate::Reason::NoFreeFrame),
+            match self.copy_frame(&desc, u, self.sockets.ports[out].pool) {
+                Some(copy) => self.push_tx(out, copy, at),
+                None => self.counters.ports[out].drop(crate::Reason::NoFreeFrame),
             }
         }
         self.queue_tx(desc, ingress, last, at);
@@ -255,16 +255,16 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         }
     }
 
-    /// Puts `desc`, a frame of port `q`'s UMEM that arrived at `at`, in line for `q`'s TX
+    /// Puts `desc`, a frame of port `out`'s UMEM that arrived at `at`, in line for `out`'s TX
     /// ring: in its flow's queue, or straight in the round's batch without flow queues. A full
     /// set of queues hands back the head of its fattest flow, dropped here.
     #[inline]
-    fn push_tx(&mut self, q: usize, desc: X::Desc, at: u64) {
-        let Some(fq) = self.fq.get_mut(q) else {
-            self.tx_batch[q].push(desc);
+    fn push_tx(&mut self, out: usize, desc: X::Desc, at: u64) {
+        let Some(fq) = self.fq.get_mut(out) else {
+            self.tx_batch[out].push(desc);
             return;
         };
-        let u = self.sockets.ports[q].pool;
+        let u = self.sockets.ports[out].pool;
         let (key, ect) = {
             // SAFETY: the worker holds this frame; it is only read.
             let frame = unsafe { self.sockets.pools[u].umem.bytes(&desc) };
@@ -272,7 +272,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         };
         let len = desc.len() as u32;
         if let Some(head) = fq.enqueue(&key, desc, len, at, ect) {
-            self.counters.ports[q].drop(crate::Reason::FqOverflow);
+            self.counters.ports[out].drop(crate::Reason::FqOverflow);
             self.free[u].push(head);
         }
     }
