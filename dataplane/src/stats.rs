@@ -120,6 +120,31 @@ pub struct XskGauges {
     pub tx_invalid: Counter,
 }
 
+/// Each of the socket's counters, in one place for reading and writing them.
+macro_rules! xsk_fields {
+    ($m:ident) => {
+        $m!(rx_dropped, rx_ring_full, fill_ring_empty, tx_ring_empty, rx_invalid, tx_invalid)
+    };
+}
+
+impl XskGauges {
+    /// Sets every gauge to what the kernel last said. Only the owning worker may call this.
+    pub fn set(&self, s: &XskSnapshot) {
+        macro_rules! set {
+            ($($f:ident),*) => { $(self.$f.set(s.$f);)* };
+        }
+        xsk_fields!(set);
+    }
+
+    /// A copy of the gauges.
+    pub fn snapshot(&self) -> XskSnapshot {
+        macro_rules! get {
+            ($($f:ident),*) => { XskSnapshot { $($f: self.$f.get()),* } };
+        }
+        xsk_fields!(get)
+    }
+}
+
 impl PortCounters {
     /// Counts one drop.
     #[inline]
@@ -436,14 +461,7 @@ impl PortCounters {
             kick_again: self.kick_again.get(),
             kick_busy: self.kick_busy.get(),
             kick_error: self.kick_error.get(),
-            xsk: XskSnapshot {
-                rx_dropped: self.xsk.rx_dropped.get(),
-                rx_ring_full: self.xsk.rx_ring_full.get(),
-                fill_ring_empty: self.xsk.fill_ring_empty.get(),
-                tx_ring_empty: self.xsk.tx_ring_empty.get(),
-                rx_invalid: self.xsk.rx_invalid.get(),
-                tx_invalid: self.xsk.tx_invalid.get(),
-            },
+            xsk: self.xsk.snapshot(),
         }
     }
 }

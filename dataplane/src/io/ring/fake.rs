@@ -14,8 +14,9 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{Consumer, Descriptor, Frames, Producer, SocketStats, Xsk};
+use super::{Consumer, Descriptor, Frames, Producer, Xsk};
 use crate::io::xsk::{FrameRings, Pool, PortRings, QueueSockets, RingSizes};
+use crate::stats::XskSnapshot;
 
 /// Bytes per fake frame.
 pub const FRAME: usize = 256;
@@ -116,7 +117,7 @@ struct Socket {
     tx: usize,
     fill: usize,
     comp: usize,
-    stats: SocketStats,
+    stats: XskSnapshot,
 }
 
 /// The fake kernel: every ring, where every frame is, and what was sent.
@@ -326,7 +327,7 @@ impl Xsk for Fake {
 
     fn sleep(_ports: &mut [PortRings<Self>], _timeout_ms: i32) {}
 
-    fn statistics(port: &PortRings<Self>) -> Option<SocketStats> {
+    fn statistics(port: &PortRings<Self>) -> Option<XskSnapshot> {
         Some(lock(&port.tx.kernel).sockets[port.tx.socket].stats)
     }
 }
@@ -395,7 +396,7 @@ pub fn world(
             for (i, &p) in uports.iter().enumerate() {
                 let (rx, tx) = (k.new_ring(sizes.rx, u), k.new_ring(sizes.tx, u));
                 let (fill, comp) = fill_comp[i];
-                k.sockets.push(Socket { worker: w, port: p, rx, tx, fill, comp, stats: SocketStats::default() });
+                k.sockets.push(Socket { worker: w, port: p, rx, tx, fill, comp, stats: XskSnapshot::default() });
                 let socket = k.sockets.len() - 1;
                 rings.push(PortRings::<Fake> {
                     rx: FakeRing { kernel: Arc::clone(&kernel), ring: rx, socket },

@@ -17,6 +17,7 @@ use std::io;
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
 use super::xsk::PortRings;
+use crate::stats::XskSnapshot;
 
 #[cfg(test)]
 pub mod fake;
@@ -100,23 +101,6 @@ pub trait Frames<D> {
     }
 }
 
-/// What the kernel counted for one socket (`XDP_STATISTICS`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SocketStats {
-    /// Frames dropped for other reasons than a full ring.
-    pub rx_dropped: u64,
-    /// Frames dropped because the RX ring was full.
-    pub rx_ring_full: u64,
-    /// Times the fill ring was found empty.
-    pub fill_ring_empty: u64,
-    /// Times the TX ring was found empty when kicked.
-    pub tx_ring_empty: u64,
-    /// Invalid RX descriptors.
-    pub rx_invalid: u64,
-    /// Invalid TX descriptors.
-    pub tx_invalid: u64,
-}
-
 /// One implementation of the ring boundary: its descriptor, frames, rings and kernel calls.
 pub trait Xsk: Sized + 'static {
     /// A frame descriptor.
@@ -145,7 +129,7 @@ pub trait Xsk: Sized + 'static {
     fn sleep(ports: &mut [PortRings<Self>], timeout_ms: i32);
 
     /// `port`'s socket statistics (`None`: the kernel gave none).
-    fn statistics(port: &PortRings<Self>) -> Option<SocketStats>;
+    fn statistics(port: &PortRings<Self>) -> Option<XskSnapshot>;
 }
 
 /// The kernel's AF_XDP sockets, through xsk-rs.
@@ -290,9 +274,9 @@ impl Xsk for AfXdp {
         let _ = unsafe { poll_in(&fds[..ports.len().min(crate::MAX_PORTS)], timeout_ms) };
     }
 
-    fn statistics(port: &PortRings<Self>) -> Option<SocketStats> {
+    fn statistics(port: &PortRings<Self>) -> Option<XskSnapshot> {
         let s = port.rx.fd().xdp_statistics().ok()?;
-        Some(SocketStats {
+        Some(XskSnapshot {
             rx_dropped: s.rx_dropped(),
             rx_ring_full: s.rx_ring_full(),
             fill_ring_empty: s.rx_fill_ring_empty_descs(),

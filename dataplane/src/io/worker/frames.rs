@@ -179,13 +179,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         self.census(lock);
         for (p, ring) in self.sockets.ports.iter().enumerate() {
             if let Some(s) = X::statistics(ring) {
-                let x = &self.counters.ports[p].xsk;
-                x.rx_dropped.set(s.rx_dropped);
-                x.rx_ring_full.set(s.rx_ring_full);
-                x.fill_ring_empty.set(s.fill_ring_empty);
-                x.tx_ring_empty.set(s.tx_ring_empty);
-                x.rx_invalid.set(s.rx_invalid);
-                x.tx_invalid.set(s.tx_invalid);
+                self.counters.ports[p].xsk.set(&s);
             }
         }
     }
