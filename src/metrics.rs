@@ -688,6 +688,169 @@ mod tests {
         assert!(head_complete(b"GET /metrics\n\n"));
     }
 
+    /// A report whose every figure is a different number, so that a figure under the wrong
+    /// name or labels shows: a router's (two ports, one with two queues; neighbours, kernel
+    /// routes) or a bridge's (its FDB).
+    fn numbered_report(router: bool) -> Report {
+        use xfwd_dataplane::io::kernel::SyncReport;
+        use xfwd_dataplane::io::view::PoolSnapshot;
+        use xfwd_dataplane::io::PortReport;
+        use xfwd_dataplane::load::LoopTotals;
+        use xfwd_dataplane::stats::{FrameSnapshot, PortSnapshot, QueueSnapshot, XskSnapshot};
+        let mut n = 0u64;
+        let mut next = move || {
+            n += 1;
+            n
+        };
+        let snapshot = |next: &mut dyn FnMut() -> u64| PortSnapshot {
+            rx_frames: next(),
+            rx_bytes: next(),
+            tx_frames: next(),
+            tx_bytes: next(),
+            flooded: next(),
+            fdb_full: next(),
+            icmp_sent: next(),
+            ecn_marked: next(),
+            gleaned: next(),
+            drops: vec![("no-route".into(), next()), ("tx-ring-full".into(), next())],
+            kicks: next(),
+            kick_again: next(),
+            kick_busy: next(),
+            kick_error: next(),
+            xsk: XskSnapshot {
+                rx_dropped: next(),
+                rx_ring_full: next(),
+                fill_ring_empty: next(),
+                tx_ring_empty: next(),
+                rx_invalid: next(),
+                tx_invalid: next(),
+            },
+        };
+        let (q0, q1, q2) = (snapshot(&mut next), snapshot(&mut next), snapshot(&mut next));
+        let ports = vec![
+            PortReport {
+                name: "eth4".into(),
+                total: PortSnapshot::default(),
+                per_queue: vec![q0, q1],
+                xdp: vec![("redirect".into(), next()), ("pass-no-socket".into(), next())],
+                missed_queue: Some(3),
+                driver: Some("veth".into()),
+                xdp_mode: Some("generic".into()),
+            },
+            PortReport {
+                name: "eth5".into(),
+                total: PortSnapshot::default(),
+                per_queue: vec![q2],
+                xdp: vec![("redirect".into(), next())],
+                missed_queue: None,
+                driver: None,
+                xdp_mode: None,
+            },
+        ];
+        let mut batches = [0; load::BATCH_BUCKETS];
+        batches.iter_mut().for_each(|b| *b = next());
+        let load = LoopTotals {
+            wall_ns: next(),
+            work_ns: next() * 1_000_000,
+            idle_ns: next() * 1_000_000,
+            sleep_ns: next() * 1_000_000,
+            preempted_work_ns: next() * 1_000,
+            preempted_idle_ns: next() * 1_000,
+            decide_ns: next() * 1_000,
+            tx_ns: next() * 1_000,
+            reap_ns: next() * 1_000,
+            rounds_work: next(),
+            rounds_idle: next(),
+            frames: next(),
+            batches,
+            schedstat: true,
+        };
+        let queue = QueueSnapshot {
+            queue: 0,
+            core: Some(1),
+            ports: Vec::new(),
+            sleeps: next(),
+            rt_yields: next(),
+            sojourn: (0..SOJOURN_BUCKETS).map(|_| next()).collect(),
+            sojourn_ns: next() * 1_000_000,
+            unstamped: next(),
+            fq_backlog: next(),
+            fq_high_water: next(),
+            fq_flows: next(),
+            fq_collisions: next(),
+            icmp_rate_limited: next(),
+            load,
+        };
+        let frames = FrameSnapshot {
+            total: 4096,
+            free: next(),
+            queued: next(),
+            fill: next(),
+            tx: next(),
+            fill_ring: next(),
+            rx_ring: next(),
+            rx_kernel: next(),
+            tx_ring: next(),
+            completion: next(),
+            tx_kernel: next(),
+        };
+        let kernel = SyncReport {
+            messages: next(),
+            updates: next(),
+            resyncs: next(),
+            overruns: next(),
+            dumps_interrupted: next(),
+            build_errors: next(),
+            full_builds: next(),
+            copies: next(),
+            routes: next(),
+            ignored: next(),
+            local_map_errors: next(),
+            rules_not_followed: next(),
+            ..SyncReport::default()
+        };
+        Report {
+            ports,
+            queues: vec![queue],
+            pools: vec![PoolSnapshot { workers: (0, 0), ports: vec!["eth4".into(), "eth5".into()], frames }],
+            fdb_entries: next() as usize,
+            fdb_capacity: next() as usize,
+            xdp_foreign: next(),
+            arp: if router { vec![("requests-sent".into(), next()), ("replies".into(), next())] } else { Vec::new() },
+            neighbors: router.then(|| (next() as usize, next() as usize)),
+            ndp: if router { vec![("NS sent".into(), next())] } else { Vec::new() },
+            neighbors6: router.then(|| (next() as usize, next() as usize)),
+            kernel: router.then_some(kernel),
+            zero_copy: Some(router),
+            rt_priority: router.then_some(10),
+            aqm: router.then(|| "fq-codel".into()),
+        }
+    }
+
+    /// The text of a scrape, with the version label made independent of the crate's version.
+    fn scrape_text(router: bool) -> String {
+        let routes = router.then_some((7, 5));
+        let text = String::from_utf8(render(&numbered_report(router), routes)).unwrap();
+        text.replace(concat!("version=\"", env!("CARGO_PKG_VERSION"), "\""), "version=\"VERSION\"")
+    }
+
+    /// Every line of a scrape (names, labels, help texts, values, order) as it was when the
+    /// families were pinned: a change shows here first, before promtool and the scrapers meet it.
+    #[test]
+    fn a_scrape_is_the_pinned_text() {
+        for (router, pinned) in [
+            (true, include_str!("../tests/fixtures/metrics-router.prom")),
+            (false, include_str!("../tests/fixtures/metrics-bridge.prom")),
+        ] {
+            let text = scrape_text(router);
+            for (i, (got, want)) in text.lines().zip(pinned.lines()).enumerate() {
+                assert_eq!(got, want, "router {router}: line {}", i + 1);
+            }
+            assert_eq!(text.lines().count(), pinned.lines().count(), "router {router}: {text}");
+            assert_eq!(text, pinned, "router {router}");
+        }
+    }
+
     #[test]
     fn words_become_metric_names() {
         assert_eq!(metric_word("requests-sent"), "requests_sent");
