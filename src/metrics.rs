@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-use xfwd_dataplane::io::{LiveView, Report};
-use xfwd_dataplane::load;
-use xfwd_dataplane::stats::{sojourn_floor, SOJOURN_BUCKETS};
+use xfwd_dataplane::io::kernel::SyncReport;
+use xfwd_dataplane::io::{LiveView, PortReport, Report};
+use xfwd_dataplane::load::{self, LoopTotals};
+use xfwd_dataplane::stats::{sojourn_floor, FrameSnapshot, PortSnapshot, QueueSnapshot, SOJOURN_BUCKETS};
 
 /// Connections served at once; more are closed as they arrive.
 pub const MAX_CLIENTS: usize = 64;
@@ -125,23 +126,146 @@ fn metric_word(s: &str) -> String {
 
 const NS: f64 = 1e-9;
 
+/// How a series' value is read from a `T`.
+type Value<T> = fn(&T) -> u64;
+
+/// A family with one series per row of a table: its name, its help text, and its value.
+type Row<T> = (&'static str, &'static str, Value<T>);
+
+/// What the worker of a queue counts on a port, one series per port and queue.
+const PORT_QUEUE_COUNTERS: &[Row<PortSnapshot>] = &[
+    ("xfwd_port_rx_frames_total", "Frames a worker took off the port's RX ring.", |s| s.rx_frames),
+    ("xfwd_port_rx_bytes_total", "Bytes of those frames.", |s| s.rx_bytes),
+    ("xfwd_port_tx_frames_total", "Frames a worker put on the port's TX ring.", |s| s.tx_frames),
+    ("xfwd_port_tx_bytes_total", "Bytes of those frames.", |s| s.tx_bytes),
+    ("xfwd_port_flooded_frames_total", "Bridge: frames received on the port and flooded.", |s| s.flooded),
+    ("xfwd_port_fdb_full_total", "Bridge: sources not learnt on the port because the FDB was full.", |s| s.fdb_full),
+    ("xfwd_port_icmp_errors_sent_total", "Router: ICMP errors answering frames received on the port.", |s| s.icmp_sent),
+    (
+        "xfwd_port_ecn_marked_frames_total",
+        "Frames for the port marked CE by queue management instead of dropped.",
+        |s| s.ecn_marked,
+    ),
+    (
+        "xfwd_port_gleaned_frames_total",
+        "Router: frames handed to the neighbour resolver, waiting for an answer.",
+        |s| s.gleaned,
+    ),
+    ("xfwd_port_kicks_total", "Kicks (sendto) of the port's TX ring.", |s| s.kicks),
+    ("xfwd_xsk_rx_dropped_total", "AF_XDP: frames the kernel dropped at the socket.", |s| s.xsk.rx_dropped),
+    ("xfwd_xsk_rx_ring_full_total", "AF_XDP: times the RX ring was full.", |s| s.xsk.rx_ring_full),
+    ("xfwd_xsk_fill_ring_empty_total", "AF_XDP: times the fill ring was empty.", |s| s.xsk.fill_ring_empty),
+    ("xfwd_xsk_tx_ring_empty_total", "AF_XDP: times the TX ring was empty.", |s| s.xsk.tx_ring_empty),
+    ("xfwd_xsk_rx_invalid_total", "AF_XDP: invalid RX descriptors.", |s| s.xsk.rx_invalid),
+    ("xfwd_xsk_tx_invalid_total", "AF_XDP: invalid TX descriptors.", |s| s.xsk.tx_invalid),
+];
+
+/// A worker's counters, one series per queue.
+const WORKER_COUNTERS: &[Row<QueueSnapshot>] = &[
+    ("xfwd_worker_sleeps_total", "Times the worker slept in poll(2).", |q| q.sleeps),
+    (
+        "xfwd_worker_rt_yields_total",
+        "Times a real-time worker stepped down to a normal thread's share under sustained load.",
+        |q| q.rt_yields,
+    ),
+    ("xfwd_worker_unstamped_frames_total", "Frames that reached the worker without an arrival time.", |q| q.unstamped),
+    ("xfwd_worker_fq_collisions_total", "Flow queues: frames whose flow shared another's queue.", |q| q.fq_collisions),
+    ("xfwd_worker_icmp_rate_limited_total", "Router: ICMP errors not sent for the rate limit.", |q| {
+        q.icmp_rate_limited
+    }),
+];
+
+/// A worker's gauges, one series per queue.
+const WORKER_GAUGES: &[Row<QueueSnapshot>] = &[
+    ("xfwd_worker_fq_backlog_frames", "Flow queues: frames queued now.", |q| q.fq_backlog),
+    ("xfwd_worker_fq_flows", "Flow queues: flows queued now.", |q| q.fq_flows),
+    ("xfwd_worker_fq_high_water_frames", "Flow queues: the most frames one port's queues held at once.", |q| {
+        q.fq_high_water
+    }),
+];
+
+/// The places of a UMEM's frames in `xfwd_umem_frames`: the `place` label and its count.
+const UMEM_PLACES: &[(&str, Value<FrameSnapshot>)] = &[
+    ("free", |fr| fr.free),
+    ("queued", |fr| fr.queued),
+    ("fill_ring", |fr| fr.fill_ring),
+    ("rx_ring", |fr| fr.rx_ring),
+    ("rx_kernel", |fr| fr.rx_kernel),
+    ("tx_ring", |fr| fr.tx_ring),
+    ("completion_ring", |fr| fr.completion),
+    ("tx_kernel", |fr| fr.tx_kernel),
+];
+
+/// What mirroring the kernel's routes counts: the word in `xfwd_kernel_<word>_total`, the
+/// help text after "Kernel routes: ", and the count.
+const KERNEL_COUNTERS: &[Row<SyncReport>] = &[
+    ("notifications", "notifications read", |k| k.messages),
+    ("updates", "table switches for changes", |k| k.updates),
+    ("resyncs", "full resynchronisations", |k| k.resyncs),
+    ("overruns", "resynchronisations after an overrun", |k| k.overruns),
+    ("dumps_interrupted", "interrupted dumps read again", |k| k.dumps_interrupted),
+    ("build_errors", "failed builds", |k| k.build_errors),
+    ("full_builds", "whole builds", |k| k.full_builds),
+    ("copies", "publications that copied the live tables", |k| k.copies),
+    ("local_map_errors", "addresses the XDP map refused", |k| k.local_map_errors),
+    ("rules_not_followed", "policy rules added since start that xfwd does not follow", |k| k.rules_not_followed),
+];
+
 /// Every counter and gauge of `r` as metric families.
 pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
     let mut f = Families::default();
-    f.gauge(
-        "xfwd_info",
-        "How xfwd runs: queue management, zero-copy, the workers' real-time priority (0: normal threads); always 1.",
-        &[
-            ("version", env!("CARGO_PKG_VERSION")),
-            ("aqm", r.aqm.as_deref().unwrap_or("")),
-            ("zero_copy", if r.zero_copy == Some(true) { "true" } else { "false" }),
-            ("rt_priority", &r.rt_priority.unwrap_or(0).to_string()),
-        ],
-        1.0,
-    );
+    f.info(r);
     for p in &r.ports {
+        f.port(p);
+    }
+    for q in &r.queues {
+        f.worker(q);
+    }
+    for (i, pool) in r.pools.iter().enumerate() {
+        f.umem(&i.to_string(), &pool.frames);
+    }
+    f.counter(
+        "xfwd_xdp_foreign_frames_total",
+        "Frames the XDP program saw on interfaces that are not ports.",
+        &[],
+        r.xdp_foreign as f64,
+    );
+    match r.neighbors {
+        None => f.fdb(r),
+        Some(v4) => f.neighbors(r, v4),
+    }
+    if let Some(routes) = routes {
+        f.routes(routes);
+    }
+    if let Some(k) = &r.kernel {
+        f.kernel(k);
+    }
+    f.into_vec()
+}
+
+/// The families of each part of a [`Report`]; [`families`] calls them in the order a scrape
+/// lists them (a family is listed where it is first seen).
+impl Families {
+    /// `xfwd_info`: how xfwd runs.
+    fn info(&mut self, r: &Report) {
+        self.gauge(
+            "xfwd_info",
+            "How xfwd runs: queue management, zero-copy, the workers' real-time priority (0: normal threads); always 1.",
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("aqm", r.aqm.as_deref().unwrap_or("")),
+                ("zero_copy", if r.zero_copy == Some(true) { "true" } else { "false" }),
+                ("rt_priority", &r.rt_priority.unwrap_or(0).to_string()),
+            ],
+            1.0,
+        );
+    }
+
+    /// A port: its driver and XDP mode, what the XDP program did with its frames, and what
+    /// each queue's worker counted on it.
+    fn port(&mut self, p: &PortReport) {
         let port = p.name.as_str();
-        f.gauge(
+        self.gauge(
             "xfwd_port_info",
             "A port: its driver and the XDP mode the program was attached in; always 1.",
             &[
@@ -152,7 +276,7 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
             1.0,
         );
         if let Some(q) = p.missed_queue {
-            f.gauge(
+            self.gauge(
                 "xfwd_xdp_missed_queue",
                 "The highest queue a frame arrived on with no socket there (counted in pass-no-socket).",
                 &[("port", port)],
@@ -160,7 +284,7 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
             );
         }
         for (verdict, n) in &p.xdp {
-            f.counter(
+            self.counter(
                 "xfwd_xdp_frames_total",
                 "Frames the XDP program saw on a port, by what it did with them.",
                 &[("port", port), ("verdict", verdict)],
@@ -168,107 +292,99 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
             );
         }
         for (q, s) in p.per_queue.iter().enumerate() {
-            let queue = q.to_string();
-            let l: &[(&str, &str)] = &[("port", port), ("queue", &queue)];
-            let c = [
-                ("xfwd_port_rx_frames_total", "Frames a worker took off the port's RX ring.", s.rx_frames),
-                ("xfwd_port_rx_bytes_total", "Bytes of those frames.", s.rx_bytes),
-                ("xfwd_port_tx_frames_total", "Frames a worker put on the port's TX ring.", s.tx_frames),
-                ("xfwd_port_tx_bytes_total", "Bytes of those frames.", s.tx_bytes),
-                ("xfwd_port_flooded_frames_total", "Bridge: frames received on the port and flooded.", s.flooded),
-                (
-                    "xfwd_port_fdb_full_total",
-                    "Bridge: sources not learnt on the port because the FDB was full.",
-                    s.fdb_full,
-                ),
-                (
-                    "xfwd_port_icmp_errors_sent_total",
-                    "Router: ICMP errors answering frames received on the port.",
-                    s.icmp_sent,
-                ),
-                (
-                    "xfwd_port_ecn_marked_frames_total",
-                    "Frames for the port marked CE by queue management instead of dropped.",
-                    s.ecn_marked,
-                ),
-                (
-                    "xfwd_port_gleaned_frames_total",
-                    "Router: frames handed to the neighbour resolver, waiting for an answer.",
-                    s.gleaned,
-                ),
-                ("xfwd_port_kicks_total", "Kicks (sendto) of the port's TX ring.", s.kicks),
-                ("xfwd_xsk_rx_dropped_total", "AF_XDP: frames the kernel dropped at the socket.", s.xsk.rx_dropped),
-                ("xfwd_xsk_rx_ring_full_total", "AF_XDP: times the RX ring was full.", s.xsk.rx_ring_full),
-                ("xfwd_xsk_fill_ring_empty_total", "AF_XDP: times the fill ring was empty.", s.xsk.fill_ring_empty),
-                ("xfwd_xsk_tx_ring_empty_total", "AF_XDP: times the TX ring was empty.", s.xsk.tx_ring_empty),
-                ("xfwd_xsk_rx_invalid_total", "AF_XDP: invalid RX descriptors.", s.xsk.rx_invalid),
-                ("xfwd_xsk_tx_invalid_total", "AF_XDP: invalid TX descriptors.", s.xsk.tx_invalid),
-            ];
-            for (name, help, v) in c {
-                f.counter(name, help, l, v as f64);
-            }
-            for (outcome, v) in [("again", s.kick_again), ("busy", s.kick_busy), ("error", s.kick_error)] {
-                f.counter(
-                    "xfwd_port_kick_failures_total",
-                    "Kicks that did not send all: again (EAGAIN), busy (device busy or down), error.",
-                    &[("port", port), ("queue", &queue), ("outcome", outcome)],
-                    v as f64,
-                );
-            }
-            for (reason, v) in &s.drops {
-                f.counter(
-                    "xfwd_port_dropped_frames_total",
-                    "Frames dropped, by reason: on the port they came in by, or for want of room on the way out (tx-ring-full, no-free-frame, fq-overflow, aqm-drop with flow queues) on the port they were to leave by.",
-                    &[("port", port), ("queue", &queue), ("reason", reason)],
-                    *v as f64,
-                );
-            }
+            self.port_queue(port, &q.to_string(), s);
         }
     }
-    for q in &r.queues {
+
+    /// What the worker of `queue` counted on `port`: [`PORT_QUEUE_COUNTERS`], its kicks that
+    /// did not send all, and its drops by reason.
+    fn port_queue(&mut self, port: &str, queue: &str, s: &PortSnapshot) {
+        let l: &[(&str, &str)] = &[("port", port), ("queue", queue)];
+        for (name, help, value) in PORT_QUEUE_COUNTERS {
+            self.counter(name, help, l, value(s) as f64);
+        }
+        for (outcome, v) in [("again", s.kick_again), ("busy", s.kick_busy), ("error", s.kick_error)] {
+            self.counter(
+                "xfwd_port_kick_failures_total",
+                "Kicks that did not send all: again (EAGAIN), busy (device busy or down), error.",
+                &[("port", port), ("queue", queue), ("outcome", outcome)],
+                v as f64,
+            );
+        }
+        for (reason, v) in &s.drops {
+            self.counter(
+                "xfwd_port_dropped_frames_total",
+                "Frames dropped, by reason: on the port they came in by, or for want of room on the way out (tx-ring-full, no-free-frame, fq-overflow, aqm-drop with flow queues) on the port they were to leave by.",
+                &[("port", port), ("queue", queue), ("reason", reason)],
+                *v as f64,
+            );
+        }
+    }
+
+    /// A worker: where its time went, its two histograms, then [`WORKER_COUNTERS`] and
+    /// [`WORKER_GAUGES`].
+    fn worker(&mut self, q: &QueueSnapshot) {
         let queue = q.queue.to_string();
+        self.worker_time(&queue, &q.load);
+        self.worker_histograms(&queue, q);
         let l: &[(&str, &str)] = &[("queue", &queue)];
-        let t = &q.load;
+        for (name, help, value) in WORKER_COUNTERS {
+            self.counter(name, help, l, value(q) as f64);
+        }
+        for (name, help, value) in WORKER_GAUGES {
+            self.gauge(name, help, l, value(q) as f64);
+        }
+    }
+
+    /// Where the wall time of the worker of `queue` went (rounds with work and without, the
+    /// preempted share of each, the phases of work, sleep), and how many rounds it ran.
+    fn worker_time(&mut self, queue: &str, t: &LoopTotals) {
         // Gross times and the preempted share of each apart: each of them only grows (the run
         // delay is read every 10 ms, after the rounds it is shared over were published).
         for (state, ns, preempted) in
             [("work", t.work_ns, t.preempted_work_ns), ("idle", t.idle_ns, t.preempted_idle_ns)]
         {
-            f.counter(
+            self.counter(
                 "xfwd_worker_seconds_total",
                 "A worker's wall time in rounds with work and without (spinning or asleep), preempted time included; busy = work less its preempted share.",
-                &[("queue", &queue), ("state", state)],
+                &[("queue", queue), ("state", state)],
                 ns as f64 * NS,
             );
-            f.counter(
+            self.counter(
                 "xfwd_worker_preempted_seconds_total",
                 "Of a worker's rounds with work and without: time runnable while another thread ran on its CPU (schedstat run delay).",
-                &[("queue", &queue), ("state", state)],
+                &[("queue", queue), ("state", state)],
                 preempted as f64 * NS,
             );
         }
         for (phase, ns) in [("decide", t.decide_ns), ("tx", t.tx_ns), ("reap", t.reap_ns)] {
-            f.counter(
+            self.counter(
                 "xfwd_worker_phase_seconds_total",
                 "A worker's rounds with work by phase (wall time): receive and decide, kick the TX rings, reap and refill.",
-                &[("queue", &queue), ("phase", phase)],
+                &[("queue", queue), ("phase", phase)],
                 ns as f64 * NS,
             );
         }
-        f.counter(
+        self.counter(
             "xfwd_worker_sleep_seconds_total",
             "Of a worker's rounds without work, the wall time asleep in poll(2).",
-            l,
+            &[("queue", queue)],
             t.sleep_ns as f64 * NS,
         );
         for (work, n) in [("true", t.rounds_work), ("false", t.rounds_idle)] {
-            f.counter(
+            self.counter(
                 "xfwd_worker_rounds_total",
                 "A worker's rounds, with work or without.",
-                &[("queue", &queue), ("work", work)],
+                &[("queue", queue), ("work", work)],
                 n as f64,
             );
         }
+    }
+
+    /// The histograms of the worker of `queue`: frames per round with work, and frames' sojourn.
+    fn worker_histograms(&mut self, queue: &str, q: &QueueSnapshot) {
+        let l: &[(&str, &str)] = &[("queue", queue)];
+        let t = &q.load;
         let batches: Vec<(f64, u64)> = (0..load::BATCH_BUCKETS)
             .map(|b| {
                 let le =
@@ -276,7 +392,7 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
                 (le, t.batches[b])
             })
             .collect();
-        f.histogram(
+        self.histogram(
             "xfwd_worker_round_frames",
             "Frames a worker received per round with work.",
             l,
@@ -293,140 +409,87 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
                 (le, *n)
             })
             .collect();
-        f.histogram(
+        self.histogram(
             "xfwd_worker_sojourn_seconds",
             "Frames' wait from the XDP program to the worker's hand-over (queue management on).",
             l,
             &sojourn,
             q.sojourn_ns as f64 * NS,
         );
-        let c = [
-            ("xfwd_worker_sleeps_total", "Times the worker slept in poll(2).", q.sleeps),
-            (
-                "xfwd_worker_rt_yields_total",
-                "Times a real-time worker stepped down to a normal thread's share under sustained load.",
-                q.rt_yields,
-            ),
-            (
-                "xfwd_worker_unstamped_frames_total",
-                "Frames that reached the worker without an arrival time.",
-                q.unstamped,
-            ),
-            (
-                "xfwd_worker_fq_collisions_total",
-                "Flow queues: frames whose flow shared another's queue.",
-                q.fq_collisions,
-            ),
-            (
-                "xfwd_worker_icmp_rate_limited_total",
-                "Router: ICMP errors not sent for the rate limit.",
-                q.icmp_rate_limited,
-            ),
-        ];
-        for (name, help, v) in c {
-            f.counter(name, help, l, v as f64);
-        }
-        let g = [
-            ("xfwd_worker_fq_backlog_frames", "Flow queues: frames queued now.", q.fq_backlog),
-            ("xfwd_worker_fq_flows", "Flow queues: flows queued now.", q.fq_flows),
-            (
-                "xfwd_worker_fq_high_water_frames",
-                "Flow queues: the most frames one port's queues held at once.",
-                q.fq_high_water,
-            ),
-        ];
-        for (name, help, v) in g {
-            f.gauge(name, help, l, v as f64);
-        }
     }
-    for (i, pool) in r.pools.iter().enumerate() {
-        let umem = i.to_string();
-        let fr = pool.frames;
-        let places = [
-            ("free", fr.free),
-            ("queued", fr.queued),
-            ("fill_ring", fr.fill_ring),
-            ("rx_ring", fr.rx_ring),
-            ("rx_kernel", fr.rx_kernel),
-            ("tx_ring", fr.tx_ring),
-            ("completion_ring", fr.completion),
-            ("tx_kernel", fr.tx_kernel),
-        ];
-        for (place, n) in places {
-            f.gauge(
+
+    /// A UMEM: where its frames are ([`UMEM_PLACES`]), how many it has, and how many were
+    /// found in no place.
+    fn umem(&mut self, umem: &str, fr: &FrameSnapshot) {
+        for (place, value) in UMEM_PLACES {
+            self.gauge(
                 "xfwd_umem_frames",
                 "Where a UMEM's frames are: free, in flow queues, in the fill/RX/TX/completion rings, or held by the kernel.",
-                &[("umem", &umem), ("place", place)],
-                n as f64,
+                &[("umem", umem), ("place", place)],
+                value(fr) as f64,
             );
         }
-        f.gauge("xfwd_umem_size_frames", "Frames in a UMEM.", &[("umem", &umem)], fr.total as f64);
-        f.gauge(
+        self.gauge("xfwd_umem_size_frames", "Frames in a UMEM.", &[("umem", umem)], fr.total as f64);
+        self.gauge(
             "xfwd_umem_unaccounted_frames",
             "Frames of a UMEM found in no place (must stay 0).",
-            &[("umem", &umem)],
+            &[("umem", umem)],
             fr.unaccounted() as f64,
         );
     }
-    f.counter(
-        "xfwd_xdp_foreign_frames_total",
-        "Frames the XDP program saw on interfaces that are not ports.",
-        &[],
-        r.xdp_foreign as f64,
-    );
-    match r.neighbors {
-        None => {
-            f.gauge("xfwd_fdb_entries", "Bridge: live FDB entries.", &[], r.fdb_entries as f64);
-            f.gauge("xfwd_fdb_capacity_entries", "Bridge: FDB capacity.", &[], r.fdb_capacity as f64);
+
+    /// A bridge's FDB: its entries and its capacity.
+    fn fdb(&mut self, r: &Report) {
+        self.gauge("xfwd_fdb_entries", "Bridge: live FDB entries.", &[], r.fdb_entries as f64);
+        self.gauge("xfwd_fdb_capacity_entries", "Bridge: FDB capacity.", &[], r.fdb_capacity as f64);
+    }
+
+    /// A router's neighbour tables (`v4`: the IPv4 table's entries and capacity), then what
+    /// its ARP thread counts of ARP and of neighbour discovery.
+    fn neighbors(&mut self, r: &Report, (n, cap): (usize, usize)) {
+        let (n6, cap6) = r.neighbors6.unwrap_or((0, 0));
+        for (family, n, cap) in [("ipv4", n, cap), ("ipv6", n6, cap6)] {
+            self.gauge("xfwd_neighbor_entries", "Router: neighbour table entries.", &[("family", family)], n as f64);
+            self.gauge(
+                "xfwd_neighbor_capacity_entries",
+                "Router: neighbour table capacity.",
+                &[("family", family)],
+                cap as f64,
+            );
         }
-        Some((n, cap)) => {
-            let (n6, cap6) = r.neighbors6.unwrap_or((0, 0));
-            for (family, n, cap) in [("ipv4", n, cap), ("ipv6", n6, cap6)] {
-                f.gauge("xfwd_neighbor_entries", "Router: neighbour table entries.", &[("family", family)], n as f64);
-                f.gauge(
-                    "xfwd_neighbor_capacity_entries",
-                    "Router: neighbour table capacity.",
-                    &[("family", family)],
-                    cap as f64,
+        for (prefix, what, list) in [("xfwd_arp_", "ARP", &r.arp), ("xfwd_ndp_", "Neighbour discovery", &r.ndp)] {
+            for (name, v) in list.iter() {
+                self.counter(
+                    &format!("{prefix}{}_total", metric_word(name)),
+                    &format!("Router: {what} thread, {name}."),
+                    &[],
+                    *v as f64,
                 );
             }
-            for (prefix, what, list) in [("xfwd_arp_", "ARP", &r.arp), ("xfwd_ndp_", "Neighbour discovery", &r.ndp)] {
-                for (name, v) in list.iter() {
-                    f.counter(
-                        &format!("{prefix}{}_total", metric_word(name)),
-                        &format!("Router: {what} thread, {name}."),
-                        &[],
-                        *v as f64,
-                    );
-                }
-            }
         }
     }
-    if let Some((v4, v6)) = routes {
+
+    /// The routes a router's tables show, by family.
+    fn routes(&mut self, (v4, v6): (usize, usize)) {
         for (family, n) in [("ipv4", v4), ("ipv6", v6)] {
-            f.gauge("xfwd_routes", "Router: routes in the table xfwd shows.", &[("family", family)], n as f64);
+            self.gauge("xfwd_routes", "Router: routes in the table xfwd shows.", &[("family", family)], n as f64);
         }
     }
-    if let Some(k) = &r.kernel {
-        let c = [
-            ("notifications", "notifications read", k.messages),
-            ("updates", "table switches for changes", k.updates),
-            ("resyncs", "full resynchronisations", k.resyncs),
-            ("overruns", "resynchronisations after an overrun", k.overruns),
-            ("dumps_interrupted", "interrupted dumps read again", k.dumps_interrupted),
-            ("build_errors", "failed builds", k.build_errors),
-            ("full_builds", "whole builds", k.full_builds),
-            ("copies", "publications that copied the live tables", k.copies),
-            ("local_map_errors", "addresses the XDP map refused", k.local_map_errors),
-            ("rules_not_followed", "policy rules added since start that xfwd does not follow", k.rules_not_followed),
-        ];
-        for (name, help, v) in c {
-            f.counter(&format!("xfwd_kernel_{name}_total"), &format!("Kernel routes: {help}."), &[], v as f64);
+
+    /// What mirroring the kernel's routes counts ([`KERNEL_COUNTERS`]), and the routes it
+    /// mirrors and leaves.
+    fn kernel(&mut self, k: &SyncReport) {
+        for (word, help, value) in KERNEL_COUNTERS {
+            self.counter(
+                &format!("xfwd_kernel_{word}_total"),
+                &format!("Kernel routes: {help}."),
+                &[],
+                value(k) as f64,
+            );
         }
-        f.gauge("xfwd_kernel_routes", "Kernel routes: routes mirrored.", &[], k.routes as f64);
-        f.gauge("xfwd_kernel_ignored_routes", "Kernel routes: routes not used.", &[], k.ignored as f64);
+        self.gauge("xfwd_kernel_routes", "Kernel routes: routes mirrored.", &[], k.routes as f64);
+        self.gauge("xfwd_kernel_ignored_routes", "Kernel routes: routes not used.", &[], k.ignored as f64);
     }
-    f.into_vec()
 }
 
 /// The text of a scrape.
