@@ -296,6 +296,94 @@ mod tests {
         assert_eq!(row(&t, "kernel").last(), Some(&"0.900"), "{t}");
     }
 
+    /// A report with something in every part of the table: the conditions' lines, three arms
+    /// (one with xfwd's own counters and a failed run, and the wire, for the forwarding
+    /// figure), comparisons and a warning; TCP (`udp`: false) or packet rate.
+    fn full_report(udp: bool) -> Report {
+        use crate::bench::report::XfwdRun;
+        use xfwd_dataplane::load::LoopTotals;
+        let run = |run: u32, gbps: f64, packets: u64, k: f64| {
+            let mut r = test_run(run, gbps, packets);
+            r.rtt_ms = (1..=120).map(|u| f64::from(u) * k / 100.0).collect();
+            r.pings_sent = Some(125);
+            r.received_gbps = Some(gbps * 0.9);
+            r.fairness = Some(0.9 + k / 100.0);
+            r.offered_pps = packets as f64;
+            r.loss = 0.01 * k;
+            r
+        };
+        let xfwd = |aqm: &str| XfwdRun {
+            rt_priority: Some(10),
+            rt_yields: 2,
+            aqm_drops: 30,
+            ecn_marks: 4,
+            sojourn_p99_ns: Some(1_234_567),
+            unstamped: 5,
+            aqm: Some(aqm.into()),
+            fq_overflow: 6,
+            fq_high_water: 700,
+            fq_collisions: 8,
+            workers: vec![LoopTotals {
+                wall_ns: 2_000_000_000,
+                work_ns: 1_000_000_000,
+                idle_ns: 1_000_000_000,
+                preempted_work_ns: 100_000_000,
+                rounds_work: 50_000,
+                rounds_idle: 1_000,
+                frames: 800_000,
+                schedstat: true,
+                ..LoopTotals::default()
+            }],
+        };
+        let kernel = vec![run(1, 4.0, 1_000, 1.0), run(2, 5.0, 1_100, 2.0), run(3, 6.0, 1_050, 3.0)];
+        let mut fast = vec![run(1, 7.0, 2_000, 1.5), run(2, 7.5, 2_100, 2.5), run(3, 8.0, 1_900, 0.5)];
+        fast[0].xfwd = Some(xfwd("fq-codel"));
+        fast[1].xfwd = Some(xfwd("fq-codel"));
+        fast[2].xfwd = Some(XfwdRun { rt_priority: None, ..xfwd("codel") });
+        let mut r = test_report(vec![
+            ArmResult { name: "kernel".into(), runs: kernel, failed: Vec::new() },
+            ArmResult {
+                name: "xfwd:poll=busy".into(),
+                runs: fast,
+                failed: vec![FailedRun { run: 4, error: "xfwd exited with 1".into() }],
+            },
+            ArmResult { name: "xfwd".into(), runs: vec![run(1, 6.5, 1_500, 1.0)], failed: Vec::new() },
+            ArmResult {
+                name: "wire".into(),
+                runs: vec![run(1, 9.0, 4_000, 0.2), run(2, 9.5, 4_100, 0.3)],
+                failed: Vec::new(),
+            },
+        ]);
+        let c = &mut r.conditions;
+        c.ip = 6;
+        c.omit_s = 2;
+        c.endpoints = "iperf3 at nice 5".into();
+        c.pings = "pings every 5 ms".into();
+        c.queueing = "queues: as each says".into();
+        if udp {
+            c.test = "udp64".into();
+            c.ip = 4;
+            c.omit_s = 0;
+        }
+        r.warnings.push("port 0 queues did not share the load".into());
+        r
+    }
+
+    /// Every line and column of the table, as it was when `render` was pinned.
+    #[test]
+    fn a_full_table_is_the_pinned_text() {
+        for (udp, pinned) in [
+            (false, include_str!("../../tests/fixtures/bench-table-tcp.txt")),
+            (true, include_str!("../../tests/fixtures/bench-table-udp.txt")),
+        ] {
+            let t = render(&full_report(udp));
+            for (i, (got, want)) in t.lines().zip(pinned.lines()).enumerate() {
+                assert_eq!(got, want, "udp {udp}: line {}", i + 1);
+            }
+            assert_eq!(t, pinned, "udp {udp}");
+        }
+    }
+
     #[test]
     fn a_report_with_no_failure_lists_none() {
         let r = test_report(vec![ArmResult::new("kernel")]);
