@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::harness::{flow_rtt, idle_cores, rtt, rtt_idle};
-use super::report::Report;
+use super::report::{ArmResult, Conditions, Report};
 use super::stats::Summary;
 
 /// A failure's error as the table shows it: its first 300 characters (report.json has it all).
@@ -22,7 +22,7 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
 
 /// xfwd arms: the workers' busy share of their wall time over the measured part of a run, by
 /// their own loop accounting, in percent (median of the runs; `None` for other arms).
-fn worker_busy(arm: &super::report::ArmResult) -> Option<f64> {
+fn worker_busy(arm: &ArmResult) -> Option<f64> {
     median(arm.runs.iter().filter_map(|r| r.xfwd.as_ref()?.loop_total()?.busy_fraction()).map(|b| b * 100.0).collect())
 }
 
@@ -35,9 +35,30 @@ fn summary_of(report: &Report, figure: &str, arm: &str) -> Option<Summary> {
     report.stats.iter().find(|f| f.figure == figure)?.summaries.iter().find(|(n, _)| n == arm).map(|(_, s)| *s)
 }
 
-/// Renders the report's table and comparisons.
+/// Renders the report's table and comparisons: the conditions, a row per arm, each xfwd arm's
+/// own line, the failed runs, the comparisons with the first arm and the warnings.
 pub fn render(report: &Report) -> String {
-    let c = &report.conditions;
+    let mut s = conditions(&report.conditions);
+    let columns = Columns::of(report);
+    let _ = writeln!(s, "{}", columns.heading());
+    for arm in &report.arms {
+        let _ = writeln!(s, "{}", columns.row(report, arm));
+    }
+    for arm in &report.arms {
+        if let Some(line) = xfwd_line(arm) {
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    failures(&mut s, report);
+    comparisons(&mut s, report, columns.tcp);
+    for w in &report.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+/// The lines above the table: what ran, on what, and how (after a blank line).
+fn conditions(c: &Conditions) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -55,41 +76,69 @@ pub fn render(report: &Report) -> String {
         c.kernel
     );
     let _ = writeln!(s, "{}", c.offloads);
-    if !c.endpoints.is_empty() {
-        let _ = writeln!(s, "{}", c.endpoints);
+    for line in [&c.endpoints, &c.pings, &c.queueing] {
+        if !line.is_empty() {
+            let _ = writeln!(s, "{line}");
+        }
     }
-    if !c.pings.is_empty() {
-        let _ = writeln!(s, "{}", c.pings);
+    s
+}
+
+/// What the table's columns show: a TCP test's (Gb/s, the rate received, the flows' RTT and
+/// fairness) or a packet-rate test's (kpps, loss).
+struct Columns {
+    tcp: bool,
+    /// The main figure's name among the statistics: `gbps` or `delivered_pps`.
+    main: &'static str,
+    /// Its unit in the table, and the factor from the statistics' unit to it.
+    unit: &'static str,
+    scale: f64,
+    /// The arm column's width: the longest arm name, at least 6.
+    width: usize,
+}
+
+impl Columns {
+    /// The columns for `report`'s test and arms.
+    fn of(report: &Report) -> Columns {
+        let tcp = report.conditions.test == "tcp";
+        let (main, unit) = if tcp { ("gbps", "Gb/s") } else { ("delivered_pps", "kpps") };
+        Columns {
+            tcp,
+            main,
+            unit,
+            scale: if tcp { 1.0 } else { 1e-3 },
+            width: report.arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(6),
+        }
     }
-    if !c.queueing.is_empty() {
-        let _ = writeln!(s, "{}", c.queueing);
+
+    /// The columns' heads.
+    fn heading(&self) -> String {
+        let (w, tcp, unit) = (self.width, self.tcp, self.unit);
+        format!(
+            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
+            "arm",
+            "n",
+            "fail",
+            format!("{unit} med"),
+            "mean",
+            "sd",
+            "µs/pkt",
+            "fwd µs",
+            if tcp { "rcvd Gb/s" } else { "loss %" },
+            "idle cores",
+            "busy %",
+            "RTT idle",
+            "RTT load p50/p99",
+            "pings",
+            if tcp { "flow RTT" } else { "" },
+            if tcp { "fairness" } else { "" }
+        )
     }
-    let tcp = c.test == "tcp";
-    let (main, unit) = if tcp { ("gbps", "Gb/s") } else { ("delivered_pps", "kpps") };
-    let scale = if tcp { 1.0 } else { 1e-3 };
-    let w = report.arms.iter().map(|a| a.name.len()).max().unwrap_or(3).max(6);
-    let _ = writeln!(
-        s,
-        "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
-        "arm",
-        "n",
-        "fail",
-        format!("{unit} med"),
-        "mean",
-        "sd",
-        "µs/pkt",
-        "fwd µs",
-        if tcp { "rcvd Gb/s" } else { "loss %" },
-        "idle cores",
-        "busy %",
-        "RTT idle",
-        "RTT load p50/p99",
-        "pings",
-        if tcp { "flow RTT" } else { "" },
-        if tcp { "fairness" } else { "" }
-    );
-    for arm in &report.arms {
-        let m = summary_of(report, main, &arm.name);
+
+    /// An arm's row: its runs, its figures (a dash where one was not measured), its RTTs.
+    fn row(&self, report: &Report, arm: &ArmResult) -> String {
+        let (w, tcp, scale) = (self.width, self.tcp, self.scale);
+        let m = summary_of(report, self.main, &arm.name);
         let cpu = summary_of(report, "us_per_packet", &arm.name);
         let fwd = summary_of(report, "forwarding_us_per_packet", &arm.name);
         let loss = (!arm.runs.is_empty())
@@ -97,19 +146,8 @@ pub fn render(report: &Report) -> String {
         let fair: Vec<f64> = arm.runs.iter().filter_map(|r| r.fairness).collect();
         // The median of the runs: one run of senders starved by the scheduler moves a mean.
         let fairness = median(fair);
-        let load = rtt(arm);
-        let rtts = match load.p50_ms {
-            Some(p50) => format!("{p50:.2}/{} ms", fig(load.p99_ms)),
-            None => "-".into(),
-        };
-        // Answered of sent: how many samples the percentiles rest on, and how many went missing.
-        let pings = match (load.samples, load.sent) {
-            (0, _) => "-".into(),
-            (n, Some(sent)) => format!("{n}/{sent}"),
-            (n, None) => n.to_string(),
-        };
-        let _ = writeln!(
-            s,
+        let (rtts, pings) = load_rtt(arm);
+        format!(
             "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
             arm.name,
             arm.runs.len(),
@@ -127,13 +165,28 @@ pub fn render(report: &Report) -> String {
             pings,
             if tcp { fig(flow_rtt(arm)) } else { String::new() },
             if tcp { fairness.map_or_else(|| "-".into(), |f| format!("{f:.3}")) } else { String::new() }
-        );
+        )
     }
-    for arm in &report.arms {
-        if let Some(line) = xfwd_line(arm) {
-            let _ = writeln!(s, "{line}");
-        }
-    }
+}
+
+/// An arm's RTT under load as the table shows it: `p50/p99 ms`, and the pings it rests on.
+fn load_rtt(arm: &ArmResult) -> (String, String) {
+    let load = rtt(arm);
+    let rtts = match load.p50_ms {
+        Some(p50) => format!("{p50:.2}/{} ms", fig(load.p99_ms)),
+        None => "-".into(),
+    };
+    // Answered of sent: how many samples the percentiles rest on, and how many went missing.
+    let pings = match (load.samples, load.sent) {
+        (0, _) => "-".into(),
+        (n, Some(sent)) => format!("{n}/{sent}"),
+        (n, None) => n.to_string(),
+    };
+    (rtts, pings)
+}
+
+/// A line per failed run, with the first [`ERROR_CHARS`] characters of its error.
+fn failures(s: &mut String, report: &Report) {
     for arm in &report.arms {
         for f in &arm.failed {
             let mut error: String = f.error.chars().take(ERROR_CHARS).collect();
@@ -143,27 +196,28 @@ pub fn render(report: &Report) -> String {
             let _ = writeln!(s, "failed: {} run {}: {error}", arm.name, f.run);
         }
     }
-    if let Some(base) = report.arms.first() {
-        for fig in &report.stats {
-            if fig.figure == "delivered_pps" && tcp || fig.figure == "gbps" && !tcp {
-                continue;
-            }
-            for (name, cmp) in &fig.comparisons {
-                let verdict = cmp
-                    .map_or_else(|| "fewer than 2 measured runs on one side: no statistics".into(), |c| c.sentence());
-                let _ = writeln!(s, "{name} vs {}, {}: {verdict}", base.name, fig.figure);
-            }
+}
+
+/// Each arm against the first, figure by figure (the main figure of the other test left out).
+fn comparisons(s: &mut String, report: &Report, tcp: bool) {
+    let Some(base) = report.arms.first() else {
+        return;
+    };
+    for fig in &report.stats {
+        if fig.figure == "delivered_pps" && tcp || fig.figure == "gbps" && !tcp {
+            continue;
+        }
+        for (name, cmp) in &fig.comparisons {
+            let verdict =
+                cmp.map_or_else(|| "fewer than 2 measured runs on one side: no statistics".into(), |c| c.sentence());
+            let _ = writeln!(s, "{name} vs {}, {}: {verdict}", base.name, fig.figure);
         }
     }
-    for w in &report.warnings {
-        let _ = writeln!(s, "warning: {w}");
-    }
-    s
 }
 
 /// What an xfwd arm's own counters said, summed over its runs: how its workers ran and what
 /// its queue management did (`None` for other arms and old reports).
-fn xfwd_line(arm: &super::report::ArmResult) -> Option<String> {
+fn xfwd_line(arm: &ArmResult) -> Option<String> {
     let runs: Vec<&super::report::XfwdRun> = arm.runs.iter().filter_map(|r| r.xfwd.as_ref()).collect();
     let first = runs.first()?;
     let sched = match first.rt_priority {
