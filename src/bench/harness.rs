@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use xfwd_dataplane::load::LoopTotals;
 
 use super::cpu::{self, Sampler};
 use super::report::{ArmResult, Conditions, FailedRun, Report, RunResult, XfwdRun, SCHEMA};
@@ -471,9 +472,75 @@ fn measure(
     control: &str,
     frame: Option<u32>,
 ) -> Result<RunResult> {
+    let idle = measure_idle(p)?;
+    let sampler = Sampler::start(Duration::from_millis(500))?;
+    let pings = start_pings(p.client, p.server_addr)?;
+    // The workers' loop accounting at the start, to give what the run alone cost them.
+    let load0: Vec<LoopTotals> = match xfwd {
+        Some(_) => xfwd_report(control)?.queues.iter().map(|q| q.load).collect(),
+        None => Vec::new(),
+    };
+    let before = Counters::read(r, p)?;
+    let started = Instant::now();
+    let flows = match frame {
+        None => tcp_flows(args, r, p)?,
+        Some(size) => {
+            send_frames(args, r, p, size)?;
+            Flows::default()
+        }
+    };
+    let secs = started.elapsed().as_secs_f64();
+    let rates = Counters::read(r, p)?.since(&before, secs, frame.is_some());
+    let (rtt_ms, pings_sent) = stop_pings(pings);
+    let cpu = sampler.stop();
+    let (queue_rx, xfwd_run) = match xfwd {
+        Some(_) => xfwd_after(control, &load0)?,
+        None => (Vec::new(), None),
+    };
+    Ok(RunResult {
+        run,
+        gbps: flows.bps.iter().sum::<f64>() / 1e9,
+        // What each server received in the measured time, not what each sender wrote: with
+        // hundreds of flows the senders' socket buffers hold gigabytes that count as sent.
+        fairness: jain(&flows.received),
+        received_gbps: (!flows.received.is_empty())
+            .then(|| flows.received.iter().sum::<f64>() * 8.0 / f64::from(args.time.max(1)) / 1e9),
+        flows_bps: flows.bps,
+        flows_rtt: flows.rtt,
+        offered_pps: rates.offered_pps,
+        delivered_pps: rates.delivered_pps,
+        loss: rates.loss,
+        packets: rates.packets,
+        busy_cpu_s: rates.busy_cpu_s,
+        us_per_packet: if rates.packets > 0 { rates.busy_cpu_s * 1e6 / rates.packets as f64 } else { 0.0 },
+        cpu_avg: cpu::averages(&cpu),
+        cpu,
+        queue_rx,
+        rtt_ms,
+        pings_sent,
+        rtt_idle_ms: idle.rtt_ms,
+        idle_busy_cores: idle.busy_cores,
+        // On the rig the CPU is sampled here, in the same run: no other machine's samples to match.
+        started_unix_ms: None,
+        ended_unix_ms: None,
+        xfwd: xfwd_run,
+    })
+}
+
+/// The path before the traffic: how busy the machine is, and its RTT.
+struct Idle {
+    /// Busy cores over a second, from /proc/stat.
+    busy_cores: Option<f64>,
+    /// RTTs of [`IDLE_PINGS`] pings, ms.
+    rtt_ms: Vec<f64>,
+}
+
+/// Measures the idle path: the machine's busy cores over a second, then half a second of the
+/// same pings as under load (a ping that cannot run gives no sample, not an error).
+fn measure_idle(p: &Endpoints) -> Result<Idle> {
     let (i0, t0) = (busy_jiffies()?, Instant::now());
     std::thread::sleep(Duration::from_secs(1));
-    let idle_busy_cores = Some((busy_jiffies()? - i0) as f64 / 100.0 / t0.elapsed().as_secs_f64());
+    let busy_cores = Some((busy_jiffies()? - i0) as f64 / 100.0 / t0.elapsed().as_secs_f64());
     // The same pings as under load, for half a second.
     let idle = p
         .client
@@ -491,117 +558,131 @@ fn measure(
             p.server_addr,
         ])
         .output();
-    let rtt_idle_ms = idle.map(|o| parse_ping_rtts(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default();
-    let sampler = Sampler::start(Duration::from_millis(500))?;
-    let pings = start_pings(p.client, p.server_addr)?;
-    // The workers' loop accounting at the start, to give what the run alone cost them.
-    let load0 = match xfwd {
-        Some(_) => xfwd_report(control)?.queues.iter().map(|q| q.load).collect(),
-        None => Vec::new(),
-    };
-    let b0 = busy_jiffies()?;
-    let (d0, o0) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
-    let srv_rx0 = rx_packets(p.server, "eth0");
-    let started = Instant::now();
-    let (mut flows_bps, mut flows_rtt, mut flows_received) = (Vec::new(), Vec::new(), Vec::new());
-    match frame {
-        None => {
-            let tcp = rig::iperf3_tcp_streams(
-                p.server,
-                p.client,
-                p.server_addr,
-                args.flows,
-                args.streams,
-                r.queues,
-                args.time,
-                args.omit,
-            )?;
-            flows_bps = tcp.flows_bps;
-            flows_rtt = tcp.flows_rtt;
-            flows_received = tcp.flows_received_bytes.iter().map(|&b| b as f64).collect();
-        }
-        Some(size) => {
-            let cfg =
-                trafgen_config(&p.next_mac, &mac(p.client, "eth0")?, p.client_addr, p.server_addr, args.flows, size);
-            let file = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}.trafgen", std::process::id())));
-            std::fs::write(&file.0, cfg)?;
-            let file = file.0.display().to_string();
-            let secs = args.time.to_string();
-            let cpus = r.queues.to_string();
-            let mut cmd: Vec<&str> = vec![
-                "timeout", "-s", "INT", &secs, "trafgen", "--dev", "eth0", "--conf", &file, "--cpus", &cpus, "-Q", "-C",
-            ];
-            let rate = format!("{}pps", args.rate);
-            if args.rate > 0 {
-                cmd.extend(["-b", rate.as_str()]);
-            }
-            let out =
-                p.client.command(cmd[0]).args(&cmd[1..]).output().context("running trafgen (package netsniff-ng)")?;
-            let _ = std::fs::remove_file(&file);
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let last = stderr.lines().last().unwrap_or("");
-            // Stopped by SIGINT, trafgen flushes what its ring still holds; when the device's
-            // queue is full (veth pushes back while the path is overloaded) that flush fails
-            // with EAGAIN and trafgen exits 1. The run was over by then, and its frames were
-            // counted on the wire, not by trafgen: not a failure.
-            let flush_at_stop = last.contains("Flushing TX_RING failed: Resource temporarily unavailable");
-            if !out.status.success() && out.status.code() != Some(124) && !flush_at_stop {
-                bail!("trafgen: {last}");
-            }
-        }
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let b1 = busy_jiffies()?;
-    let (d1, o1) = (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
-    let srv_rx1 = rx_packets(p.server, "eth0");
-    let (rtt_ms, pings_sent) = stop_pings(pings);
-    let cpu = sampler.stop();
-    let (queue_rx, xfwd_run) = match xfwd {
-        Some(_) => {
-            let rep = xfwd_report(control)?;
-            let queue_rx =
-                rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect();
-            let mut run = xfwd_run_of(&rep);
-            run.workers = rep.queues.iter().zip(&load0).map(|(q, l0)| q.load.since(l0)).collect();
-            (queue_rx, Some(run))
-        }
-        None => (Vec::new(), None),
-    };
-    let packets = d1.saturating_sub(d0);
-    let busy_cpu_s = (b1 - b0) as f64 / 100.0;
-    let (offered_pps, delivered_pps) = match frame {
-        Some(_) => (o1.saturating_sub(o0) as f64 / secs, srv_rx1.saturating_sub(srv_rx0) as f64 / secs),
-        None => (0.0, packets as f64 / secs),
-    };
-    let loss = if offered_pps > 0.0 { (1.0 - delivered_pps / offered_pps).max(0.0) } else { 0.0 };
-    Ok(RunResult {
-        run,
-        gbps: flows_bps.iter().sum::<f64>() / 1e9,
-        // What each server received in the measured time, not what each sender wrote: with
-        // hundreds of flows the senders' socket buffers hold gigabytes that count as sent.
-        fairness: jain(&flows_received),
-        received_gbps: (!flows_received.is_empty())
-            .then(|| flows_received.iter().sum::<f64>() * 8.0 / f64::from(args.time.max(1)) / 1e9),
-        flows_bps,
-        flows_rtt,
-        offered_pps,
-        delivered_pps,
-        loss,
-        packets,
-        busy_cpu_s,
-        us_per_packet: if packets > 0 { busy_cpu_s * 1e6 / packets as f64 } else { 0.0 },
-        cpu_avg: cpu::averages(&cpu),
-        cpu,
-        queue_rx,
-        rtt_ms,
-        pings_sent,
-        rtt_idle_ms,
-        idle_busy_cores,
-        // On the rig the CPU is sampled here, in the same run: no other machine's samples to match.
-        started_unix_ms: None,
-        ended_unix_ms: None,
-        xfwd: xfwd_run,
+    let rtt_ms = idle.map(|o| parse_ping_rtts(&String::from_utf8_lossy(&o.stdout))).unwrap_or_default();
+    Ok(Idle { busy_cores, rtt_ms })
+}
+
+/// What a TCP run's flows said of themselves, in flow order (none for a packet-rate run, whose
+/// frames are counted on the wire).
+#[derive(Default)]
+struct Flows {
+    /// Each sender's rate, bits/s.
+    bps: Vec<f64>,
+    /// Each sender's RTT, where iperf3 gave one.
+    rtt: Vec<Option<rig::FlowRtt>>,
+    /// The bytes each server received.
+    received: Vec<f64>,
+}
+
+/// Runs the TCP traffic: `args.flows` iperf3 flows from the client to the server.
+fn tcp_flows(args: &BenchArgs, r: &Rig, p: &Endpoints) -> Result<Flows> {
+    let tcp = rig::iperf3_tcp_streams(
+        p.server,
+        p.client,
+        p.server_addr,
+        args.flows,
+        args.streams,
+        r.queues,
+        args.time,
+        args.omit,
+    )?;
+    Ok(Flows {
+        received: tcp.flows_received_bytes.iter().map(|&b| b as f64).collect(),
+        bps: tcp.flows_bps,
+        rtt: tcp.flows_rtt,
     })
+}
+
+/// Runs the packet-rate traffic: trafgen sends `size`-byte frames of `args.flows` UDP flows
+/// from the client for `args.time` seconds, at `args.rate` (0: flat out).
+fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<()> {
+    let cfg = trafgen_config(&p.next_mac, &mac(p.client, "eth0")?, p.client_addr, p.server_addr, args.flows, size);
+    let file = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}.trafgen", std::process::id())));
+    std::fs::write(&file.0, cfg)?;
+    let file = file.0.display().to_string();
+    let secs = args.time.to_string();
+    let cpus = r.queues.to_string();
+    let mut cmd: Vec<&str> =
+        vec!["timeout", "-s", "INT", &secs, "trafgen", "--dev", "eth0", "--conf", &file, "--cpus", &cpus, "-Q", "-C"];
+    let rate = format!("{}pps", args.rate);
+    if args.rate > 0 {
+        cmd.extend(["-b", rate.as_str()]);
+    }
+    let out = p.client.command(cmd[0]).args(&cmd[1..]).output().context("running trafgen (package netsniff-ng)")?;
+    let _ = std::fs::remove_file(&file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or("");
+    // Stopped by SIGINT, trafgen flushes what its ring still holds; when the device's
+    // queue is full (veth pushes back while the path is overloaded) that flush fails
+    // with EAGAIN and trafgen exits 1. The run was over by then, and its frames were
+    // counted on the wire, not by trafgen: not a failure.
+    let flush_at_stop = last.contains("Flushing TX_RING failed: Resource temporarily unavailable");
+    if !out.status.success() && out.status.code() != Some(124) && !flush_at_stop {
+        bail!("trafgen: {last}");
+    }
+    Ok(())
+}
+
+/// The machine's busy ticks and the rig's frame counters, at one instant.
+struct Counters {
+    /// [`busy_jiffies`].
+    busy: u64,
+    /// Frames the hosts received (both ends of the path).
+    delivered: u64,
+    /// Frames the client sent.
+    offered: u64,
+    /// Frames the server received.
+    server_rx: u64,
+}
+
+/// What the counters say of a run.
+struct Rates {
+    /// Frames the hosts received.
+    packets: u64,
+    /// CPU time the whole machine was busy, s.
+    busy_cpu_s: f64,
+    /// Packet rate: frames sent by the client, and received by the server, per second (TCP:
+    /// none offered, and the hosts' frames).
+    offered_pps: f64,
+    delivered_pps: f64,
+    /// The share of the offered frames not delivered (0 when none were counted).
+    loss: f64,
+}
+
+impl Counters {
+    /// Reads them now.
+    fn read(r: &Rig, p: &Endpoints) -> Result<Counters> {
+        let busy = busy_jiffies()?;
+        let (delivered, offered) =
+            (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
+        Ok(Counters { busy, delivered, offered, server_rx: rx_packets(p.server, "eth0") })
+    }
+
+    /// The rates from `before` to these counters, `secs` apart, of a packet-rate run (`udp`)
+    /// or a TCP run.
+    fn since(&self, before: &Counters, secs: f64, udp: bool) -> Rates {
+        let packets = self.delivered.saturating_sub(before.delivered);
+        let (offered_pps, delivered_pps) = if udp {
+            (
+                self.offered.saturating_sub(before.offered) as f64 / secs,
+                self.server_rx.saturating_sub(before.server_rx) as f64 / secs,
+            )
+        } else {
+            (0.0, packets as f64 / secs)
+        };
+        let loss = if offered_pps > 0.0 { (1.0 - delivered_pps / offered_pps).max(0.0) } else { 0.0 };
+        Rates { packets, busy_cpu_s: (self.busy - before.busy) as f64 / 100.0, offered_pps, delivered_pps, loss }
+    }
+}
+
+/// What a running xfwd says after a run: the frames each queue of the first two ports
+/// received, and its own counters with its workers' accounting since `load0`.
+fn xfwd_after(control: &str, load0: &[LoopTotals]) -> Result<(Vec<Vec<u64>>, Option<XfwdRun>)> {
+    let rep = xfwd_report(control)?;
+    let queue_rx = rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect();
+    let mut run = xfwd_run_of(&rep);
+    run.workers = rep.queues.iter().zip(load0).map(|(q, l0)| q.load.since(l0)).collect();
+    Ok((queue_rx, Some(run)))
 }
 
 /// Busy ticks of the whole machine (everything but idle and iowait).
