@@ -801,25 +801,7 @@ pub fn run_mode(
     let kernel_config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-kernel.toml", std::process::id())));
     std::fs::write(&kernel_config.0, RIG_KERNEL)?;
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let bench = Bench {
-        args,
-        mode,
-        exe,
-        config: config.0.display().to_string(),
-        kernel_config: kernel_config.0.display().to_string(),
-        control: format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id()),
-        rig: match (mode, args.ip) {
-            (BenchMode::Router, IpVersion::V4) => Rig::router(args.queues)?,
-            (BenchMode::Router, IpVersion::V6) => Rig::router6(args.queues)?,
-            (BenchMode::Bridge, _) => Rig::bridge(args.queues)?,
-        },
-        wire: match (arms.iter().any(|(_, a)| *a == Arm::Wire), args.ip) {
-            (false, _) => None,
-            (true, IpVersion::V4) => Some(Rig::wire(args.queues)?),
-            (true, IpVersion::V6) => Some(Rig::wire6(args.queues)?),
-        },
-    };
-    let mut results: Vec<ArmResult> = arms.iter().map(|(n, _)| ArmResult::new(n)).collect();
+    let bench = Bench::new(args, mode, &arms, exe, &config, &kernel_config)?;
     let mut modes = Modes { xdp: String::from("-"), xsk: "copy" };
     let mut warnings = Vec::new();
     if args.frame.is_some() && args.rate > 0 && args.queues > 1 {
@@ -828,6 +810,68 @@ pub fn run_mode(
             args.queues
         ));
     }
+    let results = run_arms(&bench, &arms, stop, progress, &mut modes, &mut warnings)?;
+    drop(config);
+    let mut report = Report {
+        schema: SCHEMA,
+        started_unix,
+        conditions: conditions(args, mode, &arms, modes),
+        arms: results,
+        stats: Vec::new(),
+        warnings,
+    };
+    report.compute_stats();
+    let path = out.join(format!("report-{mode}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(report)
+}
+
+impl<'a> Bench<'a> {
+    /// Builds the rig of `mode` (and the wire's, when an arm runs on it), for xfwd started
+    /// as `exe` with the router files `config` and `kernel_config`.
+    fn new(
+        args: &'a BenchArgs,
+        mode: BenchMode,
+        arms: &[(String, Arm)],
+        exe: String,
+        config: &TempFile,
+        kernel_config: &TempFile,
+    ) -> Result<Bench<'a>> {
+        Ok(Bench {
+            args,
+            mode,
+            exe,
+            config: config.0.display().to_string(),
+            kernel_config: kernel_config.0.display().to_string(),
+            control: format!("/run/xfwd/bench-{}-{mode}.sock", std::process::id()),
+            rig: match (mode, args.ip) {
+                (BenchMode::Router, IpVersion::V4) => Rig::router(args.queues)?,
+                (BenchMode::Router, IpVersion::V6) => Rig::router6(args.queues)?,
+                (BenchMode::Bridge, _) => Rig::bridge(args.queues)?,
+            },
+            wire: match (arms.iter().any(|(_, a)| *a == Arm::Wire), args.ip) {
+                (false, _) => None,
+                (true, IpVersion::V4) => Some(Rig::wire(args.queues)?),
+                (true, IpVersion::V6) => Some(Rig::wire6(args.queues)?),
+            },
+        })
+    }
+}
+
+/// Runs every arm `args.runs` times, interleaved (A B C A B C …), and gives each arm's runs
+/// and failures; a queue that took far less than another in a run is a warning. `Err` when
+/// interrupted or when the rig could not be restored after a run.
+fn run_arms(
+    bench: &Bench,
+    arms: &[(String, Arm)],
+    stop: &std::sync::atomic::AtomicBool,
+    progress: &mut dyn FnMut(&str),
+    modes: &mut Modes,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<ArmResult>> {
+    let (args, mode) = (bench.args, bench.mode);
+    let mut results: Vec<ArmResult> = arms.iter().map(|(n, _)| ArmResult::new(n)).collect();
     for run in 1..=args.runs {
         for (i, (name, arm)) in arms.iter().enumerate() {
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -835,7 +879,7 @@ pub fn run_mode(
                 bail!("interrupted; the rig is removed");
             }
             progress(&format!("{mode}: run {run}/{}, arm {name}", args.runs));
-            let outcome = one_run(&bench, arm, run, &mut modes)
+            let outcome = one_run(bench, arm, run, modes)
                 .with_context(|| format!("{mode}: {name} run {run}: the rig could not be restored"))?;
             match outcome {
                 Ok(m) => {
@@ -857,71 +901,73 @@ pub fn run_mode(
             }
         }
     }
-    let (xdp_mode, xsk_mode) = (modes.xdp, modes.xsk);
-    drop(config);
+    Ok(results)
+}
+
+/// What one mode's bench ran under, for the report: the options, the machine, how the xfwd
+/// arms attached and bound (`modes`), and how the endpoints, queues and pings ran.
+fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: Modes) -> Conditions {
     let frame = args.frame.unwrap_or(0);
-    let mut report = Report {
-        schema: SCHEMA,
-        started_unix,
-        conditions: Conditions {
-            mode: mode.to_string(),
-            test: if args.frame.is_some() { format!("udp{frame}") } else { "tcp".into() },
-            ip: args.ip.number(),
-            queues: args.queues,
-            flows: args.flows,
-            frame,
-            time_s: args.time,
-            omit_s: if args.frame.is_some() { 0 } else { args.omit },
-            offered_pps: if args.frame.is_some() { args.rate } else { 0 },
-            kernel: command_version("uname", "-r"),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            driver: "veth (namespace rig)".into(),
-            xdp_mode,
-            xsk_mode: xsk_mode.into(),
-            offloads:
-                "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box"
-                    .into(),
-            endpoints: match args.frame {
-                None if args.streams > 1 => format!(
-                    "iperf3 clients and servers at nice {} in every arm, {} flows per client process (-P, consecutive fixed ports), client k pinned to CPU k mod queues, started together",
-                    rig::ENDPOINT_NICE,
-                    args.streams
-                ),
-                None => format!(
-                    "iperf3 clients and servers at nice {} in every arm, client k pinned to CPU k mod queues, started together",
-                    rig::ENDPOINT_NICE
-                ),
-                Some(_) => "trafgen from the client host on its queues' CPUs, at normal priority, in every arm".into(),
-            },
-            queueing: format!(
-                "queues: kernel arm: veth's noqueue and the hosts' own stacks (this kernel has no fq_codel, cake, codel or pie); xfwd arms: as each says below{}",
-                if report_has_default_xfwd(&arms) {
-                    format!(
-                        " (default: --aqm {}, CoDel 5 ms / 100 ms, workers SCHED_FIFO 10 where allowed)",
-                        xfwd_dataplane::io::AqmMode::default().name()
-                    )
-                } else {
-                    String::new()
-                }
-            ),
-            pings: format!(
-                "RTT: pings from the client host every {PING_INTERVAL_MS} ms at nice {PINGER_NICE}, {IDLE_PINGS} on the idle path before each run, then through the run; an unanswered ping gives no sample"
-            ),
-            versions: vec![
-                ("xfwd".into(), env!("CARGO_PKG_VERSION").into()),
-                ("iperf3".into(), command_version("iperf3", "--version")),
-                ("trafgen".into(), command_version("trafgen", "--version")),
-            ],
-        },
-        arms: results,
-        stats: Vec::new(),
-        warnings,
-    };
-    report.compute_stats();
-    let path = out.join(format!("report-{mode}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(report)
+    Conditions {
+        mode: mode.to_string(),
+        test: if args.frame.is_some() { format!("udp{frame}") } else { "tcp".into() },
+        ip: args.ip.number(),
+        queues: args.queues,
+        flows: args.flows,
+        frame,
+        time_s: args.time,
+        omit_s: if args.frame.is_some() { 0 } else { args.omit },
+        offered_pps: if args.frame.is_some() { args.rate } else { 0 },
+        kernel: command_version("uname", "-r"),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        driver: "veth (namespace rig)".into(),
+        xdp_mode: modes.xdp,
+        xsk_mode: modes.xsk.into(),
+        offloads: "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box"
+            .into(),
+        endpoints: endpoints_said(args),
+        queueing: queueing_said(arms),
+        pings: format!(
+            "RTT: pings from the client host every {PING_INTERVAL_MS} ms at nice {PINGER_NICE}, {IDLE_PINGS} on the idle path before each run, then through the run; an unanswered ping gives no sample"
+        ),
+        versions: vec![
+            ("xfwd".into(), env!("CARGO_PKG_VERSION").into()),
+            ("iperf3".into(), command_version("iperf3", "--version")),
+            ("trafgen".into(), command_version("trafgen", "--version")),
+        ],
+    }
+}
+
+/// How the traffic's endpoints ran, in words (the conditions' `endpoints`).
+fn endpoints_said(args: &BenchArgs) -> String {
+    match args.frame {
+        None if args.streams > 1 => format!(
+            "iperf3 clients and servers at nice {} in every arm, {} flows per client process (-P, consecutive fixed ports), client k pinned to CPU k mod queues, started together",
+            rig::ENDPOINT_NICE,
+            args.streams
+        ),
+        None => format!(
+            "iperf3 clients and servers at nice {} in every arm, client k pinned to CPU k mod queues, started together",
+            rig::ENDPOINT_NICE
+        ),
+        Some(_) => "trafgen from the client host on its queues' CPUs, at normal priority, in every arm".into(),
+    }
+}
+
+/// What queues the frames in each arm, in words (the conditions' `queueing`), with xfwd's
+/// defaults when an arm runs it with them.
+fn queueing_said(arms: &[(String, Arm)]) -> String {
+    format!(
+        "queues: kernel arm: veth's noqueue and the hosts' own stacks (this kernel has no fq_codel, cake, codel or pie); xfwd arms: as each says below{}",
+        if report_has_default_xfwd(arms) {
+            format!(
+                " (default: --aqm {}, CoDel 5 ms / 100 ms, workers SCHED_FIFO 10 where allowed)",
+                xfwd_dataplane::io::AqmMode::default().name()
+            )
+        } else {
+            String::new()
+        }
+    )
 }
 
 /// The fewest samples a p99 is given from: with fewer, the nearest rank of the 99th percentile
@@ -1118,6 +1164,52 @@ mod tests {
             r.flows_rtt = vec![None; 2];
         }
         assert_eq!(flow_rtt(&arm), None);
+    }
+
+    /// `xfwd bench` options from its command line.
+    fn bench_args(line: &[&str]) -> BenchArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        <Cli as clap::Parser>::parse_from(std::iter::once("bench").chain(line.iter().copied())).bench
+    }
+
+    #[test]
+    fn conditions_say_what_ran_and_how() {
+        let arms = |line: &[&str]| -> Vec<(String, Arm)> {
+            line.iter().map(|a| (a.to_string(), Arm::parse(a).unwrap())).collect()
+        };
+        let modes = || Modes { xdp: "generic".into(), xsk: "copy" };
+        let tcp = bench_args(&["--streams", "4", "--omit", "3"]);
+        let c = conditions(&tcp, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes());
+        assert_eq!((c.test.as_str(), c.frame, c.omit_s, c.offered_pps, c.ip), ("tcp", 0, 3, 0, 4));
+        assert_eq!((c.mode.as_str(), c.xdp_mode.as_str(), c.xsk_mode.as_str()), ("router", "generic", "copy"));
+        assert_eq!(
+            c.endpoints,
+            "iperf3 clients and servers at nice 19 in every arm, 4 flows per client process (-P, consecutive fixed ports), client k pinned to CPU k mod queues, started together"
+        );
+        assert_eq!(
+            c.queueing,
+            "queues: kernel arm: veth's noqueue and the hosts' own stacks (this kernel has no fq_codel, cake, codel or pie); xfwd arms: as each says below (default: --aqm fq-codel, CoDel 5 ms / 100 ms, workers SCHED_FIFO 10 where allowed)"
+        );
+        assert_eq!(
+            c.pings,
+            "RTT: pings from the client host every 5 ms at nice -10, 100 on the idle path before each run, then through the run; an unanswered ping gives no sample"
+        );
+        assert_eq!(c.versions[0], ("xfwd".to_owned(), env!("CARGO_PKG_VERSION").to_owned()));
+        let one = conditions(&bench_args(&[]), BenchMode::Bridge, &arms(&["kernel"]), modes());
+        assert_eq!(
+            one.endpoints,
+            "iperf3 clients and servers at nice 19 in every arm, client k pinned to CPU k mod queues, started together"
+        );
+        assert!(one.queueing.ends_with("xfwd arms: as each says below"), "{}", one.queueing);
+        let udp = bench_args(&["--frame", "64", "--ip", "6", "--rate", "5000"]);
+        let c = conditions(&udp, BenchMode::Router, &arms(&["xfwd:poll=busy"]), modes());
+        assert_eq!((c.test.as_str(), c.frame, c.omit_s, c.offered_pps, c.ip), ("udp64", 64, 0, 5000, 6));
+        assert_eq!(c.endpoints, "trafgen from the client host on its queues' CPUs, at normal priority, in every arm");
+        assert!(c.queueing.ends_with("xfwd arms: as each says below"), "{}", c.queueing);
     }
 
     #[test]
