@@ -885,6 +885,59 @@ mod tests {
         assert_eq!(p.crowded, None, "a core to spare");
     }
 
+    /// Every warning a plan can give, word for word (the other tests check how they begin).
+    #[test]
+    fn warnings_are_said_in_full() {
+        let said = |cfg: &ForwarderConfig, ports: &[PortInfo], ncores, kernel| {
+            let p = Plan::new(cfg, ports, ncores, kernel).unwrap();
+            let mut all = p.warnings;
+            all.extend(p.crowded);
+            all
+        };
+        let veth = [port("eth4", 1), port("eth5", 1)];
+        let generic = with(bridge(&["eth4", "eth5"]), |w| w.xdp_mode = XdpMode::Generic);
+        let per_cpu = with(generic.clone(), |w| w.sockets = Sockets::PerCpu);
+        let mlx = |n| PortInfo { driver: Some("mlx5_core".into()), ..port(n, 4) };
+        let two_dpaa = with(bridge(&["eth4", "eth5"]), |w| {
+            w.queues = Some(2);
+            w.sockets = Sockets::PerQueue
+        });
+        let busy = with(bridge(&["a", "b"]), |w| w.poll = PollMode::Busy);
+        let mut down = port("a", 4);
+        down.carrier = false;
+        assert_eq!(
+            said(&generic, &veth, 2, Some((6, 16))),
+            ["eth4: every frame arrives as queue 0, but per-CPU sockets need Linux 6.17+ (this is 6.16): one worker takes all; if this kernel carries the fixes (generic receive serialised per buffer pool, completions written only once sent), use --sockets per-cpu"]
+        );
+        assert_eq!(
+            said(&per_cpu, &veth, 2, None),
+            ["--sockets per-cpu on Linux unknown: workers sharing a queue need Linux 6.17+ (generic receive serialised per buffer pool, completions written only once sent); unless this kernel carries both fixes, two CPUs can take one frame at once: use --sockets per-queue --queues 1 there"]
+        );
+        assert_eq!(
+            said(&per_cpu, &[mlx("eth4"), mlx("eth5")], 4, Some((6, 18))),
+            [
+                "eth4: 4 RX queues, but --sockets per-cpu binds queue 0 only: frames on queues 1..3 go to the kernel (counted as pass-no-socket); use ethtool -L eth4 combined 1, or --sockets per-queue",
+                "eth5: 4 RX queues, but --sockets per-cpu binds queue 0 only: frames on queues 1..3 go to the kernel (counted as pass-no-socket); use ethtool -L eth5 combined 1, or --sockets per-queue",
+            ]
+        );
+        assert_eq!(
+            said(&two_dpaa, &[dpaa("eth4"), dpaa("eth5")], 4, Some((6, 18))),
+            [
+                "eth4: fsl_dpa gives native XDP hardware frame-queue ids, which no AF_XDP socket matches: attaching in generic mode (--xdp-mode auto; see xfwd doctor eth4)",
+                "eth4: in generic mode fsl_dpa gives every frame queue 0: the workers of queues 1..1 receive nothing from it; use --sockets per-cpu",
+            ]
+        );
+        assert_eq!(
+            said(&busy, &[down, port("b", 4)], 2, Some((6, 18))),
+            [
+                "a: no carrier (link down); frames will flow once it comes up",
+                "a: 4 RX queues but 2 worker(s): frames on queues 2..3 go to the kernel (counted as pass-no-socket); use --queues 4 or ethtool -L a combined 2",
+                "b: 4 RX queues but 2 worker(s): frames on queues 2..3 go to the kernel (counted as pass-no-socket); use --queues 4 or ethtool -L b combined 2",
+                "busy polling with 2 worker(s) on 2 core(s) leaves no core idle for the kernel or other programs; consider --poll adaptive",
+            ]
+        );
+    }
+
     #[test]
     fn workers_are_real_time_by_default_except_when_busy_polling_or_off() {
         let ports = [port("a", 1), port("b", 1)];
