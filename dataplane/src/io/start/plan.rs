@@ -18,7 +18,7 @@ use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError};
 use crate::io::drivers::{self, QueueIndex};
 use crate::io::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
-use crate::io::settings::{Cores, Opt, Refusal};
+use crate::io::settings::{Cores, Opt, Refusal, WorkerOptions};
 use crate::io::xdp::LocalKind;
 use crate::io::xsk::{BindOptions, OpenError};
 use crate::l3::{PortSpec, Prefix};
@@ -217,89 +217,14 @@ impl<'a> Plan<'a> {
             warnings.push(format!("{}: no carrier (link down); frames will flow once it comes up", p.name));
         }
         let w = &cfg.workers;
-        let (xdp_mode, why) = xdp_mode(w.xdp_mode, ports);
-        warnings.extend(why);
-        let xdp_mode = match (w.sockets, xdp_mode) {
-            (Sockets::PerCpu, XdpMode::Native) => return Err(Refusal::PerCpuNative.into()),
-            (Sockets::PerCpu, XdpMode::Auto) => XdpMode::Generic,
-            (_, m) => m,
-        };
+        let xdp_mode = attach_mode(w, ports, &mut warnings)?;
         // Ports whose driver gives every frame queue 0 in this mode, from whichever CPU
         // received it (generic XDP on veth and dpaa_eth).
         let zero: Vec<&PortInfo> = ports.iter().filter(|p| xdp_mode == XdpMode::Generic && queue_zero(p)).collect();
-        let fit = zero.len() == ports.len() && w.queues.unwrap_or(ncores as u32) > 1;
-        let fixed = kernel.is_some_and(|k| k >= PER_CPU_KERNEL);
-        let per_cpu = match w.sockets {
-            Sockets::PerCpu => true,
-            Sockets::PerQueue => false,
-            Sockets::Auto => fit && fixed,
-        };
-        let release = kernel.map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a}.{b}"));
-        if !fixed && (per_cpu || (fit && w.sockets == Sockets::Auto)) {
-            let (a, b) = PER_CPU_KERNEL;
-            warnings.push(if per_cpu {
-                format!(
-                    "--sockets per-cpu on Linux {release}: workers sharing a queue need Linux {a}.{b}+ (generic receive serialised per buffer pool, completions written only once sent); \
-                     unless this kernel carries both fixes, two CPUs can take one frame at once: use --sockets per-queue --queues 1 there"
-                )
-            } else {
-                format!(
-                    "{}: every frame arrives as queue 0, but per-CPU sockets need Linux {a}.{b}+ (this is {release}): one worker takes all; \
-                     if this kernel carries the fixes (generic receive serialised per buffer pool, completions written only once sent), use --sockets per-cpu",
-                    zero[0].name
-                )
-            });
-        }
-        let queues = if per_cpu {
-            worker_count(w.queues.unwrap_or(ncores as u32))?
-        } else {
-            // On a queue-0 port one worker takes all, so one is what runs unless more are asked.
-            let asked = w.queues.or(zero.first().map(|_| 1));
-            queue_count(asked, ports, ncores)?
-        };
-        if let (Some(p), false, true) = (zero.first(), per_cpu, queues > 1) {
-            warnings.push(format!(
-                "{}: in generic mode {} gives every frame queue 0: the workers of queues 1..{} receive nothing from it; use --sockets per-cpu",
-                p.name,
-                p.driver.as_deref().unwrap_or("its driver"),
-                queues - 1
-            ));
-        }
-        // (On a queue-0 port the other queues are no loss: nothing arrives there.)
-        let bound = if per_cpu { 1 } else { queues };
-        for p in ports.iter().filter(|p| p.rx_queues > bound && !zero.iter().any(|z| z.name == p.name)) {
-            warnings.push(if per_cpu {
-                format!(
-                    "{}: {} RX queues, but --sockets per-cpu binds queue 0 only: frames on queues 1..{} go to the kernel (counted as pass-no-socket); use ethtool -L {} combined 1, or --sockets per-queue",
-                    p.name, p.rx_queues, p.rx_queues - 1, p.name
-                )
-            } else {
-                format!(
-                    "{}: {} RX queues but {queues} worker(s): frames on queues {}..{} go to the kernel (counted as pass-no-socket); use --queues {} or ethtool -L {} combined {queues}",
-                    p.name, p.rx_queues, queues, p.rx_queues - 1, p.rx_queues, p.name
-                )
-            });
-        }
-        let asked = match &w.cores {
-            None => None,
-            Some(Cores::List(l)) => Some(l.as_slice()),
-            Some(Cores::Irq) => return Err(Refusal::CoresIrqUnresolved.into()),
-        };
-        let cores = assign_cores(asked, queues, ncores)?;
-        let layout = if per_cpu { Layout::PerCpu { slots: cpu_slots(&cores) } } else { Layout::PerQueue };
-        if let Layout::PerCpu { slots } = &layout {
-            let idle: Vec<String> = (0..queues)
-                .filter(|w| !slots.iter().take(ncores.min(MAX_QUEUES)).any(|s| s == w))
-                .map(|w| w.to_string())
-                .collect();
-            if !idle.is_empty() {
-                warnings.push(format!(
-                    "--sockets per-cpu: queue(s) {} serve no CPU (workers share cores or outnumber them) and receive nothing; use --queues {} with one core each",
-                    idle.join(","),
-                    ncores
-                ));
-            }
-        }
+        let per_cpu = per_cpu_sockets(w, ports, &zero, ncores, kernel, &mut warnings);
+        let queues = worker_queues(w, ports, &zero, per_cpu, ncores, &mut warnings)?;
+        let cores = worker_cores(w, queues, ncores)?;
+        let layout = socket_layout(per_cpu, &cores, queues, ncores, &mut warnings);
         let role = match &cfg.mode {
             Mode::Bridge { fdb_size, ageing_s } => Role::Bridge { fdb_size: *fdb_size, ageing_s: *ageing_s },
             Mode::Router(setup) => Role::Router(RouterPlan::new(setup, ports)?),
@@ -327,19 +252,150 @@ impl<'a> Plan<'a> {
             crowded,
             deferral_advice: busy && w.busy_poll_budget > 0,
             aqm: aqm_plan(cfg),
-            realtime: match w.rt_priority {
-                RtPriority::Off => None,
-                // A real-time worker that never sleeps would take its core from everything else.
-                RtPriority::Auto if busy => None,
-                RtPriority::Auto => Some(RealTimeAsk { priority: RtPriority::AUTO, required: false }),
-                RtPriority::Fixed(priority) => Some(RealTimeAsk { priority, required: true }),
-            },
+            realtime: realtime_ask(w.rt_priority, busy),
         })
     }
 
     /// The bind options for every worker's sockets, in zero-copy mode or copy mode.
     pub fn bind_options(&self, zero_copy: bool) -> BindOptions {
         BindOptions { zero_copy, ..self.bind }
+    }
+}
+
+/// The XDP mode to attach in: [`xdp_mode`]'s (its warning added to `warnings`), but generic
+/// for per-CPU sockets in auto mode; per-CPU sockets in native mode are refused.
+fn attach_mode(w: &WorkerOptions, ports: &[PortInfo], warnings: &mut Vec<String>) -> Result<XdpMode, StartError> {
+    let (xdp_mode, why) = xdp_mode(w.xdp_mode, ports);
+    warnings.extend(why);
+    match (w.sockets, xdp_mode) {
+        (Sockets::PerCpu, XdpMode::Native) => Err(Refusal::PerCpuNative.into()),
+        (Sockets::PerCpu, XdpMode::Auto) => Ok(XdpMode::Generic),
+        (_, m) => Ok(m),
+    }
+}
+
+/// Whether the workers' sockets are per CPU: as asked, or in auto when every port gives every
+/// frame queue 0 (`zero`: those ports), more than one worker would run and Linux `kernel`
+/// shares a queue's rings safely. Where it may not, `warnings` says so: the risk, if per-CPU
+/// sockets were asked for; the one worker that takes all, if they would have been chosen.
+fn per_cpu_sockets(
+    w: &WorkerOptions,
+    ports: &[PortInfo],
+    zero: &[&PortInfo],
+    ncores: usize,
+    kernel: Option<(u32, u32)>,
+    warnings: &mut Vec<String>,
+) -> bool {
+    let fit = zero.len() == ports.len() && w.queues.unwrap_or(ncores as u32) > 1;
+    let fixed = kernel.is_some_and(|k| k >= PER_CPU_KERNEL);
+    let per_cpu = match w.sockets {
+        Sockets::PerCpu => true,
+        Sockets::PerQueue => false,
+        Sockets::Auto => fit && fixed,
+    };
+    let release = kernel.map_or_else(|| "unknown".to_owned(), |(a, b)| format!("{a}.{b}"));
+    if !fixed && (per_cpu || (fit && w.sockets == Sockets::Auto)) {
+        let (a, b) = PER_CPU_KERNEL;
+        warnings.push(if per_cpu {
+            format!(
+                "--sockets per-cpu on Linux {release}: workers sharing a queue need Linux {a}.{b}+ (generic receive serialised per buffer pool, completions written only once sent); \
+                 unless this kernel carries both fixes, two CPUs can take one frame at once: use --sockets per-queue --queues 1 there"
+            )
+        } else {
+            format!(
+                "{}: every frame arrives as queue 0, but per-CPU sockets need Linux {a}.{b}+ (this is {release}): one worker takes all; \
+                 if this kernel carries the fixes (generic receive serialised per buffer pool, completions written only once sent), use --sockets per-cpu",
+                zero[0].name
+            )
+        });
+    }
+    per_cpu
+}
+
+/// How many workers run: per CPU, as many as asked or one per core ([`worker_count`]); per
+/// queue, as [`queue_count`] says, one on a queue-0 port unless more are asked. `warnings`
+/// names the workers a queue-0 port gives nothing and the RX queues no worker binds.
+fn worker_queues(
+    w: &WorkerOptions,
+    ports: &[PortInfo],
+    zero: &[&PortInfo],
+    per_cpu: bool,
+    ncores: usize,
+    warnings: &mut Vec<String>,
+) -> Result<u32, StartError> {
+    let queues = if per_cpu {
+        worker_count(w.queues.unwrap_or(ncores as u32))?
+    } else {
+        // On a queue-0 port one worker takes all, so one is what runs unless more are asked.
+        let asked = w.queues.or(zero.first().map(|_| 1));
+        queue_count(asked, ports, ncores)?
+    };
+    if let (Some(p), false, true) = (zero.first(), per_cpu, queues > 1) {
+        warnings.push(format!(
+            "{}: in generic mode {} gives every frame queue 0: the workers of queues 1..{} receive nothing from it; use --sockets per-cpu",
+            p.name,
+            p.driver.as_deref().unwrap_or("its driver"),
+            queues - 1
+        ));
+    }
+    // (On a queue-0 port the other queues are no loss: nothing arrives there.)
+    let bound = if per_cpu { 1 } else { queues };
+    for p in ports.iter().filter(|p| p.rx_queues > bound && !zero.iter().any(|z| z.name == p.name)) {
+        warnings.push(if per_cpu {
+            format!(
+                "{}: {} RX queues, but --sockets per-cpu binds queue 0 only: frames on queues 1..{} go to the kernel (counted as pass-no-socket); use ethtool -L {} combined 1, or --sockets per-queue",
+                p.name, p.rx_queues, p.rx_queues - 1, p.name
+            )
+        } else {
+            format!(
+                "{}: {} RX queues but {queues} worker(s): frames on queues {}..{} go to the kernel (counted as pass-no-socket); use --queues {} or ethtool -L {} combined {queues}",
+                p.name, p.rx_queues, queues, p.rx_queues - 1, p.rx_queues, p.name
+            )
+        });
+    }
+    Ok(queues)
+}
+
+/// The core of each of `queues` workers, from `--cores` ([`assign_cores`]); `irq` must have
+/// been resolved to a list before planning.
+fn worker_cores(w: &WorkerOptions, queues: u32, ncores: usize) -> Result<Vec<usize>, StartError> {
+    let asked = match &w.cores {
+        None => None,
+        Some(Cores::List(l)) => Some(l.as_slice()),
+        Some(Cores::Irq) => return Err(Refusal::CoresIrqUnresolved.into()),
+    };
+    assign_cores(asked, queues, ncores)
+}
+
+/// The sockets' layout: per queue, or per CPU with each CPU slot's worker ([`cpu_slots`]);
+/// `warnings` names per-CPU workers no CPU leads to.
+fn socket_layout(per_cpu: bool, cores: &[usize], queues: u32, ncores: usize, warnings: &mut Vec<String>) -> Layout {
+    let layout = if per_cpu { Layout::PerCpu { slots: cpu_slots(cores) } } else { Layout::PerQueue };
+    if let Layout::PerCpu { slots } = &layout {
+        let idle: Vec<String> = (0..queues)
+            .filter(|w| !slots.iter().take(ncores.min(MAX_QUEUES)).any(|s| s == w))
+            .map(|w| w.to_string())
+            .collect();
+        if !idle.is_empty() {
+            warnings.push(format!(
+                "--sockets per-cpu: queue(s) {} serve no CPU (workers share cores or outnumber them) and receive nothing; use --queues {} with one core each",
+                idle.join(","),
+                ncores
+            ));
+        }
+    }
+    layout
+}
+
+/// The workers' real-time priority for `--rt-priority`: none when off, or in auto mode when
+/// the workers busy-poll.
+fn realtime_ask(rt: RtPriority, busy: bool) -> Option<RealTimeAsk> {
+    match rt {
+        RtPriority::Off => None,
+        // A real-time worker that never sleeps would take its core from everything else.
+        RtPriority::Auto if busy => None,
+        RtPriority::Auto => Some(RealTimeAsk { priority: RtPriority::AUTO, required: false }),
+        RtPriority::Fixed(priority) => Some(RealTimeAsk { priority, required: true }),
     }
 }
 
