@@ -671,7 +671,13 @@ impl Counters {
             (0.0, packets as f64 / secs)
         };
         let loss = if offered_pps > 0.0 { (1.0 - delivered_pps / offered_pps).max(0.0) } else { 0.0 };
-        Rates { packets, busy_cpu_s: (self.busy - before.busy) as f64 / 100.0, offered_pps, delivered_pps, loss }
+        Rates {
+            packets,
+            busy_cpu_s: self.busy.saturating_sub(before.busy) as f64 / 100.0,
+            offered_pps,
+            delivered_pps,
+            loss,
+        }
     }
 }
 

@@ -97,6 +97,52 @@ impl Default for RouterLimits {
     }
 }
 
+/// Why what was asked for cannot work, whatever the options: each with the data to word it,
+/// and the fix where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum Request {
+    /// A bridge over fewer than two ports.
+    #[error("a bridge needs at least two ports")]
+    BridgePorts,
+    /// More ports than the XDP program has room for.
+    #[error("at most {max} ports, {given} given")]
+    TooManyPorts {
+        /// Ports given.
+        given: usize,
+        /// The most there may be.
+        max: usize,
+    },
+    /// An FDB of no entries.
+    #[error("--fdb-size must be at least 1")]
+    FdbSize,
+    /// A router whose ports' addresses do not match its ports.
+    #[error("every port needs its addresses")]
+    Addresses,
+    /// An IPv6 address on a link below IPv6's minimum MTU (RFC 8200 section 5): no Packet Too
+    /// Big could name an MTU a sender may use.
+    #[error("{port}: MTU {mtu} is below IPv6's minimum of 1280; raise it (ip link set {port} mtu 1280) or give the port no IPv6 address")]
+    Ipv6Mtu {
+        /// The port.
+        port: String,
+        /// Its MTU.
+        mtu: u32,
+    },
+    /// The routes given cannot make tables.
+    #[error(transparent)]
+    Tables(#[from] crate::l3::tables::TablesError),
+    /// The kernel's routing the mirror cannot follow (policy rules, a table without default).
+    #[error(transparent)]
+    KernelRouting(crate::io::kernel::SyncError),
+    /// More local addresses and broadcasts in the kernel than the XDP program holds.
+    #[error("the kernel has {count} local addresses and broadcasts; the XDP program holds at most {max}")]
+    TooManyLocal {
+        /// Addresses the kernel has.
+        count: usize,
+        /// The most the program holds.
+        max: usize,
+    },
+}
+
 /// Why a forwarder did not start. Nothing is left attached or bound when this is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -106,9 +152,9 @@ pub enum StartError {
     /// The options cannot work (the caller words it: it knows where each value came from).
     #[error(transparent)]
     Refused(#[from] Refusal),
-    /// The request itself is inconsistent (port count, addresses).
-    #[error("{0}")]
-    Usage(String),
+    /// The request itself cannot work (port count, addresses, the tables it gives).
+    #[error(transparent)]
+    Request(#[from] Request),
     /// The XDP program could not be loaded.
     #[error(transparent)]
     Xdp(#[from] XdpError),

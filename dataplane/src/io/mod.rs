@@ -75,7 +75,7 @@ pub mod worker;
 pub mod xdp;
 pub mod xsk;
 
-pub use config::{FibSource, ForwarderConfig, Mode, RouterLimits, RouterSetup, StartError};
+pub use config::{FibSource, ForwarderConfig, Mode, Request, RouterLimits, RouterSetup, StartError};
 pub use forwarder::{frame_max, Forwarder};
 pub use options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};

@@ -35,7 +35,7 @@ use self::plan::{Layout, Plan, Role, RouterPlan};
 use self::sched::RealTime;
 use super::arp::{self, ArpConfig, ArpCounters, ArpPort, ArpReady};
 use super::config::FibSource;
-use super::config::{ForwarderConfig, RouterLimits, StartError};
+use super::config::{ForwarderConfig, Request, RouterLimits, StartError};
 use super::forwarder::{Forwarder, RouterControl};
 use super::glean::{self, GleanReceiver, GleanSender};
 use super::kernel::{self, KernelSync, Synced};
@@ -238,7 +238,7 @@ impl RouterParts {
         let (tables, kernel, local) = match setup.fib {
             FibSource::Config => {
                 let mut t = RouterTables::build_dual(r.specs.clone(), &setup.routes, &setup.routes6, advise_huge_pages)
-                    .map_err(|e| StartError::Usage(e.to_string()))?;
+                    .map_err(Request::Tables)?;
                 t.icmp_rate = setup.limits.icmp_rate;
                 t.icmp_burst = setup.limits.icmp_burst;
                 t.rfc1812_martians = setup.limits.rfc1812_martians;
@@ -247,16 +247,12 @@ impl RouterParts {
             FibSource::Kernel { table, buffer } => {
                 let specs = ports.iter().map(|p| p.ifindex).zip(r.specs.iter().cloned()).collect();
                 let synced = kernel::first_sync(table, buffer, specs, setup.limits).map_err(|e| match e {
-                    kernel::SyncError::Rules(_) | kernel::SyncError::NoDefault(_) => StartError::Usage(e.to_string()),
+                    kernel::SyncError::Rules(_) | kernel::SyncError::NoDefault(_) => Request::KernelRouting(e).into(),
                     _ => StartError::System(e.to_string()),
                 })?;
                 let local = synced.local.clone();
                 if local.len() > super::xdp::MAX_LOCAL {
-                    return Err(StartError::Usage(format!(
-                        "the kernel has {} local addresses and broadcasts; the XDP program holds at most {}",
-                        local.len(),
-                        super::xdp::MAX_LOCAL
-                    )));
+                    return Err(Request::TooManyLocal { count: local.len(), max: super::xdp::MAX_LOCAL }.into());
                 }
                 (synced.tables.live(), Some(synced), local)
             }

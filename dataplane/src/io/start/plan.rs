@@ -14,7 +14,7 @@ use std::net::IpAddr;
 
 use crate::aqm::codel::CodelParams;
 use crate::aqm::fq::FqParams;
-use crate::io::config::{ForwarderConfig, Mode, RouterSetup, StartError};
+use crate::io::config::{ForwarderConfig, Mode, Request, RouterSetup, StartError};
 use crate::io::drivers::{self, QueueIndex};
 use crate::io::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::port::{PortError, PortErrorKind, PortInfo};
@@ -28,14 +28,14 @@ use crate::{MAX_PORTS, MAX_QUEUES};
 pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
     let min_ports = if matches!(cfg.mode, Mode::Bridge { .. }) { 2 } else { 1 };
     if cfg.ports.len() < min_ports {
-        return Err(StartError::Usage("a bridge needs at least two ports".into()));
+        return Err(Request::BridgePorts.into());
     }
     if cfg.ports.len() > MAX_PORTS {
-        return Err(StartError::Usage(format!("at most {MAX_PORTS} ports, {} given", cfg.ports.len())));
+        return Err(Request::TooManyPorts { given: cfg.ports.len(), max: MAX_PORTS }.into());
     }
     cfg.workers.check()?;
     if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
-        return Err(StartError::Usage("--fdb-size must be at least 1".into()));
+        return Err(Request::FdbSize.into());
     }
     Ok(())
 }
@@ -515,15 +515,12 @@ impl<'a> RouterPlan<'a> {
             || setup.addresses6.len() != ports.len()
             || setup.link_locals.len() != ports.len()
         {
-            return Err(StartError::Usage("every port needs its addresses".into()));
+            return Err(Request::Addresses.into());
         }
         // IPv6 needs links of 1,280 bytes at least (RFC 8200 section 5): on a smaller one no
         // Packet Too Big could name an MTU a sender may use.
         if let Some((p, _)) = ports.iter().zip(&setup.addresses6).find(|(p, a)| !a.is_empty() && p.mtu < 1280) {
-            return Err(StartError::Usage(format!(
-                "{}: MTU {} is below IPv6's minimum of 1280; raise it (ip link set {} mtu 1280) or give the port no IPv6 address",
-                p.name, p.mtu, p.name
-            )));
+            return Err(Request::Ipv6Mtu { port: p.name.clone(), mtu: p.mtu }.into());
         }
         let specs = ports
             .iter()
@@ -700,7 +697,7 @@ mod tests {
 
     fn usage(r: Result<impl std::fmt::Debug, StartError>) -> String {
         match r {
-            Err(StartError::Usage(m)) => m,
+            Err(StartError::Request(m)) => m.to_string(),
             Err(StartError::Refused(r)) => r.to_string(),
             other => panic!("expected a usage error, got {other:?}"),
         }
