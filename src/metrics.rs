@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-use xfwd_dataplane::io::kernel::SyncReport;
 use xfwd_dataplane::io::{LiveView, PortReport, Report};
 use xfwd_dataplane::load::{self, LoopTotals};
+use xfwd_dataplane::routes::kernel::SyncReport;
 use xfwd_dataplane::stats::{sojourn_floor, FrameSnapshot, PortSnapshot, QueueSnapshot, SOJOURN_BUCKETS};
 
 /// Connections served at once; more are closed as they arrive.
@@ -755,10 +755,10 @@ mod tests {
     /// name or labels shows: a router's (two ports, one with two queues; neighbours, kernel
     /// routes) or a bridge's (its FDB).
     fn numbered_report(router: bool) -> Report {
-        use xfwd_dataplane::io::kernel::SyncReport;
         use xfwd_dataplane::io::view::PoolSnapshot;
         use xfwd_dataplane::io::PortReport;
         use xfwd_dataplane::load::LoopTotals;
+        use xfwd_dataplane::routes::kernel::SyncReport;
         use xfwd_dataplane::stats::{FrameSnapshot, PortSnapshot, QueueSnapshot, XskSnapshot};
         let mut n = 0u64;
         let mut next = move || {

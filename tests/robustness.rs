@@ -405,8 +405,8 @@ fn an_arp_flood_keeps_the_neighbour_table_bounded_and_resolved_flows_forwarding(
     assert!(arp_counter("table-full") > 0, "the table filled and refused");
     // xfwd's own requests stay within the bucket, 100 per second plus a burst of 20, over the
     // whole time it ran; the 256 unresolvable hosts ask for more than that, so some were refused.
-    let bound = (f64::from(xfwd_dataplane::l3::arp::REQUEST_RATE) * elapsed) as u64
-        + u64::from(xfwd_dataplane::l3::arp::REQUEST_BURST);
+    let bound = (f64::from(xfwd_dataplane::resolve::arp::REQUEST_RATE) * elapsed) as u64
+        + u64::from(xfwd_dataplane::resolve::arp::REQUEST_BURST);
     assert!(arp_counter("requests-sent") <= bound, "{} requests in {elapsed:.1} s", arp_counter("requests-sent"));
     assert!(arp_counter("requests-rate-limited") > 0, "the bucket did refuse some");
 

@@ -4,13 +4,17 @@
 //!
 //! - [`wire`]: zero-copy views of frame formats (what the bytes say);
 //! - [`l2`]: the forwarding database and the bridge decision;
-//! - [`l3`]: the FIB, the neighbour table, the router decision and the ARP state machine (what
-//!   to do with a frame, as an [`Action`]);
+//! - [`l3`]: the FIBs, the neighbour tables, the router's tables and the router decision (what
+//!   to do with a frame, as an [`Action`]): what the workers read;
 //! - [`aqm`]: the queues between a frame's decision and its TX ring: CoDel, flow fair queueing,
 //!   flow keys and ECN marking (pure code, clock passed in, not yet used by the workers);
-//! - [`io`]: everything that needs the kernel: the XDP program's loader, the AF_XDP sockets, the
-//!   per-queue workers that move frames between rings and call the decision, the ARP thread,
-//!   start-up and the live view;
+//! - [`io`]: everything that needs the kernel on the frames' way: the XDP program's loader, the
+//!   AF_XDP sockets, the per-queue workers that move frames between rings and call the
+//!   decision, start-up and the live view;
+//! - the control plane, off the packet path: [`routes`], where the router's routes come from
+//!   (the file, or the kernel's, mirrored over rtnetlink) and how new tables reach the workers;
+//!   [`resolve`], how next hops are resolved (ARP, neighbour discovery) and what happens to the
+//!   frames that wait;
 //! - [`stats`], [`load`] and [`reason`]: what every worker counts, where its time goes, and why a
 //!   frame was dropped.
 //!
@@ -21,12 +25,13 @@
 //!   ring ([`io::worker`]);
 //! - **is decided**: by [`l2::decide`] (bridge) or [`l3::decide`] (router), which the worker
 //!   calls through [`io::worker::Decide`]; a frame whose next hop is unresolved goes to the ARP
-//!   thread ([`io::glean`], [`io::arp`], [`l3::arp`]), which sends it once it resolves;
+//!   thread ([`resolve`]), which sends it once it resolves;
 //! - **leaves**: the worker puts it on the egress port's TX ring and kicks ([`io::worker`]);
 //! - **is counted**: in its worker's [`stats::QueueCounters`] on every path, drops by
 //!   [`Reason`]; the XDP program and the ARP thread count their own; [`io::view`] reads them.
 //!
-//! Decision and table code (`wire`, `l2`, `l3`, `aqm`) does no I/O, makes no system calls and
+//! Decision and table code (`wire`, `l2`, `l3`, `aqm`, and the pure parts of `routes` and
+//! `resolve`) does no I/O, makes no system calls and
 //! reads no clock (see [`time`]); it is tested without root. The decisions allocate nothing per
 //! frame. Everything that needs the kernel lives in `io`.
 //!
@@ -61,6 +66,8 @@ pub mod l3;
 pub mod load;
 pub mod prefetch;
 pub mod reason;
+pub mod resolve;
+pub mod routes;
 pub mod stats;
 pub mod time;
 pub mod wire;

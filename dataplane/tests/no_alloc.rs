@@ -7,11 +7,11 @@ use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use xfwd_dataplane::action::SCRATCH_LEN;
-use xfwd_dataplane::io::glean;
 use xfwd_dataplane::l2::{self, Fdb};
 use xfwd_dataplane::l3::tables::scope6;
 use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{self, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::resolve::glean;
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
-use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, ArpEngine, Glean};
+use xfwd_dataplane::resolve::arp::{ArpConfig, ArpCounters, ArpEngine, Glean};
 use xfwd_dataplane::l3::testing::reference_ports;
 use xfwd_dataplane::l3::{NeighborTable, NeighborTable6, RouterTables};
 use xfwd_dataplane::PortId;

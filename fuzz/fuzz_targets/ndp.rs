@@ -8,9 +8,9 @@ use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
 use libfuzzer_sys::fuzz_target;
-use xfwd_dataplane::l3::arp::{ArpConfig, ArpCounters, Glean};
+use xfwd_dataplane::resolve::arp::{ArpConfig, ArpCounters, Glean};
 use xfwd_dataplane::l3::fib::no_advice;
-use xfwd_dataplane::l3::ndp::NdpEngine;
+use xfwd_dataplane::resolve::ndp::NdpEngine;
 use xfwd_dataplane::l3::tables::RouteTarget6;
 use xfwd_dataplane::l3::{testing, NeighborTable, NeighborTable6, PortSpec, RouterTables};
 use xfwd_dataplane::wire::MacAddr;

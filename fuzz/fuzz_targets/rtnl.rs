@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use xfwd_dataplane::io::rtnl::{parse, Message};
-use xfwd_dataplane::l3::mirror::{Mirror, TABLE_MAIN};
+use xfwd_dataplane::routes::rtnl::{parse, Message};
+use xfwd_dataplane::routes::mirror::{Mirror, TABLE_MAIN};
 use xfwd_dataplane::l3::{testing, PortSpec};
 use xfwd_dataplane::wire::MacAddr;
 

@@ -132,7 +132,7 @@ pub enum Request {
     Tables(#[from] crate::l3::tables::TablesError),
     /// The kernel's routing the mirror cannot follow (policy rules, a table without default).
     #[error(transparent)]
-    KernelRouting(crate::io::kernel::SyncError),
+    KernelRouting(crate::routes::kernel::SyncError),
     /// More local addresses and broadcasts in the kernel than the XDP program holds.
     #[error("the kernel has {count} local addresses and broadcasts; the XDP program holds at most {max}")]
     TooManyLocal {

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::arp::Control as ArpControl;
 use super::config::RouterLimits;
 use super::memory::advise_huge_pages;
 use super::options::XdpMode;
@@ -14,6 +13,7 @@ use super::view::{LiveView, Report};
 use super::xdp::XdpProgram;
 use crate::l3::tables::RouteTarget6;
 use crate::l3::{PortSpec, Prefix, Prefix6, RouteTarget, RouterTables};
+use crate::resolve::thread::Control as ArpControl;
 use crate::wire::MacAddr;
 
 /// A running forwarder.

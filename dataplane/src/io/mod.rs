@@ -12,8 +12,7 @@
 //! - [`worker`]: one per queue (or CPU): RX rings → decision ([`crate::l2`], [`crate::l3`]) → TX rings,
 //!   counting every outcome in its [`crate::stats::QueueCounters`] (a folder: the round, receive,
 //!   transmit, frames, queue management, the real-time step-down);
-//! - [`glean`] and [`arp`]: frames whose next hop is unresolved, handed to the ARP thread,
-//!   which resolves it over packet sockets and sends them;
+//! - frames whose next hop is unresolved go to the resolver thread ([`crate::resolve`]);
 //! - [`view`]: what the stats printer and the control socket read: counters, tables, reports.
 //!
 //! Starting and running:
@@ -57,17 +56,13 @@
 //! UMEM access in this module relies on that rule: a descriptor is used only while its worker
 //! holds it.
 
-pub mod arp;
 pub mod config;
 pub mod drivers;
 pub mod forwarder;
-pub mod glean;
-pub mod kernel;
 pub mod memory;
 pub mod options;
 pub mod port;
 pub mod ring;
-pub mod rtnl;
 pub mod settings;
 pub mod start;
 pub mod view;

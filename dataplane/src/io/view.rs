@@ -15,8 +15,8 @@ use super::options::{AqmMode, XdpMode};
 use super::port::PortInfo;
 use super::xdp::{XdpCounter, XdpCounters};
 use crate::l2::{Fdb, FdbEntry};
-use crate::l3::arp::ArpCounters;
 use crate::l3::{NeighborTable, NeighborTable6, RouterTables};
+use crate::resolve::arp::ArpCounters;
 use crate::stats::{FrameSnapshot, PoolGauges, PortSnapshot, QueueCounters, QueueSnapshot};
 use crate::time::Clock;
 
@@ -34,7 +34,7 @@ pub struct RouterView {
     /// What it counts of neighbour discovery.
     pub ndp: Arc<ArpCounters>,
     /// Kernel mode: what the thread that mirrors the kernel's routes counts.
-    pub kernel: Option<Arc<super::kernel::SyncCounters>>,
+    pub kernel: Option<Arc<crate::routes::kernel::SyncCounters>>,
 }
 
 /// What the stats printer and the control socket read while workers run.
@@ -117,7 +117,7 @@ pub struct Report {
     pub neighbors6: Option<(usize, usize)>,
     /// Router mode with the kernel's routes: what mirroring them counts.
     #[serde(default)]
-    pub kernel: Option<super::kernel::SyncReport>,
+    pub kernel: Option<crate::routes::kernel::SyncReport>,
     /// Whether the AF_XDP sockets are bound in zero-copy mode (`None` in reports from before
     /// xfwd said).
     #[serde(default)]

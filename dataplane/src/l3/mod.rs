@@ -1,13 +1,10 @@
-//! Layer 3: the FIB, the neighbour table, the router's tables and the router decision.
+//! Layer 3: the FIBs, the neighbour tables, the router's tables and the router decision —
+//! what the workers read. Where routes come from is [`crate::routes`]; how neighbours are
+//! resolved, [`crate::resolve`].
 
-pub mod arp;
 pub mod fib;
 pub mod fib6;
-pub mod incremental;
-pub mod mirror;
-pub mod ndp;
 pub mod neighbors;
-pub mod resolve;
 pub mod router;
 pub mod router6;
 pub mod tables;

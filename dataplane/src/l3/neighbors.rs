@@ -6,7 +6,7 @@
 //! # Structure, and the choices not taken
 //!
 //! Workers look neighbours up on every forwarded packet; only the ARP thread
-//! ([`crate::io::arp`]) changes entries, a few times per second at most. That asymmetry decides
+//! ([`crate::resolve::thread`]) changes entries, a few times per second at most. That asymmetry decides
 //! the design: buckets of eight slots (two candidate buckets per address, as in the FDB), each
 //! slot a **seqlock** of four words (sequence, address in two, MAC + flags). The single writer bumps
 //! the sequence to odd, writes, bumps it to even; a reader retries if it saw an odd or changed

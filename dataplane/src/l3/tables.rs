@@ -232,7 +232,7 @@ pub struct Path<A> {
     pub weight: u16,
 }
 
-/// A route as the kernel holds it, resolved to xfwd's ports (see `l3::mirror`).
+/// A route as the kernel holds it, resolved to xfwd's ports (see `routes::mirror`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MirroredRoute<P, A> {
     /// Destination.
@@ -297,7 +297,7 @@ pub enum TablesError {
 }
 
 /// The router's tables (see the module documentation).
-/// Cloning copies the IPv4 FIB (32 MiB and more): [`super::incremental`] does it only when it
+/// Cloning copies the IPv4 FIB (32 MiB and more): [`crate::routes::incremental`] does it only when it
 /// must.
 #[derive(Debug, Clone)]
 pub struct RouterTables {
@@ -308,7 +308,7 @@ pub struct RouterTables {
     /// Ports by index.
     pub ports: Vec<PortSpec>,
     /// Every route the FIB holds, for display: prefix, next hop index, origin. (Kernel mode
-    /// may refresh it less often than the FIB changes; see `l3::incremental`.)
+    /// may refresh it less often than the FIB changes; see `routes::incremental`.)
     pub routes: Arc<Vec<(Prefix, NhIndex, RouteOrigin)>>,
     /// IPv6: its FIB, next hops and routes (shared by tables whose IPv6 half did not change).
     pub v6: Arc<Tables6>,
@@ -427,7 +427,7 @@ impl RouterTables {
         })
     }
 
-    /// Builds the tables from routes mirrored from the kernel (`l3::mirror`): no route is made
+    /// Builds the tables from routes mirrored from the kernel (`routes::mirror`): no route is made
     /// up from the ports' addresses, which the kernel's own connected and local routes cover.
     /// For a prefix given twice the last one wins, local-table routes after the main table's.
     /// The ports' addresses serve ICMP sources and next hops' sources only.

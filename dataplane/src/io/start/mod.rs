@@ -33,16 +33,12 @@ use arc_swap::ArcSwap;
 
 use self::plan::{Layout, Plan, Role, RouterPlan};
 use self::sched::RealTime;
-use super::arp::{self, ArpConfig, ArpCounters, ArpPort, ArpReady};
 use super::config::FibSource;
 use super::config::{ForwarderConfig, Request, RouterLimits, StartError};
 use super::forwarder::{Forwarder, RouterControl};
-use super::glean::{self, GleanReceiver, GleanSender};
-use super::kernel::{self, KernelSync, Synced};
 use super::memory::advise_huge_pages;
 use super::options::{PollMode, XdpMode};
 use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
-use super::rtnl::Rtnl;
 use super::view::{LiveView, RouterView};
 use super::worker::{BridgeDecide, RouterDecide, Worker};
 use super::xdp::LocalKind;
@@ -50,6 +46,10 @@ use super::xdp::{ProgramMode, Steer, XdpProgram};
 use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU};
 use crate::l2::Fdb;
 use crate::l3::{icmp_share, NeighborTable, NeighborTable6, PortSpec, RouterState, RouterTables};
+use crate::resolve::glean::{self, GleanReceiver, GleanSender};
+use crate::resolve::thread::{self as resolver, ArpConfig, ArpCounters, ArpPort, ArpReady};
+use crate::routes::kernel::{self, KernelSync, Synced};
+use crate::routes::rtnl::Rtnl;
 use crate::stats::QueueCounters;
 use crate::time::Clock;
 use crate::wire::MacAddr;
@@ -471,10 +471,10 @@ fn open_arp(
         icmp_burst,
     };
     let ndp = Arc::new(ArpCounters::default());
-    let ready = arp::open(
+    let ready = resolver::open(
         arp_ports,
         Arc::clone(&r.tables),
-        arp::Neighbors {
+        resolver::Neighbors {
             v4: Arc::clone(&r.neighbors),
             v6: Arc::clone(&r.neighbors6),
             statics: r.statics,

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::action::{Action, SCRATCH_LEN};
-use crate::io::glean::GleanSender;
 use crate::l2::{self, Fdb, Learn};
 use crate::l3::{self, NeighborTable, NeighborTable6, RouterState, RouterTables, TokenBucket};
+use crate::resolve::glean::GleanSender;
 use crate::stats::{PortCounters, QueueCounters};
 use crate::time::Seconds;
 use crate::PortId;
@@ -40,7 +40,7 @@ pub trait Decide: Send {
 
     /// Called before the worker sleeps: lets go of what others wait for while it sleeps (the
     /// router's tables, which the writer of the kernel's routes reuses once no reader holds
-    /// them: see `l3::incremental`).
+    /// them: see `routes::incremental`).
     fn sleeping(&mut self) {}
 
     /// How many frames ahead of the decision [`Decide::prefetch`] runs (0: never). Far enough

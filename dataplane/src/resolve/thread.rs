@@ -1,4 +1,4 @@
-//! The ARP thread: the socket side of [`crate::l3::arp`] and [`crate::l3::ndp`].
+//! The ARP thread: the socket side of [`crate::resolve::arp`] and [`crate::resolve::ndp`].
 //!
 //! ARP must keep working for the kernel too (its own management sessions need replies), so the
 //! XDP program hands every ARP frame to the kernel, and this thread reads them from a packet
@@ -24,12 +24,12 @@ use crossbeam_channel::Receiver;
 
 use super::glean::GleanReceiver;
 
-use super::rtnl::Rtnl;
-use crate::l3::arp::ArpEngine;
-pub use crate::l3::arp::{ArpConfig, ArpCounters};
-use crate::l3::ndp::NdpEngine;
 use crate::l3::tables::{scope6, unscope6};
 use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
+use crate::resolve::arp::ArpEngine;
+pub use crate::resolve::arp::{ArpConfig, ArpCounters};
+use crate::resolve::ndp::NdpEngine;
+use crate::routes::rtnl::Rtnl;
 use crate::time::Clock;
 use crate::wire::ethernet::{ETHERTYPE_ARP, ETHERTYPE_IPV6};
 use crate::wire::{icmpv6, MacAddr};
@@ -249,7 +249,7 @@ impl PacketSocket {
 /// process can drop its privileges before [`ArpReady::spawn`] starts the thread. `counters`
 /// are ARP's and neighbour discovery's. With `kernel` (a netlink socket), the kernel resolves:
 /// the sockets only send, and the engines ask the kernel through it
-/// ([`crate::l3::resolve::Resolver::resolve_by_kernel`]).
+/// ([`crate::resolve::engine::Resolver::resolve_by_kernel`]).
 #[allow(clippy::too_many_arguments, reason = "the thread's whole world, handed over once")]
 pub fn open(
     ports: Vec<ArpPort>,

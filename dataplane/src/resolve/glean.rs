@@ -3,7 +3,7 @@
 //!
 //! The UMEM frame must go back to the rings at once, so the worker copies the frame out: into a
 //! buffer taken from a pool filled at start, queued on a bounded channel. The ARP thread lends
-//! each frame to [`crate::l3::arp::ArpEngine::on_glean`], which copies what it keeps (the ARP
+//! each frame to [`crate::resolve::arp::ArpEngine::on_glean`], which copies what it keeps (the ARP
 //! thread is the slow path: a few frames per unresolved neighbour), and puts the buffer back.
 //!
 //! Sizes. The queue holds [`QUEUE`] frames: a worker that finds it full drops the frame, counted
@@ -20,7 +20,7 @@ use std::net::Ipv4Addr;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 
-use crate::l3::arp::Glean;
+use crate::resolve::arp::Glean;
 use crate::PortId;
 
 /// Frames waiting for the ARP thread, at most.

@@ -24,8 +24,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::fib::{Advice, Fib, NhIndex, Prefix};
-use super::tables::{
+use crate::l3::fib::{Advice, Fib, NhIndex, Prefix};
+use crate::l3::tables::{
     next_id, Interner4, Mirrored4, Mirrored6, PortSpec, RouteOrigin, RouterTables, Tables6, TablesError,
 };
 

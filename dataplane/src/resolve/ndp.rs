@@ -1,5 +1,5 @@
 //! Neighbour discovery (RFC 4861), as the IPv6 family of the neighbour resolver
-//! ([`super::resolve`]): it answers solicitations for the box's IPv6 addresses and resolves
+//! ([`super::engine`]): it answers solicitations for the box's IPv6 addresses and resolves
 //! IPv6 next hops, on the same thread and with the same timers as ARP.
 //!
 //! Behaviour, as Linux does it for a router:
@@ -24,12 +24,12 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::neighbors::{Key6, NeighborTable, NeighborTable6};
-use super::resolve::{Family, Resolver};
-use super::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
-use super::router6::{icmp6_error, ErrorEnv6, Icmp6Error};
-use super::tables::{connected_to6, is_link_local6, scope6, unscope6, NhKind6, RouterTables};
+use super::engine::{Family, Resolver};
 use crate::action::{Action, SCRATCH_LEN};
+use crate::l3::neighbors::{Key6, NeighborTable, NeighborTable6};
+use crate::l3::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
+use crate::l3::router6::{icmp6_error, ErrorEnv6, Icmp6Error};
+use crate::l3::tables::{connected_to6, is_link_local6, scope6, unscope6, NhKind6, RouterTables};
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::wire::icmpv6::{self, Ndp};
 use crate::wire::{ipv6, EthernetFrame, Icmpv6Packet, Ipv6Packet, MacAddr};
@@ -240,10 +240,10 @@ impl Resolver<Nd> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::resolve::{ArpConfig, ArpCounters, Glean, REACHABLE_MS, RETRANS_MS};
-    use super::super::tables::{PortSpec, RouteTarget6};
+    use super::super::engine::{ArpConfig, ArpCounters, Glean, REACHABLE_MS, RETRANS_MS};
     use super::*;
     use crate::l3::fib::no_advice;
+    use crate::l3::tables::{PortSpec, RouteTarget6};
     use crate::l3::testing::port;
     use arc_swap::ArcSwap;
     use etherparse::{Icmpv6Header, Icmpv6Type, Ipv6Header, PacketBuilder};

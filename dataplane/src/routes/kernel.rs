@@ -30,14 +30,14 @@ use arc_swap::ArcSwap;
 use crossbeam_channel::Sender;
 use serde::{Deserialize, Serialize};
 
-use super::arp::Control as ArpControl;
-use super::config::RouterLimits;
-use super::memory::advise_huge_pages;
 use super::rtnl::{rule_not_followed, rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
-use super::xdp::{LocalKind, LocalMaps};
-use crate::l3::incremental::Incremental;
-use crate::l3::mirror::{Applied, Mirror, TABLE_MAIN};
+use crate::io::config::RouterLimits;
+use crate::io::memory::advise_huge_pages;
+use crate::io::xdp::{LocalKind, LocalMaps};
 use crate::l3::{PortSpec, RouterTables};
+use crate::resolve::thread::Control as ArpControl;
+use crate::routes::incremental::Incremental;
+use crate::routes::mirror::{Applied, Mirror, TABLE_MAIN};
 use crate::stats::Counter;
 
 /// How many times a dump the kernel marks interrupted is read again before giving up.

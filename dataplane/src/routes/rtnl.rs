@@ -1,5 +1,5 @@
 //! rtnetlink: the kernel's routes, nexthop objects, addresses, links, neighbours and policy
-//! rules, dumped and followed, as [`crate::l3::mirror`] events; and the requests xfwd makes of
+//! rules, dumped and followed, as [`crate::routes::mirror`] events; and the requests xfwd makes of
 //! the kernel's neighbour table (resolve this address: `NTF_USE`).
 //!
 //! Messages are parsed by `netlink-packet-route`, except nexthop objects (`RTM_NEWNEXTHOP`,
@@ -32,8 +32,8 @@ use netlink_packet_route::rule::{RuleAttribute, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-use crate::l3::mirror::{Event, KernelPath, KernelRoute, KernelType, Nexthop};
 use crate::l3::{Prefix, Prefix6};
+use crate::routes::mirror::{Event, KernelPath, KernelRoute, KernelType, Nexthop};
 use crate::wire::MacAddr;
 
 const RTM_NEWNEXTHOP: u16 = 104;

@@ -17,7 +17,7 @@
 //!   group's members keep their weights; a route whose object is unknown is not used. Deleting
 //!   an object deletes the routes that use it, which the kernel does without a notification.
 //! - A route's paths through interfaces xfwd does not own stay, marked as such: the decision
-//!   answers them as for no route ([`super::tables::Special::Foreign`]).
+//!   answers them as for no route ([`crate::l3::tables::Special::Foreign`]).
 //! - The kernel removes routes without a notification when an interface goes down or an IPv4
 //!   address goes away; those events ask for a full resynchronisation ([`Applied::Resync`]).
 //! - IPv6 multipath routes may arrive whole or path by path (`NLM_F_APPEND`); deleting one path
@@ -26,9 +26,9 @@
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::fib::Prefix;
-use super::fib6::Prefix6;
-use super::tables::{Mirrored4, Mirrored6, MirroredRoute, Path, PortSpec, RouteKind, Special};
+use crate::l3::fib::Prefix;
+use crate::l3::fib6::Prefix6;
+use crate::l3::tables::{Mirrored4, Mirrored6, MirroredRoute, Path, PortSpec, RouteKind, Special};
 use crate::PortId;
 
 /// The kernel's local routing table.
@@ -449,7 +449,7 @@ impl Mirror {
                             return Applied::Resync;
                         }
                     }
-                    IpAddr::V6(a) if super::tables::is_link_local6(&a) => {
+                    IpAddr::V6(a) if crate::l3::tables::is_link_local6(&a) => {
                         spec.link_local = if add { Some(a) } else { None };
                     }
                     IpAddr::V6(a) => {

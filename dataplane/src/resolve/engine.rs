@@ -1,5 +1,5 @@
 //! Neighbour resolution, shared by ARP (IPv4, [`super::arp`]) and neighbour discovery (IPv6,
-//! [`super::ndp`]): a pure state machine driven by the ARP thread ([`crate::io::arp`]) that
+//! [`super::ndp`]): a pure state machine driven by the ARP thread ([`crate::resolve::thread`]) that
 //! resolves next hops, holds the packets waiting for them, keeps what it resolved fresh, and is
 //! the only writer of its family's neighbour table. Each family brings its messages
 //! ([`Family`]); the timers are the same, as Linux's are for both:
@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::neighbors::{NeighborAddr, NeighborTable};
-use super::router::{RouterState, TokenBucket};
-use super::tables::RouterTables;
 use crate::action::{Action, SCRATCH_LEN};
+use crate::l3::neighbors::{NeighborAddr, NeighborTable};
+use crate::l3::router::{RouterState, TokenBucket};
+use crate::l3::tables::RouterTables;
 use crate::stats::Counter;
 use crate::wire::{EthernetFrame, MacAddr};
 use crate::PortId;

@@ -1,4 +1,4 @@
-//! ARP, as the IPv4 family of the neighbour resolver ([`super::resolve`]): it answers ARP for
+//! ARP, as the IPv4 family of the neighbour resolver ([`super::engine`]): it answers ARP for
 //! the box's addresses and resolves IPv4 next hops.
 //!
 //! Behaviour, as Linux does it (with `arp_accept=0`):
@@ -11,17 +11,17 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::neighbors::{Key6, NeighborTable6};
-use super::resolve::{Family, Resolver};
-use super::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
-use super::tables::{connected_to, NhKind, RouterTables};
-use super::NeighborTable;
+use super::engine::{Family, Resolver};
 use crate::action::{Action, SCRATCH_LEN};
+use crate::l3::neighbors::{Key6, NeighborTable6};
+use crate::l3::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
+use crate::l3::tables::{connected_to, NhKind, RouterTables};
+use crate::l3::NeighborTable;
 use crate::wire::ethernet::{self, ETHERTYPE_ARP};
 use crate::wire::{arp, ArpPacket, EthernetFrame, MacAddr};
 use crate::PortId;
 
-pub use super::resolve::{
+pub use super::engine::{
     ArpConfig, ArpCounters, Glean, MAX_PROBES, MAX_TRIES, REACHABLE_MS, REQUEST_BURST, REQUEST_RATE, RETRANS_MS,
 };
 
@@ -429,7 +429,7 @@ mod tests {
     #[test]
     fn a_dev_route_neighbour_off_every_subnet_resolves() {
         let ports = crate::l3::testing::reference_ports();
-        let statics = [("172.16.0.0/12".parse().unwrap(), super::super::tables::RouteTarget::Dev(P4))];
+        let statics = [("172.16.0.0/12".parse().unwrap(), crate::l3::tables::RouteTarget::Dev(P4))];
         let tables = Arc::new(ArcSwap::from_pointee(RouterTables::build(ports, &statics).unwrap()));
         let n = Arc::new(NeighborTable::new(64));
         let cfg = ArpConfig { glean_queue: 4, max_pending: 64, icmp_rate: 0, icmp_burst: 10 };
