@@ -206,6 +206,7 @@ fn the_ipv6_router_decision_allocates_nothing_forwarding_answering_or_gleaning()
     let statics = [("2001:2:0:1000::/52".parse().unwrap(), RouteTarget6::Via { gw: ip6("2001:2:0:30::2"), dev: None })];
     let t = RouterTables::build_dual(ports, &[], &statics, no_advice).unwrap();
     let n = l3::NeighborTable6::new6(64);
+    let n4 = l3::NeighborTable::new(8);
     n.insert(l3::Key6::global(ip6("2001:2:0:30::2")), GW, PortId(1), true).unwrap();
     n.insert(l3::Key6::global(ip6("2001:2:0:10::1")), H1, PortId(0), true).unwrap();
     let mut st = RouterState::new(0, 10);
@@ -218,7 +219,7 @@ fn the_ipv6_router_decision_allocates_nothing_forwarding_answering_or_gleaning()
             .udp(4000, 9)
             .write(&mut f, &[0x5a; 18])
             .unwrap();
-        allocations(|| l3::decide6(&mut f, PortId(0), &t, &n, &mut st, 1_000, &mut scratch))
+        allocations(|| l3::decide6(&mut f, PortId(0), &t, &n4, &n, &mut st, 1_000, &mut scratch))
     };
     assert_eq!(run("2001:2:0:1000::7", 64), (Action::Forward(PortId(1)), 0));
     let (a, allocated) = run("2001:2:0:1000::7", 1);

@@ -10,14 +10,14 @@ use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::l3::fib::no_advice;
 use xfwd_dataplane::l3::tables::RouteTarget6;
-use xfwd_dataplane::l3::{decide6, testing, Key6, NeighborTable6, PortSpec, RouterState, RouterTables};
+use xfwd_dataplane::l3::{decide6, testing, Key6, NeighborTable, NeighborTable6, PortSpec, RouterState, RouterTables};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
 const MACS: [MacAddr; 2] = [MacAddr([2, 0, 0, 0, 5, 5]), MacAddr([2, 0, 0, 0, 4, 4])];
 
-fn world() -> &'static (RouterTables, NeighborTable6) {
-    static W: OnceLock<(RouterTables, NeighborTable6)> = OnceLock::new();
+fn world() -> &'static (RouterTables, NeighborTable, NeighborTable6) {
+    static W: OnceLock<(RouterTables, NeighborTable, NeighborTable6)> = OnceLock::new();
     W.get_or_init(|| {
         let ip = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         let port = |name: &str, mac, mtu, a: &str, ll: &str| PortSpec {
@@ -38,12 +38,13 @@ fn world() -> &'static (RouterTables, NeighborTable6) {
         let n = NeighborTable6::new6(64);
         n.insert(Key6::global(ip("2001:2:0:30::2")), MacAddr([2, 0, 0, 0, 0, 2]), PortId(1), true).unwrap();
         n.insert(Key6::global(ip("2001:2:0:10::1")), MacAddr([2, 0, 0, 0, 0, 1]), PortId(0), true).unwrap();
-        (t, n)
+        // IPv4's table, which no IPv6 decision reads.
+        (t, NeighborTable::new(8), n)
     })
 }
 
 fuzz_target!(|data: &[u8]| {
-    let (t, n) = world();
+    let (t, n4, n) = world();
     let Some((&ctl, rest)) = data.split_first() else { return };
     let ingress = PortId(ctl & 1);
     let mut frame = rest.to_vec();
@@ -58,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut scratch = [0u8; SCRATCH_LEN];
     let len = frame.len();
-    match decide6(&mut frame, ingress, t, n, &mut st, u64::from(ctl) * 100, &mut scratch) {
+    match decide6(&mut frame, ingress, t, n4, n, &mut st, u64::from(ctl) * 100, &mut scratch) {
         Action::Reply { len: l, .. } => assert!(usize::from(l) <= SCRATCH_LEN && usize::from(l) <= 14 + 1280),
         Action::ForwardTrimmed { len: l, .. } => assert!(usize::from(l) <= len),
         Action::Forward(p) | Action::Glean { port: p, .. } => assert!(p.index() < 2),

@@ -1,5 +1,7 @@
 //! The IPv4 router decision: from one frame, its ingress port, the tables and the time, to an
-//! [`Action`].
+//! [`Action`]. The steps both families share are in [`super::family`]; this file holds IPv4's
+//! own: its header, its martians, its next hop kinds, its ICMP, and the state a worker keeps
+//! for both families ([`RouterState`]).
 //!
 //! Pure: no I/O, no clock (time in milliseconds is passed in), no allocation; per-worker mutable
 //! state (the ICMP token bucket, the IP identification counter) is passed in too. RFC 1812 where
@@ -33,8 +35,10 @@
 
 use core::net::{IpAddr, Ipv4Addr};
 
+use super::family::{arrived, route, send, GatewayCache, Header, Hop, IpFamily};
+use super::fib::NhIndex;
 use super::neighbors::{NeighborTable, NeighborTable6};
-use super::tables::{scope6, NhKind, RouterTables, Special};
+use super::tables::{scope6, NextHop, NhKind, RouterTables, Special};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4};
@@ -201,91 +205,22 @@ pub struct RouterState {
     pub ident: u16,
     /// ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: u64,
-    /// Gateways' MACs by next-hop index, valid for the tables and neighbour-table generation in
-    /// `cache_key`: most forwarded packets go through a handful of gateways, and this saves
-    /// them the neighbour lookup (callgrind: about a fifth of the decision's instructions).
-    /// Sized by [`RouterState::fit`], outside the decision, so that the decision never
-    /// allocates.
-    nh_cache: Vec<Option<(MacAddr, PortId)>>,
-    /// Tables id and the generations of both neighbour tables (IPv4 next hops may be IPv6
-    /// gateways).
-    cache_key: (u64, u64, u64),
-    /// The same for IPv6 gateways, by IPv6 next-hop index.
-    nh_cache6: Vec<Option<(MacAddr, PortId)>>,
-    cache_key6: (u64, u64),
+    /// Gateways' MACs by IPv4 next-hop index, valid for the tables id and the generations of
+    /// both neighbour tables (IPv4 next hops may be IPv6 gateways). Sized by
+    /// [`RouterState::fit`], outside the decision, so that the decision never allocates.
+    pub(super) nh_cache: GatewayCache<(u64, u64, u64)>,
+    /// The same for IPv6 gateways, by IPv6 next-hop index, valid for the tables id and the
+    /// IPv6 neighbour table's generation.
+    pub(super) nh_cache6: GatewayCache<(u64, u64)>,
 }
 
 impl RouterState {
-    /// The MAC and port of gateway `hop` (an IPv4 address, or an IPv6 neighbour table key for
-    /// an IPv6 gateway), next hop `idx` of tables `tables_id`: from the cache while neither the
-    /// tables nor the neighbour tables changed, else looked up and cached.
-    #[inline(always)]
-    fn gateway(
-        &mut self,
-        idx: usize,
-        tables_id: u64,
-        hop: Hop,
-        neighbors: &NeighborTable,
-        neighbors6: &NeighborTable6,
-    ) -> Option<(MacAddr, PortId)> {
-        let lookup = |hop: Hop| match hop {
-            Hop::V4(ip) => neighbors.lookup(ip).map(|n| (n.mac, n.port)),
-            Hop::V6(key) => neighbors6.lookup(key).map(|n| (n.mac, n.port)),
-        };
-        let key = (tables_id, neighbors.generation(), neighbors6.generation());
-        if key != self.cache_key {
-            self.nh_cache.iter_mut().for_each(|c| *c = None);
-            self.cache_key = key;
-        }
-        let Some(slot) = self.nh_cache.get_mut(idx) else {
-            // Tables with more next hops than the cache was fitted for (a reload the worker
-            // has not fitted it to yet): the same answer, uncached, until it has.
-            return lookup(hop);
-        };
-        if let Some(hit) = *slot {
-            return Some(hit);
-        }
-        let found = lookup(hop);
-        *slot = found;
-        found
-    }
-
-    /// The MAC and port of IPv6 gateway `key` (its neighbour table key), next hop `idx` of
-    /// tables `tables_id`: as [`RouterState::gateway`] does for IPv4.
-    #[inline(always)]
-    pub(super) fn gateway6(
-        &mut self,
-        idx: usize,
-        tables_id: u64,
-        key: super::neighbors::Key6,
-        neighbors: &super::neighbors::NeighborTable6,
-    ) -> Option<(MacAddr, PortId)> {
-        let generation = (tables_id, neighbors.generation());
-        if generation != self.cache_key6 {
-            self.nh_cache6.iter_mut().for_each(|c| *c = None);
-            self.cache_key6 = generation;
-        }
-        let Some(slot) = self.nh_cache6.get_mut(idx) else {
-            return neighbors.lookup(key).map(|n| (n.mac, n.port));
-        };
-        if let Some(hit) = *slot {
-            return Some(hit);
-        }
-        let found = neighbors.lookup(key).map(|n| (n.mac, n.port));
-        *slot = found;
-        found
-    }
-
     /// Sizes the gateway cache for `tables`' next hops. It allocates when they have more than
     /// the cache has room for, so it belongs where allocating is fine: when the state is made,
     /// and once per worker round (which is how a reload's tables reach it), never per frame.
     pub fn fit(&mut self, tables: &RouterTables) {
-        if self.nh_cache.len() != tables.nexthops.len() {
-            self.nh_cache.resize(tables.nexthops.len(), None);
-        }
-        if self.nh_cache6.len() != tables.v6.nexthops.len() {
-            self.nh_cache6.resize(tables.v6.nexthops.len(), None);
-        }
+        self.nh_cache.fit(tables.nexthops.len());
+        self.nh_cache6.fit(tables.v6.nexthops.len());
     }
 
     /// State with an ICMP limit of `rate` per second and `burst`, and no gateway cache until
@@ -295,19 +230,10 @@ impl RouterState {
             icmp_limit: TokenBucket::new(rate, burst),
             ident: 0,
             icmp_rate_limited: 0,
-            nh_cache: Vec::new(),
-            cache_key: (0, 0, 0),
-            nh_cache6: Vec::new(),
-            cache_key6: (0, 0),
+            nh_cache: GatewayCache::default(),
+            nh_cache6: GatewayCache::default(),
         }
     }
-}
-
-/// A gateway as the neighbour tables key it.
-#[derive(Debug, Clone, Copy)]
-enum Hop {
-    V4(Ipv4Addr),
-    V6(super::neighbors::Key6),
 }
 
 #[inline]
@@ -375,7 +301,9 @@ pub fn prefetch(frame: &[u8], t: &RouterTables) {
 }
 
 /// Decides the fate of `frame`, received on `ingress` at `now_ms`. May rewrite the frame in
-/// place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]).
+/// place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]). The
+/// steps the families share are [`arrived`] and [`route`]; IPv4's own are the header here (its
+/// checksum, its options, the martians) and the [`V4`] answers to [`IpFamily`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments, reason = "the decision's whole world, by reference; no struct to build per frame")]
 pub fn decide(
@@ -388,22 +316,10 @@ pub fn decide(
     now_ms: u64,
     scratch: &mut [u8; SCRATCH_LEN],
 ) -> Action {
-    let Some(port) = t.ports.get(ingress.index()) else {
-        return Action::Drop(Reason::NotOurMac);
-    };
+    if let Err(why) = arrived::<V4>(frame, t, ingress) {
+        return Action::Drop(why);
+    }
     let mut env = ErrorEnv { ingress, tables: t, neighbors, neighbors6, state: st, now_ms, scratch };
-    // Reads go through a shared view; each write takes a view of its own where it writes. One
-    // mutable view held across the whole decision was tried: it cost the forward path five
-    // instructions a frame (callgrind, examples/decision_cost.rs), these views cost none.
-    let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
-        return Action::Drop(Reason::Runt);
-    };
-    if eth.dst() != port.mac {
-        return Action::Drop(Reason::NotOurMac);
-    }
-    if eth.ethertype() != ETHERTYPE_IPV4 {
-        return Action::Drop(Reason::NotIp);
-    }
     let (src, dst, ttl, total_len, dont_frag, header_len) =
         match Ipv4Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
             Ok(ip) if !ip.checksum_ok() => return Action::Drop(Reason::Ipv4Checksum),
@@ -435,77 +351,132 @@ pub fn decide(
     if strict && link_local(dst) {
         return Action::Drop(Reason::LinkLocalDestination);
     }
-    let Some(idx) = t.fib.lookup(dst) else {
-        return icmp_error(frame, &mut env, IcmpError::NET_UNREACHABLE);
-    };
-    let mut idx = idx;
-    let mut nh = t.nexthops[usize::from(idx.0)];
-    if let NhKind::Group { first, len } = nh.kind {
-        // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
-        let pick = first as usize + (ecmp_hash(frame) % u32::from(len.max(1))) as usize;
-        let Some(&member) = t.groups.get(pick) else {
-            return Action::Drop(Reason::NoEgress);
-        };
-        idx = member;
-        nh = t.nexthops[usize::from(idx.0)];
+    route::<V4>(frame, &mut env, Header { src, dst, ttl, ip_len: total_len, dont_frag })
+}
+
+/// IPv4, for the decision's shared steps ([`route`]).
+#[derive(Debug, Clone, Copy)]
+pub enum V4 {}
+
+impl Hop for NextHop {
+    #[inline(always)]
+    fn group(&self) -> Option<(u32, u16)> {
+        match self.kind {
+            NhKind::Group { first, len } => Some((first, len)),
+            _ => None,
+        }
     }
-    let next_hop = match nh.kind {
-        NhKind::Broadcast => return Action::Drop(Reason::DirectedBroadcast),
-        NhKind::Local => return local(frame, ingress, t, neighbors, neighbors6),
-        NhKind::Connected => dst,
-        NhKind::Gateway(gw) => gw,
-        // The IPv4 address is not used: the neighbour is the IPv6 gateway.
-        NhKind::Gateway6(_) => dst,
-        NhKind::Special(s) => return special(frame, &mut env, s),
-        // Groups hold plain next hops only.
-        NhKind::Group { .. } => return Action::Drop(Reason::NoEgress),
-    };
-    if ttl <= 1 {
-        return icmp_error(frame, &mut env, IcmpError::TTL_EXCEEDED);
+
+    #[inline(always)]
+    fn port(&self) -> PortId {
+        self.port
     }
-    let egress = &t.ports[nh.port.index()];
-    let mtu = if nh.mtu != 0 { nh.mtu.min(egress.mtu) } else { egress.mtu };
-    if total_len > mtu as usize {
+
+    #[inline(always)]
+    fn mtu(&self) -> u32 {
+        self.mtu
+    }
+}
+
+impl IpFamily for V4 {
+    type Addr = Ipv4Addr;
+    type NextHop = NextHop;
+    type Error = IcmpError;
+    const ETHERTYPE: u16 = ETHERTYPE_IPV4;
+    const NO_ROUTE: IcmpError = IcmpError::NET_UNREACHABLE;
+    const TTL_EXCEEDED: IcmpError = IcmpError::TTL_EXCEEDED;
+
+    #[inline(always)]
+    fn lookup(t: &RouterTables, dst: Ipv4Addr) -> Option<NhIndex> {
+        t.fib.lookup(dst)
+    }
+
+    #[inline(always)]
+    fn nexthops(t: &RouterTables) -> &[NextHop] {
+        &t.nexthops
+    }
+
+    #[inline(always)]
+    fn groups(t: &RouterTables) -> &[NhIndex] {
+        &t.groups
+    }
+
+    /// A route through an IPv6 gateway (RFC 5549) goes to that gateway, which
+    /// [`V4::resolve`] and [`V4::glean`] name: the IPv4 address returned is not used.
+    #[inline(always)]
+    fn neighbor(nh: &NextHop, dst: Ipv4Addr) -> Option<Ipv4Addr> {
+        match nh.kind {
+            NhKind::Connected | NhKind::Gateway6(_) => Some(dst),
+            NhKind::Gateway(gw) => Some(gw),
+            _ => None,
+        }
+    }
+
+    /// Broadcast routes are not forwarded; an echo request to the box is answered.
+    fn not_forwarded(frame: &mut [u8], env: &mut ErrorEnv<'_>, nh: &NextHop) -> Action {
+        match nh.kind {
+            NhKind::Broadcast => Action::Drop(Reason::DirectedBroadcast),
+            NhKind::Local => local(frame, env.ingress, env.tables, env.neighbors, env.neighbors6),
+            NhKind::Special(s) => special(frame, env, s),
+            // Groups hold plain next hops only.
+            _ => Action::Drop(Reason::NoEgress),
+        }
+    }
+
+    /// IPv4 has no scope the router enforces (link-local destinations are screened above).
+    #[inline(always)]
+    fn beyond_scope(_src: Ipv4Addr, _egress: PortId, _ingress: PortId) -> Option<IcmpError> {
+        None
+    }
+
+    /// With DF, Fragmentation Needed; without, dropped: xfwd does not fragment.
+    #[inline(always)]
+    fn too_big(mtu: u32, dont_frag: bool) -> Result<IcmpError, Reason> {
         if dont_frag {
-            let mtu = mtu.min(0xffff);
-            return icmp_error(frame, &mut env, IcmpError::frag_needed(mtu));
+            Ok(IcmpError::frag_needed(mtu.min(0xffff)))
+        } else {
+            Err(Reason::TooBigToForward)
         }
-        return Action::Drop(Reason::TooBigToForward);
     }
-    // Forward: TTL and checksum, then MACs. A gleaned frame keeps its MACs: the ARP thread
-    // sets both when the next hop resolves, and needs the sender's if it must answer instead.
-    if let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
-        ip.decrement_ttl();
+
+    /// The TTL, with the incremental checksum update (RFC 1624).
+    #[inline(always)]
+    fn decrement(frame: &mut [u8]) {
+        if let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
+            ip.decrement_ttl();
+        }
     }
-    let resolved = match nh.kind {
-        NhKind::Gateway(gw) => env.state.gateway(usize::from(idx.0), t.id, Hop::V4(gw), neighbors, neighbors6),
-        NhKind::Gateway6(gw) => {
-            env.state.gateway(usize::from(idx.0), t.id, Hop::V6(scope6(gw, nh.port)), neighbors, neighbors6)
-        }
-        _ => neighbors.lookup(next_hop).map(|n| (n.mac, n.port)),
-    };
-    match resolved {
-        Some((mac, port)) if port == nh.port => {
-            // The view cannot fail here (the frame held a header above); the check compiles away.
-            if let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) {
-                eth.set_dst(mac);
-                eth.set_src(egress.mac);
+
+    /// Gateways (IPv4 or IPv6) through the worker's cache, keyed by both neighbour tables'
+    /// generations; an on-link destination straight from the table.
+    #[inline(always)]
+    fn resolve(env: &mut ErrorEnv<'_>, idx: usize, nh: &NextHop, next_hop: Ipv4Addr) -> Option<(MacAddr, PortId)> {
+        let (neighbors, neighbors6) = (env.neighbors, env.neighbors6);
+        let key = || (env.tables.id, neighbors.generation(), neighbors6.generation());
+        match nh.kind {
+            NhKind::Gateway(gw) => {
+                let key = key();
+                env.state.nh_cache.get(idx, key, || neighbors.lookup(gw).map(|n| (n.mac, n.port)))
             }
-            // Bytes after the IP packet, beyond Ethernet's minimum frame, are not forwarded
-            // (Linux trims them too); the MTU check above was on the IP length.
-            let len = (ethernet::HEADER_LEN + total_len).max(ethernet::MIN_FRAME_LEN);
-            if frame.len() > len {
-                return Action::ForwardTrimmed { port: nh.port, len: len as u16 };
+            NhKind::Gateway6(gw) => {
+                let key = key();
+                env.state.nh_cache.get(idx, key, || neighbors6.lookup(scope6(gw, nh.port)).map(|n| (n.mac, n.port)))
             }
-            Action::Forward(nh.port)
+            _ => neighbors.lookup(next_hop).map(|n| (n.mac, n.port)),
         }
-        _ => {
-            let next_hop = match nh.kind {
-                NhKind::Gateway6(gw) => IpAddr::V6(gw),
-                _ => IpAddr::V4(next_hop),
-            };
-            Action::Glean { port: nh.port, next_hop }
+    }
+
+    #[inline(always)]
+    fn glean(nh: &NextHop, next_hop: Ipv4Addr) -> IpAddr {
+        match nh.kind {
+            NhKind::Gateway6(gw) => IpAddr::V6(gw),
+            _ => IpAddr::V4(next_hop),
         }
+    }
+
+    #[inline(always)]
+    fn error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action {
+        icmp_error(frame, env, e)
     }
 }
 
@@ -517,7 +488,7 @@ fn local(
     neighbors: &NeighborTable,
     neighbors6: &NeighborTable6,
 ) -> Action {
-    let Ok(mut eth) = EthernetFrame::new_checked(frame) else {
+    let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) else {
         return Action::Drop(Reason::Runt);
     };
     let (src, is_echo) = match Ipv4Packet::new_checked(eth.payload()) {
@@ -557,13 +528,7 @@ fn local(
         }
         ip.total_len()
     };
-    eth.set_dst(l2_dst);
-    eth.set_src(egress.mac);
-    let len = (ethernet::HEADER_LEN + total).max(ethernet::MIN_FRAME_LEN);
-    if eth.as_bytes().len() > len {
-        return Action::ForwardTrimmed { port: back.port, len: len as u16 };
-    }
-    Action::Forward(back.port)
+    send(frame, back.port, egress.mac, l2_dst, total)
 }
 
 /// The MAC to send to for a packet going back to `src` through a next hop of `kind` on `port`:
@@ -589,16 +554,6 @@ fn back_mac(
         _ => None,
     }
 }
-
-/// The flow hash that picks among equal-cost paths: addresses, protocol and, for TCP and UDP
-/// outside fragments, the ports (the kernel's `fib_multipath_hash_policy` 1), so that the flows
-/// between two hosts spread too. A fixed seed: a flow keeps its path across table changes.
-#[inline]
-pub(crate) fn ecmp_hash(frame: &[u8]) -> u32 {
-    crate::aqm::flow::flow_key(frame).hash(ECMP_SEED)
-}
-
-const ECMP_SEED: u64 = 0x6563_6d70;
 
 /// What a route that is not forwarded does with the frame, as the kernel answers.
 fn special(frame: &[u8], env: &mut ErrorEnv<'_>, s: Special) -> Action {

@@ -1,7 +1,8 @@
 //! The IPv6 router decision: from one frame, its ingress port, the tables and the time, to an
 //! [`Action`].
 //!
-//! Pure, like the IPv4 decision ([`super::router`]), and in Linux's order (`ip6_rcv_core`, the
+//! The steps both families share are in [`super::family`]; this file holds IPv6's own. Pure,
+//! like the IPv4 decision ([`super::router`]), and in Linux's order (`ip6_rcv_core`, the
 //! route lookup, `ip6_forward`), so that the differential test against the kernel sees the
 //! same answer to the same packet:
 //!
@@ -34,9 +35,11 @@
 
 use core::net::{IpAddr, Ipv6Addr};
 
-use super::neighbors::NeighborTable6;
-use super::router::RouterState;
-use super::tables::{is_link_local6, scope6, NhKind6, RouterTables, Special};
+use super::family::{arrived, route, send, Header, Hop, IpFamily};
+use super::fib::NhIndex;
+use super::neighbors::{NeighborTable, NeighborTable6};
+use super::router::{ErrorEnv, RouterState};
+use super::tables::{is_link_local6, scope6, NextHop6, NhKind6, RouterTables, Special};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
@@ -121,23 +124,6 @@ impl Icmp6Error {
     }
 }
 
-/// What building an ICMPv6 error needs besides the frame.
-#[derive(Debug)]
-pub struct ErrorEnv6<'a> {
-    /// Port the frame came in on.
-    pub ingress: PortId,
-    /// The router's tables.
-    pub tables: &'a RouterTables,
-    /// The IPv6 neighbour table.
-    pub neighbors: &'a NeighborTable6,
-    /// Rate limit (shared with ICMP for IPv4).
-    pub state: &'a mut RouterState,
-    /// Now, ms.
-    pub now_ms: u64,
-    /// Where the answer is built.
-    pub scratch: &'a mut [u8; SCRATCH_LEN],
-}
-
 /// Sources no node sends from: multicast, unspecified, loopback, IPv4-mapped (::ffff:0:0/96,
 /// which Linux drops on input, RFC 4291 section 2.5.5.2).
 #[inline]
@@ -156,27 +142,24 @@ pub fn prefetch6(frame: &[u8], t: &RouterTables) {
 
 /// Decides the fate of an IPv6 `frame`, received on `ingress` at `now_ms`. May rewrite the
 /// frame in place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]).
+/// The steps the families share are [`arrived`] and [`route`]; IPv6's own are the header here
+/// (no checksum; jumbograms; the martians) and the [`V6`] answers to [`IpFamily`].
+/// `neighbors` (IPv4's table) is read by no IPv6 decision: both families' decisions take the
+/// same world.
 #[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "the decision's whole world, by reference; no struct to build per frame")]
 pub fn decide6(
     frame: &mut [u8],
     ingress: PortId,
     t: &RouterTables,
-    neighbors: &NeighborTable6,
+    neighbors: &NeighborTable,
+    neighbors6: &NeighborTable6,
     st: &mut RouterState,
     now_ms: u64,
     scratch: &mut [u8; SCRATCH_LEN],
 ) -> Action {
-    let Some(port) = t.ports.get(ingress.index()) else {
-        return Action::Drop(Reason::NotOurMac);
-    };
-    let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
-        return Action::Drop(Reason::Runt);
-    };
-    if eth.dst() != port.mac {
-        return Action::Drop(Reason::NotOurMac);
-    }
-    if eth.ethertype() != ETHERTYPE_IPV6 {
-        return Action::Drop(Reason::NotIp);
+    if let Err(why) = arrived::<V6>(frame, t, ingress) {
+        return Action::Drop(why);
     }
     let (src, dst, hop_limit, payload_len) = match Ipv6Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
         // A jumbogram (payload length 0 behind a hop-by-hop header) cannot fit a frame.
@@ -195,75 +178,132 @@ pub fn decide6(
     if is_link_local6(&dst) {
         return Action::Drop(Reason::LinkLocalDestination);
     }
-    let mut env = ErrorEnv6 { ingress, tables: t, neighbors, state: st, now_ms, scratch };
-    let Some(idx) = t.v6.fib.lookup(dst) else {
-        return icmp6_error(frame, &mut env, Icmp6Error::NO_ROUTE);
-    };
-    let mut idx = idx;
-    let mut nh = t.v6.nexthops[usize::from(idx.0)];
-    if let NhKind6::Group { first, len } = nh.kind {
-        // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
-        let pick = first as usize + (super::router::ecmp_hash(frame) % u32::from(len.max(1))) as usize;
-        let Some(&member) = t.v6.groups.get(pick) else {
-            return Action::Drop(Reason::NoEgress);
-        };
-        idx = member;
-        nh = t.v6.nexthops[usize::from(idx.0)];
-    }
-    let next_hop = match nh.kind {
-        NhKind6::Local => return local6(frame, ingress, t, neighbors),
-        NhKind6::Connected => dst,
-        NhKind6::Gateway(gw) => gw,
-        NhKind6::Special(Special::Blackhole) => return Action::Drop(Reason::Blackhole),
-        NhKind6::Special(Special::Unreachable) => return icmp6_error(frame, &mut env, Icmp6Error::UNREACHABLE_ROUTE),
-        NhKind6::Special(Special::Prohibit) => return icmp6_error(frame, &mut env, Icmp6Error::PROHIBITED),
-        NhKind6::Special(Special::Foreign) => return icmp6_error(frame, &mut env, Icmp6Error::FOREIGN_EGRESS),
-        NhKind6::Special(Special::Unsupported) => return icmp6_error(frame, &mut env, Icmp6Error::UNSUPPORTED),
-        // Groups hold plain next hops only.
-        NhKind6::Group { .. } => return Action::Drop(Reason::NoEgress),
-    };
-    if hop_limit <= 1 {
-        return icmp6_error(frame, &mut env, Icmp6Error::HOP_LIMIT);
-    }
-    if is_link_local6(&src) && nh.port != ingress {
-        return icmp6_error(frame, &mut env, Icmp6Error::BEYOND_SCOPE);
-    }
-    let egress = &t.ports[nh.port.index()];
-    let ip_len = ipv6::HEADER_LEN + payload_len;
-    let mtu = if nh.mtu != 0 { nh.mtu.min(egress.mtu) } else { egress.mtu };
-    if ip_len > mtu as usize {
-        let mtu = mtu.max(ipv6::MIN_MTU as u32);
-        return icmp6_error(frame, &mut env, Icmp6Error::too_big(mtu));
-    }
-    if let Ok(mut ip) = Ipv6Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
-        ip.decrement_hop_limit();
-    }
-    // Gateways through the worker's cache (most packets go through a handful of them); an
-    // on-link destination straight from the table.
-    let resolved = if matches!(nh.kind, NhKind6::Gateway(_)) {
-        env.state.gateway6(usize::from(idx.0), t.id, scope6(next_hop, nh.port), neighbors)
-    } else {
-        neighbors.lookup(scope6(next_hop, nh.port)).map(|n| (n.mac, n.port))
-    };
-    match resolved {
-        Some((mac, port)) if port == nh.port => {
-            if let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) {
-                eth.set_dst(mac);
-                eth.set_src(egress.mac);
-            }
-            let len = (ethernet::HEADER_LEN + ip_len).max(ethernet::MIN_FRAME_LEN);
-            if frame.len() > len {
-                return Action::ForwardTrimmed { port: nh.port, len: len as u16 };
-            }
-            Action::Forward(nh.port)
+    let mut env = ErrorEnv { ingress, tables: t, neighbors, neighbors6, state: st, now_ms, scratch };
+    // Routers never fragment IPv6: whatever the packet, too big is Packet Too Big.
+    let h = Header { src, dst, ttl: hop_limit, ip_len: ipv6::HEADER_LEN + payload_len, dont_frag: true };
+    route::<V6>(frame, &mut env, h)
+}
+
+/// IPv6, for the decision's shared steps ([`route`]).
+#[derive(Debug, Clone, Copy)]
+pub enum V6 {}
+
+impl Hop for NextHop6 {
+    #[inline(always)]
+    fn group(&self) -> Option<(u32, u16)> {
+        match self.kind {
+            NhKind6::Group { first, len } => Some((first, len)),
+            _ => None,
         }
-        _ => Action::Glean { port: nh.port, next_hop: IpAddr::V6(next_hop) },
+    }
+
+    #[inline(always)]
+    fn port(&self) -> PortId {
+        self.port
+    }
+
+    #[inline(always)]
+    fn mtu(&self) -> u32 {
+        self.mtu
+    }
+}
+
+impl IpFamily for V6 {
+    type Addr = Ipv6Addr;
+    type NextHop = NextHop6;
+    type Error = Icmp6Error;
+    const ETHERTYPE: u16 = ETHERTYPE_IPV6;
+    const NO_ROUTE: Icmp6Error = Icmp6Error::NO_ROUTE;
+    const TTL_EXCEEDED: Icmp6Error = Icmp6Error::HOP_LIMIT;
+
+    #[inline(always)]
+    fn lookup(t: &RouterTables, dst: Ipv6Addr) -> Option<NhIndex> {
+        t.v6.fib.lookup(dst)
+    }
+
+    #[inline(always)]
+    fn nexthops(t: &RouterTables) -> &[NextHop6] {
+        &t.v6.nexthops
+    }
+
+    #[inline(always)]
+    fn groups(t: &RouterTables) -> &[NhIndex] {
+        &t.v6.groups
+    }
+
+    #[inline(always)]
+    fn neighbor(nh: &NextHop6, dst: Ipv6Addr) -> Option<Ipv6Addr> {
+        match nh.kind {
+            NhKind6::Connected => Some(dst),
+            NhKind6::Gateway(gw) => Some(gw),
+            _ => None,
+        }
+    }
+
+    /// An echo request to the box is answered; routes that are not forwarded, as Linux's
+    /// `ip6_pkt_discard` and `ip6_pkt_prohibit` answer.
+    fn not_forwarded(frame: &mut [u8], env: &mut ErrorEnv<'_>, nh: &NextHop6) -> Action {
+        let e = match nh.kind {
+            NhKind6::Local => return local6(frame, env.ingress, env.tables, env.neighbors6),
+            NhKind6::Special(Special::Blackhole) => return Action::Drop(Reason::Blackhole),
+            NhKind6::Special(Special::Unreachable) => Icmp6Error::UNREACHABLE_ROUTE,
+            NhKind6::Special(Special::Prohibit) => Icmp6Error::PROHIBITED,
+            NhKind6::Special(Special::Foreign) => Icmp6Error::FOREIGN_EGRESS,
+            NhKind6::Special(Special::Unsupported) => Icmp6Error::UNSUPPORTED,
+            // Groups hold plain next hops only.
+            _ => return Action::Drop(Reason::NoEgress),
+        };
+        icmp6_error(frame, env, e)
+    }
+
+    /// A link-local source leaving by another port than it came in on.
+    #[inline(always)]
+    fn beyond_scope(src: Ipv6Addr, egress: PortId, ingress: PortId) -> Option<Icmp6Error> {
+        (is_link_local6(&src) && egress != ingress).then_some(Icmp6Error::BEYOND_SCOPE)
+    }
+
+    /// Packet Too Big, whatever the packet says: routers never fragment IPv6.
+    #[inline(always)]
+    fn too_big(mtu: u32, _dont_frag: bool) -> Result<Icmp6Error, Reason> {
+        Ok(Icmp6Error::too_big(mtu.max(ipv6::MIN_MTU as u32)))
+    }
+
+    /// The hop limit (no checksum to update).
+    #[inline(always)]
+    fn decrement(frame: &mut [u8]) {
+        if let Ok(mut ip) = Ipv6Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
+            ip.decrement_hop_limit();
+        }
+    }
+
+    /// Gateways through the worker's cache (most packets go through a handful of them); an
+    /// on-link destination straight from the table. A link-local neighbour is keyed with its
+    /// port.
+    #[inline(always)]
+    fn resolve(env: &mut ErrorEnv<'_>, idx: usize, nh: &NextHop6, next_hop: Ipv6Addr) -> Option<(MacAddr, PortId)> {
+        let neighbors = env.neighbors6;
+        let lookup = || neighbors.lookup(scope6(next_hop, nh.port)).map(|n| (n.mac, n.port));
+        if matches!(nh.kind, NhKind6::Gateway(_)) {
+            env.state.nh_cache6.get(idx, (env.tables.id, neighbors.generation()), lookup)
+        } else {
+            lookup()
+        }
+    }
+
+    #[inline(always)]
+    fn glean(_nh: &NextHop6, next_hop: Ipv6Addr) -> IpAddr {
+        IpAddr::V6(next_hop)
+    }
+
+    #[inline(always)]
+    fn error(frame: &[u8], env: &mut ErrorEnv<'_>, e: Icmp6Error) -> Action {
+        icmp6_error(frame, env, e)
     }
 }
 
 /// A packet for one of the box's IPv6 addresses that reached a worker: answer an echo request.
 fn local6(frame: &mut [u8], ingress: PortId, t: &RouterTables, neighbors: &NeighborTable6) -> Action {
-    let Ok(mut eth) = EthernetFrame::new_checked(frame) else {
+    let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) else {
         return Action::Drop(Reason::Runt);
     };
     let (src, is_echo) = match Ipv6Packet::new_checked(eth.payload()) {
@@ -297,13 +337,7 @@ fn local6(frame: &mut [u8], ingress: PortId, t: &RouterTables, neighbors: &Neigh
         }
         ipv6::HEADER_LEN + ip.payload_len()
     };
-    eth.set_dst(l2_dst);
-    eth.set_src(egress.mac);
-    let len = (ethernet::HEADER_LEN + total).max(ethernet::MIN_FRAME_LEN);
-    if eth.as_bytes().len() > len {
-        return Action::ForwardTrimmed { port, len: len as u16 };
-    }
-    Action::Forward(port)
+    send(frame, port, egress.mac, l2_dst, total)
 }
 
 /// The port and MAC to send a packet to `src` by: the route back to it (a link-local source:
@@ -384,7 +418,7 @@ fn carries_icmpv6_error(packet: &[u8], first: u8) -> bool {
 /// Answers the frame (received on `env.ingress`, its Ethernet source still the sender's) with
 /// the ICMPv6 error `e`, built in the scratch buffer; or drops it for `e.cause` when the rules
 /// say no error. Also used by the neighbour discovery engine for Address Unreachable.
-pub fn icmp6_error(frame: &[u8], env: &mut ErrorEnv6<'_>, e: Icmp6Error) -> Action {
+pub fn icmp6_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: Icmp6Error) -> Action {
     let Icmp6Error { cause, msg_type, code, rest } = e;
     let Ok(eth) = EthernetFrame::new_checked(frame) else {
         return Action::Drop(cause);
@@ -400,7 +434,7 @@ pub fn icmp6_error(frame: &[u8], env: &mut ErrorEnv6<'_>, e: Icmp6Error) -> Acti
     if dst.is_multicast() && msg_type != icmpv6::PACKET_TOO_BIG {
         return Action::Drop(cause);
     }
-    let Some((port, l2_dst)) = way_back(eth.src(), env.ingress, src, env.tables, env.neighbors) else {
+    let Some((port, l2_dst)) = way_back(eth.src(), env.ingress, src, env.tables, env.neighbors6) else {
         return Action::Drop(cause);
     };
     let Some(from) = env.tables.source6(src, port) else {
@@ -479,7 +513,7 @@ mod tests {
     }
 
     fn run(f: &mut [u8], w: &mut World, s: &mut [u8; SCRATCH_LEN]) -> Action {
-        decide6(f, P5, &w.0, &w.1, &mut w.2, 1_000, s)
+        decide6(f, P5, &w.0, &NeighborTable::new(8), &w.1, &mut w.2, 1_000, s)
     }
 
     /// An ICMPv6 error answer: (ip src, ip dst, hop limit, type, code, rest word, quote), its
@@ -517,7 +551,7 @@ mod tests {
         // On-link destination: the destination itself is the neighbour.
         let mut f = udp("2001:2:100::7", "2001:2:0:10::1", 9, 0);
         f[0..6].copy_from_slice(&ETH4.0);
-        assert_eq!(decide6(&mut f, P4, &w.0, &w.1, &mut w.2, 0, &mut s), Action::Forward(P5));
+        assert_eq!(decide6(&mut f, P4, &w.0, &NeighborTable::new(8), &w.1, &mut w.2, 0, &mut s), Action::Forward(P5));
         assert_eq!(&f[0..6], &H1.0);
         // Ethernet padding beyond the packet is not forwarded.
         let mut f = udp("2001:2:0:10::1", "2001:2:100::7", 64, 100);

@@ -28,7 +28,7 @@ use super::engine::{Family, Resolver};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::l3::neighbors::{Key6, NeighborTable, NeighborTable6};
 use crate::l3::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
-use crate::l3::router6::{icmp6_error, ErrorEnv6, Icmp6Error};
+use crate::l3::router6::{icmp6_error, Icmp6Error};
 use crate::l3::tables::{connected_to6, is_link_local6, scope6, unscope6, NhKind6, RouterTables};
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::wire::icmpv6::{self, Ndp};
@@ -104,13 +104,12 @@ impl Family for Nd {
         now: u64,
         scratch: &mut [u8; SCRATCH_LEN],
     ) -> Action {
+        let mut env = ErrorEnv { ingress, tables, neighbors, neighbors6, state, now_ms: now, scratch };
         // An IPv4 packet that waited for an IPv6 gateway (RFC 5549): ICMP Host Unreachable,
         // as for an IPv4 next hop.
         if EthernetFrame::new_checked(frame).is_ok_and(|e| e.ethertype() == ETHERTYPE_IPV4) {
-            let mut env = ErrorEnv { ingress, tables, neighbors, neighbors6, state, now_ms: now, scratch };
             return icmp_error(frame, &mut env, IcmpError::HOST_UNREACHABLE);
         }
-        let mut env = ErrorEnv6 { ingress, tables, neighbors: neighbors6, state, now_ms: now, scratch };
         icmp6_error(frame, &mut env, Icmp6Error::ADDRESS_UNREACHABLE)
     }
 

@@ -156,7 +156,7 @@ impl Decide for RouterDecide {
     ) -> Action {
         let t = self.cache.get_or_insert_with(|| arc_swap::Cache::new(Arc::clone(&self.tables))).load();
         if is_ipv6(frame) {
-            return l3::decide6(frame, ingress, t, &self.neighbors6, &mut self.state, now_ms, scratch);
+            return l3::decide6(frame, ingress, t, &self.neighbors, &self.neighbors6, &mut self.state, now_ms, scratch);
         }
         l3::decide(frame, ingress, t, &self.neighbors, &self.neighbors6, &mut self.state, now_ms, scratch)
     }

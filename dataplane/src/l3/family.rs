@@ -1,0 +1,272 @@
+//! The router decision's steps that both IP families share, and the trait that says what
+//! differs between them.
+//!
+//! Where a frame goes: a worker takes it from its RX ring and hands it to
+//! `io::worker::decide` (`RouterDecide`), which picks the family by EtherType and calls
+//! [`super::decide`] (IPv4, in [`super::router`]) or [`super::decide6`] (IPv6, in
+//! [`super::router6`]). Each runs three steps: [`arrived`] here (the frame is for the ingress
+//! port's MAC, of the family's EtherType), its own header checks (IPv4's checksum and options,
+//! IPv6's jumbograms, each family's martians), then [`route`] here (the FIB lookup, the
+//! equal-cost pick, the TTL or hop limit, the scope, the egress MTU, the gateway-MAC cache,
+//! the MAC rewrite and the trim). The [`Action`] goes back to the worker, which puts the frame
+//! on the egress port's TX ring, sends the answer built in the scratch buffer, gleans the frame
+//! to the neighbour resolver or drops it, and counts each by its [`Action`] and [`Reason`].
+//!
+//! Why [`IpFamily`] has this shape: it is the list of the points where the families part past
+//! the header, and no more. IPv4 routes have broadcast next hops and IPv6 gateways (RFC 5549),
+//! so what a next hop kind does is the family's ([`IpFamily::neighbor`],
+//! [`IpFamily::not_forwarded`]); only IPv6 has a scope the router enforces
+//! ([`IpFamily::beyond_scope`]); a packet too big is fragmentation's business in IPv4 and
+//! Packet Too Big in IPv6 ([`IpFamily::too_big`]); the TTL carries a checksum and the hop
+//! limit none ([`IpFamily::decrement`]); IPv6 keys link-local neighbours by port
+//! ([`IpFamily::resolve`]); and each has its ICMP ([`IpFamily::error`]). The families are
+//! types with no values and every method is `#[inline(always)]`, so that [`route`] is compiled
+//! once per family with nothing of the trait left at run time.
+//!
+//! The header is not a trait method: a method returning the header's fields or the frame's
+//! fate (`Result<Header, Action>`) kept them in memory, and cost the IPv4 forward path 9
+//! instructions a frame and IPv6's 33 (callgrind, `examples/decision_cost.rs`); each family's
+//! `decide` checks its header in line and hands [`route`] a [`Header`] by value, which stays in
+//! registers. For the same reason [`IpFamily::neighbor`] answers an `Option` and the rare next
+//! hops that do not forward go to [`IpFamily::not_forwarded`]. The alternative to a trait, one
+//! enum over both families' headers and next hops, would branch on the family at every step.
+
+use core::net::IpAddr;
+
+use super::fib::NhIndex;
+use super::router::ErrorEnv;
+use super::tables::RouterTables;
+use crate::action::Action;
+use crate::reason::Reason;
+use crate::wire::{ethernet, EthernetFrame, MacAddr};
+use crate::PortId;
+
+/// The fields of a packet's header the shared sequence reads, once the family has checked it.
+#[derive(Debug, Clone, Copy)]
+pub struct Header<A> {
+    /// Source address.
+    pub src: A,
+    /// Destination address.
+    pub dst: A,
+    /// TTL (IPv4) or hop limit (IPv6).
+    pub ttl: u8,
+    /// The IP packet's length, header included.
+    pub ip_len: usize,
+    /// IPv4's Don't Fragment (IPv6 has none: routers never fragment it).
+    pub dont_frag: bool,
+}
+
+/// A next hop as the shared sequence reads it: whether it is an equal-cost group, and where it
+/// leaves.
+pub trait Hop: Copy {
+    /// Entries `first..first + len` of the family's group members, if it is a group.
+    fn group(&self) -> Option<(u32, u16)>;
+    /// Egress port.
+    fn port(&self) -> PortId;
+    /// The route's MTU (0: the port's).
+    fn mtu(&self) -> u32;
+}
+
+/// What the router decision does differently for one IP family, past the header (see the
+/// module documentation for why these and no others).
+pub trait IpFamily {
+    /// The family's addresses.
+    type Addr: Copy;
+    /// The family's next hops.
+    type NextHop: Hop;
+    /// An ICMP error of the family.
+    type Error: Copy;
+    /// The EtherType of its frames.
+    const ETHERTYPE: u16;
+    /// The error for a destination without a route.
+    const NO_ROUTE: Self::Error;
+    /// The error for a TTL or hop limit that ran out.
+    const TTL_EXCEEDED: Self::Error;
+
+    /// The FIB's next hop index for `dst`.
+    fn lookup(t: &RouterTables, dst: Self::Addr) -> Option<NhIndex>;
+    /// The next hops by index.
+    fn nexthops(t: &RouterTables) -> &[Self::NextHop];
+    /// The members of the equal-cost groups.
+    fn groups(t: &RouterTables) -> &[NhIndex];
+    /// The neighbour a packet to `dst` goes to through `nh` (a plain next hop); `None` for a
+    /// next hop that does not forward, which [`IpFamily::not_forwarded`] answers.
+    fn neighbor(nh: &Self::NextHop, dst: Self::Addr) -> Option<Self::Addr>;
+    /// What becomes of a frame whose next hop does not forward: the box's own address, a
+    /// broadcast route, a route that is not forwarded.
+    fn not_forwarded(frame: &mut [u8], env: &mut ErrorEnv<'_>, nh: &Self::NextHop) -> Action;
+    /// The error for a packet from `src` that would leave the scope of its source address by
+    /// `egress`.
+    fn beyond_scope(src: Self::Addr, egress: PortId, ingress: PortId) -> Option<Self::Error>;
+    /// What becomes of a packet longer than `mtu`: an error, or a drop for this reason.
+    fn too_big(mtu: u32, dont_frag: bool) -> Result<Self::Error, Reason>;
+    /// Decrements the TTL or hop limit of the packet in `frame`.
+    fn decrement(frame: &mut [u8]);
+    /// The MAC and port of `next_hop`, the neighbour of next hop `idx` (`nh`).
+    fn resolve(
+        env: &mut ErrorEnv<'_>,
+        idx: usize,
+        nh: &Self::NextHop,
+        next_hop: Self::Addr,
+    ) -> Option<(MacAddr, PortId)>;
+    /// The address the neighbour resolver is asked for, for a frame gleaned at `nh`.
+    fn glean(nh: &Self::NextHop, next_hop: Self::Addr) -> IpAddr;
+    /// Answers `frame` with error `e`, or drops it.
+    fn error(frame: &[u8], env: &mut ErrorEnv<'_>, e: Self::Error) -> Action;
+}
+
+/// The decision's first step: whether `frame` is for the port it came in on (`ingress`), and
+/// of family `F`.
+#[inline(always)]
+pub fn arrived<F: IpFamily>(frame: &[u8], t: &RouterTables, ingress: PortId) -> Result<(), Reason> {
+    let Some(port) = t.ports.get(ingress.index()) else {
+        return Err(Reason::NotOurMac);
+    };
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return Err(Reason::Runt);
+    };
+    if eth.dst() != port.mac {
+        return Err(Reason::NotOurMac);
+    }
+    if eth.ethertype() != F::ETHERTYPE {
+        return Err(Reason::NotIp);
+    }
+    Ok(())
+}
+
+/// The decision past the header, which family `F` has checked and read into `h`: the route,
+/// the TTL or hop limit, the scope, the MTU, then the frame forwarded to its neighbour or
+/// gleaned. May rewrite the frame in place (forwarding, echo reply) or build an answer in
+/// `env.scratch` ([`Action::Reply`]).
+#[inline(always)]
+pub fn route<F: IpFamily>(frame: &mut [u8], env: &mut ErrorEnv<'_>, h: Header<F::Addr>) -> Action {
+    let t = env.tables;
+    let Some(mut idx) = F::lookup(t, h.dst) else {
+        return F::error(frame, env, F::NO_ROUTE);
+    };
+    let mut nh = F::nexthops(t)[usize::from(idx.0)];
+    if let Some((first, len)) = nh.group() {
+        // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
+        let pick = first as usize + (ecmp_hash(frame) % u32::from(len.max(1))) as usize;
+        let Some(&member) = F::groups(t).get(pick) else {
+            return Action::Drop(Reason::NoEgress);
+        };
+        idx = member;
+        nh = F::nexthops(t)[usize::from(idx.0)];
+    }
+    let Some(next_hop) = F::neighbor(&nh, h.dst) else {
+        return F::not_forwarded(frame, env, &nh);
+    };
+    if h.ttl <= 1 {
+        return F::error(frame, env, F::TTL_EXCEEDED);
+    }
+    if let Some(e) = F::beyond_scope(h.src, nh.port(), env.ingress) {
+        return F::error(frame, env, e);
+    }
+    let egress = &t.ports[nh.port().index()];
+    let mtu = if nh.mtu() != 0 { nh.mtu().min(egress.mtu) } else { egress.mtu };
+    if h.ip_len > mtu as usize {
+        return match F::too_big(mtu, h.dont_frag) {
+            Ok(e) => F::error(frame, env, e),
+            Err(why) => Action::Drop(why),
+        };
+    }
+    // Forward: TTL (and checksum), then MACs. A gleaned frame keeps its MACs: the resolver
+    // sets both when the next hop resolves, and needs the sender's if it must answer instead.
+    F::decrement(frame);
+    match F::resolve(env, usize::from(idx.0), &nh, next_hop) {
+        Some((mac, p)) if p == nh.port() => send(frame, nh.port(), egress.mac, mac, h.ip_len),
+        _ => Action::Glean { port: nh.port(), next_hop: F::glean(&nh, next_hop) },
+    }
+}
+
+/// Sends `frame`, an IP packet of `ip_len` bytes, out of `port` (whose MAC is `from`) to `to`:
+/// the MACs rewritten, and bytes after the packet, beyond Ethernet's minimum frame, trimmed
+/// (Linux trims them too; the MTU checks are on the IP length). Forwarded frames and echo
+/// replies leave this way.
+#[inline(always)]
+pub fn send(frame: &mut [u8], port: PortId, from: MacAddr, to: MacAddr, ip_len: usize) -> Action {
+    // The view cannot fail here (the frame held a header before); the check compiles away.
+    if let Ok(mut eth) = EthernetFrame::new_checked(&mut *frame) {
+        eth.set_dst(to);
+        eth.set_src(from);
+    }
+    let len = (ethernet::HEADER_LEN + ip_len).max(ethernet::MIN_FRAME_LEN);
+    if frame.len() > len {
+        return Action::ForwardTrimmed { port, len: len as u16 };
+    }
+    Action::Forward(port)
+}
+
+/// The flow hash that picks among equal-cost paths: addresses, protocol and, for TCP and UDP
+/// outside fragments, the ports (the kernel's `fib_multipath_hash_policy` 1), so that the flows
+/// between two hosts spread too. A fixed seed: a flow keeps its path across table changes.
+#[inline]
+pub(crate) fn ecmp_hash(frame: &[u8]) -> u32 {
+    crate::aqm::flow::flow_key(frame).hash(ECMP_SEED)
+}
+
+const ECMP_SEED: u64 = 0x6563_6d70;
+
+/// Gateways' MACs and ports by next-hop index, valid while `key` (the tables' id and the
+/// neighbour tables' generations) holds: most forwarded packets go through a handful of
+/// gateways, and this saves them the neighbour lookup (callgrind: about a fifth of the
+/// decision's instructions). One per family, in [`super::RouterState`]: IPv4's is keyed by
+/// both neighbour tables (its next hops may be IPv6 gateways), IPv6's by its own.
+#[derive(Debug, Clone, Default)]
+pub struct GatewayCache<K> {
+    slots: Vec<Option<(MacAddr, PortId)>>,
+    key: K,
+}
+
+impl<K: Copy + PartialEq> GatewayCache<K> {
+    /// The answer for next hop `idx` under `key`: cached, or `lookup`'s, cached for next time.
+    #[inline(always)]
+    pub fn get(
+        &mut self,
+        idx: usize,
+        key: K,
+        lookup: impl FnOnce() -> Option<(MacAddr, PortId)>,
+    ) -> Option<(MacAddr, PortId)> {
+        if key != self.key {
+            self.slots.iter_mut().for_each(|c| *c = None);
+            self.key = key;
+        }
+        let Some(slot) = self.slots.get_mut(idx) else {
+            // Tables with more next hops than the cache was fitted for (a reload the worker
+            // has not fitted it to yet): the same answer, uncached, until it has.
+            return lookup();
+        };
+        if let Some(hit) = *slot {
+            return Some(hit);
+        }
+        let found = lookup();
+        *slot = found;
+        found
+    }
+
+    /// Next hops it has room for.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether it has room for none.
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Its slots, by next hop index.
+    #[cfg(test)]
+    pub fn iter(&self) -> impl Iterator<Item = &Option<(MacAddr, PortId)>> {
+        self.slots.iter()
+    }
+
+    /// Room for `n` next hops. Allocates when it grows: outside the decision only.
+    pub fn fit(&mut self, n: usize) {
+        if self.slots.len() != n {
+            self.slots.resize(n, None);
+        }
+    }
+}
