@@ -19,7 +19,7 @@ use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
 use xfwd_dataplane::l3::tables::RouteTarget6;
 use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{
-    decide, decide6, prefetch, prefetch6, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables,
+    decide, prefetch, prefetch6, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables, V4, V6,
 };
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
@@ -182,7 +182,7 @@ fn bench_router(c: &mut Criterion) {
                                 prefetch(&batch[i + dist][..], &t);
                             }
                             let f = &mut batch[i];
-                            let a = decide(
+                            let a = decide::<V4>(
                                 &mut f[..60],
                                 PortId(0),
                                 &t,
@@ -262,8 +262,16 @@ fn bench_router6(c: &mut Criterion) {
                             prefetch6(&batch[i + dist][..], &t);
                         }
                         let f = &mut batch[i];
-                        let a =
-                            decide6(&mut f[..], PortId(0), &t, &neighbors4, &neighbors, &mut state, 1000, &mut scratch);
+                        let a = decide::<V6>(
+                            &mut f[..],
+                            PortId(0),
+                            &t,
+                            &neighbors4,
+                            &neighbors,
+                            &mut state,
+                            1000,
+                            &mut scratch,
+                        );
                         debug_assert!(matches!(a, Action::Forward(PortId(1))), "{a:?}");
                         black_box(a);
                     }

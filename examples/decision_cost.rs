@@ -183,7 +183,7 @@ fn router6_batch(
     scratch: &mut [u8; SCRATCH_LEN],
 ) {
     for f in batch.iter_mut() {
-        black_box(l3::decide6(f, PortId(0), t, n4, n6, st, 1000, scratch));
+        black_box(l3::decide::<l3::V6>(f, PortId(0), t, n4, n6, st, 1000, scratch));
     }
 }
 
@@ -222,7 +222,7 @@ fn router_batch(
     scratch: &mut [u8; SCRATCH_LEN],
 ) {
     for f in batch.iter_mut() {
-        black_box(l3::decide(f, PortId(0), t, neighbors, neighbors6, st, 1000, scratch));
+        black_box(l3::decide::<l3::V4>(f, PortId(0), t, neighbors, neighbors6, st, 1000, scratch));
     }
 }
 
@@ -244,6 +244,6 @@ fn router_pipeline(
         if let Some(ahead) = batch.get(k + d) {
             l3::prefetch(ahead, t);
         }
-        black_box(l3::decide(&mut batch[k], PortId(0), t, neighbors, neighbors6, st, 1000, scratch));
+        black_box(l3::decide::<l3::V4>(&mut batch[k], PortId(0), t, neighbors, neighbors6, st, 1000, scratch));
     }
 }

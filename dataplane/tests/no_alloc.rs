@@ -97,7 +97,7 @@ fn the_router_decision_allocates_nothing_cached_uncached_answering_or_gleaning()
     let mut scratch = [0u8; SCRATCH_LEN];
     let mut run = |state: &mut RouterState, dst: &str, ttl: u8| {
         let (mut f, len) = udp(dst, ttl);
-        allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, &n6, state, 1_000, &mut scratch))
+        allocations(|| l3::decide::<l3::V4>(&mut f[..len], PortId(0), &t, &n, &n6, state, 1_000, &mut scratch))
     };
     let mut fitted = RouterState::new(0, 10);
     fitted.fit(&t);
@@ -152,8 +152,9 @@ fn the_kernels_route_types_and_equal_cost_paths_allocate_nothing() {
     let mut scratch = [0u8; SCRATCH_LEN];
     for dst in ["198.19.9.9", "198.19.1.1", "198.19.2.2", "198.19.3.3", "198.19.3.3"] {
         let (mut f, len) = udp(dst, 64);
-        let (a, allocated) =
-            allocations(|| l3::decide(&mut f[..len], PortId(0), &t, &n, &n6, &mut state, 1_000, &mut scratch));
+        let (a, allocated) = allocations(|| {
+            l3::decide::<l3::V4>(&mut f[..len], PortId(0), &t, &n, &n6, &mut state, 1_000, &mut scratch)
+        });
         assert_eq!(allocated, 0, "{dst}: {a:?}");
         if dst == "198.19.3.3" {
             assert_eq!(a, Action::Forward(PortId(1)), "through the IPv6 gateway");
@@ -219,7 +220,7 @@ fn the_ipv6_router_decision_allocates_nothing_forwarding_answering_or_gleaning()
             .udp(4000, 9)
             .write(&mut f, &[0x5a; 18])
             .unwrap();
-        allocations(|| l3::decide6(&mut f, PortId(0), &t, &n4, &n, &mut st, 1_000, &mut scratch))
+        allocations(|| l3::decide::<l3::V6>(&mut f, PortId(0), &t, &n4, &n, &mut st, 1_000, &mut scratch))
     };
     assert_eq!(run("2001:2:0:1000::7", 64), (Action::Forward(PortId(1)), 0));
     let (a, allocated) = run("2001:2:0:1000::7", 1);

@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::l3::tables::scope6;
 use xfwd_dataplane::l3::testing::port;
-use xfwd_dataplane::l3::{decide, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState, RouterTables};
+use xfwd_dataplane::l3::{decide, NeighborTable, NeighborTable6, PortSpec, RouteTarget, RouterState, RouterTables, V4};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut scratch = [0u8; SCRATCH_LEN];
     let len = frame.len();
-    match decide(&mut frame, ingress, t, n, n6, &mut st, u64::from(ctl) * 100, &mut scratch) {
+    match decide::<V4>(&mut frame, ingress, t, n, n6, &mut st, u64::from(ctl) * 100, &mut scratch) {
         Action::Reply { len: l, .. } => assert!(usize::from(l) <= SCRATCH_LEN),
         Action::ForwardTrimmed { len: l, .. } => assert!(usize::from(l) <= len),
         Action::Forward(p) | Action::Glean { port: p, .. } => assert!(p.index() < 2),

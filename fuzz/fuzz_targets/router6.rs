@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::l3::fib::no_advice;
 use xfwd_dataplane::l3::tables::RouteTarget6;
-use xfwd_dataplane::l3::{decide6, testing, Key6, NeighborTable, NeighborTable6, PortSpec, RouterState, RouterTables};
+use xfwd_dataplane::l3::{decide, testing, Key6, NeighborTable, NeighborTable6, PortSpec, RouterState, RouterTables, V6};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
 
@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut scratch = [0u8; SCRATCH_LEN];
     let len = frame.len();
-    match decide6(&mut frame, ingress, t, n4, n, &mut st, u64::from(ctl) * 100, &mut scratch) {
+    match decide::<V6>(&mut frame, ingress, t, n4, n, &mut st, u64::from(ctl) * 100, &mut scratch) {
         Action::Reply { len: l, .. } => assert!(usize::from(l) <= SCRATCH_LEN && usize::from(l) <= 14 + 1280),
         Action::ForwardTrimmed { len: l, .. } => assert!(usize::from(l) <= len),
         Action::Forward(p) | Action::Glean { port: p, .. } => assert!(p.index() < 2),

@@ -34,9 +34,10 @@
 use core::net::IpAddr;
 
 use super::fib::NhIndex;
-use super::router::ErrorEnv;
+use super::neighbors::{NeighborTable, NeighborTable6};
+use super::router::{ErrorEnv, RouterState};
 use super::tables::RouterTables;
-use crate::action::Action;
+use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::{ethernet, EthernetFrame, MacAddr};
 use crate::PortId;
@@ -83,12 +84,14 @@ pub trait IpFamily {
     /// The error for a TTL or hop limit that ran out.
     const TTL_EXCEEDED: Self::Error;
 
+    /// The family's part of the decision before [`route`]: checks the IP header of `frame`
+    /// (whose Ethernet header [`arrived`] checked) and its addresses, then hands the fields
+    /// [`route`] reads to it, by value.
+    fn decide(frame: &mut [u8], env: &mut ErrorEnv<'_>) -> Action;
     /// The FIB's next hop index for `dst`.
     fn lookup(t: &RouterTables, dst: Self::Addr) -> Option<NhIndex>;
-    /// The next hops by index.
-    fn nexthops(t: &RouterTables) -> &[Self::NextHop];
-    /// The members of the equal-cost groups.
-    fn groups(t: &RouterTables) -> &[NhIndex];
+    /// The next hops by index, and the members of the equal-cost groups.
+    fn nexthops(t: &RouterTables) -> (&[Self::NextHop], &[NhIndex]);
     /// The neighbour a packet to `dst` goes to through `nh` (a plain next hop); `None` for a
     /// next hop that does not forward, which [`IpFamily::not_forwarded`] answers.
     fn neighbor(nh: &Self::NextHop, dst: Self::Addr) -> Option<Self::Addr>;
@@ -113,6 +116,30 @@ pub trait IpFamily {
     fn glean(nh: &Self::NextHop, next_hop: Self::Addr) -> IpAddr;
     /// Answers `frame` with error `e`, or drops it.
     fn error(frame: &[u8], env: &mut ErrorEnv<'_>, e: Self::Error) -> Action;
+}
+
+/// Decides the fate of `frame` of family `F` (`decide::<V4>`, `decide::<V6>`), received on
+/// `ingress` at `now_ms`: [`arrived`], the family's header ([`IpFamily::decide`]), then
+/// [`route`]. May rewrite the frame in place (forwarding, echo reply) or build an answer in
+/// `scratch` ([`Action::Reply`]). Both neighbour tables, whatever the family: an IPv4 route
+/// may go through an IPv6 gateway (RFC 5549).
+#[inline(always)]
+#[allow(clippy::too_many_arguments, reason = "the decision's whole world, by reference; no struct to build per frame")]
+pub fn decide<F: IpFamily>(
+    frame: &mut [u8],
+    ingress: PortId,
+    t: &RouterTables,
+    neighbors: &NeighborTable,
+    neighbors6: &NeighborTable6,
+    st: &mut RouterState,
+    now_ms: u64,
+    scratch: &mut [u8; SCRATCH_LEN],
+) -> Action {
+    if let Err(why) = arrived::<F>(frame, t, ingress) {
+        return Action::Drop(why);
+    }
+    let mut env = ErrorEnv { ingress, tables: t, neighbors, neighbors6, state: st, now_ms, scratch };
+    F::decide(frame, &mut env)
 }
 
 /// The decision's first step: whether `frame` is for the port it came in on (`ingress`), and
@@ -144,18 +171,19 @@ pub fn route<F: IpFamily>(frame: &mut [u8], env: &mut ErrorEnv<'_>, h: Header<F:
     let Some(mut idx) = F::lookup(t, h.dst) else {
         return F::error(frame, env, F::NO_ROUTE);
     };
-    let mut nh = F::nexthops(t)[usize::from(idx.0)];
+    let (nexthops, groups) = F::nexthops(t);
+    let mut nh = &nexthops[usize::from(idx.0)];
     if let Some((first, len)) = nh.group() {
         // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
         let pick = first as usize + (ecmp_hash(frame) % u32::from(len.max(1))) as usize;
-        let Some(&member) = F::groups(t).get(pick) else {
+        let Some(&member) = groups.get(pick) else {
             return Action::Drop(Reason::NoEgress);
         };
         idx = member;
-        nh = F::nexthops(t)[usize::from(idx.0)];
+        nh = &nexthops[usize::from(idx.0)];
     }
-    let Some(next_hop) = F::neighbor(&nh, h.dst) else {
-        return F::not_forwarded(frame, env, &nh);
+    let Some(next_hop) = F::neighbor(nh, h.dst) else {
+        return F::not_forwarded(frame, env, nh);
     };
     if h.ttl <= 1 {
         return F::error(frame, env, F::TTL_EXCEEDED);
@@ -174,9 +202,9 @@ pub fn route<F: IpFamily>(frame: &mut [u8], env: &mut ErrorEnv<'_>, h: Header<F:
     // Forward: TTL (and checksum), then MACs. A gleaned frame keeps its MACs: the resolver
     // sets both when the next hop resolves, and needs the sender's if it must answer instead.
     F::decrement(frame);
-    match F::resolve(env, usize::from(idx.0), &nh, next_hop) {
+    match F::resolve(env, usize::from(idx.0), nh, next_hop) {
         Some((mac, p)) if p == nh.port() => send(frame, nh.port(), egress.mac, mac, h.ip_len),
-        _ => Action::Glean { port: nh.port(), next_hop: F::glean(&nh, next_hop) },
+        _ => Action::Glean { port: nh.port(), next_hop: F::glean(nh, next_hop) },
     }
 }
 

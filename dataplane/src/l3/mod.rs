@@ -12,11 +12,12 @@ pub mod tables;
 #[doc(hidden)]
 pub mod testing;
 
+pub use family::{decide, IpFamily};
 pub use fib::{Fib, NhIndex, Prefix};
 pub use fib6::{Fib6, Prefix6};
 pub use neighbors::{Key6, Neighbor, NeighborTable, NeighborTable6};
-pub use router::{decide, icmp_share, prefetch, RouterState, TokenBucket};
-pub use router6::{decide6, prefetch6};
+pub use router::{icmp_share, prefetch, RouterState, TokenBucket, V4};
+pub use router6::{prefetch6, V6};
 pub use tables::{
     Mirrored4, Mirrored6, MirroredRoute, NextHop, NhKind, Path, PortSpec, RouteKind, RouteTarget, RouterTables, Special,
 };

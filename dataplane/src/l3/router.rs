@@ -35,7 +35,7 @@
 
 use core::net::{IpAddr, Ipv4Addr};
 
-use super::family::{arrived, route, send, GatewayCache, Header, Hop, IpFamily};
+use super::family::{route, send, GatewayCache, Header, IpFamily};
 use super::fib::NhIndex;
 use super::neighbors::{NeighborTable, NeighborTable6};
 use super::tables::{scope6, NextHop, NhKind, RouterTables, Special};
@@ -300,105 +300,69 @@ pub fn prefetch(frame: &[u8], t: &RouterTables) {
     }
 }
 
-/// Decides the fate of `frame`, received on `ingress` at `now_ms`. May rewrite the frame in
-/// place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]). The
-/// steps the families share are [`arrived`] and [`route`]; IPv4's own are the header here (its
-/// checksum, its options, the martians) and the [`V4`] answers to [`IpFamily`].
-#[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "the decision's whole world, by reference; no struct to build per frame")]
-pub fn decide(
-    frame: &mut [u8],
-    ingress: PortId,
-    t: &RouterTables,
-    neighbors: &NeighborTable,
-    neighbors6: &NeighborTable6,
-    st: &mut RouterState,
-    now_ms: u64,
-    scratch: &mut [u8; SCRATCH_LEN],
-) -> Action {
-    if let Err(why) = arrived::<V4>(frame, t, ingress) {
-        return Action::Drop(why);
-    }
-    let mut env = ErrorEnv { ingress, tables: t, neighbors, neighbors6, state: st, now_ms, scratch };
-    let (src, dst, ttl, total_len, dont_frag, header_len) =
-        match Ipv4Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
-            Ok(ip) if !ip.checksum_ok() => return Action::Drop(Reason::Ipv4Checksum),
-            Ok(ip) => (ip.src(), ip.dst(), ip.ttl(), ip.total_len(), ip.dont_frag(), ip.header_len()),
-            Err(_) => return Action::Drop(Reason::Ipv4Malformed),
-        };
-    if header_len > ipv4::MIN_HEADER_LEN {
-        let options = &frame[ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN..ethernet::HEADER_LEN + header_len];
-        match check_options(options) {
-            Ok(()) => {}
-            Err(OptionFault::SourceRoute) => return Action::Drop(Reason::SourceRouted),
-            Err(OptionFault::Malformed(at)) => {
-                return icmp_error(frame, &mut env, IcmpError::bad_option((ipv4::MIN_HEADER_LEN + at) as u8))
-            }
-        }
-    }
-    let strict = t.rfc1812_martians;
-    if never_routed(src, strict) {
-        return Action::Drop(Reason::MartianSource);
-    }
-    if never_routed(dst, strict) {
-        return Action::Drop(Reason::MartianDestination);
-    }
-    // From one of the box's own addresses: never a forwarded packet (the kernel drops it as
-    // a martian source). A few compares in cache, no table read.
-    if t.ports.iter().any(|p| p.addrs.iter().any(|&(a, _)| a == src)) {
-        return Action::Drop(Reason::LocalSource);
-    }
-    if strict && link_local(dst) {
-        return Action::Drop(Reason::LinkLocalDestination);
-    }
-    route::<V4>(frame, &mut env, Header { src, dst, ttl, ip_len: total_len, dont_frag })
-}
-
-/// IPv4, for the decision's shared steps ([`route`]).
+/// IPv4, for the decision ([`super::decide`]`::<V4>`).
 #[derive(Debug, Clone, Copy)]
 pub enum V4 {}
-
-impl Hop for NextHop {
-    #[inline(always)]
-    fn group(&self) -> Option<(u32, u16)> {
-        match self.kind {
-            NhKind::Group { first, len } => Some((first, len)),
-            _ => None,
-        }
-    }
-
-    #[inline(always)]
-    fn port(&self) -> PortId {
-        self.port
-    }
-
-    #[inline(always)]
-    fn mtu(&self) -> u32 {
-        self.mtu
-    }
-}
 
 impl IpFamily for V4 {
     type Addr = Ipv4Addr;
     type NextHop = NextHop;
     type Error = IcmpError;
     const ETHERTYPE: u16 = ETHERTYPE_IPV4;
+    // No route is network unreachable (host unreachable is for a neighbour that never answers).
     const NO_ROUTE: IcmpError = IcmpError::NET_UNREACHABLE;
     const TTL_EXCEEDED: IcmpError = IcmpError::TTL_EXCEEDED;
 
+    /// IPv4's header: the checksum, the options, then the martians (sources and destinations
+    /// never routed, the box's own addresses as sources, link-local destinations under
+    /// `rfc1812_martians`).
+    #[inline(always)]
+    fn decide(frame: &mut [u8], env: &mut ErrorEnv<'_>) -> Action {
+        let (src, dst, ttl, total_len, dont_frag, header_len) =
+            match Ipv4Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
+                Ok(ip) if !ip.checksum_ok() => return Action::Drop(Reason::Ipv4Checksum),
+                Ok(ip) => (ip.src(), ip.dst(), ip.ttl(), ip.total_len(), ip.dont_frag(), ip.header_len()),
+                Err(_) => return Action::Drop(Reason::Ipv4Malformed),
+            };
+        if header_len > ipv4::MIN_HEADER_LEN {
+            let options = &frame[ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN..ethernet::HEADER_LEN + header_len];
+            match check_options(options) {
+                Ok(()) => {}
+                Err(OptionFault::SourceRoute) => return Action::Drop(Reason::SourceRouted),
+                Err(OptionFault::Malformed(at)) => {
+                    return icmp_error(frame, env, IcmpError::bad_option((ipv4::MIN_HEADER_LEN + at) as u8))
+                }
+            }
+        }
+        let t = env.tables;
+        let strict = t.rfc1812_martians;
+        if never_routed(src, strict) {
+            return Action::Drop(Reason::MartianSource);
+        }
+        if never_routed(dst, strict) {
+            return Action::Drop(Reason::MartianDestination);
+        }
+        // From one of the box's own addresses: never a forwarded packet (the kernel drops it as
+        // a martian source). A few compares in cache, no table read.
+        if t.ports.iter().any(|p| p.addrs.iter().any(|&(a, _)| a == src)) {
+            return Action::Drop(Reason::LocalSource);
+        }
+        if strict && link_local(dst) {
+            return Action::Drop(Reason::LinkLocalDestination);
+        }
+        route::<V4>(frame, env, Header { src, dst, ttl, ip_len: total_len, dont_frag })
+    }
+
+    /// The IPv4 FIB, next hops and groups are the tables' own fields (IPv6's are behind
+    /// [`RouterTables::v6`]).
     #[inline(always)]
     fn lookup(t: &RouterTables, dst: Ipv4Addr) -> Option<NhIndex> {
         t.fib.lookup(dst)
     }
 
     #[inline(always)]
-    fn nexthops(t: &RouterTables) -> &[NextHop] {
-        &t.nexthops
-    }
-
-    #[inline(always)]
-    fn groups(t: &RouterTables) -> &[NhIndex] {
-        &t.groups
+    fn nexthops(t: &RouterTables) -> (&[NextHop], &[NhIndex]) {
+        (&t.nexthops, &t.groups)
     }
 
     /// A route through an IPv6 gateway (RFC 5549) goes to that gateway, which
@@ -633,6 +597,7 @@ pub fn icmp_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action 
 mod tests {
     use super::super::tables::{PortSpec, RouteTarget, RouterTables};
     use super::*;
+    use crate::l3::decide;
     use crate::l3::testing::port;
     use etherparse::{Icmpv4Header, Icmpv4Type, IpNumber, Ipv4Header, PacketBuilder, SlicedPacket, TransportSlice};
 
@@ -680,7 +645,7 @@ mod tests {
     }
 
     fn run(frame: &mut [u8], w: &mut World, scratch: &mut [u8; SCRATCH_LEN]) -> Action {
-        decide(frame, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 1_000, scratch)
+        decide::<V4>(frame, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 1_000, scratch)
     }
 
     /// Parses an ICMP error answer: (ip src, ip dst, type, code, rest word, quoted bytes).
@@ -813,7 +778,7 @@ mod tests {
         // Connected destination: the destination itself is the neighbour.
         let mut f = udp("198.19.7.7", "198.18.10.1", 9, 0);
         f[0..6].copy_from_slice(&ETH4.0);
-        assert_eq!(decide(&mut f, P_ETH4, &w.0, &w.1, &w.3, &mut w.2, 0, &mut s), Action::Forward(P_ETH5));
+        assert_eq!(decide::<V4>(&mut f, P_ETH4, &w.0, &w.1, &w.3, &mut w.2, 0, &mut s), Action::Forward(P_ETH5));
         assert_eq!(&f[0..6], &H1.0);
     }
 
@@ -1093,8 +1058,10 @@ mod tests {
         for i in 0..20 {
             let mut f = udp("198.18.10.1", "203.0.113.9", 64, 0);
             // 20 packets over 114 ms: the burst of 3, and one more token (10/s × 0.114 s).
-            if matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 1000 + i * 6, &mut s), Action::Reply { .. })
-            {
+            if matches!(
+                decide::<V4>(&mut f, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 1000 + i * 6, &mut s),
+                Action::Reply { .. }
+            ) {
                 sent += 1;
             }
         }
@@ -1102,7 +1069,7 @@ mod tests {
         assert_eq!(w.2.icmp_rate_limited, 16);
         let mut f = udp("198.18.10.1", "203.0.113.9", 64, 0);
         assert!(
-            matches!(decide(&mut f, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 5000, &mut s), Action::Reply { .. }),
+            matches!(decide::<V4>(&mut f, P_ETH5, &w.0, &w.1, &w.3, &mut w.2, 5000, &mut s), Action::Reply { .. }),
             "refilled"
         );
     }
@@ -1186,7 +1153,7 @@ mod tests {
         let mut f = Vec::new();
         b.write(&mut f, &[0u8; 1450 - 28]).unwrap();
         assert_eq!(
-            decide(&mut f, P_ETH4, &w.0, &w.1, &w.3, &mut w.2, 0, &mut s),
+            decide::<V4>(&mut f, P_ETH4, &w.0, &w.1, &w.3, &mut w.2, 0, &mut s),
             Action::Drop(Reason::TooBigToForward)
         );
     }

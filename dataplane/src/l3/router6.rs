@@ -35,12 +35,12 @@
 
 use core::net::{IpAddr, Ipv6Addr};
 
-use super::family::{arrived, route, send, Header, Hop, IpFamily};
+use super::family::{route, send, Header, IpFamily};
 use super::fib::NhIndex;
-use super::neighbors::{NeighborTable, NeighborTable6};
-use super::router::{ErrorEnv, RouterState};
+use super::neighbors::NeighborTable6;
+use super::router::ErrorEnv;
 use super::tables::{is_link_local6, scope6, NextHop6, NhKind6, RouterTables, Special};
-use crate::action::{Action, SCRATCH_LEN};
+use crate::action::Action;
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
 use crate::wire::{icmpv6, ipv6, EthernetFrame, Icmpv6Packet, Ipv6Packet, MacAddr};
@@ -140,95 +140,42 @@ pub fn prefetch6(frame: &[u8], t: &RouterTables) {
     }
 }
 
-/// Decides the fate of an IPv6 `frame`, received on `ingress` at `now_ms`. May rewrite the
-/// frame in place (forwarding, echo reply) or build an answer in `scratch` ([`Action::Reply`]).
-/// The steps the families share are [`arrived`] and [`route`]; IPv6's own are the header here
-/// (no checksum; jumbograms; the martians) and the [`V6`] answers to [`IpFamily`].
-/// `neighbors` (IPv4's table) is read by no IPv6 decision: both families' decisions take the
-/// same world.
-#[inline(always)]
-#[allow(clippy::too_many_arguments, reason = "the decision's whole world, by reference; no struct to build per frame")]
-pub fn decide6(
-    frame: &mut [u8],
-    ingress: PortId,
-    t: &RouterTables,
-    neighbors: &NeighborTable,
-    neighbors6: &NeighborTable6,
-    st: &mut RouterState,
-    now_ms: u64,
-    scratch: &mut [u8; SCRATCH_LEN],
-) -> Action {
-    if let Err(why) = arrived::<V6>(frame, t, ingress) {
-        return Action::Drop(why);
-    }
-    let (src, dst, hop_limit, payload_len) = match Ipv6Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
-        // A jumbogram (payload length 0 behind a hop-by-hop header) cannot fit a frame.
-        Ok(ip) if ip.payload_len() == 0 && ip.next_header() == ipv6::NEXT_HEADER_HOP_BY_HOP => {
-            return Action::Drop(Reason::Ipv6Malformed)
-        }
-        Ok(ip) => (ip.src(), ip.dst(), ip.hop_limit(), ip.payload_len()),
-        Err(_) => return Action::Drop(Reason::Ipv6Malformed),
-    };
-    if martian_source(&src) {
-        return Action::Drop(Reason::MartianSource);
-    }
-    if dst.is_multicast() || dst.is_unspecified() || dst.is_loopback() {
-        return Action::Drop(Reason::MartianDestination);
-    }
-    if is_link_local6(&dst) {
-        return Action::Drop(Reason::LinkLocalDestination);
-    }
-    let mut env = ErrorEnv { ingress, tables: t, neighbors, neighbors6, state: st, now_ms, scratch };
-    // Routers never fragment IPv6: whatever the packet, too big is Packet Too Big.
-    let h = Header { src, dst, ttl: hop_limit, ip_len: ipv6::HEADER_LEN + payload_len, dont_frag: true };
-    route::<V6>(frame, &mut env, h)
-}
-
-/// IPv6, for the decision's shared steps ([`route`]).
+/// IPv6, for the decision ([`super::decide`]`::<V6>`).
 #[derive(Debug, Clone, Copy)]
 pub enum V6 {}
 
-impl Hop for NextHop6 {
-    #[inline(always)]
-    fn group(&self) -> Option<(u32, u16)> {
-        match self.kind {
-            NhKind6::Group { first, len } => Some((first, len)),
-            _ => None,
-        }
-    }
-
-    #[inline(always)]
-    fn port(&self) -> PortId {
-        self.port
-    }
-
-    #[inline(always)]
-    fn mtu(&self) -> u32 {
-        self.mtu
-    }
-}
-
 impl IpFamily for V6 {
-    type Addr = Ipv6Addr;
-    type NextHop = NextHop6;
-    type Error = Icmp6Error;
     const ETHERTYPE: u16 = ETHERTYPE_IPV6;
     const NO_ROUTE: Icmp6Error = Icmp6Error::NO_ROUTE;
     const TTL_EXCEEDED: Icmp6Error = Icmp6Error::HOP_LIMIT;
+    type Addr = Ipv6Addr;
+    type NextHop = NextHop6;
+    type Error = Icmp6Error;
 
+    /// IPv6's header: no checksum, no jumbogram; then the martians and the link-local
+    /// destinations.
     #[inline(always)]
-    fn lookup(t: &RouterTables, dst: Ipv6Addr) -> Option<NhIndex> {
-        t.v6.fib.lookup(dst)
-    }
-
-    #[inline(always)]
-    fn nexthops(t: &RouterTables) -> &[NextHop6] {
-        &t.v6.nexthops
-    }
-
-    #[inline(always)]
-    fn groups(t: &RouterTables) -> &[NhIndex] {
-        &t.v6.groups
+    fn decide(frame: &mut [u8], env: &mut ErrorEnv<'_>) -> Action {
+        let (src, dst, hop_limit, payload_len) = match Ipv6Packet::new_checked(&frame[ethernet::HEADER_LEN..]) {
+            // A jumbogram (payload length 0 behind a hop-by-hop header) cannot fit a frame.
+            Ok(ip) if ip.payload_len() == 0 && ip.next_header() == ipv6::NEXT_HEADER_HOP_BY_HOP => {
+                return Action::Drop(Reason::Ipv6Malformed)
+            }
+            Ok(ip) => (ip.src(), ip.dst(), ip.hop_limit(), ip.payload_len()),
+            Err(_) => return Action::Drop(Reason::Ipv6Malformed),
+        };
+        if martian_source(&src) {
+            return Action::Drop(Reason::MartianSource);
+        }
+        if dst.is_multicast() || dst.is_unspecified() || dst.is_loopback() {
+            return Action::Drop(Reason::MartianDestination);
+        }
+        if is_link_local6(&dst) {
+            return Action::Drop(Reason::LinkLocalDestination);
+        }
+        // Routers never fragment IPv6: whatever the packet, too big is Packet Too Big.
+        let h = Header { src, dst, ttl: hop_limit, ip_len: ipv6::HEADER_LEN + payload_len, dont_frag: true };
+        route::<V6>(frame, env, h)
     }
 
     #[inline(always)]
@@ -256,6 +203,17 @@ impl IpFamily for V6 {
         icmp6_error(frame, env, e)
     }
 
+    /// The IPv6 half of the tables, shared by tables whose IPv6 routes did not change.
+    #[inline(always)]
+    fn lookup(t: &RouterTables, dst: Ipv6Addr) -> Option<NhIndex> {
+        t.v6.fib.lookup(dst)
+    }
+
+    #[inline(always)]
+    fn nexthops(t: &RouterTables) -> (&[NextHop6], &[NhIndex]) {
+        (&t.v6.nexthops, &t.v6.groups)
+    }
+
     /// A link-local source leaving by another port than it came in on.
     #[inline(always)]
     fn beyond_scope(src: Ipv6Addr, egress: PortId, ingress: PortId) -> Option<Icmp6Error> {
@@ -266,14 +224,6 @@ impl IpFamily for V6 {
     #[inline(always)]
     fn too_big(mtu: u32, _dont_frag: bool) -> Result<Icmp6Error, Reason> {
         Ok(Icmp6Error::too_big(mtu.max(ipv6::MIN_MTU as u32)))
-    }
-
-    /// The hop limit (no checksum to update).
-    #[inline(always)]
-    fn decrement(frame: &mut [u8]) {
-        if let Ok(mut ip) = Ipv6Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
-            ip.decrement_hop_limit();
-        }
     }
 
     /// Gateways through the worker's cache (most packets go through a handful of them); an
@@ -287,6 +237,14 @@ impl IpFamily for V6 {
             env.state.nh_cache6.get(idx, (env.tables.id, neighbors.generation()), lookup)
         } else {
             lookup()
+        }
+    }
+
+    /// The hop limit (no checksum to update).
+    #[inline(always)]
+    fn decrement(frame: &mut [u8]) {
+        if let Ok(mut ip) = Ipv6Packet::new_checked(&mut frame[ethernet::HEADER_LEN..]) {
+            ip.decrement_hop_limit();
         }
     }
 
@@ -470,9 +428,11 @@ pub fn icmp6_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: Icmp6Error) -> Actio
 mod tests {
     use super::super::tables::{PortSpec, RouteTarget6};
     use super::*;
+    use crate::action::SCRATCH_LEN;
     use crate::l3::fib::no_advice;
     use crate::l3::testing::port;
     use crate::l3::Key6;
+    use crate::l3::{decide, NeighborTable, RouterState};
     use etherparse::{Icmpv6Header, Icmpv6Type, IpNumber, Ipv6Header, PacketBuilder};
 
     const H1: MacAddr = MacAddr([2, 0, 0, 0, 0, 0x11]);
@@ -513,7 +473,7 @@ mod tests {
     }
 
     fn run(f: &mut [u8], w: &mut World, s: &mut [u8; SCRATCH_LEN]) -> Action {
-        decide6(f, P5, &w.0, &NeighborTable::new(8), &w.1, &mut w.2, 1_000, s)
+        decide::<V6>(f, P5, &w.0, &NeighborTable::new(8), &w.1, &mut w.2, 1_000, s)
     }
 
     /// An ICMPv6 error answer: (ip src, ip dst, hop limit, type, code, rest word, quote), its
@@ -551,7 +511,10 @@ mod tests {
         // On-link destination: the destination itself is the neighbour.
         let mut f = udp("2001:2:100::7", "2001:2:0:10::1", 9, 0);
         f[0..6].copy_from_slice(&ETH4.0);
-        assert_eq!(decide6(&mut f, P4, &w.0, &NeighborTable::new(8), &w.1, &mut w.2, 0, &mut s), Action::Forward(P5));
+        assert_eq!(
+            decide::<V6>(&mut f, P4, &w.0, &NeighborTable::new(8), &w.1, &mut w.2, 0, &mut s),
+            Action::Forward(P5)
+        );
         assert_eq!(&f[0..6], &H1.0);
         // Ethernet padding beyond the packet is not forwarded.
         let mut f = udp("2001:2:0:10::1", "2001:2:100::7", 64, 100);

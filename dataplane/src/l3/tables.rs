@@ -6,6 +6,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::family::Hop;
 use super::fib::{no_advice, Advice, Fib, FibError, NhIndex, Prefix};
 use super::fib6::{Fib6, Prefix6};
 use super::neighbors::Key6;
@@ -185,6 +186,35 @@ pub struct NextHop {
     /// The route's MTU where it sets one below the port's (0: the port's).
     pub mtu: u32,
 }
+
+/// [`Hop`] for a next hop type whose kind has a `Group` variant: the two families' next hops
+/// answer the decision's shared steps the same way.
+macro_rules! hop {
+    ($next_hop:ident, $kind:ident) => {
+        impl Hop for $next_hop {
+            #[inline(always)]
+            fn group(&self) -> Option<(u32, u16)> {
+                match self.kind {
+                    $kind::Group { first, len } => Some((first, len)),
+                    _ => None,
+                }
+            }
+
+            #[inline(always)]
+            fn port(&self) -> PortId {
+                self.port
+            }
+
+            #[inline(always)]
+            fn mtu(&self) -> u32 {
+                self.mtu
+            }
+        }
+    };
+}
+
+hop!(NextHop, NhKind);
+hop!(NextHop6, NhKind6);
 
 /// Where a route came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

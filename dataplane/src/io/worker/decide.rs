@@ -156,9 +156,18 @@ impl Decide for RouterDecide {
     ) -> Action {
         let t = self.cache.get_or_insert_with(|| arc_swap::Cache::new(Arc::clone(&self.tables))).load();
         if is_ipv6(frame) {
-            return l3::decide6(frame, ingress, t, &self.neighbors, &self.neighbors6, &mut self.state, now_ms, scratch);
+            return l3::decide::<l3::V6>(
+                frame,
+                ingress,
+                t,
+                &self.neighbors,
+                &self.neighbors6,
+                &mut self.state,
+                now_ms,
+                scratch,
+            );
         }
-        l3::decide(frame, ingress, t, &self.neighbors, &self.neighbors6, &mut self.state, now_ms, scratch)
+        l3::decide::<l3::V4>(frame, ingress, t, &self.neighbors, &self.neighbors6, &mut self.state, now_ms, scratch)
     }
 
     #[inline]
