@@ -6,10 +6,12 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::family::Hop;
+use super::family::{Hop, IpFamily};
 use super::fib::{no_advice, Advice, Fib, FibError, NhIndex, Prefix};
 use super::fib6::{Fib6, Prefix6};
 use super::neighbors::Key6;
+use super::router::V4;
+use super::router6::V6;
 use crate::wire::MacAddr;
 use crate::PortId;
 
@@ -386,23 +388,17 @@ impl RouterTables {
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
         let v6 = build6(&ports, statics6, advise)?;
-        let mut nexthops = vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 }];
-        let mut index: HashMap<NextHop, NhIndex> = HashMap::new();
-        let mut intern = |nh: NextHop, nexthops: &mut Vec<NextHop>| -> NhIndex {
-            *index.entry(nh).or_insert_with(|| {
-                nexthops.push(nh);
-                NhIndex((nexthops.len() - 1) as u16)
-            })
-        };
+        let mut interner = Interner4::new(&ports);
+        let mut intern = |nh: NextHop| interner.one(nh);
         let mut routes = Vec::new();
         for (p, spec) in ports.iter().enumerate() {
             let port = PortId(p as u8);
             for &(addr, len) in &spec.addrs {
                 let subnet = Prefix::truncate(addr, len);
-                let nh = intern(NextHop { kind: NhKind::Connected, port, src: addr, mtu: 0 }, &mut nexthops);
+                let nh = intern(NextHop { kind: NhKind::Connected, port, src: addr, mtu: 0 });
                 routes.push((subnet, nh, RouteOrigin::Connected));
                 if len < 31 {
-                    let b = intern(NextHop { kind: NhKind::Broadcast, port, src: addr, mtu: 0 }, &mut nexthops);
+                    let b = intern(NextHop { kind: NhKind::Broadcast, port, src: addr, mtu: 0 });
                     routes.push((Prefix::truncate(subnet.broadcast(), 32), b, RouteOrigin::Broadcast));
                 }
             }
@@ -410,8 +406,7 @@ impl RouterTables {
         // Local addresses last among the automatic ones, so a /32 address wins over its subnet.
         for (p, spec) in ports.iter().enumerate() {
             for &(addr, _) in &spec.addrs {
-                let nh =
-                    intern(NextHop { kind: NhKind::Local, port: PortId(p as u8), src: addr, mtu: 0 }, &mut nexthops);
+                let nh = intern(NextHop { kind: NhKind::Local, port: PortId(p as u8), src: addr, mtu: 0 });
                 routes.push((Prefix::truncate(addr, 32), nh, RouteOrigin::Local));
             }
         }
@@ -431,7 +426,7 @@ impl RouterTables {
                     NextHop { kind: NhKind::Gateway6(gw), port, src: source_on(&ports, port), mtu: 0 }
                 }
             };
-            let nh = intern(nh, &mut nexthops);
+            let nh = intern(nh);
             routes.push((prefix, nh, RouteOrigin::Static));
         }
         // The FIB lets a later duplicate win; keep local and broadcast /32s above any static route.
@@ -445,7 +440,7 @@ impl RouterTables {
         let id = next_id();
         Ok(RouterTables {
             fib,
-            nexthops,
+            nexthops: interner.nexthops,
             ports,
             routes: Arc::new(routes),
             v6: Arc::new(v6),
@@ -494,16 +489,23 @@ impl RouterTables {
         })
     }
 
-    /// The IPv6 next hop for `dst`, if routed.
+    /// The next hop of family `F` for `dst`, if routed. An equal-cost group stands for its
+    /// first member here (the way back for the router's own answers); the decision picks
+    /// members by flow.
     #[inline]
-    /// An equal-cost group stands for its first member here (the way back for the router's
-    /// own answers); the decision picks members by flow.
-    pub fn route6(&self, dst: Ipv6Addr) -> Option<&NextHop6> {
-        let nh = &self.v6.nexthops[usize::from(self.v6.fib.lookup(dst)?.0)];
-        match nh.kind {
-            NhKind6::Group { first, .. } => self.v6.nexthops.get(usize::from(self.v6.groups.get(first as usize)?.0)),
-            _ => Some(nh),
+    pub fn route_of<F: IpFamily>(&self, dst: F::Addr) -> Option<&F::NextHop> {
+        let (nexthops, groups) = F::nexthops(self);
+        let nh = &nexthops[usize::from(F::lookup(self, dst)?.0)];
+        match nh.group() {
+            Some((first, _)) => nexthops.get(usize::from(groups.get(first as usize)?.0)),
+            None => Some(nh),
         }
+    }
+
+    /// The IPv6 next hop for `dst`, if routed ([`RouterTables::route_of`]).
+    #[inline]
+    pub fn route6(&self, dst: Ipv6Addr) -> Option<&NextHop6> {
+        self.route_of::<V6>(dst)
     }
 
     /// Whether `a` is one of the box's IPv6 addresses (link-local ones are the kernel's).
@@ -539,16 +541,10 @@ impl RouterTables {
             .or(port.link_local)
     }
 
-    /// The next hop for `dst`, if routed.
+    /// The IPv4 next hop for `dst`, if routed ([`RouterTables::route_of`]).
     #[inline]
-    /// An equal-cost group stands for its first member here (the way back for the router's
-    /// own answers); the decision picks members by flow.
     pub fn route(&self, dst: Ipv4Addr) -> Option<&NextHop> {
-        let nh = &self.nexthops[usize::from(self.fib.lookup(dst)?.0)];
-        match nh.kind {
-            NhKind::Group { first, .. } => self.nexthops.get(usize::from(self.groups.get(first as usize)?.0)),
-            _ => Some(nh),
-        }
+        self.route_of::<V4>(dst)
     }
 
     /// Whether `a` is one of the box's addresses.
@@ -568,24 +564,30 @@ impl RouterTables {
 
 /// The port and box address whose subnet holds `a`, if any (longest match first).
 pub fn connected_to(ports: &[PortSpec], a: Ipv4Addr) -> Option<(PortId, Ipv4Addr)> {
-    ports
-        .iter()
-        .enumerate()
-        .flat_map(|(p, s)| s.addrs.iter().map(move |&(addr, len)| (p, addr, len)))
-        .filter(|&(_, addr, len)| Prefix::truncate(addr, len).contains(a))
-        .max_by_key(|&(_, _, len)| len)
-        .map(|(p, addr, _)| (PortId(p as u8), addr))
+    longest_match(ports, |s: &PortSpec| s.addrs.as_slice(), |x, len| Prefix::truncate(x, len).contains(a))
 }
 
 /// The port whose IPv6 prefixes hold `a` (longest match first).
 pub fn connected_to6(ports: &[PortSpec], a: Ipv6Addr) -> Option<PortId> {
+    longest_match(ports, |s: &PortSpec| s.addrs6.as_slice(), |x, len| Prefix6::truncate(x, len).contains(a))
+        .map(|m| m.0)
+}
+
+/// The port, and its address, whose connected prefix holds an address, the longest prefix
+/// first: `addrs` are a port's addresses of the family, `holds` whether the prefix of one (the
+/// address, its length) holds the address sought. The last of equals wins.
+fn longest_match<A: Copy>(
+    ports: &[PortSpec],
+    addrs: impl Fn(&PortSpec) -> &[(A, u8)],
+    holds: impl Fn(A, u8) -> bool,
+) -> Option<(PortId, A)> {
     ports
         .iter()
         .enumerate()
-        .flat_map(|(p, s)| s.addrs6.iter().map(move |&(addr, len)| (p, addr, len)))
-        .filter(|&(_, addr, len)| Prefix6::truncate(addr, len).contains(a))
+        .flat_map(|(p, s)| addrs(s).iter().map(move |&(addr, len)| (p, addr, len)))
+        .filter(|&(_, addr, len)| holds(addr, len))
         .max_by_key(|&(_, _, len)| len)
-        .map(|(p, _, _)| PortId(p as u8))
+        .map(|(p, addr, _)| (PortId(p as u8), addr))
 }
 
 /// The port an IPv6 gateway is reached by: `dev` for a link-local one (which needs it), else
@@ -622,27 +624,77 @@ pub fn next_id() -> u64 {
     TABLES_BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The IPv4 next hops and equal-cost groups of mirrored routes, each interned once: a route's
-/// next hop index for the FIB. Append-only, so that indices handed out stay valid.
+/// A family's next hops and equal-cost groups, each interned once: a route's next hop index for
+/// the FIB. Append-only, so that indices handed out stay valid (kernel mode adds to the live
+/// tables' next hops, `l3::incremental`).
 #[derive(Debug, Clone)]
-pub struct Interner4 {
+pub struct Interner<N> {
     /// Next hops by index (index 0 unused).
-    pub nexthops: Vec<NextHop>,
+    pub nexthops: Vec<N>,
     /// Members of the groups.
     pub groups: Vec<NhIndex>,
-    index: HashMap<NextHop, NhIndex>,
+    index: HashMap<N, NhIndex>,
     group_index: HashMap<Vec<NhIndex>, NhIndex>,
 }
 
-impl Interner4 {
+/// The IPv4 next hops of mirrored routes, interned.
+pub type Interner4 = Interner<NextHop>;
+
+impl<N: Copy + Eq + core::hash::Hash> Interner<N> {
+    /// An empty one, `unused` at index 0 (the FIB's "no route").
+    fn starting_with(unused: N) -> Interner<N> {
+        Interner { nexthops: vec![unused], groups: Vec::new(), index: HashMap::new(), group_index: HashMap::new() }
+    }
+
+    /// The index of `nh`, added if new.
+    pub fn one(&mut self, nh: N) -> NhIndex {
+        let nexthops = &mut self.nexthops;
+        *self.index.entry(nh).or_insert_with(|| {
+            nexthops.push(nh);
+            NhIndex((nexthops.len() - 1) as u16)
+        })
+    }
+
+    /// The index of the equal-cost group of `paths` (each interned with its weight), added if
+    /// new as `group(first, len)`: its members are `first..first + len` of
+    /// [`Interner::groups`], each repeated by its weight.
+    fn group<P>(
+        &mut self,
+        paths: &[P],
+        mut one: impl FnMut(&P) -> (N, u16),
+        group: impl FnOnce(u32, u16) -> N,
+    ) -> NhIndex {
+        let members: Vec<(NhIndex, u16)> = paths
+            .iter()
+            .map(|p| {
+                let (nh, weight) = one(p);
+                (self.one(nh), weight)
+            })
+            .collect();
+        let members = weighted(&members);
+        let (nexthops, groups) = (&mut self.nexthops, &mut self.groups);
+        let next = NhIndex(nexthops.len() as u16);
+        *self.group_index.entry(members.clone()).or_insert_with(|| {
+            let first = groups.len() as u32;
+            groups.extend_from_slice(&members);
+            nexthops.push(group(first, members.len() as u16));
+            next
+        })
+    }
+
+    /// Whether the FIB can index them all.
+    fn fits(&self) -> Result<(), TablesError> {
+        if self.nexthops.len() > 0x7fff {
+            return Err(FibError::TooManyNextHops(self.nexthops.len()).into());
+        }
+        Ok(())
+    }
+}
+
+impl Interner<NextHop> {
     /// An empty one for these ports.
     pub fn new(_ports: &[PortSpec]) -> Interner4 {
-        Interner4 {
-            nexthops: vec![NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 }],
-            groups: Vec::new(),
-            index: HashMap::new(),
-            group_index: HashMap::new(),
-        }
+        Interner::starting_with(NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 })
     }
 
     /// The next hop index of `r` through `ports` (`None`: a unicast route without a path).
@@ -678,62 +730,34 @@ impl Interner4 {
             }
         };
         let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
-        let (index, nexthops) = (&mut self.index, &mut self.nexthops);
         let nh = match r.kind {
             RouteKind::Local => {
-                intern(index, nexthops, NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 })
+                self.one(NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 })
             }
             RouteKind::Broadcast => {
-                intern(index, nexthops, NextHop { kind: NhKind::Broadcast, port: first_port, src: any_src, mtu: 0 })
+                self.one(NextHop { kind: NhKind::Broadcast, port: first_port, src: any_src, mtu: 0 })
             }
             RouteKind::Special(k) => {
-                intern(index, nexthops, NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 })
+                self.one(NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 })
             }
             RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
-                Some(p) => intern(index, nexthops, one(p)),
+                Some(p) => self.one(one(p)),
                 None => return Ok(None),
             },
-            RouteKind::Unicast => {
-                let members: Vec<(NhIndex, u16)> =
-                    r.paths.iter().map(|p| (intern(index, nexthops, one(p)), p.weight)).collect();
-                let members = weighted(&members);
-                let next = NhIndex(nexthops.len() as u16);
-                let groups = &mut self.groups;
-                *self.group_index.entry(members.clone()).or_insert_with(|| {
-                    let first = groups.len() as u32;
-                    groups.extend_from_slice(&members);
-                    let len = members.len() as u16;
-                    nexthops.push(NextHop {
-                        kind: NhKind::Group { first, len },
-                        port: PortId(0),
-                        src: any_src,
-                        mtu: 0,
-                    });
-                    next
-                })
-            }
+            RouteKind::Unicast => self.group(
+                &r.paths,
+                |p| (one(p), p.weight),
+                |first, len| NextHop { kind: NhKind::Group { first, len }, port: PortId(0), src: any_src, mtu: 0 },
+            ),
         };
-        if self.nexthops.len() > 0x7fff {
-            return Err(FibError::TooManyNextHops(self.nexthops.len()).into());
-        }
+        self.fits()?;
         Ok(Some(nh))
     }
 }
 
-/// The index of `nh`, added if new.
-fn intern<N: Copy + Eq + core::hash::Hash>(index: &mut HashMap<N, NhIndex>, nexthops: &mut Vec<N>, nh: N) -> NhIndex {
-    *index.entry(nh).or_insert_with(|| {
-        nexthops.push(nh);
-        NhIndex((nexthops.len() - 1) as u16)
-    })
-}
-
 /// [`RouterTables::build_mirrored`]'s IPv6 half.
 fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Result<Tables6, TablesError> {
-    let mut nexthops = vec![NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 }];
-    let mut groups = Vec::new();
-    let mut index: HashMap<NextHop6, NhIndex> = HashMap::new();
-    let mut group_index: HashMap<Vec<NhIndex>, NhIndex> = HashMap::new();
+    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 });
     let mut routes = Vec::with_capacity(routes6.len());
     let mut order: Vec<&Mirrored6> = routes6.iter().collect();
     order.sort_by_key(|r| r.local_table);
@@ -753,54 +777,36 @@ fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Resul
         let nh = match r.kind {
             // IPv6 has no broadcast; the kernel's anycast routes come as Local.
             RouteKind::Local | RouteKind::Broadcast => {
-                intern(&mut index, &mut nexthops, NextHop6 { kind: NhKind6::Local, port: first_port, mtu: 0 })
+                interner.one(NextHop6 { kind: NhKind6::Local, port: first_port, mtu: 0 })
             }
-            RouteKind::Special(k) => {
-                intern(&mut index, &mut nexthops, NextHop6 { kind: NhKind6::Special(k), port: PortId(0), mtu: 0 })
-            }
+            RouteKind::Special(k) => interner.one(NextHop6 { kind: NhKind6::Special(k), port: PortId(0), mtu: 0 }),
             RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
-                Some(p) => intern(&mut index, &mut nexthops, one(p)),
+                Some(p) => interner.one(one(p)),
                 None => continue,
             },
-            RouteKind::Unicast => {
-                let members: Vec<(NhIndex, u16)> =
-                    r.paths.iter().map(|p| (intern(&mut index, &mut nexthops, one(p)), p.weight)).collect();
-                let members = weighted(&members);
-                let next = NhIndex(nexthops.len() as u16);
-                *group_index.entry(members.clone()).or_insert_with(|| {
-                    let first = groups.len() as u32;
-                    groups.extend_from_slice(&members);
-                    let len = members.len() as u16;
-                    nexthops.push(NextHop6 { kind: NhKind6::Group { first, len }, port: PortId(0), mtu: 0 });
-                    next
-                })
-            }
+            RouteKind::Unicast => interner.group(
+                &r.paths,
+                |p| (one(p), p.weight),
+                |first, len| NextHop6 { kind: NhKind6::Group { first, len }, port: PortId(0), mtu: 0 },
+            ),
         };
         routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
     }
-    if nexthops.len() > 0x7fff {
-        return Err(FibError::TooManyNextHops(nexthops.len()).into());
-    }
+    interner.fits()?;
     let fib_routes: Vec<(Prefix6, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
     let fib = Fib6::build_advised(&fib_routes, advise)?;
-    Ok(Tables6 { fib, nexthops, routes, groups })
+    Ok(Tables6 { fib, nexthops: interner.nexthops, routes, groups: interner.groups })
 }
 
 /// The IPv6 tables: connected prefixes, static routes, then the box's addresses as /128s (a
 /// later duplicate wins in the FIB, so these stay above any static route).
 fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advice) -> Result<Tables6, TablesError> {
-    let mut nexthops = vec![NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 }];
-    let mut index: HashMap<NextHop6, NhIndex> = HashMap::new();
-    let mut intern = |nh: NextHop6, nexthops: &mut Vec<NextHop6>| -> NhIndex {
-        *index.entry(nh).or_insert_with(|| {
-            nexthops.push(nh);
-            NhIndex((nexthops.len() - 1) as u16)
-        })
-    };
+    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 });
+    let mut intern = |nh: NextHop6| interner.one(nh);
     let mut routes = Vec::new();
     for (p, spec) in ports.iter().enumerate() {
         for &(addr, len) in &spec.addrs6 {
-            let nh = intern(NextHop6 { kind: NhKind6::Connected, port: PortId(p as u8), mtu: 0 }, &mut nexthops);
+            let nh = intern(NextHop6 { kind: NhKind6::Connected, port: PortId(p as u8), mtu: 0 });
             routes.push((Prefix6::truncate(addr, len), nh, RouteOrigin::Connected));
         }
     }
@@ -816,18 +822,18 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
                 NextHop6 { kind: NhKind6::Connected, port, mtu: 0 }
             }
         };
-        let nh = intern(nh, &mut nexthops);
+        let nh = intern(nh);
         routes.push((prefix, nh, RouteOrigin::Static));
     }
     for (p, spec) in ports.iter().enumerate() {
         for &(addr, _) in &spec.addrs6 {
-            let nh = intern(NextHop6 { kind: NhKind6::Local, port: PortId(p as u8), mtu: 0 }, &mut nexthops);
+            let nh = intern(NextHop6 { kind: NhKind6::Local, port: PortId(p as u8), mtu: 0 });
             routes.push((Prefix6::truncate(addr, 128), nh, RouteOrigin::Local));
         }
     }
     let fib_routes: Vec<(Prefix6, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
     let fib = Fib6::build_advised(&fib_routes, advise)?;
-    Ok(Tables6 { fib, nexthops, routes, groups: Vec::new() })
+    Ok(Tables6 { fib, nexthops: interner.nexthops, routes, groups: Vec::new() })
 }
 
 #[cfg(test)]
