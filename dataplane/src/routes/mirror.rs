@@ -430,67 +430,73 @@ impl Mirror {
                 }
                 Applied::Changed
             }
-            Event::Address { add, ifindex, addr, len } => {
-                let Some(p) = self.port_of(ifindex) else {
-                    // Not a port's: its routes arrive by themselves; a removal may take
-                    // routes with it silently.
-                    return if add || addr.is_ipv6() { Applied::Unchanged } else { Applied::Resync };
-                };
-                let spec = &mut self.ports[p.index()].1;
-                // A notification that changes nothing here (a flag, such as the end of
-                // duplicate address detection) leaves the tables alone.
-                let before = (spec.addrs.clone(), spec.addrs6.clone(), spec.link_local);
-                match addr {
-                    IpAddr::V4(a) => {
-                        spec.addrs.retain(|x| x.0 != a);
-                        if add {
-                            spec.addrs.push((a, len));
-                        } else {
-                            return Applied::Resync;
-                        }
-                    }
-                    IpAddr::V6(a) if crate::l3::tables::is_link_local6(&a) => {
-                        spec.link_local = if add { Some(a) } else { None };
-                    }
-                    IpAddr::V6(a) => {
-                        spec.addrs6.retain(|x| x.0 != a);
-                        if add {
-                            spec.addrs6.push((a, len));
-                        }
-                    }
+            Event::Address { add, ifindex, addr, len } => self.address(add, ifindex, addr, len),
+            Event::Link { ifindex, up, mtu, mac } => self.link(ifindex, up, mtu, mac),
+        }
+    }
+
+    /// An address added to or removed from interface `ifindex`.
+    fn address(&mut self, add: bool, ifindex: u32, addr: IpAddr, len: u8) -> Applied {
+        let Some(p) = self.port_of(ifindex) else {
+            // Not a port's: its routes arrive by themselves; a removal may take
+            // routes with it silently.
+            return if add || addr.is_ipv6() { Applied::Unchanged } else { Applied::Resync };
+        };
+        let spec = &mut self.ports[p.index()].1;
+        // A notification that changes nothing here (a flag, such as the end of
+        // duplicate address detection) leaves the tables alone.
+        let before = (spec.addrs.clone(), spec.addrs6.clone(), spec.link_local);
+        match addr {
+            IpAddr::V4(a) => {
+                spec.addrs.retain(|x| x.0 != a);
+                if add {
+                    spec.addrs.push((a, len));
+                } else {
+                    return Applied::Resync;
                 }
-                let mut after = (spec.addrs.clone(), spec.addrs6.clone(), spec.link_local);
-                let mut was = before;
-                for v in [&mut was, &mut after] {
-                    v.0.sort();
-                    v.1.sort();
+            }
+            IpAddr::V6(a) if crate::l3::tables::is_link_local6(&a) => {
+                spec.link_local = if add { Some(a) } else { None };
+            }
+            IpAddr::V6(a) => {
+                spec.addrs6.retain(|x| x.0 != a);
+                if add {
+                    spec.addrs6.push((a, len));
                 }
-                if was == after {
-                    return Applied::Unchanged;
-                }
+            }
+        }
+        let mut after = (spec.addrs.clone(), spec.addrs6.clone(), spec.link_local);
+        let mut was = before;
+        for v in [&mut was, &mut after] {
+            v.0.sort();
+            v.1.sort();
+        }
+        if was == after {
+            return Applied::Unchanged;
+        }
+        self.dirty.all = true;
+        Applied::Changed
+    }
+
+    /// Interface `ifindex`'s state: up or down, its MTU and its MAC.
+    fn link(&mut self, ifindex: u32, up: bool, mtu: u32, mac: Option<crate::wire::MacAddr>) -> Applied {
+        let was = self.up.insert(ifindex, up);
+        let mut changed = Applied::Unchanged;
+        if let Some(p) = self.port_of(ifindex) {
+            // A port's MTU or MAC changed at run time: the tables take it (the source
+            // MAC of what leaves, the destination MAC that arrives for the box).
+            let spec = &mut self.ports[p.index()].1;
+            let mac = mac.unwrap_or(spec.mac);
+            if (spec.mtu, spec.mac) != (mtu, mac) {
+                (spec.mtu, spec.mac) = (mtu, mac);
                 self.dirty.all = true;
-                Applied::Changed
+                changed = Applied::Changed;
             }
-            Event::Link { ifindex, up, mtu, mac } => {
-                let was = self.up.insert(ifindex, up);
-                let mut changed = Applied::Unchanged;
-                if let Some(p) = self.port_of(ifindex) {
-                    // A port's MTU or MAC changed at run time: the tables take it (the source
-                    // MAC of what leaves, the destination MAC that arrives for the box).
-                    let spec = &mut self.ports[p.index()].1;
-                    let mac = mac.unwrap_or(spec.mac);
-                    if (spec.mtu, spec.mac) != (mtu, mac) {
-                        (spec.mtu, spec.mac) = (mtu, mac);
-                        self.dirty.all = true;
-                        changed = Applied::Changed;
-                    }
-                }
-                match was {
-                    // Going down flushes its routes; coming up restores some: silently.
-                    Some(w) if w != up => Applied::Resync,
-                    _ => changed,
-                }
-            }
+        }
+        match was {
+            // Going down flushes its routes; coming up restores some: silently.
+            Some(w) if w != up => Applied::Resync,
+            _ => changed,
         }
     }
 

@@ -25,8 +25,8 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHopFlags, RouteType,
-    RouteVia,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHop, RouteNextHopFlags,
+    RouteType, RouteVia,
 };
 use netlink_packet_route::rule::{RuleAttribute, RuleMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
@@ -506,35 +506,11 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
             _ => {}
         }
     }
-    let paths_of = |gw: Option<RouteAddress>, oif: u32, weight: u16, out: &mut Vec<(Option<IpAddr>, u32, u16)>| {
-        let gw = match gw {
-            Some(RouteAddress::Inet(a)) => Some(IpAddr::V4(a)),
-            Some(RouteAddress::Inet6(a)) => Some(IpAddr::V6(a)),
-            _ => None,
-        };
-        out.push((gw, oif, weight));
-    };
     let mut raw = Vec::new();
     if let Some(m) = multipath {
-        for hop in m {
-            unsupported |= hop.attributes.iter().any(|a| match a {
-                RouteAttribute::Encap(_) | RouteAttribute::EncapType(_) => true,
-                RouteAttribute::Via(v) => via(v.clone()).is_none(),
-                _ => false,
-            });
-            // A dead path (its interface down) is not used; the route lives on by the others.
-            if hop.flags.contains(RouteNextHopFlags::Dead) {
-                continue;
-            }
-            let g = hop.attributes.iter().find_map(|a| match a {
-                RouteAttribute::Gateway(g) => Some(g.clone()),
-                RouteAttribute::Via(v) => via(v.clone()),
-                _ => None,
-            });
-            paths_of(g, hop.interface_index, u16::from(hop.hops) + 1, &mut raw);
-        }
+        unsupported |= multipath_paths(m, &mut raw);
     } else if (oif != 0 || gw.is_some()) && !rflags.contains(RouteFlags::Dead) {
-        paths_of(gw, oif, 1, &mut raw);
+        raw.push((gateway_ip(gw), oif, 1));
     }
     let replace = flags & NLM_F_REPLACE != 0;
     // What both families' routes carry; the paths whose gateways the route's family can use
@@ -550,14 +526,6 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
         mtu,
         unsupported,
     };
-    fn of_family<A>(raw: &[(Option<IpAddr>, u32, u16)], pick: impl Fn(IpAddr) -> Option<A>) -> Vec<KernelPath<A>> {
-        raw.iter()
-            .filter_map(|&(g, ifindex, weight)| match g {
-                None => Some(KernelPath { gw: None, ifindex, weight }),
-                Some(g) => pick(g).map(|a| KernelPath { gw: Some(a), ifindex, weight }),
-            })
-            .collect()
-    }
     match (address_family, dst) {
         (AddressFamily::Inet, d @ (Some(RouteAddress::Inet(_)) | None)) => {
             let addr = match d {
@@ -581,6 +549,52 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
         }
         _ => None,
     }
+}
+
+/// A path as a route message gives it: gateway, interface, weight.
+type RawPath = (Option<IpAddr>, u32, u16);
+
+/// A gateway as an IP address (`None`: on link, or not an IP address).
+fn gateway_ip(gw: Option<RouteAddress>) -> Option<IpAddr> {
+    match gw {
+        Some(RouteAddress::Inet(a)) => Some(IpAddr::V4(a)),
+        Some(RouteAddress::Inet6(a)) => Some(IpAddr::V6(a)),
+        _ => None,
+    }
+}
+
+/// The live paths of a multipath route (`RTA_MULTIPATH`), appended to `raw`; whether any path
+/// is one xfwd cannot forward (an encapsulation, a gateway that is no IP address).
+fn multipath_paths(hops: Vec<RouteNextHop>, raw: &mut Vec<RawPath>) -> bool {
+    let mut unsupported = false;
+    for hop in hops {
+        unsupported |= hop.attributes.iter().any(|a| match a {
+            RouteAttribute::Encap(_) | RouteAttribute::EncapType(_) => true,
+            RouteAttribute::Via(v) => via(v.clone()).is_none(),
+            _ => false,
+        });
+        // A dead path (its interface down) is not used; the route lives on by the others.
+        if hop.flags.contains(RouteNextHopFlags::Dead) {
+            continue;
+        }
+        let g = hop.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Gateway(g) => Some(g.clone()),
+            RouteAttribute::Via(v) => via(v.clone()),
+            _ => None,
+        });
+        raw.push((gateway_ip(g), hop.interface_index, u16::from(hop.hops) + 1));
+    }
+    unsupported
+}
+
+/// The paths of `raw` whose gateways the family can use (`pick`), and the paths on link.
+fn of_family<A>(raw: &[RawPath], pick: impl Fn(IpAddr) -> Option<A>) -> Vec<KernelPath<A>> {
+    raw.iter()
+        .filter_map(|&(g, ifindex, weight)| match g {
+            None => Some(KernelPath { gw: None, ifindex, weight }),
+            Some(g) => pick(g).map(|a| KernelPath { gw: Some(a), ifindex, weight }),
+        })
+        .collect()
 }
 
 /// What a route message says besides its destination and paths.
