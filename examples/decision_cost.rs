@@ -43,134 +43,140 @@ fn main() {
     // A third argument `pipeline` runs the batches as the worker does, with its prefetch stage.
     let prefetch = args.next().as_deref() == Some("pipeline");
     match what.as_str() {
-        "bridge" => {
-            let fdb = Fdb::new(8192, 300);
-            for i in 0..4096 {
-                fdb.learn(mac(i), PortId((i % 2) as u8), Seconds(1));
-            }
-            let frames: Vec<([u8; 64], PortId)> = (0..4096u32)
-                .map(|i| {
-                    let mut f = [0u8; 64];
-                    let mut eth = EthernetFrame::new_checked(&mut f[..]).expect("64 bytes hold a header");
-                    eth.set_dst(mac(((i * 7 + 1) % 4096) | 1));
-                    eth.set_src(mac(i & !1));
-                    eth.set_ethertype(ETHERTYPE_IPV4);
-                    (f, PortId(0))
-                })
-                .collect();
-            let mut done = 0;
-            while done < n {
-                let at = done % frames.len();
-                let batch = &frames[at..(at + 64).min(frames.len())];
-                if prefetch {
-                    bridge_pipeline(batch, &fdb);
-                } else {
-                    bridge_batch(batch, &fdb);
-                }
-                done += 64;
-            }
-            println!("bridge: {done} frames");
-        }
-        "router6" => {
-            let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
-            let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
-            let ports = vec![
-                port("eth5", eth5, &["2001:2:0:10::2/64"]),
-                port("eth4", MacAddr([2, 0, 0, 0, 4, 4]), &["2001:2:0:30::1/64"]),
-            ];
-            let gws: Vec<Ipv6Addr> = (0..16).map(|i| Ipv6Addr::new(0x2001, 2, 0, 0x30, 0, 0, 0, 0x10 + i)).collect();
-            // 100,000 /48s under 2001:db8::/32's neighbour 2400::/12, as the IPv4 case's /24s.
-            let statics: Vec<(Prefix6, RouteTarget6)> = (0..100_000u32)
-                .map(|i| {
-                    let a = Ipv6Addr::from((0x2400u128 << 112) | (u128::from(i) << 80));
-                    (Prefix6::truncate(a, 48), RouteTarget6::Via { gw: gws[(i % 16) as usize], dev: None })
-                })
-                .collect();
-            let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
-            let neighbors = NeighborTable6::new6(64);
-            // IPv4's table, which no IPv6 decision reads.
-            let neighbors4 = NeighborTable::new(8);
-            for (i, g) in gws.iter().enumerate() {
-                neighbors
-                    .insert(xfwd_dataplane::l3::Key6::global(*g), MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true)
-                    .unwrap();
-            }
-            let mut st = RouterState::new(0, 1);
-            st.fit(&t);
-            let mut scratch = [0u8; SCRATCH_LEN];
-            let template: Vec<Vec<u8>> = (0..4096u32)
-                .map(|i| {
-                    let dst = Ipv6Addr::from((0x2400u128 << 112) | (u128::from((i * 24 + 7) % 100_000) << 80) | 9);
-                    let mut v = Vec::new();
-                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
-                        .ipv6(ip6("2001:2:0:10::1").octets(), dst.octets(), 64)
-                        .udp(1024, 9)
-                        .write(&mut v, &[0u8; 18])
-                        .unwrap();
-                    v
-                })
-                .collect();
-            let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
-            let mut done = 0;
-            while done < n {
-                for (k, f) in batch.iter_mut().enumerate() {
-                    f.copy_from_slice(&template[(done + k) % template.len()]);
-                }
-                router6_batch(&mut batch, &t, (&neighbors4, &neighbors), &mut st, &mut scratch);
-                done += 64;
-            }
-            println!("router6: {done} frames");
-        }
-        _ => {
-            let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
-            let ports = reference_ports();
-            let gws: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
-            let statics: Vec<(Prefix, RouteTarget)> = (0..100_000u32)
-                .map(|i| {
-                    (
-                        Prefix::truncate(Ipv4Addr::from(0x0b00_0000 + (i << 8)), 24),
-                        RouteTarget::Via(gws[(i % 16) as usize]),
-                    )
-                })
-                .collect();
-            let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();
-            let neighbors = NeighborTable::new(64);
-            let neighbors6 = NeighborTable6::new6(8);
-            for (i, g) in gws.iter().enumerate() {
-                neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
-            }
-            let mut st = RouterState::new(0, 1);
-            st.fit(&t);
-            let mut scratch = [0u8; SCRATCH_LEN];
-            let template: Vec<Vec<u8>> = (0..4096u32)
-                .map(|i| {
-                    let mut v = Vec::new();
-                    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
-                        .ipv4([198, 18, 10, 1], Ipv4Addr::from(0x0b00_0000 + ((i * 24 + 7) << 8) + 9).octets(), 64)
-                        .udp(1024, 9)
-                        .write(&mut v, &[0u8; 18])
-                        .unwrap();
-                    v
-                })
-                .collect();
-            let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
-            let mut done = 0;
-            while done < n {
-                for (k, f) in batch.iter_mut().enumerate() {
-                    // Restore TTL and checksum for the next pass (two bytes each).
-                    let src = &template[(done + k) % template.len()];
-                    f.copy_from_slice(src);
-                }
-                if prefetch {
-                    router_pipeline(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
-                } else {
-                    router_batch(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
-                }
-                done += 64;
-            }
-            println!("router: {done} frames");
-        }
+        "bridge" => bridge(n, prefetch),
+        "router6" => router6(n),
+        _ => router(n, prefetch),
     }
+}
+
+/// `N` frames through the bridge decision, in batches of 64 over a 4,096-MAC FDB.
+fn bridge(n: usize, prefetch: bool) {
+    let fdb = Fdb::new(8192, 300);
+    for i in 0..4096 {
+        fdb.learn(mac(i), PortId((i % 2) as u8), Seconds(1));
+    }
+    let frames: Vec<([u8; 64], PortId)> = (0..4096u32)
+        .map(|i| {
+            let mut f = [0u8; 64];
+            let mut eth = EthernetFrame::new_checked(&mut f[..]).expect("64 bytes hold a header");
+            eth.set_dst(mac(((i * 7 + 1) % 4096) | 1));
+            eth.set_src(mac(i & !1));
+            eth.set_ethertype(ETHERTYPE_IPV4);
+            (f, PortId(0))
+        })
+        .collect();
+    let mut done = 0;
+    while done < n {
+        let at = done % frames.len();
+        let batch = &frames[at..(at + 64).min(frames.len())];
+        if prefetch {
+            bridge_pipeline(batch, &fdb);
+        } else {
+            bridge_batch(batch, &fdb);
+        }
+        done += 64;
+    }
+    println!("bridge: {done} frames");
+}
+
+/// `N` frames through the IPv6 router decision: 100,000 /48s through 16 resolved gateways.
+fn router6(n: usize) {
+    let ip6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
+    let ports = vec![
+        port("eth5", eth5, &["2001:2:0:10::2/64"]),
+        port("eth4", MacAddr([2, 0, 0, 0, 4, 4]), &["2001:2:0:30::1/64"]),
+    ];
+    let gws: Vec<Ipv6Addr> = (0..16).map(|i| Ipv6Addr::new(0x2001, 2, 0, 0x30, 0, 0, 0, 0x10 + i)).collect();
+    // 100,000 /48s under 2001:db8::/32's neighbour 2400::/12, as the IPv4 case's /24s.
+    let statics: Vec<(Prefix6, RouteTarget6)> = (0..100_000u32)
+        .map(|i| {
+            let a = Ipv6Addr::from((0x2400u128 << 112) | (u128::from(i) << 80));
+            (Prefix6::truncate(a, 48), RouteTarget6::Via { gw: gws[(i % 16) as usize], dev: None })
+        })
+        .collect();
+    let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
+    let neighbors = NeighborTable6::new6(64);
+    // IPv4's table, which no IPv6 decision reads.
+    let neighbors4 = NeighborTable::new(8);
+    for (i, g) in gws.iter().enumerate() {
+        neighbors
+            .insert(xfwd_dataplane::l3::Key6::global(*g), MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true)
+            .unwrap();
+    }
+    let mut st = RouterState::new(0, 1);
+    st.fit(&t);
+    let mut scratch = [0u8; SCRATCH_LEN];
+    let template: Vec<Vec<u8>> = (0..4096u32)
+        .map(|i| {
+            let dst = Ipv6Addr::from((0x2400u128 << 112) | (u128::from((i * 24 + 7) % 100_000) << 80) | 9);
+            let mut v = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
+                .ipv6(ip6("2001:2:0:10::1").octets(), dst.octets(), 64)
+                .udp(1024, 9)
+                .write(&mut v, &[0u8; 18])
+                .unwrap();
+            v
+        })
+        .collect();
+    let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
+    let mut done = 0;
+    while done < n {
+        for (k, f) in batch.iter_mut().enumerate() {
+            f.copy_from_slice(&template[(done + k) % template.len()]);
+        }
+        router6_batch(&mut batch, &t, (&neighbors4, &neighbors), &mut st, &mut scratch);
+        done += 64;
+    }
+    println!("router6: {done} frames");
+}
+
+/// `N` frames through the IPv4 router decision: 100,000 /24s through 16 resolved gateways.
+fn router(n: usize, prefetch: bool) {
+    let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
+    let ports = reference_ports();
+    let gws: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
+    let statics: Vec<(Prefix, RouteTarget)> = (0..100_000u32)
+        .map(|i| {
+            (Prefix::truncate(Ipv4Addr::from(0x0b00_0000 + (i << 8)), 24), RouteTarget::Via(gws[(i % 16) as usize]))
+        })
+        .collect();
+    let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();
+    let neighbors = NeighborTable::new(64);
+    let neighbors6 = NeighborTable6::new6(8);
+    for (i, g) in gws.iter().enumerate() {
+        neighbors.insert(*g, MacAddr([2, 0, 0, 0, 9, i as u8]), PortId(1), true).unwrap();
+    }
+    let mut st = RouterState::new(0, 1);
+    st.fit(&t);
+    let mut scratch = [0u8; SCRATCH_LEN];
+    let template: Vec<Vec<u8>> = (0..4096u32)
+        .map(|i| {
+            let mut v = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], eth5.0)
+                .ipv4([198, 18, 10, 1], Ipv4Addr::from(0x0b00_0000 + ((i * 24 + 7) << 8) + 9).octets(), 64)
+                .udp(1024, 9)
+                .write(&mut v, &[0u8; 18])
+                .unwrap();
+            v
+        })
+        .collect();
+    let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
+    let mut done = 0;
+    while done < n {
+        for (k, f) in batch.iter_mut().enumerate() {
+            // Restore TTL and checksum for the next pass (two bytes each).
+            let src = &template[(done + k) % template.len()];
+            f.copy_from_slice(src);
+        }
+        if prefetch {
+            router_pipeline(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
+        } else {
+            router_batch(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
+        }
+        done += 64;
+    }
+    println!("router: {done} frames");
 }
 
 /// One batch of the IPv6 router decision (`--toggle-collect='decision_cost::router6_batch'`).
