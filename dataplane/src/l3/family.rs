@@ -168,10 +168,12 @@ pub fn arrived<F: IpFamily>(frame: &[u8], t: &RouterTables, ingress: PortId) -> 
 #[inline(always)]
 pub fn route<F: IpFamily>(frame: &mut [u8], env: &mut ErrorEnv<'_>, h: Header<F::Addr>) -> Action {
     let t = env.tables;
+    // The next hops before the lookup: IPv6's are behind the Arc its FIB is behind too, and
+    // this order reads it once (callgrind: 4 instructions a frame).
+    let (nexthops, groups) = F::nexthops(t);
     let Some(mut idx) = F::lookup(t, h.dst) else {
         return F::error(frame, env, F::NO_ROUTE);
     };
-    let (nexthops, groups) = F::nexthops(t);
     let mut nh = &nexthops[usize::from(idx.0)];
     if let Some((first, len)) = nh.group() {
         // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
