@@ -119,15 +119,8 @@ fn router6(n: usize) {
             v
         })
         .collect();
-    let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
-    let mut done = 0;
-    while done < n {
-        for (k, f) in batch.iter_mut().enumerate() {
-            f.copy_from_slice(&template[(done + k) % template.len()]);
-        }
-        router6_batch(&mut batch, &t, (&neighbors4, &neighbors), &mut st, &mut scratch);
-        done += 64;
-    }
+    let done =
+        batches(n, &template, |batch| router6_batch(batch, &t, (&neighbors4, &neighbors), &mut st, &mut scratch));
     println!("router6: {done} frames");
 }
 
@@ -161,22 +154,29 @@ fn router(n: usize, prefetch: bool) {
             v
         })
         .collect();
+    let done = batches(n, &template, |batch| {
+        if prefetch {
+            router_pipeline(batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
+        } else {
+            router_batch(batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
+        }
+    });
+    println!("router: {done} frames");
+}
+
+/// Runs `n` frames of `template` through `decide`, 64 at a time, each a fresh copy (the
+/// decisions rewrite TTL, checksum and MACs in place); the frames run.
+fn batches(n: usize, template: &[Vec<u8>], mut decide: impl FnMut(&mut [Vec<u8>])) -> usize {
     let mut batch: Vec<Vec<u8>> = template[..64].to_vec();
     let mut done = 0;
     while done < n {
         for (k, f) in batch.iter_mut().enumerate() {
-            // Restore TTL and checksum for the next pass (two bytes each).
-            let src = &template[(done + k) % template.len()];
-            f.copy_from_slice(src);
+            f.copy_from_slice(&template[(done + k) % template.len()]);
         }
-        if prefetch {
-            router_pipeline(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
-        } else {
-            router_batch(&mut batch, &t, (&neighbors, &neighbors6), &mut st, &mut scratch);
-        }
+        decide(&mut batch);
         done += 64;
     }
-    println!("router: {done} frames");
+    done
 }
 
 /// One batch of the IPv6 router decision (`--toggle-collect='decision_cost::router6_batch'`).
