@@ -3,14 +3,15 @@
 //!
 //! Where a frame goes: a worker takes it from its RX ring and hands it to
 //! `io::worker::decide` (`RouterDecide`), which picks the family by EtherType and calls
-//! [`super::decide`] (IPv4, in [`super::router`]) or [`super::decide6`] (IPv6, in
-//! [`super::router6`]). Each runs three steps: [`arrived`] here (the frame is for the ingress
-//! port's MAC, of the family's EtherType), its own header checks (IPv4's checksum and options,
-//! IPv6's jumbograms, each family's martians), then [`route`] here (the FIB lookup, the
-//! equal-cost pick, the TTL or hop limit, the scope, the egress MTU, the gateway-MAC cache,
-//! the MAC rewrite and the trim). The [`Action`] goes back to the worker, which puts the frame
-//! on the egress port's TX ring, sends the answer built in the scratch buffer, gleans the frame
-//! to the neighbour resolver or drops it, and counts each by its [`Action`] and [`Reason`].
+//! [`decide`] for [`super::V4`] or [`super::V6`]. The decision has three steps: [`arrived`]
+//! here (the frame is for the ingress port's MAC, of the family's EtherType), the family's
+//! header ([`IpFamily::decide`]: IPv4's checksum and options in [`super::router`], IPv6's
+//! jumbograms in [`super::router6`], each family's martians), then [`route`] here (the FIB
+//! lookup, the equal-cost pick, the TTL or hop limit, the scope, the egress MTU, the
+//! gateway-MAC cache, the MAC rewrite and the trim). The [`Action`] goes back to the worker,
+//! which puts the frame on the egress port's TX ring, sends the answer built in the scratch
+//! buffer, gleans the frame to the neighbour resolver or drops it, and counts each by its
+//! [`Action`] and [`Reason`].
 //!
 //! Why [`IpFamily`] has this shape: it is the list of the points where the families part past
 //! the header, and no more. IPv4 routes have broadcast next hops and IPv6 gateways (RFC 5549),
@@ -20,16 +21,18 @@
 //! Packet Too Big in IPv6 ([`IpFamily::too_big`]); the TTL carries a checksum and the hop
 //! limit none ([`IpFamily::decrement`]); IPv6 keys link-local neighbours by port
 //! ([`IpFamily::resolve`]); and each has its ICMP ([`IpFamily::error`]). The families are
-//! types with no values and every method is `#[inline(always)]`, so that [`route`] is compiled
-//! once per family with nothing of the trait left at run time.
+//! types with no values and every method a forwarded frame goes through is
+//! `#[inline(always)]`, so that [`route`] is compiled once per family with nothing of the
+//! trait left at run time.
 //!
-//! The header is not a trait method: a method returning the header's fields or the frame's
-//! fate (`Result<Header, Action>`) kept them in memory, and cost the IPv4 forward path 9
-//! instructions a frame and IPv6's 33 (callgrind, `examples/decision_cost.rs`); each family's
-//! `decide` checks its header in line and hands [`route`] a [`Header`] by value, which stays in
-//! registers. For the same reason [`IpFamily::neighbor`] answers an `Option` and the rare next
-//! hops that do not forward go to [`IpFamily::not_forwarded`]. The alternative to a trait, one
-//! enum over both families' headers and next hops, would branch on the family at every step.
+//! The header's fields go to [`route`] by value, from inside [`IpFamily::decide`], rather
+//! than back to a caller: a method that returned them or the frame's fate
+//! (`Result<Header, Action>`) kept them in memory, and cost the IPv4 forward path 9
+//! instructions a frame and IPv6's 33 (callgrind, `examples/decision_cost.rs`); passed on,
+//! they stay in registers. Likewise [`IpFamily::neighbor`] answers a small `Option`, and the
+//! rare next hops that do not forward go to [`IpFamily::not_forwarded`]. The
+//! alternative to a trait, one enum over both families' headers and next hops, would branch
+//! on the family at every step.
 
 use core::net::IpAddr;
 
