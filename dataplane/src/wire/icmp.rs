@@ -1,17 +1,8 @@
 //! ICMP messages (RFC 792) that the router sends or inspects: echo, and the error messages
 //! Destination Unreachable and Time Exceeded.
 
+use super::icmp_field as field;
 use super::{checksum, Error};
-
-mod field {
-    use core::ops::{Range, RangeFrom};
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Range<usize> = 2..4;
-    /// The "rest of header" word: identifier and sequence number, the next-hop MTU, or unused.
-    pub const REST: Range<usize> = 4..8;
-    pub const PAYLOAD: RangeFrom<usize> = 8..;
-}
 
 /// Echo Reply.
 pub const ECHO_REPLY: u8 = 0;
@@ -57,48 +48,14 @@ pub struct IcmpPacket<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+icmp_view!(IcmpPacket);
+
 impl<T: AsRef<[u8]>> IcmpPacket<T> {
-    /// Wraps `buffer` (the whole ICMP message) after checking it holds a header.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let len = buffer.as_ref().len();
-        if len < HEADER_LEN {
-            return Err(Error::Truncated { len, need: HEADER_LEN });
-        }
-        Ok(IcmpPacket { buffer })
-    }
-
-    /// Message type.
-    #[inline]
-    pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[field::TYPE]
-    }
-
-    /// Message code.
-    #[inline]
-    pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[field::CODE]
-    }
-
     /// Checksum field.
     #[inline]
     pub fn checksum(&self) -> u16 {
         let b = &self.buffer.as_ref()[field::CHECKSUM];
         u16::from_be_bytes([b[0], b[1]])
-    }
-
-    /// The word after the checksum (identifier and sequence of an echo, the next-hop MTU of
-    /// Fragmentation Needed).
-    #[inline]
-    pub fn rest(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::REST];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-    }
-
-    /// What follows the header: echo data, or the datagram an error quotes.
-    #[inline]
-    pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PAYLOAD]
     }
 
     /// Whether the message is an error (RFC 1812 4.3.2.7: never answer an error with an error).
@@ -125,17 +82,6 @@ impl<T: AsRef<[u8]>> IcmpPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> IcmpPacket<T> {
-    /// Turns an echo request into an echo reply in place, updating the checksum incrementally.
-    pub fn echo_request_to_reply(&mut self) {
-        let b = self.buffer.as_mut();
-        let old = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
-        b[field::TYPE] = ECHO_REPLY;
-        let new = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
-        let c = &b[field::CHECKSUM];
-        let hc = u16::from_be_bytes([c[0], c[1]]);
-        b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
-    }
-
     /// Writes an error header (type, code, `rest` word) and computes the checksum over the
     /// whole buffer, which must already hold the quoted datagram after the header.
     pub fn write_error(&mut self, msg_type: u8, code: u8, rest: u32) {
@@ -146,13 +92,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> IcmpPacket<T> {
         b[field::REST].copy_from_slice(&rest.to_be_bytes());
         let c = checksum::checksum(b);
         b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
-    }
-
-    /// What follows the header, writable (where an error's quote is copied before
-    /// [`IcmpPacket::write_error`] sums it).
-    #[inline]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PAYLOAD]
     }
 }
 

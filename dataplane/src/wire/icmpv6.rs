@@ -12,14 +12,8 @@ use core::net::Ipv6Addr;
 use super::{checksum, ipv6, Error, MacAddr};
 
 mod field {
-    use core::ops::{Range, RangeFrom};
-    pub const TYPE: usize = 0;
-    pub const CODE: usize = 1;
-    pub const CHECKSUM: Range<usize> = 2..4;
-    /// Identifier and sequence of an echo, the MTU of Packet Too Big, the pointer of Parameter
-    /// Problem, the flags of a Neighbor Advertisement.
-    pub const REST: Range<usize> = 4..8;
-    pub const PAYLOAD: RangeFrom<usize> = 8..;
+    pub use super::super::icmp_field::*;
+    use core::ops::Range;
     /// The target address of a solicitation or advertisement.
     pub const TARGET: Range<usize> = 8..24;
     /// Where their options start.
@@ -107,42 +101,9 @@ pub struct Icmpv6Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+icmp_view!(Icmpv6Packet);
+
 impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
-    /// Wraps `buffer` (the whole ICMPv6 message) after checking it holds a header.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let len = buffer.as_ref().len();
-        if len < HEADER_LEN {
-            return Err(Error::Truncated { len, need: HEADER_LEN });
-        }
-        Ok(Icmpv6Packet { buffer })
-    }
-
-    /// Message type.
-    #[inline]
-    pub fn msg_type(&self) -> u8 {
-        self.buffer.as_ref()[field::TYPE]
-    }
-
-    /// Message code.
-    #[inline]
-    pub fn code(&self) -> u8 {
-        self.buffer.as_ref()[field::CODE]
-    }
-
-    /// The word after the checksum.
-    #[inline]
-    pub fn rest(&self) -> u32 {
-        let b = &self.buffer.as_ref()[field::REST];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-    }
-
-    /// What follows the header: echo data, the packet an error quotes, a target and options.
-    #[inline]
-    pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::PAYLOAD]
-    }
-
     /// Whether the message is an error.
     #[inline]
     pub fn is_error(&self) -> bool {
@@ -175,24 +136,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmpv6Packet<T> {
         let acc = ipv6::pseudo_header_sum(src, dst, b.len() as u32, ipv6::NEXT_HEADER_ICMPV6);
         let c = !checksum::fold(acc + u64::from(checksum::sum(b)));
         b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
-    }
-
-    /// Turns an echo request into an echo reply in place, updating the checksum incrementally
-    /// (the pseudo-header sum does not change when the addresses swap).
-    pub fn echo_request_to_reply(&mut self) {
-        let b = self.buffer.as_mut();
-        let old = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
-        b[field::TYPE] = ECHO_REPLY;
-        let new = u16::from_be_bytes([b[field::TYPE], b[field::CODE]]);
-        let c = &b[field::CHECKSUM];
-        let hc = u16::from_be_bytes([c[0], c[1]]);
-        b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
-    }
-
-    /// What follows the header, writable.
-    #[inline]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::PAYLOAD]
     }
 }
 
