@@ -504,7 +504,7 @@ pub fn render(r: &Report, routes: RouteCounts) -> Vec<u8> {
 fn route_counts(view: &LiveView) -> RouteCounts {
     view.router.as_ref().map(|r| {
         let t = r.tables.load();
-        (t.routes.len(), t.v6.routes.len())
+        (t.v4.routes.len(), t.v6.routes.len())
     })
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use xfwd_dataplane::io::{LiveView, PortInfo, PortReport, Report};
 use xfwd_dataplane::l2::FdbEntry;
-use xfwd_dataplane::l3::tables::{NextHop6, NhKind6, RouteOrigin, Special};
+use xfwd_dataplane::l3::tables::{FamilyTables, NextHop6, NhKind6, RouteOrigin, Special};
 use xfwd_dataplane::l3::{NextHop, NhKind};
 use xfwd_dataplane::load::{self, LoopTotals};
 
@@ -306,6 +306,25 @@ fn weights<T: PartialEq + Copy>(members: impl Iterator<Item = T>) -> Vec<(T, usi
     out
 }
 
+/// An equal-cost group's line, either family: `prefix`, then each member of the group
+/// `first..first + len` of `t`, as `hop` writes its next hop, with its weight.
+fn group_line<F, N, P: std::fmt::Display>(
+    prefix: &P,
+    t: &FamilyTables<F, N, P>,
+    (first, len): (u32, u16),
+    hop: impl Fn(&N) -> String,
+) -> String {
+    let members = t.groups[first as usize..first as usize + usize::from(len)].iter().map(|i| i.0);
+    let mut line = format!("{prefix}");
+    for (m, w) in weights(members) {
+        let _ = write!(line, " nexthop {}", hop(&t.nexthops[usize::from(m)]));
+        if w > 1 {
+            let _ = write!(line, " weight {w}");
+        }
+    }
+    line
+}
+
 /// `xfwd show routes`: every route, like `ip route` (local and broadcast ones marked); routes
 /// mirrored from the kernel say so, with their protocol and table.
 pub fn routes(view: &LiveView) -> String {
@@ -345,8 +364,8 @@ pub fn routes(view: &LiveView) -> String {
             _ => format!("dev {}", dev_of(h.port)),
         }
     };
-    for (prefix, nh, origin) in t.routes.iter() {
-        let h = &t.nexthops[usize::from(nh.0)];
+    for (prefix, nh, origin) in t.v4.routes.iter() {
+        let h = &t.v4.nexthops[usize::from(nh.0)];
         let dev = dev_of(h.port);
         let line = match (origin, h.kind) {
             (RouteOrigin::Local, _) => format!("local {} dev {dev}", prefix.addr()),
@@ -360,16 +379,7 @@ pub fn routes(view: &LiveView) -> String {
             (_, NhKind::Special(Special::Foreign)) => format!("{prefix} dev (not a port){}", suffix(origin, 0, true)),
             (_, NhKind::Special(k)) => format!("{}{prefix}{}", special(k), suffix(origin, 0, false)),
             (_, NhKind::Group { first, len }) => {
-                let members = t.groups[first as usize..first as usize + usize::from(len)].iter().map(|i| i.0);
-                let mut line = format!("{prefix}");
-                for (m, w) in weights(members) {
-                    let h = &t.nexthops[usize::from(m)];
-                    let _ = write!(line, " nexthop {}", v4(h));
-                    if w > 1 {
-                        let _ = write!(line, " weight {w}");
-                    }
-                }
-                line + &suffix(origin, 0, false)
+                group_line(prefix, &t.v4, (first, len), v4) + &suffix(origin, 0, false)
             }
             (RouteOrigin::Kernel { .. }, _) => {
                 format!("{prefix} {} src {}{}", v4(h), h.src, suffix(origin, h.mtu, false))
@@ -387,7 +397,7 @@ pub fn routes(view: &LiveView) -> String {
             _ => format!("dev {}", dev_of(h.port)),
         }
     };
-    for (prefix, nh, origin) in &t.v6.routes {
+    for (prefix, nh, origin) in t.v6.routes.iter() {
         let h = &t.v6.nexthops[usize::from(nh.0)];
         let dev = dev_of(h.port);
         let line = match (origin, h.kind) {
@@ -398,16 +408,7 @@ pub fn routes(view: &LiveView) -> String {
             (_, NhKind6::Special(Special::Foreign)) => format!("{prefix} dev (not a port){}", suffix(origin, 0, true)),
             (_, NhKind6::Special(k)) => format!("{}{prefix}{}", special(k), suffix(origin, 0, false)),
             (_, NhKind6::Group { first, len }) => {
-                let members = t.v6.groups[first as usize..first as usize + usize::from(len)].iter().map(|i| i.0);
-                let mut line = format!("{prefix}");
-                for (m, w) in weights(members) {
-                    let h = &t.v6.nexthops[usize::from(m)];
-                    let _ = write!(line, " nexthop {}", v6(h));
-                    if w > 1 {
-                        let _ = write!(line, " weight {w}");
-                    }
-                }
-                line + &suffix(origin, 0, false)
+                group_line(prefix, &t.v6, (first, len), v6) + &suffix(origin, 0, false)
             }
             (RouteOrigin::Kernel { .. }, _) => format!("{prefix} {}{}", v6(h), suffix(origin, h.mtu, false)),
             (_, NhKind6::Gateway(gw)) => format!("{prefix} via {gw} dev {dev}"),
@@ -420,8 +421,8 @@ pub fn routes(view: &LiveView) -> String {
     let _ = writeln!(
         s,
         "{} routes, FIB {} MiB; {} IPv6 routes, FIB {} MiB{from}",
-        t.routes.len(),
-        t.fib.memory() >> 20,
+        t.v4.routes.len(),
+        t.v4.fib.memory() >> 20,
         t.v6.routes.len(),
         t.v6.fib.memory() >> 20
     );

@@ -39,7 +39,7 @@ use core::net::IpAddr;
 use super::fib::NhIndex;
 use super::neighbors::{NeighborTable, NeighborTable6};
 use super::router::{ErrorEnv, RouterState};
-use super::tables::RouterTables;
+use super::tables::{FamilyTables, RouterTables};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::{ethernet, EthernetFrame, MacAddr};
@@ -78,6 +78,10 @@ pub trait IpFamily {
     type Addr: Copy;
     /// The family's next hops.
     type NextHop: Hop;
+    /// The family's FIB.
+    type Fib: 'static;
+    /// The family's prefixes (of its routes, for display).
+    type Prefix: 'static;
     /// An ICMP error of the family.
     type Error: Copy;
     /// The EtherType of its frames.
@@ -91,10 +95,10 @@ pub trait IpFamily {
     /// (whose Ethernet header [`arrived`] checked) and its addresses, then hands the fields
     /// [`route`] reads to it, by value.
     fn decide(frame: &mut [u8], env: &mut ErrorEnv<'_>) -> Action;
-    /// The FIB's next hop index for `dst`.
-    fn lookup(t: &RouterTables, dst: Self::Addr) -> Option<NhIndex>;
-    /// The next hops by index, and the members of the equal-cost groups.
-    fn nexthops(t: &RouterTables) -> (&[Self::NextHop], &[NhIndex]);
+    /// The family's part of `t`: its FIB, next hops, groups and routes.
+    fn tables(t: &RouterTables) -> &Family<Self>;
+    /// `fib`'s next hop index for `dst`.
+    fn lookup(fib: &Self::Fib, dst: Self::Addr) -> Option<NhIndex>;
     /// The neighbour a packet to `dst` goes to through `nh` (a plain next hop); `None` for a
     /// next hop that does not forward, which [`IpFamily::not_forwarded`] answers.
     fn neighbor(nh: &Self::NextHop, dst: Self::Addr) -> Option<Self::Addr>;
@@ -120,6 +124,9 @@ pub trait IpFamily {
     /// Answers `frame` with error `e`, or drops it.
     fn error(frame: &[u8], env: &mut ErrorEnv<'_>, e: Self::Error) -> Action;
 }
+
+/// The tables of family `F` ([`IpFamily::tables`]).
+pub type Family<F> = FamilyTables<<F as IpFamily>::Fib, <F as IpFamily>::NextHop, <F as IpFamily>::Prefix>;
 
 /// Decides the fate of `frame` of family `F` (`decide::<V4>`, `decide::<V6>`), received on
 /// `ingress` at `now_ms`: [`arrived`], the family's header ([`IpFamily::decide`]), then
@@ -171,17 +178,19 @@ pub fn arrived<F: IpFamily>(frame: &[u8], t: &RouterTables, ingress: PortId) -> 
 #[inline(always)]
 pub fn route<F: IpFamily>(frame: &mut [u8], env: &mut ErrorEnv<'_>, h: Header<F::Addr>) -> Action {
     let t = env.tables;
-    // The next hops before the lookup: IPv6's are behind the Arc its FIB is behind too, and
-    // this order reads it once (callgrind: 4 instructions a frame).
-    let (nexthops, groups) = F::nexthops(t);
-    let Some(mut idx) = F::lookup(t, h.dst) else {
+    // The next hops are read before the lookup, which keeps IPv6's from being read again
+    // after it, past its FIB's Arc (callgrind: 4 instructions a frame); the groups only for a
+    // group.
+    let ft = F::tables(t);
+    let nexthops = ft.nexthops.as_slice();
+    let Some(mut idx) = F::lookup(&ft.fib, h.dst) else {
         return F::error(frame, env, F::NO_ROUTE);
     };
     let mut nh = &nexthops[usize::from(idx.0)];
     if let Some((first, len)) = nh.group() {
         // Equal-cost paths: the flow's hash picks one, the same for every packet of the flow.
         let pick = first as usize + (ecmp_hash(frame) % u32::from(len.max(1))) as usize;
-        let Some(&member) = groups.get(pick) else {
+        let Some(&member) = ft.groups.get(pick) else {
             return Action::Drop(Reason::NoEgress);
         };
         idx = member;

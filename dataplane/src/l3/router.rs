@@ -36,9 +36,9 @@
 use core::net::{IpAddr, Ipv4Addr};
 
 use super::family::{route, send, GatewayCache, Header, IpFamily};
-use super::fib::NhIndex;
+use super::fib::{Fib, NhIndex, Prefix};
 use super::neighbors::{NeighborTable, NeighborTable6};
-use super::tables::{scope6, NextHop, NhKind, RouterTables, Special};
+use super::tables::{scope6, NextHop, NhKind, RouterTables, Special, Tables4};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4};
@@ -219,7 +219,7 @@ impl RouterState {
     /// the cache has room for, so it belongs where allocating is fine: when the state is made,
     /// and once per worker round (which is how a reload's tables reach it), never per frame.
     pub fn fit(&mut self, tables: &RouterTables) {
-        self.nh_cache.fit(tables.nexthops.len());
+        self.nh_cache.fit(tables.v4.nexthops.len());
         self.nh_cache6.fit(tables.v6.nexthops.len());
     }
 
@@ -296,7 +296,7 @@ fn check_options(options: &[u8]) -> Result<(), OptionFault> {
 #[inline]
 pub fn prefetch(frame: &[u8], t: &RouterTables) {
     if let Some(dst) = frame.get(ethernet::HEADER_LEN..).and_then(ipv4::peek_dst) {
-        t.fib.prefetch(dst);
+        t.v4.fib.prefetch(dst);
     }
 }
 
@@ -307,6 +307,8 @@ pub enum V4 {}
 impl IpFamily for V4 {
     type Addr = Ipv4Addr;
     type NextHop = NextHop;
+    type Fib = Fib;
+    type Prefix = Prefix;
     type Error = IcmpError;
     const ETHERTYPE: u16 = ETHERTYPE_IPV4;
     // No route is network unreachable (host unreachable is for a neighbour that never answers).
@@ -353,16 +355,15 @@ impl IpFamily for V4 {
         route::<V4>(frame, env, Header { src, dst, ttl, ip_len: total_len, dont_frag })
     }
 
-    /// The IPv4 FIB, next hops and groups are the tables' own fields (IPv6's are behind
-    /// [`RouterTables::v6`]).
+    /// The IPv4 half of the tables.
     #[inline(always)]
-    fn lookup(t: &RouterTables, dst: Ipv4Addr) -> Option<NhIndex> {
-        t.fib.lookup(dst)
+    fn tables(t: &RouterTables) -> &Tables4 {
+        &t.v4
     }
 
     #[inline(always)]
-    fn nexthops(t: &RouterTables) -> (&[NextHop], &[NhIndex]) {
-        (&t.nexthops, &t.groups)
+    fn lookup(fib: &Fib, dst: Ipv4Addr) -> Option<NhIndex> {
+        fib.lookup(dst)
     }
 
     /// A route through an IPv6 gateway (RFC 5549) goes to that gateway, which
@@ -1206,7 +1207,7 @@ mod tests {
         assert!(w.2.nh_cache.is_empty(), "the decision sized the cache");
         // Fitted (as the worker's next round does), the same gateway is cached.
         w.2.fit(&w.0);
-        assert_eq!(w.2.nh_cache.len(), w.0.nexthops.len());
+        assert_eq!(w.2.nh_cache.len(), w.0.v4.nexthops.len());
         let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
         assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
         assert_eq!(&f[0..6], &GW.0);

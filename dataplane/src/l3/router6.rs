@@ -34,12 +34,14 @@
 //! `net.ipv6.icmp.ratemask` exempts. Their flow label is zero (Linux's is a hash of the flow).
 
 use core::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
 
 use super::family::{route, send, Header, IpFamily};
 use super::fib::NhIndex;
+use super::fib6::{Fib6, Prefix6};
 use super::neighbors::NeighborTable6;
 use super::router::ErrorEnv;
-use super::tables::{is_link_local6, scope6, NextHop6, NhKind6, RouterTables, Special};
+use super::tables::{is_link_local6, scope6, NextHop6, NhKind6, RouterTables, Special, Tables6};
 use crate::action::Action;
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
@@ -150,6 +152,8 @@ impl IpFamily for V6 {
     const TTL_EXCEEDED: Icmp6Error = Icmp6Error::HOP_LIMIT;
     type Addr = Ipv6Addr;
     type NextHop = NextHop6;
+    type Fib = Arc<Fib6>;
+    type Prefix = Prefix6;
     type Error = Icmp6Error;
 
     /// IPv6's header: no checksum, no jumbogram; then the martians and the link-local
@@ -203,15 +207,15 @@ impl IpFamily for V6 {
         icmp6_error(frame, env, e)
     }
 
-    /// The IPv6 half of the tables, shared by tables whose IPv6 routes did not change.
+    /// The IPv6 half of the tables (its FIB shared by tables whose IPv6 routes did not change).
     #[inline(always)]
-    fn lookup(t: &RouterTables, dst: Ipv6Addr) -> Option<NhIndex> {
-        t.v6.fib.lookup(dst)
+    fn tables(t: &RouterTables) -> &Tables6 {
+        &t.v6
     }
 
     #[inline(always)]
-    fn nexthops(t: &RouterTables) -> (&[NextHop6], &[NhIndex]) {
-        (&t.v6.nexthops, &t.v6.groups)
+    fn lookup(fib: &Arc<Fib6>, dst: Ipv6Addr) -> Option<NhIndex> {
+        fib.lookup(dst)
     }
 
     /// A link-local source leaving by another port than it came in on.

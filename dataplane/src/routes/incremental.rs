@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::l3::fib::{Advice, Fib, NhIndex, Prefix};
 use crate::l3::tables::{
-    next_id, Interner4, Mirrored4, Mirrored6, PortSpec, RouteOrigin, RouterTables, Tables6, TablesError,
+    next_id, Interner4, Mirrored4, Mirrored6, PortSpec, RouteOrigin, RouterTables, Tables4, Tables6, TablesError,
 };
 
 /// What `show routes` lists: every IPv4 route with its next hop and origin.
@@ -44,7 +44,7 @@ pub struct Incremental {
     lag: Vec<Prefix>,
     /// Prefixes changed since the last publication.
     pending: Vec<Prefix>,
-    v6: Arc<Tables6>,
+    v6: Tables6,
     display: Arc<DisplayList>,
     icmp: (u32, u32),
     rfc1812_martians: bool,
@@ -58,15 +58,12 @@ pub struct Incremental {
     building: Option<(DisplayList, Option<Prefix>)>,
 }
 
-/// A copy of `t` whose FIB is allocated with `advise`.
+/// A copy of `t` whose IPv4 FIB is allocated with `advise` (the IPv6 FIB stays shared).
 fn fork(t: &RouterTables, advise: Advice) -> RouterTables {
     RouterTables {
-        fib: t.fib.copy_advised(advise),
-        nexthops: t.nexthops.clone(),
+        v4: t.v4.copy_advised(advise),
+        v6: t.v6.clone(),
         ports: t.ports.clone(),
-        routes: Arc::clone(&t.routes),
-        v6: Arc::clone(&t.v6),
-        groups: t.groups.clone(),
         icmp_rate: t.icmp_rate,
         icmp_burst: t.icmp_burst,
         rfc1812_martians: t.rfc1812_martians,
@@ -98,15 +95,18 @@ impl Incremental {
         }
         let list: Vec<(Prefix, NhIndex)> = routes.iter().map(|(p, (nh, _))| (*p, *nh)).collect();
         let fib = Fib::build_advised(&list, advise)?;
-        let v6 = Arc::clone(&RouterTables::build_mirrored(ports.clone(), &[], routes6, advise)?.v6);
+        let v6 = RouterTables::build_mirrored(ports.clone(), &[], routes6, advise)?.v6;
         let display = Arc::new(routes.iter().map(|(p, (nh, o))| (*p, *nh, *o)).collect());
-        let live = Arc::new(RouterTables {
+        let v4 = Tables4 {
             fib,
             nexthops: interner.nexthops.clone(),
-            ports: ports.clone(),
             routes: Arc::clone(&display),
-            v6: Arc::clone(&v6),
             groups: interner.groups.clone(),
+        };
+        let live = Arc::new(RouterTables {
+            v4,
+            v6: v6.clone(),
+            ports: ports.clone(),
             icmp_rate: icmp.0,
             icmp_burst: icmp.1,
             rfc1812_martians: false,
@@ -169,7 +169,7 @@ impl Incremental {
 
     /// The IPv6 routes are now `routes6`: their half is rebuilt.
     pub fn set6(&mut self, routes6: &[Mirrored6], advise: Advice) -> Result<(), TablesError> {
-        self.v6 = Arc::clone(&RouterTables::build_mirrored(self.ports.clone(), &[], routes6, advise)?.v6);
+        self.v6 = RouterTables::build_mirrored(self.ports.clone(), &[], routes6, advise)?.v6;
         Ok(())
     }
 
@@ -237,7 +237,7 @@ impl Incremental {
         let mut t = match spare {
             Some(mut t) => {
                 for p in &self.lag {
-                    t.fib.repaint(*p, &self.routes, |v| v.0)?;
+                    t.v4.fib.repaint(*p, &self.routes, |v| v.0)?;
                 }
                 t
             }
@@ -246,16 +246,17 @@ impl Incremental {
                 fork(&self.live, self.advise)
             }
         };
+        let v4 = &mut t.v4;
         for p in &self.pending {
-            t.fib.repaint(*p, &self.routes, |v| v.0)?;
+            v4.fib.repaint(*p, &self.routes, |v| v.0)?;
         }
         // Append-only: the spare's lists are a prefix of these.
-        let n = t.nexthops.len();
-        t.nexthops.extend_from_slice(&self.interner.nexthops[n..]);
-        let g = t.groups.len();
-        t.groups.extend_from_slice(&self.interner.groups[g..]);
-        t.v6 = Arc::clone(&self.v6);
-        t.routes = Arc::clone(&self.display);
+        let n = v4.nexthops.len();
+        v4.nexthops.extend_from_slice(&self.interner.nexthops[n..]);
+        let g = v4.groups.len();
+        v4.groups.extend_from_slice(&self.interner.groups[g..]);
+        v4.routes = Arc::clone(&self.display);
+        t.v6 = self.v6.clone();
         (t.icmp_rate, t.icmp_burst) = self.icmp;
         t.rfc1812_martians = self.rfc1812_martians;
         t.id = next_id();
@@ -330,12 +331,12 @@ mod tests {
                 let a = Ipv4Addr::from(0xc613_0000 | (next() as u32 & 0xffff));
                 assert_eq!(t.route(a), full.route(a), "{a} after batch {batch}");
             }
-            assert_eq!(t.routes.len(), 0, "the display list waits for a refresh");
+            assert_eq!(t.v4.routes.len(), 0, "the display list waits for a refresh");
         }
         assert!(inc.copies >= 10, "held tables were copied, not written: {}", inc.copies);
         inc.refresh_display();
         let t = inc.publish(true).unwrap().unwrap();
-        assert_eq!(t.routes.len(), want.len());
+        assert_eq!(t.v4.routes.len(), want.len());
         // A slice at a time, the same list.
         let mut steps = 0;
         while !inc.display_step(7) {
@@ -343,6 +344,6 @@ mod tests {
         }
         assert_eq!(steps, want.len() / 7);
         let t2 = inc.publish(true).unwrap().unwrap();
-        assert_eq!(*t2.routes, *t.routes);
+        assert_eq!(*t2.v4.routes, *t.v4.routes);
     }
 }
