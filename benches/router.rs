@@ -16,10 +16,10 @@ use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{Decide, RouterDecide};
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
 use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
-use xfwd_dataplane::l3::tables::RouteTarget6;
 use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{
-    decide, prefetch, prefetch6, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables, V4, V6,
+    decide, prefetch, prefetch6, NeighborTable, NeighborTable6, RouteTarget, RouteTarget4, RouteTarget6, RouterState,
+    RouterTables, V4, V6,
 };
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{Action, PortId};
@@ -128,8 +128,8 @@ fn bench_router(c: &mut Criterion) {
     let eth5 = xfwd_dataplane::l3::testing::ETH5;
     let ports = reference_ports();
     let gateways: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
-    let statics: Vec<(Prefix, RouteTarget)> =
-        table.iter().enumerate().map(|(i, p)| (*p, RouteTarget::Via(gateways[i % 16]))).collect();
+    let statics: Vec<(Prefix, RouteTarget4)> =
+        table.iter().enumerate().map(|(i, p)| (*p, RouteTarget::via(gateways[i % 16]))).collect();
     let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();
     let neighbors = NeighborTable::new(64);
     let neighbors6 = NeighborTable6::new6(8);
@@ -212,7 +212,7 @@ fn bench_router6(c: &mut Criterion) {
     let ports = vec![port("eth5", eth5, &["2001:2:0:10::2/64"]), port("eth4", eth4, &["2001:2:0:30::1/64"])];
     let gateways: Vec<Ipv6Addr> = (0..16).map(|i| Ipv6Addr::new(0x2001, 2, 0, 0x30, 0, 0, 0, 0x10 + i)).collect();
     let statics: Vec<(Prefix6, RouteTarget6)> =
-        table.iter().enumerate().map(|(i, p)| (*p, RouteTarget6::Via { gw: gateways[i % 16], dev: None })).collect();
+        table.iter().enumerate().map(|(i, p)| (*p, RouteTarget::via(gateways[i % 16]))).collect();
     let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
     let neighbors = NeighborTable6::new6(64);
     // IPv4's table, which no IPv6 decision reads.

@@ -21,10 +21,10 @@ use xfwd_dataplane::action::SCRATCH_LEN;
 use xfwd_dataplane::io::memory::advise_huge_pages;
 use xfwd_dataplane::io::worker::{BridgeDecide, Decide, RouterDecide};
 use xfwd_dataplane::l2::{self, Fdb};
-use xfwd_dataplane::l3::tables::RouteTarget6;
 use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{
-    self, NeighborTable, NeighborTable6, Prefix, Prefix6, RouteTarget, RouterState, RouterTables,
+    self, NeighborTable, NeighborTable6, Prefix, Prefix6, RouteTarget, RouteTarget4, RouteTarget6, RouterState,
+    RouterTables,
 };
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::ethernet::ETHERTYPE_IPV4;
@@ -92,7 +92,7 @@ fn router6(n: usize) {
     let statics: Vec<(Prefix6, RouteTarget6)> = (0..100_000u32)
         .map(|i| {
             let a = Ipv6Addr::from((0x2400u128 << 112) | (u128::from(i) << 80));
-            (Prefix6::truncate(a, 48), RouteTarget6::Via { gw: gws[(i % 16) as usize], dev: None })
+            (Prefix6::truncate(a, 48), RouteTarget::via(gws[(i % 16) as usize]))
         })
         .collect();
     let t = RouterTables::build_dual(ports, &[], &statics, advise_huge_pages).unwrap();
@@ -129,9 +129,9 @@ fn router(n: usize, prefetch: bool) {
     let eth5 = MacAddr([2, 0, 0, 0, 5, 5]);
     let ports = reference_ports();
     let gws: Vec<Ipv4Addr> = (0..16).map(|i| Ipv4Addr::new(198, 18, 30, 10 + i)).collect();
-    let statics: Vec<(Prefix, RouteTarget)> = (0..100_000u32)
+    let statics: Vec<(Prefix, RouteTarget4)> = (0..100_000u32)
         .map(|i| {
-            (Prefix::truncate(Ipv4Addr::from(0x0b00_0000 + (i << 8)), 24), RouteTarget::Via(gws[(i % 16) as usize]))
+            (Prefix::truncate(Ipv4Addr::from(0x0b00_0000 + (i << 8)), 24), RouteTarget::via(gws[(i % 16) as usize]))
         })
         .collect();
     let t = RouterTables::build_advised(ports, &statics, advise_huge_pages).unwrap();

@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use xfwd_config::router::RouterConfig;
-use xfwd_dataplane::l3::tables::RouteTarget6;
 use xfwd_dataplane::l3::RouteTarget;
 
 /// Where the previous `ip_forward` is kept for the undo, per configuration file.
@@ -99,43 +98,19 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
             undo.push(format!("addr del {a}/{l} dev {}", i.name));
         }
     }
-    for (prefix, target) in &c.routes {
-        let (add, del) = match target {
-            RouteTarget::Via(gw) => (format!("route add {prefix} via {gw}"), format!("route del {prefix} via {gw}")),
-            RouteTarget::Via6 { gw, dev: Some(port) } => {
-                let d = c.port_name(*port);
-                (
-                    format!("route add {prefix} via inet6 {gw} dev {d}"),
-                    format!("route del {prefix} via inet6 {gw} dev {d}"),
-                )
-            }
-            RouteTarget::Via6 { gw, dev: None } => {
-                (format!("route add {prefix} via inet6 {gw}"), format!("route del {prefix} via inet6 {gw}"))
-            }
-            RouteTarget::Dev(port) => {
-                let d = c.port_name(*port);
-                (format!("route add {prefix} dev {d}"), format!("route del {prefix} dev {d}"))
-            }
+    // An IPv4 route through an IPv6 gateway (RFC 5549) says so to `ip`: `via inet6`.
+    let v4 = c.routes.iter().map(|(p, t)| {
+        (p.to_string(), t.map_gw(|gw| if gw.is_ipv6() { format!("inet6 {gw}") } else { gw.to_string() }))
+    });
+    let v6 = c.routes6.iter().map(|(p, t)| (p.to_string(), t.map_gw(|gw| gw.to_string())));
+    for (prefix, target) in v4.chain(v6) {
+        let route = match target {
+            RouteTarget::Via { gw, dev: Some(port) } => format!("{prefix} via {gw} dev {}", c.port_name(port)),
+            RouteTarget::Via { gw, dev: None } => format!("{prefix} via {gw}"),
+            RouteTarget::Dev(port) => format!("{prefix} dev {}", c.port_name(port)),
         };
-        apply.push(add);
-        undo.push(del);
-    }
-    for (prefix, target) in &c.routes6 {
-        let (add, del) = match target {
-            RouteTarget6::Via { gw, dev: Some(port) } => {
-                let d = c.port_name(*port);
-                (format!("route add {prefix} via {gw} dev {d}"), format!("route del {prefix} via {gw} dev {d}"))
-            }
-            RouteTarget6::Via { gw, dev: None } => {
-                (format!("route add {prefix} via {gw}"), format!("route del {prefix} via {gw}"))
-            }
-            RouteTarget6::Dev(port) => {
-                let d = c.port_name(*port);
-                (format!("route add {prefix} dev {d}"), format!("route del {prefix} dev {d}"))
-            }
-        };
-        apply.push(add);
-        undo.push(del);
+        apply.push(format!("route add {route}"));
+        undo.push(format!("route del {route}"));
     }
     for (ip, mac) in &c.neighbors6 {
         if let Some(dev) = c

@@ -1,12 +1,13 @@
 //! Text for people: the periodic one-line-per-port stats, `xfwd show stats` and `show fdb`.
 
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use xfwd_dataplane::io::{LiveView, PortInfo, PortReport, Report};
 use xfwd_dataplane::l2::FdbEntry;
-use xfwd_dataplane::l3::tables::{FamilyTables, NextHop6, NhKind6, RouteOrigin, Special};
-use xfwd_dataplane::l3::{NextHop, NhKind};
+use xfwd_dataplane::l3::tables::{FamilyTables, NextHop4, NextHop6, NhKind6, RouteOrigin, Special};
+use xfwd_dataplane::l3::NhKind;
 use xfwd_dataplane::load::{self, LoopTotals};
 
 fn rate(now: u64, before: u64, dt: Duration) -> String {
@@ -357,10 +358,10 @@ pub fn routes(view: &LiveView) -> String {
         }
         x
     };
-    let v4 = |h: &NextHop| -> String {
+    let v4 = |h: &NextHop4| -> String {
         match h.kind {
-            NhKind::Gateway(gw) => format!("via {gw} dev {}", dev_of(h.port)),
-            NhKind::Gateway6(gw) => format!("via inet6 {gw} dev {}", dev_of(h.port)),
+            NhKind::Gateway(IpAddr::V4(gw)) => format!("via {gw} dev {}", dev_of(h.port)),
+            NhKind::Gateway(IpAddr::V6(gw)) => format!("via inet6 {gw} dev {}", dev_of(h.port)),
             _ => format!("dev {}", dev_of(h.port)),
         }
     };
@@ -384,8 +385,8 @@ pub fn routes(view: &LiveView) -> String {
             (RouteOrigin::Kernel { .. }, _) => {
                 format!("{prefix} {} src {}{}", v4(h), h.src, suffix(origin, h.mtu, false))
             }
-            (_, NhKind::Gateway(gw)) => format!("{prefix} via {gw} dev {dev} src {}", h.src),
-            (_, NhKind::Gateway6(gw)) => format!("{prefix} via inet6 {gw} dev {dev} src {}", h.src),
+            (_, NhKind::Gateway(IpAddr::V4(gw))) => format!("{prefix} via {gw} dev {dev} src {}", h.src),
+            (_, NhKind::Gateway(IpAddr::V6(gw))) => format!("{prefix} via inet6 {gw} dev {dev} src {}", h.src),
             (RouteOrigin::Connected, _) => format!("{prefix} dev {dev} proto kernel scope link src {}", h.src),
             _ => format!("{prefix} dev {dev} src {}", h.src),
         };

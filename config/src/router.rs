@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -20,7 +20,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use xfwd_dataplane::io::settings::{Given, Layer, Opt, Origins, Source, WorkerOptions};
 use xfwd_dataplane::io::{FibSource, RouterLimits, RouterSetup};
-use xfwd_dataplane::l3::tables::{is_link_local6, RouteTarget6};
+use xfwd_dataplane::l3::tables::{is_link_local6, RouteTarget4, RouteTarget6};
 use xfwd_dataplane::l3::{Prefix, Prefix6, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
 use xfwd_dataplane::{PortId, MAX_PORTS};
@@ -95,7 +95,7 @@ pub struct RouterConfig {
     pub interfaces: Vec<Interface>,
     /// Static routes: the file's, then the routes file's. A `dev` is the port of its interface
     /// (its place in [`RouterConfig::interfaces`]), resolved and checked by the parser.
-    pub routes: Vec<(Prefix, RouteTarget)>,
+    pub routes: Vec<(Prefix, RouteTarget4)>,
     /// Static IPv6 routes, likewise.
     pub routes6: Vec<(Prefix6, RouteTarget6)>,
     /// Static neighbours.
@@ -414,7 +414,7 @@ type Subnets6 = Vec<(Prefix6, Ipv6Addr, String)>;
 /// given once, in the file or the routes file).
 #[derive(Default)]
 struct Routes {
-    v4: Vec<(Prefix, RouteTarget)>,
+    v4: Vec<(Prefix, RouteTarget4)>,
     v6: Vec<(Prefix6, RouteTarget6)>,
     seen: HashSet<Prefix>,
     seen6: HashSet<Prefix6>,
@@ -613,7 +613,7 @@ fn routes_of(
                     cx.err(span, m)
                 })?;
                 match target {
-                    RouteTarget6::Via { gw, dev } => RouteTarget::Via6 { gw, dev },
+                    RouteTarget6::Via { gw, dev } => RouteTarget::Via { gw: IpAddr::V6(gw), dev },
                     RouteTarget6::Dev(port) => RouteTarget::Dev(port),
                 }
             }
@@ -625,7 +625,7 @@ fn routes_of(
                 if let Some(why) = not_a_host(gw) {
                     return Err(cx.err(v.span(), format!("next hop {gw} {why}")));
                 }
-                RouteTarget::Via(gw)
+                RouteTarget::via(gw)
             }
             (None, Some(d)) => {
                 RouteTarget::Dev(port_of(interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
@@ -987,7 +987,7 @@ fn parse_routes(
                     err(n + 1, at.map_or(1, col_of), m)
                 })?;
                 match target {
-                    RouteTarget6::Via { gw, dev } => RouteTarget::Via6 { gw, dev },
+                    RouteTarget6::Via { gw, dev } => RouteTarget::Via { gw: IpAddr::V6(gw), dev },
                     RouteTarget6::Dev(port) => RouteTarget::Dev(port),
                 }
             }
@@ -1000,7 +1000,7 @@ fn parse_routes(
                 if let Some(why) = not_a_host(subnets, gw) {
                     return Err(err(n + 1, col_of(arg), format!("next hop {gw} {why}")));
                 }
-                RouteTarget::Via(gw)
+                RouteTarget::via(gw)
             }
             (None, Some(arg)) => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
             (Some(_), Some(d)) => {
@@ -1085,7 +1085,10 @@ interval = "50ms"
         assert_eq!(c.interfaces.len(), 2);
         assert_eq!(c.interfaces[0].addresses[1], ("192.168.11.2".parse().unwrap(), 24));
         assert_eq!(c.interfaces[1].name_pos, Pos { line: 7, col: 8 });
-        assert_eq!(c.routes[0], ("10.0.0.0/8".parse().unwrap(), RouteTarget::Via("192.168.30.2".parse().unwrap())));
+        assert_eq!(
+            c.routes[0],
+            ("10.0.0.0/8".parse().unwrap(), RouteTarget::via("192.168.30.2".parse::<Ipv4Addr>().unwrap()))
+        );
         assert_eq!(c.routes[1], ("172.16.0.0/12".parse().unwrap(), RouteTarget::Dev(PortId(0))));
         assert_eq!(c.neighbors, vec![("192.168.30.2".parse().unwrap(), "02:00:00:00:00:01".parse().unwrap())]);
         let (o, from) = WorkerOptions::merge(&[&c.options]);
@@ -1184,7 +1187,7 @@ interval = "50ms"
         assert_eq!(
             s.routes,
             [
-                ("10.0.0.0/8".parse().unwrap(), RouteTarget::Via("192.168.30.2".parse().unwrap())),
+                ("10.0.0.0/8".parse().unwrap(), RouteTarget::via("192.168.30.2".parse::<Ipv4Addr>().unwrap())),
                 ("172.16.0.0/12".parse().unwrap(), RouteTarget::Dev(PortId(0))),
                 ("198.51.100.0/24".parse().unwrap(), RouteTarget::Dev(PortId(1))),
             ]
@@ -1249,7 +1252,7 @@ interval = "50ms"
         assert_eq!(
             c.routes,
             [
-                ("10.1.0.0/16".parse().unwrap(), RouteTarget::Via("192.168.10.1".parse().unwrap())),
+                ("10.1.0.0/16".parse().unwrap(), RouteTarget::via("192.168.10.1".parse::<Ipv4Addr>().unwrap())),
                 ("10.2.0.0/16".parse().unwrap(), RouteTarget::Dev(PortId(1))),
             ]
         );
@@ -1393,9 +1396,12 @@ mac = "02:00:00:00:00:02"
         };
         let c = with("prefix = \"198.51.100.0/24\"\nvia = \"fe80::9\"\ndev = \"eth4\"\n").unwrap();
         let gw = "fe80::9".parse().unwrap();
-        assert_eq!(c.routes, [("198.51.100.0/24".parse().unwrap(), RouteTarget::Via6 { gw, dev: Some(PortId(1)) })]);
+        assert_eq!(
+            c.routes,
+            [("198.51.100.0/24".parse().unwrap(), RouteTarget::Via { gw: IpAddr::V6(gw), dev: Some(PortId(1)) })]
+        );
         let c = with("prefix = \"198.51.100.0/24\"\nvia = \"2001:2:0:30::2\"\n").unwrap();
-        assert_eq!(c.routes[0].1, RouteTarget::Via6 { gw: "2001:2:0:30::2".parse().unwrap(), dev: None });
+        assert_eq!(c.routes[0].1, RouteTarget::Via { gw: IpAddr::V6("2001:2:0:30::2".parse().unwrap()), dev: None });
         let e = with("prefix = \"198.51.100.0/24\"\nvia = \"fe80::9\"\n").unwrap_err();
         assert!(e.message.contains("is link-local: say which interface it is on with `dev`"), "{e}");
         assert_eq!(e.col, 7, "at the via: {e}");
@@ -1405,7 +1411,7 @@ mac = "02:00:00:00:00:02"
         assert!(e.message.contains("only an IPv6 `via` goes with a `dev`"), "{e}");
         // The same in a routes file, each refusal at its word.
         let c = dual("198.51.100.0/24 via fe80::9 dev eth4\n198.51.101.0/24 dev eth4 via 2001:2:0:30::2\n").unwrap();
-        let via6 = |a: &str, dev| RouteTarget::Via6 { gw: a.parse().unwrap(), dev };
+        let via6 = |a: &str, dev| RouteTarget::Via { gw: IpAddr::V6(a.parse().unwrap()), dev };
         let targets: Vec<_> = c.routes.iter().map(|(_, t)| *t).collect();
         assert_eq!(targets, [via6("fe80::9", Some(PortId(1))), via6("2001:2:0:30::2", Some(PortId(1)))]);
         let e = dual("198.51.100.0/24 via fe80::9\n").unwrap_err();

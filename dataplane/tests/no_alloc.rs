@@ -80,8 +80,8 @@ fn udp(dst: &str, ttl: u8) -> ([u8; 128], usize) {
 fn router() -> (RouterTables, NeighborTable) {
     let ports = reference_ports();
     let routes = [
-        ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
-        ("198.20.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.3"))),
+        ("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2"))),
+        ("198.20.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.3"))),
     ];
     let t = RouterTables::build(ports, &routes).unwrap();
     let n = NeighborTable::new(64);

@@ -2,7 +2,7 @@
 //! time, so the fuzzer gets past the first check), with real tables.
 #![no_main]
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
@@ -25,11 +25,11 @@ fn world() -> &'static (RouterTables, NeighborTable, NeighborTable6) {
             PortSpec { mtu: 1400, ..port("eth4", MACS[1], &["198.18.30.1/24"]) },
         ];
         let routes = [
-            ("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
+            ("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2"))),
             ("10.0.0.0/8".parse().unwrap(), RouteTarget::Dev(PortId(0))),
             // Through IPv6 gateways (RFC 5549): one resolved, one not.
-            ("172.16.0.0/16".parse().unwrap(), RouteTarget::Via6 { gw: ll("fe80::2"), dev: Some(PortId(1)) }),
-            ("172.17.0.0/16".parse().unwrap(), RouteTarget::Via6 { gw: ll("fe80::3"), dev: Some(PortId(1)) }),
+            ("172.16.0.0/16".parse().unwrap(), RouteTarget::Via { gw: IpAddr::V6(ll("fe80::2")), dev: Some(PortId(1)) }),
+            ("172.17.0.0/16".parse().unwrap(), RouteTarget::Via { gw: IpAddr::V6(ll("fe80::3")), dev: Some(PortId(1)) }),
         ];
         let t = RouterTables::build(ports, &routes).unwrap();
         let n = NeighborTable::new(64);

@@ -6,8 +6,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use super::port::PortError;
 use super::settings::{Refusal, WorkerOptions};
 use super::xdp::XdpError;
-use crate::l3::tables::RouteTarget6;
-use crate::l3::{Prefix, Prefix6, RouteTarget};
+use crate::l3::tables::{RouteTarget4, RouteTarget6};
+use crate::l3::{Prefix, Prefix6};
 use crate::wire::MacAddr;
 
 /// What to start.
@@ -45,7 +45,7 @@ pub struct RouterSetup {
     /// Each port's link-local address where it is configured (else the kernel's is used).
     pub link_locals: Vec<Option<Ipv6Addr>>,
     /// Static routes.
-    pub routes: Vec<(Prefix, RouteTarget)>,
+    pub routes: Vec<(Prefix, RouteTarget4)>,
     /// Static IPv6 routes.
     pub routes6: Vec<(Prefix6, RouteTarget6)>,
     /// Static neighbours.

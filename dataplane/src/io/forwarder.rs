@@ -11,8 +11,8 @@ use super::memory::advise_huge_pages;
 use super::options::XdpMode;
 use super::view::{LiveView, Report};
 use super::xdp::XdpProgram;
-use crate::l3::tables::RouteTarget6;
-use crate::l3::{PortSpec, Prefix, Prefix6, RouteTarget, RouterTables};
+use crate::l3::tables::{RouteTarget4, RouteTarget6};
+use crate::l3::{PortSpec, Prefix, Prefix6, RouterTables};
 use crate::resolve::thread::Control as ArpControl;
 use crate::wire::MacAddr;
 
@@ -63,7 +63,7 @@ impl Forwarder {
     /// next frame. On error nothing changes. A new neighbour table size needs a restart.
     pub fn reload_router(
         &self,
-        routes: &[(Prefix, RouteTarget)],
+        routes: &[(Prefix, RouteTarget4)],
         routes6: &[(Prefix6, RouteTarget6)],
         neighbors: Vec<(Ipv4Addr, MacAddr)>,
         neighbors6: Vec<(Ipv6Addr, MacAddr)>,

@@ -19,5 +19,6 @@ pub use neighbors::{Key6, Neighbor, NeighborTable, NeighborTable6};
 pub use router::{icmp_share, prefetch, RouterState, TokenBucket, V4};
 pub use router6::{prefetch6, V6};
 pub use tables::{
-    Mirrored4, Mirrored6, MirroredRoute, NextHop, NhKind, Path, PortSpec, RouteKind, RouteTarget, RouterTables, Special,
+    Mirrored4, Mirrored6, MirroredRoute, NextHop, NextHop4, NextHop6, NhKind, NhKind4, NhKind6, Path, PortSpec,
+    RouteKind, RouteTarget, RouteTarget4, RouteTarget6, RouterTables, Special,
 };

@@ -319,7 +319,7 @@ fn way_back(
         match back.kind {
             NhKind6::Connected => (back.port, src),
             NhKind6::Gateway(gw) => (back.port, gw),
-            NhKind6::Local | NhKind6::Special(_) | NhKind6::Group { .. } => return None,
+            NhKind6::Local | NhKind6::Broadcast | NhKind6::Special(_) | NhKind6::Group { .. } => return None,
         }
     };
     match neighbors.lookup(scope6(hop, port)) {

@@ -46,54 +46,6 @@ pub struct PortSpec {
     pub link_local: Option<Ipv6Addr>,
 }
 
-/// Where a static IPv6 route points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteTarget6 {
-    /// Through a gateway: a global one on a connected prefix, or a link-local one on `dev`
-    /// (which a link-local gateway needs).
-    Via {
-        /// The gateway.
-        gw: Ipv6Addr,
-        /// The port it is on, if given.
-        dev: Option<PortId>,
-    },
-    /// Straight out of a port (destinations are neighbours themselves).
-    Dev(PortId),
-}
-
-/// What an IPv6 next hop is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NhKind6 {
-    /// On-link: the destination itself is the neighbour.
-    Connected,
-    /// Through this gateway.
-    Gateway(Ipv6Addr),
-    /// One of the box's own addresses.
-    Local,
-    /// A route that is not forwarded: see [`Special`].
-    Special(Special),
-    /// Equal-cost paths: entries `first..first + len` of the IPv6
-    /// [`FamilyTables::groups`].
-    Group {
-        /// First member.
-        first: u32,
-        /// Members (weights repeat a path).
-        len: u16,
-    },
-}
-
-/// An IPv6 next hop: kind and egress port. (The source of an ICMPv6 error is chosen when it is
-/// sent, by [`RouterTables::source6`].)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NextHop6 {
-    /// What it is.
-    pub kind: NhKind6,
-    /// Egress port.
-    pub port: PortId,
-    /// The route's MTU where it sets one below the port's (0: the port's).
-    pub mtu: u32,
-}
-
 /// One family's part of the tables: its FIB, the next hops the FIB's indices name, the
 /// members of its equal-cost groups, and the routes it holds (see the module documentation).
 #[derive(Debug, Clone)]
@@ -110,7 +62,7 @@ pub struct FamilyTables<F, N, P> {
 }
 
 /// The IPv4 part of the tables.
-pub type Tables4 = FamilyTables<Fib, NextHop, Prefix>;
+pub type Tables4 = FamilyTables<Fib, NextHop4, Prefix>;
 
 /// The IPv6 part of the tables.
 pub type Tables6 = FamilyTables<Arc<Fib6>, NextHop6, Prefix6>;
@@ -146,41 +98,58 @@ pub fn unscope6(k: Key6) -> Ipv6Addr {
     k.addr
 }
 
-/// Where a static route points.
+/// Where a static route points, for gateways of type `G` ([`RouteTarget4`], [`RouteTarget6`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteTarget {
-    /// Through a gateway on a connected subnet.
-    Via(Ipv4Addr),
-    /// Through an IPv6 gateway (RFC 5549, as BGP unnumbered routes IPv4): a global one on a
-    /// connected IPv6 prefix, or a link-local one on `dev`. Its MAC comes from the IPv6
-    /// neighbour table.
-    Via6 {
+pub enum RouteTarget<G> {
+    /// Through a gateway: one on a connected subnet or prefix (of `dev`, if given), or a
+    /// link-local IPv6 one on `dev` (which a link-local gateway needs).
+    Via {
         /// The gateway.
-        gw: Ipv6Addr,
-        /// The port it is on, if given (a link-local gateway needs it).
+        gw: G,
+        /// The port it is on, if given.
         dev: Option<PortId>,
     },
     /// Straight out of a port (destinations are neighbours themselves).
     Dev(PortId),
 }
 
-/// What a next hop is.
+impl<G> RouteTarget<G> {
+    /// Through gateway `gw`, on whichever port's connected subnet or prefix holds it.
+    pub fn via(gw: impl Into<G>) -> RouteTarget<G> {
+        RouteTarget::Via { gw: gw.into(), dev: None }
+    }
+
+    /// The same target with its gateway mapped by `f` (e.g. to the text a tool takes).
+    pub fn map_gw<H>(&self, f: impl FnOnce(&G) -> H) -> RouteTarget<H> {
+        match self {
+            RouteTarget::Via { gw, dev } => RouteTarget::Via { gw: f(gw), dev: *dev },
+            RouteTarget::Dev(port) => RouteTarget::Dev(*port),
+        }
+    }
+}
+
+/// Where a static IPv4 route points: its gateway is an IPv4 address or, RFC 5549 (as BGP
+/// unnumbered routes IPv4), an IPv6 one, whose MAC comes from the IPv6 neighbour table.
+pub type RouteTarget4 = RouteTarget<IpAddr>;
+
+/// Where a static IPv6 route points.
+pub type RouteTarget6 = RouteTarget<Ipv6Addr>;
+
+/// What a next hop is, for gateways of type `G` ([`NhKind4`], [`NhKind6`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NhKind {
-    /// A connected subnet: the destination itself is the neighbour.
+pub enum NhKind<G> {
+    /// On link: the destination itself is the neighbour.
     Connected,
     /// Through this gateway.
-    Gateway(Ipv4Addr),
-    /// Through this IPv6 gateway (RFC 5549): the frame leaves with the MAC the IPv6
-    /// neighbour table has for it on the next hop's port.
-    Gateway6(Ipv6Addr),
+    Gateway(G),
     /// One of the box's own addresses.
     Local,
-    /// The broadcast address of a connected subnet.
+    /// The broadcast address of a connected subnet (IPv4 only: IPv6 has no broadcast).
     Broadcast,
     /// A route that is not forwarded: see [`Special`].
     Special(Special),
-    /// Equal-cost paths: entries `first..first + len` of the IPv4 [`FamilyTables::groups`].
+    /// Equal-cost paths: entries `first..first + len` of the family's
+    /// [`FamilyTables::groups`].
     Group {
         /// First member.
         first: u32,
@@ -188,6 +157,13 @@ pub enum NhKind {
         len: u16,
     },
 }
+
+/// What an IPv4 next hop is: its gateway an IPv4 address or, RFC 5549, an IPv6 one (the
+/// frame then leaves with the MAC the IPv6 neighbour table has for it on the next hop's port).
+pub type NhKind4 = NhKind<IpAddr>;
+
+/// What an IPv6 next hop is.
+pub type NhKind6 = NhKind<Ipv6Addr>;
 
 /// Routes that are not forwarded, as the kernel answers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -208,49 +184,48 @@ pub enum Special {
     Unsupported,
 }
 
-/// A next hop: kind, egress port, and the box address that ICMP errors about packets routed
-/// back through it come from (the address on that port whose subnet holds the gateway or the
-/// destination, as Linux picks it).
+/// A next hop: kind, egress port, the route's MTU, and `src`, what the family keeps for the
+/// ICMP errors about packets routed through it ([`NextHop4`], [`NextHop6`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NextHop {
+pub struct NextHop<G, S> {
     /// What it is.
-    pub kind: NhKind,
+    pub kind: NhKind<G>,
     /// Egress port.
     pub port: PortId,
-    /// Source address for ICMP sent through it.
-    pub src: Ipv4Addr,
+    /// IPv4: the box address ICMP errors about packets routed back through it come from (the
+    /// address on the port whose subnet holds the gateway or the destination, as Linux picks
+    /// it). IPv6: nothing; an ICMPv6 error's source is chosen when it is sent, by
+    /// [`RouterTables::source6`].
+    pub src: S,
     /// The route's MTU where it sets one below the port's (0: the port's).
     pub mtu: u32,
 }
 
-/// [`Hop`] for a next hop type whose kind has a `Group` variant: the two families' next hops
-/// answer the decision's shared steps the same way.
-macro_rules! hop {
-    ($next_hop:ident, $kind:ident) => {
-        impl Hop for $next_hop {
-            #[inline(always)]
-            fn group(&self) -> Option<(u32, u16)> {
-                match self.kind {
-                    $kind::Group { first, len } => Some((first, len)),
-                    _ => None,
-                }
-            }
+/// An IPv4 next hop.
+pub type NextHop4 = NextHop<IpAddr, Ipv4Addr>;
 
-            #[inline(always)]
-            fn port(&self) -> PortId {
-                self.port
-            }
+/// An IPv6 next hop.
+pub type NextHop6 = NextHop<Ipv6Addr, ()>;
 
-            #[inline(always)]
-            fn mtu(&self) -> u32 {
-                self.mtu
-            }
+impl<G: Copy, S: Copy> Hop for NextHop<G, S> {
+    #[inline(always)]
+    fn group(&self) -> Option<(u32, u16)> {
+        match self.kind {
+            NhKind::Group { first, len } => Some((first, len)),
+            _ => None,
         }
-    };
-}
+    }
 
-hop!(NextHop, NhKind);
-hop!(NextHop6, NhKind6);
+    #[inline(always)]
+    fn port(&self) -> PortId {
+        self.port
+    }
+
+    #[inline(always)]
+    fn mtu(&self) -> u32 {
+        self.mtu
+    }
+}
 
 /// Where a route came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,9 +326,9 @@ pub enum TablesError {
     /// An IPv6 gateway on no connected prefix.
     #[error("next hop {0} is not on any connected IPv6 prefix")]
     GatewayUnreachable6(Ipv6Addr),
-    /// An IPv6 gateway on a connected prefix of another port than the one given.
-    #[error("next hop {0} is not on a connected IPv6 prefix of the port given")]
-    GatewayNotOnDev(Ipv6Addr),
+    /// A gateway on a connected subnet or prefix of another port than the one given.
+    #[error("next hop {0} is not on a connected subnet or prefix of the port given")]
+    GatewayNotOnDev(IpAddr),
     /// A link-local gateway without the port it is on.
     #[error("link-local next hop {0} needs the port it is on (dev)")]
     LinkLocalNeedsDev(Ipv6Addr),
@@ -391,14 +366,14 @@ static TABLES_BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 impl RouterTables {
     /// Builds the tables: connected, local and broadcast routes from the ports' addresses, then
     /// the static routes (a static route for the same prefix as a connected one replaces it).
-    pub fn build(ports: Vec<PortSpec>, statics: &[(Prefix, RouteTarget)]) -> Result<RouterTables, TablesError> {
+    pub fn build(ports: Vec<PortSpec>, statics: &[(Prefix, RouteTarget4)]) -> Result<RouterTables, TablesError> {
         RouterTables::build_advised(ports, statics, no_advice)
     }
 
     /// [`RouterTables::build`], with `advise` given to [`Fib::build_advised`] for the FIB's memory.
     pub fn build_advised(
         ports: Vec<PortSpec>,
-        statics: &[(Prefix, RouteTarget)],
+        statics: &[(Prefix, RouteTarget4)],
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
         RouterTables::build_dual(ports, statics, &[], advise)
@@ -409,13 +384,13 @@ impl RouterTables {
     /// a connected one; the box's own addresses always win).
     pub fn build_dual(
         ports: Vec<PortSpec>,
-        statics: &[(Prefix, RouteTarget)],
+        statics: &[(Prefix, RouteTarget4)],
         statics6: &[(Prefix6, RouteTarget6)],
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
         let v6 = build6(&ports, statics6, advise)?;
         let mut interner = Interner4::new(&ports);
-        let mut intern = |nh: NextHop| interner.one(nh);
+        let mut intern = |nh: NextHop4| interner.one(nh);
         let mut routes = Vec::new();
         for (p, spec) in ports.iter().enumerate() {
             let port = PortId(p as u8);
@@ -438,18 +413,21 @@ impl RouterTables {
         }
         for &(prefix, target) in statics {
             let nh = match target {
-                RouteTarget::Via(gw) => {
+                RouteTarget::Via { gw: IpAddr::V4(gw), dev } => {
                     let (port, src) = connected_to(&ports, gw).ok_or(TablesError::GatewayUnreachable(gw))?;
-                    NextHop { kind: NhKind::Gateway(gw), port, src, mtu: 0 }
+                    if dev.is_some_and(|d| d != port) {
+                        return Err(TablesError::GatewayNotOnDev(gw.into()));
+                    }
+                    NextHop { kind: NhKind::Gateway(IpAddr::V4(gw)), port, src, mtu: 0 }
                 }
                 RouteTarget::Dev(port) => {
                     let spec = ports.get(port.index()).ok_or(TablesError::NoSuchPort(port.0))?;
                     let &(src, _) = spec.addrs.first().ok_or_else(|| TablesError::NoAddress(spec.name.clone()))?;
                     NextHop { kind: NhKind::Connected, port, src, mtu: 0 }
                 }
-                RouteTarget::Via6 { gw, dev } => {
+                RouteTarget::Via { gw: IpAddr::V6(gw), dev } => {
                     let port = port_of_gateway6(&ports, gw, dev)?;
-                    NextHop { kind: NhKind::Gateway6(gw), port, src: source_on(&ports, port), mtu: 0 }
+                    NextHop { kind: NhKind::Gateway(IpAddr::V6(gw)), port, src: source_on(&ports, port), mtu: 0 }
                 }
             };
             let nh = intern(nh);
@@ -563,7 +541,7 @@ impl RouterTables {
 
     /// The IPv4 next hop for `dst`, if routed ([`RouterTables::route_of`]).
     #[inline]
-    pub fn route(&self, dst: Ipv4Addr) -> Option<&NextHop> {
+    pub fn route(&self, dst: Ipv4Addr) -> Option<&NextHop4> {
         self.route_of::<V4>(dst)
     }
 
@@ -618,7 +596,7 @@ fn port_of_gateway6(ports: &[PortSpec], gw: Ipv6Addr, dev: Option<PortId>) -> Re
     } else {
         let on = connected_to6(ports, gw).ok_or(TablesError::GatewayUnreachable6(gw))?;
         if dev.is_some_and(|d| d != on) {
-            return Err(TablesError::GatewayNotOnDev(gw));
+            return Err(TablesError::GatewayNotOnDev(gw.into()));
         }
         on
     };
@@ -658,7 +636,7 @@ pub struct Interner<N> {
 }
 
 /// The IPv4 next hops of mirrored routes, interned.
-pub type Interner4 = Interner<NextHop>;
+pub type Interner4 = Interner<NextHop4>;
 
 impl<N: Copy + Eq + core::hash::Hash> Interner<N> {
     /// An empty one, `unused` at index 0 (the FIB's "no route").
@@ -711,7 +689,7 @@ impl<N: Copy + Eq + core::hash::Hash> Interner<N> {
     }
 }
 
-impl Interner<NextHop> {
+impl Interner<NextHop4> {
     /// An empty one for these ports.
     pub fn new(_ports: &[PortSpec]) -> Interner4 {
         Interner::starting_with(NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 })
@@ -735,14 +713,14 @@ impl Interner<NextHop> {
                 .map_or(any_src, |x| x.0)
         };
         let mtu = r.mtu;
-        let one = |p: &Path<IpAddr>| -> NextHop {
+        let one = |p: &Path<IpAddr>| -> NextHop4 {
             match (p.port, p.gw) {
                 (None, _) => NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 },
                 (Some(port), Some(IpAddr::V4(gw))) => {
-                    NextHop { kind: NhKind::Gateway(gw), port, src: src_for(port, gw), mtu }
+                    NextHop { kind: NhKind::Gateway(IpAddr::V4(gw)), port, src: src_for(port, gw), mtu }
                 }
                 (Some(port), Some(IpAddr::V6(gw))) => {
-                    NextHop { kind: NhKind::Gateway6(gw), port, src: source_on(ports, port), mtu }
+                    NextHop { kind: NhKind::Gateway(IpAddr::V6(gw)), port, src: source_on(ports, port), mtu }
                 }
                 (Some(port), None) => {
                     NextHop { kind: NhKind::Connected, port, src: src_for(port, r.prefix.addr()), mtu }
@@ -777,7 +755,7 @@ impl Interner<NextHop> {
 
 /// [`RouterTables::build_mirrored`]'s IPv6 half.
 fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Result<Tables6, TablesError> {
-    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 });
+    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), src: (), mtu: 0 });
     let mut routes = Vec::with_capacity(routes6.len());
     let mut order: Vec<&Mirrored6> = routes6.iter().collect();
     order.sort_by_key(|r| r.local_table);
@@ -788,18 +766,20 @@ fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Resul
         let mtu = r.mtu;
         let one = |p: &Path<Ipv6Addr>| -> NextHop6 {
             match (p.port, p.gw) {
-                (None, _) => NextHop6 { kind: NhKind6::Special(Special::Foreign), port: PortId(0), mtu: 0 },
-                (Some(port), Some(gw)) => NextHop6 { kind: NhKind6::Gateway(gw), port, mtu },
-                (Some(port), None) => NextHop6 { kind: NhKind6::Connected, port, mtu },
+                (None, _) => NextHop6 { kind: NhKind6::Special(Special::Foreign), port: PortId(0), src: (), mtu: 0 },
+                (Some(port), Some(gw)) => NextHop6 { kind: NhKind6::Gateway(gw), port, src: (), mtu },
+                (Some(port), None) => NextHop6 { kind: NhKind6::Connected, port, src: (), mtu },
             }
         };
         let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
         let nh = match r.kind {
             // IPv6 has no broadcast; the kernel's anycast routes come as Local.
             RouteKind::Local | RouteKind::Broadcast => {
-                interner.one(NextHop6 { kind: NhKind6::Local, port: first_port, mtu: 0 })
+                interner.one(NextHop6 { kind: NhKind6::Local, port: first_port, src: (), mtu: 0 })
             }
-            RouteKind::Special(k) => interner.one(NextHop6 { kind: NhKind6::Special(k), port: PortId(0), mtu: 0 }),
+            RouteKind::Special(k) => {
+                interner.one(NextHop6 { kind: NhKind6::Special(k), port: PortId(0), src: (), mtu: 0 })
+            }
             RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
                 Some(p) => interner.one(one(p)),
                 None => continue,
@@ -807,7 +787,7 @@ fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Resul
             RouteKind::Unicast => interner.group(
                 &r.paths,
                 |p| (one(p), p.weight),
-                |first, len| NextHop6 { kind: NhKind6::Group { first, len }, port: PortId(0), mtu: 0 },
+                |first, len| NextHop6 { kind: NhKind6::Group { first, len }, port: PortId(0), src: (), mtu: 0 },
             ),
         };
         routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
@@ -821,25 +801,25 @@ fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Resul
 /// The IPv6 tables: connected prefixes, static routes, then the box's addresses as /128s (a
 /// later duplicate wins in the FIB, so these stay above any static route).
 fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advice) -> Result<Tables6, TablesError> {
-    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), mtu: 0 });
+    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), src: (), mtu: 0 });
     let mut intern = |nh: NextHop6| interner.one(nh);
     let mut routes = Vec::new();
     for (p, spec) in ports.iter().enumerate() {
         for &(addr, len) in &spec.addrs6 {
-            let nh = intern(NextHop6 { kind: NhKind6::Connected, port: PortId(p as u8), mtu: 0 });
+            let nh = intern(NextHop6 { kind: NhKind6::Connected, port: PortId(p as u8), src: (), mtu: 0 });
             routes.push((Prefix6::truncate(addr, len), nh, RouteOrigin::Connected));
         }
     }
     for &(prefix, target) in statics {
         let nh = match target {
             RouteTarget6::Via { gw, dev } => {
-                NextHop6 { kind: NhKind6::Gateway(gw), port: port_of_gateway6(ports, gw, dev)?, mtu: 0 }
+                NextHop6 { kind: NhKind6::Gateway(gw), port: port_of_gateway6(ports, gw, dev)?, src: (), mtu: 0 }
             }
             RouteTarget6::Dev(port) => {
                 if port.index() >= ports.len() {
                     return Err(TablesError::NoSuchPort(port.0));
                 }
-                NextHop6 { kind: NhKind6::Connected, port, mtu: 0 }
+                NextHop6 { kind: NhKind6::Connected, port, src: (), mtu: 0 }
             }
         };
         let nh = intern(nh);
@@ -847,7 +827,7 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
     }
     for (p, spec) in ports.iter().enumerate() {
         for &(addr, _) in &spec.addrs6 {
-            let nh = intern(NextHop6 { kind: NhKind6::Local, port: PortId(p as u8), mtu: 0 });
+            let nh = intern(NextHop6 { kind: NhKind6::Local, port: PortId(p as u8), src: (), mtu: 0 });
             routes.push((Prefix6::truncate(addr, 128), nh, RouteOrigin::Local));
         }
     }
@@ -871,7 +851,7 @@ mod tests {
             port("eth5", ETH5, &["198.18.10.2/24", "198.18.11.2/24"]),
             port("eth4", ETH4, &["198.18.30.1/24", "198.18.31.1/24"]),
         ];
-        RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2")))]).unwrap()
+        RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2")))]).unwrap()
     }
 
     #[test]
@@ -885,7 +865,10 @@ mod tests {
         assert!(t.is_local(ip("198.18.11.2")));
         assert_eq!(t.route(ip("198.18.31.255")).unwrap().kind, NhKind::Broadcast);
         let nh = t.route(ip("198.19.4.4")).unwrap();
-        assert_eq!((nh.kind, nh.port, nh.src), (NhKind::Gateway(ip("198.18.30.2")), PortId(1), ip("198.18.30.1")));
+        assert_eq!(
+            (nh.kind, nh.port, nh.src),
+            (NhKind::Gateway(IpAddr::V4(ip("198.18.30.2"))), PortId(1), ip("198.18.30.1"))
+        );
         assert!(t.route(ip("203.0.113.1")).is_none());
         assert_eq!(t.local_addresses().len(), 4);
     }
@@ -919,16 +902,16 @@ mod tests {
         ];
         let t = RouterTables::build_dual(dual(), &[], &statics, no_advice).unwrap();
         let nh = |a: &str| t.route6(ip6(a)).copied();
-        assert_eq!(nh("2001:2:0:10::7"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(0), mtu: 0 }));
-        assert_eq!(nh("2001:2:0:30::1"), Some(NextHop6 { kind: NhKind6::Local, port: PortId(1), mtu: 0 }));
+        assert_eq!(nh("2001:2:0:10::7"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(0), src: (), mtu: 0 }));
+        assert_eq!(nh("2001:2:0:30::1"), Some(NextHop6 { kind: NhKind6::Local, port: PortId(1), src: (), mtu: 0 }));
         assert!(t.is_local6(ip6("2001:2:0:31::1")));
         assert!(!t.is_local6(ip6("fe80::4")), "link-local addresses are the kernel's");
         assert_eq!(nh("2001:2:100::1").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
         assert_eq!(
             nh("2001:2:200::1"),
-            Some(NextHop6 { kind: NhKind6::Gateway(ip6("fe80::99")), port: PortId(0), mtu: 0 })
+            Some(NextHop6 { kind: NhKind6::Gateway(ip6("fe80::99")), port: PortId(0), src: (), mtu: 0 })
         );
-        assert_eq!(nh("2001:2:300::1"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(1), mtu: 0 }));
+        assert_eq!(nh("2001:2:300::1"), Some(NextHop6 { kind: NhKind6::Connected, port: PortId(1), src: (), mtu: 0 }));
         assert_eq!(nh("2001:2:0:31::9").unwrap().kind, NhKind6::Gateway(ip6("2001:2:0:30::2")));
         assert_eq!(nh("2001:3::1"), None);
         // IPv4 untouched beside it.
@@ -941,7 +924,10 @@ mod tests {
         let e = |r: &[(Prefix6, RouteTarget6)]| RouterTables::build_dual(dual(), &[], r, no_advice).unwrap_err();
         assert_eq!(e(&via("2001:9::1", None)), TablesError::GatewayUnreachable6(ip6("2001:9::1")));
         assert_eq!(e(&via("fe80::1", None)), TablesError::LinkLocalNeedsDev(ip6("fe80::1")));
-        assert_eq!(e(&via("2001:2:0:30::2", Some(PortId(0)))), TablesError::GatewayNotOnDev(ip6("2001:2:0:30::2")));
+        assert_eq!(
+            e(&via("2001:2:0:30::2", Some(PortId(0)))),
+            TablesError::GatewayNotOnDev(ip6("2001:2:0:30::2").into())
+        );
         assert_eq!(e(&via("fe80::1", Some(PortId(7)))), TablesError::NoSuchPort(7));
         assert_eq!(
             e(&[("2001:2:100::/48".parse().unwrap(), RouteTarget6::Dev(PortId(9)))]),
@@ -951,16 +937,23 @@ mod tests {
 
     #[test]
     fn ipv4_routes_through_ipv6_gateways_are_checked_as_ipv6_gateways_are() {
-        let via6 = |gw: &str, dev| [("198.51.100.0/24".parse().unwrap(), RouteTarget::Via6 { gw: ip6(gw), dev })];
+        let via6 =
+            |gw: &str, dev| [("198.51.100.0/24".parse().unwrap(), RouteTarget::Via { gw: IpAddr::V6(ip6(gw)), dev })];
         let t = RouterTables::build_dual(dual(), &via6("fe80::9", Some(PortId(1))), &[], no_advice).unwrap();
         let nh = t.route(ip("198.51.100.7")).unwrap();
-        assert_eq!((nh.kind, nh.port, nh.src), (NhKind::Gateway6(ip6("fe80::9")), PortId(1), ip("198.18.30.1")));
+        assert_eq!(
+            (nh.kind, nh.port, nh.src),
+            (NhKind::Gateway(IpAddr::V6(ip6("fe80::9"))), PortId(1), ip("198.18.30.1"))
+        );
         let t = RouterTables::build_dual(dual(), &via6("2001:2:0:10::1", None), &[], no_advice).unwrap();
         assert_eq!(t.route(ip("198.51.100.7")).unwrap().port, PortId(0), "a global gateway's port is its prefix's");
-        let e = |r: &[(Prefix, RouteTarget)]| RouterTables::build_dual(dual(), r, &[], no_advice).unwrap_err();
+        let e = |r: &[(Prefix, RouteTarget4)]| RouterTables::build_dual(dual(), r, &[], no_advice).unwrap_err();
         assert_eq!(e(&via6("fe80::9", None)), TablesError::LinkLocalNeedsDev(ip6("fe80::9")));
         assert_eq!(e(&via6("2001:9::1", None)), TablesError::GatewayUnreachable6(ip6("2001:9::1")));
-        assert_eq!(e(&via6("2001:2:0:10::1", Some(PortId(1)))), TablesError::GatewayNotOnDev(ip6("2001:2:0:10::1")));
+        assert_eq!(
+            e(&via6("2001:2:0:10::1", Some(PortId(1)))),
+            TablesError::GatewayNotOnDev(ip6("2001:2:0:10::1").into())
+        );
     }
 
     #[test]
@@ -1001,7 +994,7 @@ mod tests {
     #[test]
     fn unreachable_gateways_are_refused() {
         let ports = reference().ports;
-        let e = RouterTables::build(ports, &[("10.0.0.0/8".parse().unwrap(), RouteTarget::Via(ip("192.0.2.1")))])
+        let e = RouterTables::build(ports, &[("10.0.0.0/8".parse().unwrap(), RouteTarget::via(ip("192.0.2.1")))])
             .unwrap_err();
         assert_eq!(e, TablesError::GatewayUnreachable(ip("192.0.2.1")));
     }
@@ -1012,12 +1005,12 @@ mod tests {
         let t = RouterTables::build(
             ports,
             &[
-                ("0.0.0.0/0".parse().unwrap(), RouteTarget::Via(ip("198.18.30.2"))),
+                ("0.0.0.0/0".parse().unwrap(), RouteTarget::via(ip("198.18.30.2"))),
                 ("198.18.30.1/32".parse().unwrap(), RouteTarget::Dev(PortId(0))),
             ],
         )
         .unwrap();
-        assert_eq!(t.route(ip("8.8.8.8")).unwrap().kind, NhKind::Gateway(ip("198.18.30.2")));
+        assert_eq!(t.route(ip("8.8.8.8")).unwrap().kind, NhKind::Gateway(IpAddr::V4(ip("198.18.30.2"))));
         assert_eq!(t.route(ip("198.18.30.1")).unwrap().kind, NhKind::Local);
     }
 }
