@@ -389,7 +389,7 @@ impl RouterTables {
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
         let v6 = build6(&ports, statics6, advise)?;
-        let mut interner = Interner4::new(&ports);
+        let mut interner = Interner4::new();
         let mut intern = |nh: NextHop4| interner.one(nh);
         let mut routes = Vec::new();
         for (p, spec) in ports.iter().enumerate() {
@@ -463,12 +463,12 @@ impl RouterTables {
         routes6: &[Mirrored6],
         advise: Advice,
     ) -> Result<RouterTables, TablesError> {
-        let mut interner = Interner4::new(&ports);
+        let mut interner = Interner4::new();
         let mut routes = Vec::with_capacity(routes4.len());
         let mut order: Vec<&Mirrored4> = routes4.iter().collect();
         order.sort_by_key(|r| r.local_table);
         for r in order {
-            if let Some(nh) = interner.route(&ports, r)? {
+            if let Some(nh) = interner.route(&ports, r, r.prefix.addr().into())? {
                 routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
             }
         }
@@ -638,6 +638,9 @@ pub struct Interner<N> {
 /// The IPv4 next hops of mirrored routes, interned.
 pub type Interner4 = Interner<NextHop4>;
 
+/// The IPv6 next hops of mirrored routes, interned.
+pub type Interner6 = Interner<NextHop6>;
+
 impl<N: Copy + Eq + core::hash::Hash> Interner<N> {
     /// An empty one, `unused` at index 0 (the FIB's "no route").
     fn starting_with(unused: N) -> Interner<N> {
@@ -689,55 +692,97 @@ impl<N: Copy + Eq + core::hash::Hash> Interner<N> {
     }
 }
 
-impl Interner<NextHop4> {
-    /// An empty one for these ports.
-    pub fn new(_ports: &[PortSpec]) -> Interner4 {
-        Interner::starting_with(NextHop { kind: NhKind::Local, port: PortId(0), src: Ipv4Addr::UNSPECIFIED, mtu: 0 })
+/// What the families' next hops differ in when a kernel route is interned: what they keep for
+/// ICMP errors ([`NextHop::src`]) and whether broadcast routes exist.
+pub trait HopSource: Copy + Eq + core::hash::Hash {
+    /// Whether the family has broadcast routes (IPv6 has none: a broadcast the kernel might
+    /// report is taken as one of the box's addresses, as its anycast routes are).
+    const BROADCAST: bool;
+    /// For a next hop out of `port` whose neighbour (gateway or destination) is `toward`.
+    fn toward(ports: &[PortSpec], port: PortId, toward: IpAddr) -> Self;
+    /// For a next hop that leaves by no port in particular (special routes, groups,
+    /// broadcasts, ports xfwd does not own).
+    fn any(ports: &[PortSpec]) -> Self;
+    /// For one of the box's own addresses, `addr`.
+    fn local(addr: IpAddr) -> Self;
+}
+
+/// IPv4 next hops keep the box address ICMP errors come from, as Linux picks it.
+impl HopSource for Ipv4Addr {
+    const BROADCAST: bool = true;
+
+    /// The address whose subnet on `port` holds `toward`, else the port's first, else any
+    /// port's; an IPv6 gateway's (RFC 5549): the port's first, else any port's.
+    fn toward(ports: &[PortSpec], port: PortId, toward: IpAddr) -> Ipv4Addr {
+        let IpAddr::V4(a) = toward else {
+            return source_on(ports, port);
+        };
+        ports[port.index()]
+            .addrs
+            .iter()
+            .filter(|&&(x, len)| Prefix::truncate(x, len).contains(a))
+            .max_by_key(|x| x.1)
+            .map_or_else(|| source_on(ports, port), |x| x.0)
     }
 
-    /// The next hop index of `r` through `ports` (`None`: a unicast route without a path).
-    pub fn route(&mut self, ports: &[PortSpec], r: &Mirrored4) -> Result<Option<NhIndex>, TablesError> {
+    fn any(ports: &[PortSpec]) -> Ipv4Addr {
+        ports.iter().flat_map(|p| p.addrs.first()).map(|a| a.0).next().unwrap_or(Ipv4Addr::UNSPECIFIED)
+    }
+
+    fn local(addr: IpAddr) -> Ipv4Addr {
+        match addr {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        }
+    }
+}
+
+/// IPv6 next hops keep nothing: an ICMPv6 error's source is chosen when it is sent.
+impl HopSource for () {
+    const BROADCAST: bool = false;
+
+    fn toward(_ports: &[PortSpec], _port: PortId, _toward: IpAddr) {}
+
+    fn any(_ports: &[PortSpec]) {}
+
+    fn local(_addr: IpAddr) {}
+}
+
+impl<G: Copy + Eq + core::hash::Hash + Into<IpAddr>, S: HopSource> Interner<NextHop<G, S>> {
+    /// An empty one.
+    pub fn new() -> Interner<NextHop<G, S>> {
+        Interner::starting_with(NextHop { kind: NhKind::Local, port: PortId(0), src: S::any(&[]), mtu: 0 })
+    }
+
+    /// The next hop index of `r` through `ports` (`None`: a unicast route without a path);
+    /// `at` is the address of its prefix.
+    pub fn route<P>(
+        &mut self,
+        ports: &[PortSpec],
+        r: &MirroredRoute<P, G>,
+        at: IpAddr,
+    ) -> Result<Option<NhIndex>, TablesError> {
         if let Some(p) = r.paths.iter().flat_map(|p| p.port).find(|p| p.index() >= ports.len()) {
             return Err(TablesError::NoSuchPort(p.0));
         }
-        let any_src = ports.iter().flat_map(|p| p.addrs.first()).map(|a| a.0).next().unwrap_or(Ipv4Addr::UNSPECIFIED);
-        // The box address ICMP errors through `port` towards `a` come from: the one whose
-        // subnet holds `a`, else the port's first, else any port's.
-        let src_for = |port: PortId, a: Ipv4Addr| -> Ipv4Addr {
-            let spec = &ports[port.index()];
-            spec.addrs
-                .iter()
-                .filter(|&&(x, len)| Prefix::truncate(x, len).contains(a))
-                .max_by_key(|x| x.1)
-                .or(spec.addrs.first())
-                .map_or(any_src, |x| x.0)
-        };
-        let mtu = r.mtu;
-        let one = |p: &Path<IpAddr>| -> NextHop4 {
+        let any = S::any(ports);
+        let hop = |kind, port, src| NextHop { kind, port, src, mtu: 0 };
+        let one = |p: &Path<G>| -> NextHop<G, S> {
             match (p.port, p.gw) {
-                (None, _) => NextHop { kind: NhKind::Special(Special::Foreign), port: PortId(0), src: any_src, mtu: 0 },
-                (Some(port), Some(IpAddr::V4(gw))) => {
-                    NextHop { kind: NhKind::Gateway(IpAddr::V4(gw)), port, src: src_for(port, gw), mtu }
-                }
-                (Some(port), Some(IpAddr::V6(gw))) => {
-                    NextHop { kind: NhKind::Gateway(IpAddr::V6(gw)), port, src: source_on(ports, port), mtu }
+                (None, _) => hop(NhKind::Special(Special::Foreign), PortId(0), any),
+                (Some(port), Some(gw)) => {
+                    NextHop { kind: NhKind::Gateway(gw), port, src: S::toward(ports, port, gw.into()), mtu: r.mtu }
                 }
                 (Some(port), None) => {
-                    NextHop { kind: NhKind::Connected, port, src: src_for(port, r.prefix.addr()), mtu }
+                    NextHop { kind: NhKind::Connected, port, src: S::toward(ports, port, at), mtu: r.mtu }
                 }
             }
         };
         let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
         let nh = match r.kind {
-            RouteKind::Local => {
-                self.one(NextHop { kind: NhKind::Local, port: first_port, src: r.prefix.addr(), mtu: 0 })
-            }
-            RouteKind::Broadcast => {
-                self.one(NextHop { kind: NhKind::Broadcast, port: first_port, src: any_src, mtu: 0 })
-            }
-            RouteKind::Special(k) => {
-                self.one(NextHop { kind: NhKind::Special(k), port: PortId(0), src: any_src, mtu: 0 })
-            }
+            RouteKind::Broadcast if S::BROADCAST => self.one(hop(NhKind::Broadcast, first_port, any)),
+            RouteKind::Local | RouteKind::Broadcast => self.one(hop(NhKind::Local, first_port, S::local(at))),
+            RouteKind::Special(k) => self.one(hop(NhKind::Special(k), PortId(0), any)),
             RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
                 Some(p) => self.one(one(p)),
                 None => return Ok(None),
@@ -745,7 +790,7 @@ impl Interner<NextHop4> {
             RouteKind::Unicast => self.group(
                 &r.paths,
                 |p| (one(p), p.weight),
-                |first, len| NextHop { kind: NhKind::Group { first, len }, port: PortId(0), src: any_src, mtu: 0 },
+                |first, len| hop(NhKind::Group { first, len }, PortId(0), any),
             ),
         };
         self.fits()?;
@@ -753,46 +798,23 @@ impl Interner<NextHop4> {
     }
 }
 
+impl<G: Copy + Eq + core::hash::Hash + Into<IpAddr>, S: HopSource> Default for Interner<NextHop<G, S>> {
+    fn default() -> Self {
+        Interner::new()
+    }
+}
+
 /// [`RouterTables::build_mirrored`]'s IPv6 half.
 fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Result<Tables6, TablesError> {
-    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), src: (), mtu: 0 });
+    let mut interner = Interner6::new();
     let mut routes = Vec::with_capacity(routes6.len());
     let mut order: Vec<&Mirrored6> = routes6.iter().collect();
     order.sort_by_key(|r| r.local_table);
     for r in order {
-        if r.paths.iter().any(|p| p.port.is_some_and(|x| x.index() >= ports.len())) {
-            return Err(TablesError::NoSuchPort(r.paths.iter().flat_map(|p| p.port).map(|p| p.0).max().unwrap_or(0)));
+        if let Some(nh) = interner.route(ports, r, r.prefix.addr().into())? {
+            routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
         }
-        let mtu = r.mtu;
-        let one = |p: &Path<Ipv6Addr>| -> NextHop6 {
-            match (p.port, p.gw) {
-                (None, _) => NextHop6 { kind: NhKind6::Special(Special::Foreign), port: PortId(0), src: (), mtu: 0 },
-                (Some(port), Some(gw)) => NextHop6 { kind: NhKind6::Gateway(gw), port, src: (), mtu },
-                (Some(port), None) => NextHop6 { kind: NhKind6::Connected, port, src: (), mtu },
-            }
-        };
-        let first_port = r.paths.first().and_then(|p| p.port).unwrap_or(PortId(0));
-        let nh = match r.kind {
-            // IPv6 has no broadcast; the kernel's anycast routes come as Local.
-            RouteKind::Local | RouteKind::Broadcast => {
-                interner.one(NextHop6 { kind: NhKind6::Local, port: first_port, src: (), mtu: 0 })
-            }
-            RouteKind::Special(k) => {
-                interner.one(NextHop6 { kind: NhKind6::Special(k), port: PortId(0), src: (), mtu: 0 })
-            }
-            RouteKind::Unicast if r.paths.len() <= 1 => match r.paths.first() {
-                Some(p) => interner.one(one(p)),
-                None => continue,
-            },
-            RouteKind::Unicast => interner.group(
-                &r.paths,
-                |p| (one(p), p.weight),
-                |first, len| NextHop6 { kind: NhKind6::Group { first, len }, port: PortId(0), src: (), mtu: 0 },
-            ),
-        };
-        routes.push((r.prefix, nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
     }
-    interner.fits()?;
     let fib_routes: Vec<(Prefix6, NhIndex)> = routes.iter().map(|r| (r.0, r.1)).collect();
     let fib = Arc::new(Fib6::build_advised(&fib_routes, advise)?);
     Ok(Tables6 { fib, nexthops: interner.nexthops, routes: Arc::new(routes), groups: interner.groups })
@@ -801,7 +823,7 @@ fn mirrored6(ports: &[PortSpec], routes6: &[Mirrored6], advise: Advice) -> Resul
 /// The IPv6 tables: connected prefixes, static routes, then the box's addresses as /128s (a
 /// later duplicate wins in the FIB, so these stay above any static route).
 fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advice) -> Result<Tables6, TablesError> {
-    let mut interner = Interner::starting_with(NextHop6 { kind: NhKind6::Local, port: PortId(0), src: (), mtu: 0 });
+    let mut interner = Interner6::new();
     let mut intern = |nh: NextHop6| interner.one(nh);
     let mut routes = Vec::new();
     for (p, spec) in ports.iter().enumerate() {

@@ -82,14 +82,14 @@ impl Incremental {
         icmp: (u32, u32),
         advise: Advice,
     ) -> Result<Incremental, TablesError> {
-        let mut interner = Interner4::new(&ports);
+        let mut interner = Interner4::new();
         let mut routes: BTreeMap<Prefix, (NhIndex, RouteOrigin)> = BTreeMap::new();
         for r in routes4 {
             let local = |o: &RouteOrigin| matches!(o, RouteOrigin::Kernel { local_table: true, .. });
             if !r.local_table && routes.get(&r.prefix).is_some_and(|(_, o)| local(o)) {
                 continue;
             }
-            if let Some(nh) = interner.route(&ports, &r)? {
+            if let Some(nh) = interner.route(&ports, &r, r.prefix.addr().into())? {
                 routes.insert(r.prefix, (nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table }));
             }
         }
@@ -153,7 +153,7 @@ impl Incremental {
         let new = match r {
             Some(r) => self
                 .interner
-                .route(&self.ports, r)?
+                .route(&self.ports, r, r.prefix.addr().into())?
                 .map(|nh| (nh, RouteOrigin::Kernel { protocol: r.protocol, local_table: r.local_table })),
             None => None,
         };
