@@ -399,8 +399,6 @@ fn realtime_ask(rt: RtPriority, busy: bool) -> Option<RealTimeAsk> {
     }
 }
 
-/// Workers to start: as asked (each port must have that many RX queues), else the smallest RX
-/// queue count among the ports, capped by the cores.
 /// The ports whose driver gives XDP hardware queue ids rather than 0-based queue indices.
 fn hardware_queue_ids(ports: &[PortInfo]) -> impl Iterator<Item = &PortInfo> {
     ports.iter().filter(|p| {
@@ -470,6 +468,8 @@ fn worker_count(n: u32) -> Result<u32, StartError> {
     }
 }
 
+/// Workers to start: as asked (each port must have that many RX queues), else the smallest RX
+/// queue count among the ports, capped by the cores.
 fn queue_count(asked: Option<u32>, ports: &[PortInfo], ncores: usize) -> Result<u32, StartError> {
     let queues = match asked {
         Some(0) => return Err(Refusal::AtLeastOne(Opt::Queues).into()),
