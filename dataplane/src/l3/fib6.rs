@@ -36,114 +36,9 @@
 
 use core::fmt;
 use core::net::Ipv6Addr;
-use core::str::FromStr;
 
 use super::fib::{no_advice, span, Advice, FibError, NhIndex};
-
-/// An IPv6 prefix: address and length, host bits zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Prefix6 {
-    addr: u128,
-    len: u8,
-}
-
-/// Why text is not an IPv6 prefix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Prefix6Error {
-    /// Not `addr/len`.
-    #[error("`{0}` is not an IPv6 prefix (write it as addr/len, e.g. 2001:db8::/32)")]
-    Syntax(String),
-    /// Length above 128.
-    #[error("prefix length {0} is above 128")]
-    Length(u8),
-    /// Bits set past the prefix length.
-    #[error("{text} has host bits set; did you mean {fixed}?")]
-    HostBits {
-        /// As written.
-        text: String,
-        /// With the host bits cleared.
-        fixed: Prefix6,
-    },
-}
-
-#[inline]
-fn mask(len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - u32::from(len))
-    }
-}
-
-impl Prefix6 {
-    /// `addr/len`, refusing host bits.
-    pub fn new(addr: Ipv6Addr, len: u8) -> Result<Prefix6, Prefix6Error> {
-        if len > 128 {
-            return Err(Prefix6Error::Length(len));
-        }
-        let a = u128::from(addr);
-        if a & !mask(len) != 0 {
-            return Err(Prefix6Error::HostBits {
-                text: format!("{addr}/{len}"),
-                fixed: Prefix6 { addr: a & mask(len), len },
-            });
-        }
-        Ok(Prefix6 { addr: a, len })
-    }
-
-    /// `addr/len` with the host bits cleared.
-    pub fn truncate(addr: Ipv6Addr, len: u8) -> Prefix6 {
-        let len = len.min(128);
-        Prefix6 { addr: u128::from(addr) & mask(len), len }
-    }
-
-    /// The network address.
-    pub fn addr(&self) -> Ipv6Addr {
-        Ipv6Addr::from(self.addr)
-    }
-
-    /// The prefix length.
-    pub fn prefix_len(&self) -> u8 {
-        self.len
-    }
-
-    /// True for the default route ::/0.
-    pub fn is_default(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Whether `a` falls inside the prefix.
-    #[inline]
-    pub fn contains(&self, a: Ipv6Addr) -> bool {
-        u128::from(a) & mask(self.len) == self.addr
-    }
-
-    /// Whether the two prefixes share any address.
-    pub fn overlaps(&self, other: &Prefix6) -> bool {
-        let l = self.len.min(other.len);
-        self.addr & mask(l) == other.addr & mask(l)
-    }
-}
-
-impl fmt::Display for Prefix6 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr(), self.len)
-    }
-}
-
-impl FromStr for Prefix6 {
-    type Err = Prefix6Error;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let syntax = || Prefix6Error::Syntax(s.to_string());
-        let (a, l) = s.split_once('/').ok_or_else(syntax)?;
-        let addr: Ipv6Addr = a.parse().map_err(|_| syntax())?;
-        if l.is_empty() || l.len() > 3 || !l.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(syntax());
-        }
-        let len: u8 = l.parse().map_err(|_| Prefix6Error::Length(u8::MAX))?;
-        Prefix6::new(addr, len)
-    }
-}
+pub use super::prefix::{Prefix6, Prefix6Error};
 
 /// Bits resolved by the direct table.
 const DIRECT_BITS: u32 = 22;
@@ -492,26 +387,6 @@ mod tests {
     }
 
     #[test]
-    fn prefixes_parse_and_refuse_host_bits() {
-        assert_eq!(p("2001:db8::/32").to_string(), "2001:db8::/32");
-        assert_eq!(p("::/0").prefix_len(), 0);
-        assert!(p("::/0").is_default());
-        assert_eq!(
-            "2001:db8::1/32".parse::<Prefix6>(),
-            Err(Prefix6Error::HostBits { text: "2001:db8::1/32".into(), fixed: p("2001:db8::/32") })
-        );
-        assert_eq!("2001:db8::/129".parse::<Prefix6>(), Err(Prefix6Error::Length(129)));
-        for bad in ["2001:db8::", "2001:db8::/", "2001:db8::/x", "10.0.0.0/8", "2001:db8::/+3", "2001:db8::/1234"] {
-            assert!(bad.parse::<Prefix6>().is_err(), "{bad}");
-        }
-        assert!(p("2001:db8::/32").contains(ip("2001:db8:ffff::1")));
-        assert!(!p("2001:db8::/32").contains(ip("2001:db9::1")));
-        assert!(p("2001:db8::/32").overlaps(&p("2001:db8:1::/48")));
-        assert!(!p("2001:db8::/48").overlaps(&p("2001:db8:1::/48")));
-        assert_eq!(Prefix6::truncate(ip("2001:db8::1"), 32), p("2001:db8::/32"));
-    }
-
-    #[test]
     fn longest_prefix_wins_at_every_length() {
         // One prefix of every length along the same address, each with its own next hop: an
         // address that agrees with it for exactly k bits matches the /k route.
@@ -597,8 +472,8 @@ mod tests {
             for (p, _) in &routes {
                 // Inside each prefix, at its edges, and just past them.
                 let lo = u128::from(p.addr());
-                let hi = lo | !mask(p.len);
-                for a in [lo, hi, lo.wrapping_sub(1), hi.wrapping_add(1), lo | (rng.addr() & !mask(p.len))] {
+                let hi = lo | !p.mask();
+                for a in [lo, hi, lo.wrapping_sub(1), hi.wrapping_add(1), lo | (rng.addr() & !p.mask())] {
                     probes.push(Ipv6Addr::from(a));
                 }
             }

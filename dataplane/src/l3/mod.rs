@@ -6,6 +6,7 @@ pub mod family;
 pub mod fib;
 pub mod fib6;
 pub mod neighbors;
+pub mod prefix;
 pub mod router;
 pub mod router6;
 pub mod tables;
