@@ -7,7 +7,7 @@
 
 use core::net::Ipv4Addr;
 
-use super::{checksum, Error};
+use super::{be16, checksum, Error};
 
 mod field {
     use core::ops::Range;
@@ -45,13 +45,19 @@ pub const TOS_BITS: u8 = 0x1e;
 /// Precedence "internetwork control" (RFC 791: 110 in the TOS byte's top three bits).
 pub const PRECEDENCE_INTERNETWORK_CONTROL: u8 = 0xc0;
 
-/// The destination address field of an IPv4 header at the start of `buffer`, read without
-/// checking that a header is there: a hint (what to prefetch), never a basis for a decision.
-/// `None` when the buffer is too short to hold the field.
-#[inline]
-pub fn peek_dst(buffer: &[u8]) -> Option<Ipv4Addr> {
-    let b = buffer.get(field::DST)?;
-    Some(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+/// The packet's length (its total length field) after the checks of the header's own fields:
+/// IHL ≥ 5 and a total length that holds the header; `b` holds the fixed header.
+#[inline(always)]
+fn packet_len(b: &[u8]) -> Result<usize, Error> {
+    let hl = usize::from(b[field::VER_IHL] & 0x0f) * 4;
+    if hl < MIN_HEADER_LEN {
+        return Err(Error::Malformed("IHL below 5"));
+    }
+    let total = usize::from(be16(b, field::TOTAL_LEN));
+    if total < hl {
+        return Err(Error::Malformed("total length shorter than the header"));
+    }
+    Ok(total)
 }
 
 /// A view of an IPv4 packet (header and payload).
@@ -60,68 +66,29 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+ip_view!(Ipv4Packet { addr: Ipv4Addr, octets: 4, fixed: MIN_HEADER_LEN, not_version: "IP version is not 4" });
+
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
-    /// Wraps `buffer` (which may extend past the packet, e.g. Ethernet padding) after checking
-    /// version 4, IHL ≥ 5, and that the header and the total length fit the buffer.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let b = buffer.as_ref();
-        if b.len() < MIN_HEADER_LEN {
-            return Err(Error::Truncated { len: b.len(), need: MIN_HEADER_LEN });
-        }
-        if b[field::VER_IHL] >> 4 != VERSION {
-            return Err(Error::Malformed("IP version is not 4"));
-        }
-        let hl = usize::from(b[field::VER_IHL] & 0x0f) * 4;
-        if hl < MIN_HEADER_LEN {
-            return Err(Error::Malformed("IHL below 5"));
-        }
-        let t = field::TOTAL_LEN.start;
-        let total = usize::from(u16::from_be_bytes([b[t], b[t + 1]]));
-        if total < hl {
-            return Err(Error::Malformed("total length shorter than the header"));
-        }
-        if total > b.len() {
-            return Err(Error::Truncated { len: b.len(), need: total });
-        }
-        Ok(Ipv4Packet { buffer })
-    }
-
-    #[inline]
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-
     /// Header length in bytes (IHL × 4).
     #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.b()[field::VER_IHL] & 0x0f) * 4
     }
 
-    /// Total length field: header plus payload.
-    #[inline]
-    pub fn total_len(&self) -> usize {
-        let (b, t) = (self.b(), field::TOTAL_LEN.start);
-        usize::from(u16::from_be_bytes([b[t], b[t + 1]]))
-    }
-
-    /// Type-of-service byte (DSCP and ECN in today's terms).
-    #[inline]
-    pub fn tos(&self) -> u8 {
-        self.b()[field::TOS]
-    }
-
-    /// Identification field.
-    #[inline]
-    pub fn ident(&self) -> u16 {
-        let b = &self.b()[field::IDENT];
-        u16::from_be_bytes([b[0], b[1]])
-    }
-
-    #[inline]
-    fn flags_frag(&self) -> u16 {
-        let b = &self.b()[field::FLAGS_FRAG];
-        u16::from_be_bytes([b[0], b[1]])
+    getters! {
+        /// Total length field: header plus payload.
+        pub total_len: usize = TOTAL_LEN;
+        /// Type-of-service byte (DSCP and ECN in today's terms).
+        pub tos: u8 = TOS;
+        /// Identification field.
+        pub ident: u16 = IDENT;
+        flags_frag: u16 = FLAGS_FRAG;
+        /// Time to live.
+        pub ttl: u8 = TTL;
+        /// Protocol number of the payload.
+        pub protocol: u8 = PROTOCOL;
+        /// Header checksum field.
+        pub checksum: u16 = CHECKSUM;
     }
 
     /// Don't Fragment flag.
@@ -142,25 +109,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         usize::from(self.flags_frag() & field::FRAG_OFFSET) * 8
     }
 
-    /// Time to live.
-    #[inline]
-    pub fn ttl(&self) -> u8 {
-        self.b()[field::TTL]
-    }
-
-    /// Protocol number of the payload.
-    #[inline]
-    pub fn protocol(&self) -> u8 {
-        self.b()[field::PROTOCOL]
-    }
-
-    /// Header checksum field.
-    #[inline]
-    pub fn checksum(&self) -> u16 {
-        let b = &self.b()[field::CHECKSUM];
-        u16::from_be_bytes([b[0], b[1]])
-    }
-
     /// Whether the header checksum verifies. Always true when fuzzing, so that the fuzzer
     /// reaches the code behind the check.
     #[inline]
@@ -171,33 +119,14 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         checksum::sum(&self.b()[..self.header_len()]) == 0xffff
     }
 
-    /// Source address.
+    /// Where the payload lies: after the header, up to the total length.
     #[inline]
-    pub fn src(&self) -> Ipv4Addr {
-        let b = &self.b()[field::SRC];
-        Ipv4Addr::new(b[0], b[1], b[2], b[3])
-    }
-
-    /// Destination address.
-    #[inline]
-    pub fn dst(&self) -> Ipv4Addr {
-        let b = &self.b()[field::DST];
-        Ipv4Addr::new(b[0], b[1], b[2], b[3])
-    }
-
-    /// The payload (after the header, up to the total length).
-    #[inline]
-    pub fn payload(&self) -> &[u8] {
-        &self.b()[self.header_len()..self.total_len()]
+    fn payload_range(&self) -> core::ops::Range<usize> {
+        self.header_len()..self.total_len()
     }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
-    #[inline]
-    fn bm(&mut self) -> &mut [u8] {
-        self.buffer.as_mut()
-    }
-
     /// Decrements the TTL by one and updates the checksum incrementally (RFC 1624). The caller
     /// has checked that the TTL is above 1.
     #[inline(always)]
@@ -260,22 +189,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
     }
 
-    /// The payload (after the header, up to the total length), writable.
-    #[inline]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        let (hl, total) = (self.header_len(), self.total_len());
-        &mut self.bm()[hl..total]
-    }
-
-    /// Swaps source and destination; the checksum is unchanged (a sum does not depend on order).
-    #[inline]
-    pub fn swap_addresses(&mut self) {
-        let b = self.bm();
-        for i in 0..4 {
-            b.swap(field::SRC.start + i, field::DST.start + i);
-        }
-    }
-
     /// Sets the source address and recomputes the header checksum.
     pub fn set_src(&mut self, src: Ipv4Addr) {
         let hl = self.header_len();
@@ -323,6 +236,7 @@ mod tests {
         assert_eq!(p.frag_offset(), 0);
         assert_eq!(p.src(), Ipv4Addr::new(198, 18, 0, 1));
         assert_eq!(p.dst(), Ipv4Addr::new(198, 19, 0, 1));
+        assert_eq!((p.src_octets(), p.dst_octets()), ([198, 18, 0, 1], [198, 19, 0, 1]));
         assert!(p.checksum_ok());
         assert_eq!(p.payload(), &[0xab; 8]);
     }

@@ -8,7 +8,7 @@
 
 use core::net::Ipv6Addr;
 
-use super::Error;
+use super::{be16, Error};
 
 mod field {
     use core::ops::Range;
@@ -34,14 +34,6 @@ pub const NEXT_HEADER_ICMPV6: u8 = 58;
 /// The smallest MTU every IPv6 link has (RFC 8200 section 5): an ICMPv6 error never exceeds it.
 pub const MIN_MTU: usize = 1280;
 
-/// The destination address of whatever sits at the start of `buf` if it is long enough for an
-/// IPv6 header, without any check (for prefetching only).
-#[inline]
-pub fn peek_dst(buf: &[u8]) -> Option<Ipv6Addr> {
-    let b: [u8; 16] = buf.get(field::DST)?.try_into().ok()?;
-    Some(Ipv6Addr::from(b))
-}
-
 /// The one's-complement sum (unfolded) of the pseudo-header (RFC 8200 section 8.1) that an
 /// upper-layer checksum covers: addresses, upper-layer length, next header.
 #[inline]
@@ -59,31 +51,16 @@ pub struct Ipv6Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+/// The packet's length: the fixed header and the payload length after it (`b` holds the fixed
+/// header; there is nothing else in it to check).
+#[inline(always)]
+fn packet_len(b: &[u8]) -> Result<usize, Error> {
+    Ok(HEADER_LEN + usize::from(be16(b, field::PAYLOAD_LEN)))
+}
+
+ip_view!(Ipv6Packet { addr: Ipv6Addr, octets: 16, fixed: HEADER_LEN, not_version: "IP version is not 6" });
+
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
-    /// Wraps `buffer` (which may extend past the packet) after checking version 6 and that the
-    /// fixed header and the payload length fit the buffer.
-    #[inline]
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let b = buffer.as_ref();
-        if b.len() < HEADER_LEN {
-            return Err(Error::Truncated { len: b.len(), need: HEADER_LEN });
-        }
-        if b[0] >> 4 != VERSION {
-            return Err(Error::Malformed("IP version is not 6"));
-        }
-        let p = field::PAYLOAD_LEN.start;
-        let total = HEADER_LEN + usize::from(u16::from_be_bytes([b[p], b[p + 1]]));
-        if total > b.len() {
-            return Err(Error::Truncated { len: b.len(), need: total });
-        }
-        Ok(Ipv6Packet { buffer })
-    }
-
-    #[inline]
-    fn b(&self) -> &[u8] {
-        self.buffer.as_ref()
-    }
-
     /// Traffic class byte (DSCP in the top six bits, ECN in the low two).
     #[inline]
     pub fn traffic_class(&self) -> u8 {
@@ -91,57 +68,19 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         (b[0] << 4) | (b[1] >> 4)
     }
 
-    /// Payload length field: the bytes after the fixed header.
-    #[inline]
-    pub fn payload_len(&self) -> usize {
-        let (b, p) = (self.b(), field::PAYLOAD_LEN.start);
-        usize::from(u16::from_be_bytes([b[p], b[p + 1]]))
+    getters! {
+        /// Payload length field: the bytes after the fixed header.
+        pub payload_len: usize = PAYLOAD_LEN;
+        /// Next header: the protocol (or first extension header) after the fixed header.
+        pub next_header: u8 = NEXT_HEADER;
+        /// Hop limit.
+        pub hop_limit: u8 = HOP_LIMIT;
     }
 
-    /// Next header: the protocol (or first extension header) after the fixed header.
+    /// Where the payload lies: after the fixed header, up to the payload length.
     #[inline]
-    pub fn next_header(&self) -> u8 {
-        self.b()[field::NEXT_HEADER]
-    }
-
-    /// Hop limit.
-    #[inline]
-    pub fn hop_limit(&self) -> u8 {
-        self.b()[field::HOP_LIMIT]
-    }
-
-    /// Source address.
-    #[inline]
-    pub fn src(&self) -> Ipv6Addr {
-        Ipv6Addr::from(self.src_octets())
-    }
-
-    /// Destination address.
-    #[inline]
-    pub fn dst(&self) -> Ipv6Addr {
-        Ipv6Addr::from(self.dst_octets())
-    }
-
-    /// Source address as bytes.
-    #[inline]
-    pub fn src_octets(&self) -> [u8; 16] {
-        let mut a = [0; 16];
-        a.copy_from_slice(&self.b()[field::SRC]);
-        a
-    }
-
-    /// Destination address as bytes.
-    #[inline]
-    pub fn dst_octets(&self) -> [u8; 16] {
-        let mut a = [0; 16];
-        a.copy_from_slice(&self.b()[field::DST]);
-        a
-    }
-
-    /// The payload (after the fixed header, up to the payload length).
-    #[inline]
-    pub fn payload(&self) -> &[u8] {
-        &self.b()[HEADER_LEN..HEADER_LEN + self.payload_len()]
+    fn payload_range(&self) -> core::ops::Range<usize> {
+        HEADER_LEN..HEADER_LEN + self.payload_len()
     }
 }
 
@@ -182,20 +121,6 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     #[inline]
     pub fn set_hop_limit(&mut self, h: u8) {
         self.buffer.as_mut()[field::HOP_LIMIT] = h;
-    }
-
-    /// Swaps source and destination addresses.
-    pub fn swap_addresses(&mut self) {
-        let b = self.buffer.as_mut();
-        let (head, tail) = b.split_at_mut(field::DST.start);
-        head[field::SRC].swap_with_slice(&mut tail[..16]);
-    }
-
-    /// The payload (after the fixed header, up to the payload length), writable.
-    #[inline]
-    pub fn payload_mut(&mut self) -> &mut [u8] {
-        let len = self.payload_len();
-        &mut self.buffer.as_mut()[HEADER_LEN..HEADER_LEN + len]
     }
 
     /// Sets the traffic class, keeping the version and the flow label (IPv6 has no header
