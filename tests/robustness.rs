@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{control_path, root_or_skip, serial, stop_clean, xdp_attached, XFWD};
+use common::{control_path, root_or_skip, serial, stop_clean, xdp_attached, DevCounters, XFWD};
 use xfwd::rig::{self, Rig, Spawned};
 
 #[test]
@@ -434,6 +434,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--aqm", "codel", "--control", &control]).unwrap();
     Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     let (hops0, s0) = (Hops::read(&r.h1, &r.boxns, &r.h2), common::stats(&control));
+    let veth0 = DevCounters::read(&r.boxns, "eth4");
     // 64-byte frames from h1 to h2's MAC as fast as one trafgen CPU goes: more than a copy-mode
     // forwarder on this machine carries.
     let bytes = |m: [u8; 6]| m.iter().map(|b| format!("{b:#04x}")).collect::<Vec<_>>().join(", ");
@@ -470,6 +471,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     // has settled what it holds.
     let s = common::settled(&control);
     let hops = Hops::read(&r.h1, &r.boxns, &r.h2);
+    let veth = DevCounters::read(&r.boxns, "eth4").since(&veth0);
     let d = |f: fn(&Hops) -> u64| f(&hops) - f(&hops0);
     let xdp_all = |s: &Report| s.ports[0].xdp.iter().map(|(_, v)| v).sum::<u64>();
     let (e4, e4_0) = (&s.ports[0].total, &s0.ports[0].total);
@@ -484,20 +486,27 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     eprintln!(
         "overload: generator sent {sent} (and {} refused by its full veth queue); box eth4 received {}; XDP redirected {redirected}; the socket refused {socket_lost} (no fill buffer); \
          xfwd received {received}, sent {forwarded} to eth5, dropped {ring_full} as tx-ring-full ({} in the 2 s sample) and {other_drops} otherwise; \
-         eth5 sent {} and dropped {}; the sink received {}; frames at the end {:?}; ping through {recovered:?} after the load stopped",
+         eth5 sent {} and dropped {}; the sink received {}; frames at the end {:?}; ping through {recovered:?} after the load stopped; \
+         box eth4 (veth) {veth}; eth4's socket {:?}",
         d(|h| h.sender_tx_dropped),
         d(|h| h.eth4_rx),
         full(&late) - full(&early),
         d(|h| h.eth5_tx),
         d(|h| h.eth5_tx_dropped),
         d(|h| h.receiver_rx),
-        s.pools[0].frames
+        s.pools[0].frames,
+        common::xsk_since(&e4.xsk, &e4_0.xsk)
     );
     // (veth counts one end's TX and the other's RX with the same counter: the wire itself is
     // not checked, only the counters each program keeps.) The XDP program gives every frame
     // that arrived one verdict; what it redirected reached xfwd or was refused by the socket.
     assert_eq!(xdp_all(&s) - xdp_all(&s0), d(|h| h.eth4_rx), "one XDP verdict per frame: {:?}", s.ports[0].xdp);
-    assert_eq!(redirected, received + socket_lost, "redirected = received by xfwd + refused by the socket");
+    if redirected != received + socket_lost {
+        panic!(
+            "redirected = received by xfwd + refused by the socket: {redirected} != {received} + {socket_lost}\n{}",
+            redirect_diagnosis(&control, &s0, &s, &veth)
+        );
+    }
     // xfwd: what it received left or has a drop reason (both directions, ping replies included).
     let rx: u64 = s.ports.iter().zip(&s0.ports).map(|(p, p0)| p.total.rx_frames - p0.total.rx_frames).sum();
     let tx: u64 = s.ports.iter().zip(&s0.ports).map(|(p, p0)| p.total.tx_frames - p0.total.tx_frames).sum();
@@ -511,6 +520,35 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     assert_eq!((f.rx_kernel, f.tx_ring, f.completion, f.tx_kernel), (0, 0, 0, 0), "{f:?}");
     assert_eq!(f.fill_ring + f.rx_ring, f.fill, "{f:?}");
     stop_clean(&mut x);
+}
+
+/// What tells apart the places a frame the XDP program redirected on the bridge rig's eth4
+/// (port 0) can end, where xfwd's report between `s0` and `s` does not add up: the veth's own
+/// count of the frames it handed to the socket (`xdp_redirect`) and of those the redirect
+/// failed for (`drops`), the socket's statistics in full as xfwd last copied them, and the same
+/// report again a second later (the worker copies the socket's statistics and counts its rings
+/// every 250 ms).
+fn redirect_diagnosis(control: &str, s0: &Report, s: &Report, veth: &DevCounters) -> String {
+    std::thread::sleep(Duration::from_secs(1));
+    let later = common::stats(control);
+    let report = |s: &Report| {
+        let (e4, e4_0) = (&s.ports[0].total, &s0.ports[0].total);
+        format!(
+            "XDP redirected {}, xfwd received {}, socket {:?}, frames {:?}",
+            common::xdp(s, 0, "redirected") - common::xdp(s0, 0, "redirected"),
+            e4.rx_frames - e4_0.rx_frames,
+            common::xsk_since(&e4.xsk, &e4_0.xsk),
+            s.pools[0].frames
+        )
+    };
+    format!(
+        "box eth4 (veth): redirects that reached the socket {}, redirects that failed {} (rx_queue_N_drops); every counter that moved: {veth}\n\
+         at the check: {}\n1 s later: {}",
+        veth.rx_queues("xdp_redirect"),
+        veth.rx_queues("drops"),
+        report(s),
+        report(&later)
+    )
 }
 
 /// The manual soak (not in CI): `XFWD_SOAK_SECS=600 cargo test --release --test robustness soak

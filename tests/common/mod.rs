@@ -216,6 +216,64 @@ pub fn xdp(r: &xfwd_dataplane::io::Report, port: usize, name: &str) -> u64 {
     r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
 }
 
+/// A device's driver counters (`ethtool -S`) at one instant, by name in the driver's order.
+#[derive(Debug, Clone, Default)]
+pub struct DevCounters(pub Vec<(String, u64)>);
+
+impl DevCounters {
+    /// The counters of `ifname` in `ns`.
+    pub fn read(ns: &xfwd::rig::Netns, ifname: &str) -> DevCounters {
+        DevCounters(ns.ethtool_stats(ifname).unwrap_or_else(|e| panic!("ethtool -S {ifname}: {e:#}")))
+    }
+
+    /// What each counter grew by since `before` (a counter `before` lacks counts from 0).
+    pub fn since(&self, before: &DevCounters) -> DevCounters {
+        let old = |name: &str| before.0.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v);
+        DevCounters(self.0.iter().map(|(n, v)| (n.clone(), v.wrapping_sub(old(n)))).collect())
+    }
+
+    /// A veth's `rx_queue_N_<stat>`, summed over its receive queues.
+    pub fn rx_queues(&self, stat: &str) -> u64 {
+        let suffix = format!("_{stat}");
+        self.0
+            .iter()
+            .filter(|(n, _)| {
+                n.strip_prefix("rx_queue_")
+                    .and_then(|rest| rest.strip_suffix(&suffix))
+                    .is_some_and(|q| q.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .map(|(_, v)| v)
+            .sum()
+    }
+}
+
+impl std::fmt::Display for DevCounters {
+    /// The counters that are not 0, `name value`, comma-separated (`none moved` when all are).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let moved: Vec<String> = self.0.iter().filter(|(_, v)| *v != 0).map(|(n, v)| format!("{n} {v}")).collect();
+        if moved.is_empty() {
+            return f.write_str("none moved");
+        }
+        f.write_str(&moved.join(", "))
+    }
+}
+
+/// The growth of an AF_XDP socket's statistics (`XDP_STATISTICS`, as xfwd last copied them)
+/// from `before` to `after`.
+pub fn xsk_since(
+    after: &xfwd_dataplane::stats::XskSnapshot,
+    before: &xfwd_dataplane::stats::XskSnapshot,
+) -> xfwd_dataplane::stats::XskSnapshot {
+    xfwd_dataplane::stats::XskSnapshot {
+        rx_dropped: after.rx_dropped - before.rx_dropped,
+        rx_ring_full: after.rx_ring_full - before.rx_ring_full,
+        fill_ring_empty: after.fill_ring_empty - before.fill_ring_empty,
+        tx_ring_empty: after.tx_ring_empty - before.tx_ring_empty,
+        rx_invalid: after.rx_invalid - before.rx_invalid,
+        tx_invalid: after.tx_invalid - before.tx_invalid,
+    }
+}
+
 /// Whether any XDP program is attached in the box.
 pub fn xdp_attached(r: &xfwd::rig::Rig) -> bool {
     let out = r.boxns.ip(&["link", "show"]).unwrap();
