@@ -843,6 +843,8 @@ mod tests {
             fq_collisions: next(),
             icmp_rate_limited: next(),
             load,
+            // Not exported: it only says how fresh the socket statistics are.
+            xsk_reads: 0,
         };
         let frames = FrameSnapshot {
             total: 4096,

@@ -8,7 +8,10 @@
 //! ordering compile to the same plain moves on x86-64 and aarch64. Frames in rings that several
 //! workers share are counted per worker, for what each moved ([`PoolGauges`]).
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicI64, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +45,20 @@ impl Counter {
     #[inline]
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
+    }
+
+    /// Adds one, published with release ordering: a reader that sees the new value through
+    /// [`Counter::get_acquire`] sees every counter the owner wrote before it at least as new.
+    /// Only the owning worker may call this.
+    #[inline]
+    pub fn inc_release(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), Release);
+    }
+
+    /// The current value, read with acquire ordering (pairs with [`Counter::inc_release`]).
+    #[inline]
+    pub fn get_acquire(&self) -> u64 {
+        self.0.load(Acquire)
     }
 }
 
@@ -99,7 +116,8 @@ pub struct PortCounters {
     pub kick_busy: Counter,
     /// Kicks answered with any other error.
     pub kick_error: Counter,
-    /// The kernel's statistics of this port's socket (`XDP_STATISTICS`), refreshed by the worker.
+    /// The kernel's statistics of this port's socket (`XDP_STATISTICS`), copied by the worker
+    /// every 250 ms ([`QueueCounters::xsk_reads`] counts the copies).
     pub xsk: XskGauges,
 }
 
@@ -335,6 +353,11 @@ pub struct QueueCounters {
     pub fq_collisions: Counter,
     /// Router: ICMP errors not sent because of the rate limit.
     pub icmp_rate_limited: Counter,
+    /// Times the worker copied its sockets' statistics ([`PortCounters::xsk`]) and counted the
+    /// frames in its rings ([`PoolGauges`]), every 250 ms: between two copies those are up to
+    /// that old, while the kernel counts on. Published last ([`Counter::inc_release`]): a
+    /// reader that sees it move twice since a first look has copies taken after that look.
+    pub xsk_reads: Counter,
     /// Where the worker's time goes ([`crate::load`]).
     pub load: LoopCounters,
 }
@@ -418,12 +441,16 @@ impl QueueCounters {
             fq_flows: Counter::default(),
             fq_collisions: Counter::default(),
             icmp_rate_limited: Counter::default(),
+            xsk_reads: Counter::default(),
             load: LoopCounters::default(),
         }
     }
 
-    /// A plain copy of the counters, for reporting.
+    /// A plain copy of the counters, for reporting. The copies of the socket statistics and
+    /// the ring census in it (and in the pools, read after it) are at least as new as
+    /// `xsk_reads` says: it is read first, with acquire ordering.
     pub fn snapshot(&self) -> QueueSnapshot {
+        let xsk_reads = self.xsk_reads.get_acquire();
         QueueSnapshot {
             queue: self.queue,
             core: self.core,
@@ -438,6 +465,7 @@ impl QueueCounters {
             fq_flows: self.fq_flows.get(),
             fq_collisions: self.fq_collisions.get(),
             icmp_rate_limited: self.icmp_rate_limited.get(),
+            xsk_reads,
             load: self.load.snapshot(),
         }
     }
@@ -596,6 +624,9 @@ pub struct QueueSnapshot {
     #[serde(default)]
     pub fq_collisions: u64,
     pub icmp_rate_limited: u64,
+    /// [`QueueCounters::xsk_reads`] (0 in reports from before xfwd counted them).
+    #[serde(default)]
+    pub xsk_reads: u64,
     /// Where the worker's time went, since it started ([`crate::load`]).
     #[serde(default)]
     pub load: LoopTotals,

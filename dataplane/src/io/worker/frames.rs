@@ -174,7 +174,8 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         }
     }
 
-    /// Reads the socket statistics and the ring census into the counters.
+    /// Reads the socket statistics and the ring census into the counters, then counts the
+    /// copy (published after them: [`crate::stats::QueueCounters::xsk_reads`]).
     pub(super) fn read_xsk_stats(&mut self, lock: Lock) {
         self.census(lock);
         for (p, ring) in self.sockets.ports.iter().enumerate() {
@@ -182,5 +183,6 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
                 self.counters.ports[p].xsk.set(&s);
             }
         }
+        self.counters.xsk_reads.inc_release();
     }
 }

@@ -356,7 +356,9 @@ impl Rig {
             w.settle();
         }
         for w in &mut self.workers {
+            let copies = w.counters.snapshot().xsk_reads;
             w.read_xsk_stats(Lock::Wait);
+            assert_eq!(w.counters.snapshot().xsk_reads, copies + 1, "every copy of the socket statistics is counted");
             w.publish_frames();
         }
         self.check_sent();
