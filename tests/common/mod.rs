@@ -315,18 +315,35 @@ pub fn balance(s: &xfwd_dataplane::io::Report) -> (u64, u64) {
     (sum(|t| t.rx_frames), sum(|t| t.tx_frames) + sum(|t| t.dropped()))
 }
 
-/// Waits (up to [`EVENTUALLY`]) until every frame xfwd on `control` received was sent or dropped with a
-/// reason (frames still in flight when traffic stops settle within a round or two); returns
-/// the last stats. Fails if they never balance.
+/// Waits (up to [`EVENTUALLY`]) until xfwd on `control` has settled what reached it before
+/// the call, and returns the report that says so; fails if it never does. Settled means:
+/// - every worker copied its sockets' statistics and counted its rings since the call (its
+///   `xsk_reads` moved twice: the first copy may have begun before). Those copies are taken
+///   every 250 ms, and the kernel counts on in between: a report read at once can miss the
+///   socket's last refusals (seen: 26,368 frames the kernel had counted, after a flood on a
+///   loaded machine) and show frames in the rings that have long left them;
+/// - its RX rings were empty in that census: every frame the kernel put there was taken off,
+///   and counted as received (a frame waiting there is in no counter of the ports);
+/// - every frame it received was sent or dropped with a reason (frames in flight when traffic
+///   stops settle within a round or two).
 pub fn settled(control: &str) -> xfwd_dataplane::io::Report {
     let deadline = Instant::now() + EVENTUALLY;
+    let first = stats(control);
     loop {
         let s = stats(control);
+        let copies: Vec<u64> = s.queues.iter().zip(&first.queues).map(|(q, q0)| q.xsk_reads - q0.xsk_reads).collect();
+        let waiting: u64 = s.pools.iter().map(|p| p.frames.rx_ring).sum();
         let (rx, out) = balance(&s);
-        if rx == out {
+        if copies.iter().all(|&c| c >= 2) && waiting == 0 && rx == out {
             return s;
         }
-        assert!(Instant::now() < deadline, "received {rx}, sent + dropped {out}: {:#?}", s.ports);
+        assert!(
+            Instant::now() < deadline,
+            "not settled within {EVENTUALLY:?}: socket statistics copied {copies:?} times since the wait began (per worker), \
+             {waiting} frames in the RX rings, received {rx}, sent + dropped {out}: {:#?}\n{:#?}",
+            s.ports,
+            s.pools
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
