@@ -2,6 +2,7 @@
 //! what the workers read. Where routes come from is [`crate::routes`]; how neighbours are
 //! resolved, [`crate::resolve`].
 
+pub mod export;
 pub mod family;
 pub mod fib;
 pub mod fib6;
