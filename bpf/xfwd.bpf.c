@@ -19,6 +19,11 @@
  *                  (XFWD_STEER_CPU: drivers that give every frame one queue from every CPU)
  *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
  *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
+ *   xfwd_fib4      router mode, XDP path: IPv4 longest-prefix match (LPM trie) -> next hop index
+ *   xfwd_hops4     router mode, XDP path: next hop index -> struct xfwd_hop (0 flags: not here)
+ *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) -> port and MAC
+ *   xfwd_port_macs router mode, XDP path: port index -> its MAC, and whether it can send
+ *   xfwd_egress    router mode, XDP path: DEVMAP, port index -> ifindex
  *
  * Bridge mode redirects every frame but the IEEE 802.1D link-local groups. Router mode
  * redirects IPv4 and IPv6 unicast to be forwarded and ICMP (ICMPv6) echo requests to the box's
@@ -26,7 +31,8 @@
  * multicast addresses, VLAN-tagged, group MACs, other traffic for the box) is the kernel's, so
  * the box's own management keeps working. An 802.1Q priority tag (VID 0) on IPv4 or IPv6 is
  * taken off first, so that such a frame is routed as the untagged frame it stands for, as the
- * kernel does. A frame longer than a socket takes is dropped and counted (the kernel would drop
+ * kernel does. With the XDP path on ([XFWD_CONFIG_PATH] XFWD_PATH_XDP), router mode forwards
+ * the common case of IPv4 here (fast4()) and redirects only the exceptions to the workers. A frame longer than a socket takes is dropped and counted (the kernel would drop
  * it on the way into the socket, counted only as the socket's rx_dropped).
  *
  * The layout constants below are mirrored in dataplane/src/io/xdp.rs; the wire numbers mirror
@@ -49,7 +55,18 @@
 #define XFWD_CONFIG_KEY_LO 4
 #define XFWD_CONFIG_KEY_HI 5
 #define XFWD_CONFIG_MAX_FRAME 6
-#define XFWD_NR_CONFIG 7
+#define XFWD_CONFIG_PATH 7
+#define XFWD_NR_CONFIG 8
+
+#define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
+#define XFWD_PATH_XDP 1    /* router: the common case forwarded here (fast4()), the rest to workers */
+
+/* The XDP path's tables. Next hop indices are the FIB's 15-bit ones (dataplane/src/l3/fib.rs). */
+#define XFWD_MAX_HOPS 32768
+#define XFWD_MAX_ROUTES4 (1 << 21)
+#define XFWD_MAX_NEIGH 65536
+#define XFWD_HOP_GATEWAY 1 /* through a gateway whose MAC is the hop's own */
+#define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 */
 
 /* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
  * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in
@@ -89,7 +106,9 @@ enum xfwd_counter {
 	XFWD_PASS_KERNEL = 4,    /* router: not for forwarding (ARP, NDP, for the box): kernel */
 	XFWD_DROP_TOO_LONG = 5,  /* longer than an AF_XDP socket takes: dropped */
 	XFWD_PRIORITY_UNTAGGED = 6, /* router: an 802.1Q priority tag (VID 0) taken off */
-	XFWD_NR_COUNTERS = 7,
+	XFWD_FORWARDED = 7,      /* XDP path: forwarded by the program itself */
+	XFWD_DROP_NO_EGRESS = 8, /* XDP path: rewritten, then its egress port had gone: dropped */
+	XFWD_NR_COUNTERS = 9,
 };
 
 struct {
@@ -149,6 +168,71 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xfwd_missed_queue SEC(".maps");
+
+/* The XDP path's tables (router mode), written by dataplane/src/io/xdp.rs from the workers'
+ * own tables: the LPM trie is keyed by prefix length and address (network order). */
+struct xfwd_lpm4 {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XFWD_MAX_ROUTES4);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct xfwd_lpm4);
+	__type(value, __u32);
+} xfwd_fib4 SEC(".maps");
+
+/* A next hop the program forwards through: its egress port, the MTU a packet may have there
+ * (the route's, else the port's), and how the next MAC is found (XFWD_HOP_*; 0: not here, the
+ * workers decide). Mirrored in io/xdp.rs (`FastHop`). */
+struct xfwd_hop {
+	__u32 port;
+	__u32 mtu;
+	__u8 mac[6];
+	__u16 flags;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XFWD_MAX_HOPS);
+	__type(key, __u32);
+	__type(value, struct xfwd_hop);
+} xfwd_hops4 SEC(".maps");
+
+struct xfwd_neigh {
+	__u32 port;
+	__u8 mac[6];
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XFWD_MAX_NEIGH);
+	__type(key, __u32);
+	__type(value, struct xfwd_neigh);
+} xfwd_neigh4 SEC(".maps");
+
+/* A port's MAC, and 1 in `ready` once its xfwd_egress entry is set. */
+struct xfwd_port_mac {
+	__u8 mac[6];
+	__u16 ready;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XFWD_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, struct xfwd_port_mac);
+} xfwd_port_macs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, XFWD_MAX_PORTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} xfwd_egress SEC(".maps");
 
 static __always_inline void missed(__u32 port, __u32 queue)
 {
@@ -298,6 +382,113 @@ static __always_inline int router_wants(const unsigned char *data, const unsigne
 	return ip[ihl] == XFWD_ICMP_ECHO_REQUEST;
 }
 
+/* Whether the 6 bytes at `a` and `b` are equal. */
+static __always_inline int same_mac(const unsigned char *a, const unsigned char *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
+}
+
+/* Router mode, XDP path: forwards an IPv4 frame that is the common case, as the workers would
+ * (l3::family::route): to the ingress port's MAC; a 20-byte header with a good checksum; a
+ * TTL above 1; neither address one the workers screen (0/8, 127/8, 224/3, 169.254/16, the
+ * box's own as source); a route whose next hop is a gateway with a known MAC or on link with
+ * the destination's MAC known, on the same port; no longer than the next hop's MTU. Then the
+ * TTL is decremented with the checksum updated (RFC 1624), the MACs rewritten, bytes past the
+ * packet beyond Ethernet's minimum trimmed, and the frame redirected to its egress port.
+ * Anything else returns -1, untouched, for the workers: ICMP errors, gleaning, the box's own
+ * traffic, every drop with its reason stay in one implementation. */
+static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
+{
+	unsigned char *data = (unsigned char *)(long)ctx->data;
+	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
+	unsigned char *ip = data + XFWD_ETH_HLEN;
+	struct xfwd_port_mac *in, *out;
+	struct xfwd_neigh *neigh;
+	struct xfwd_hop *hop;
+	struct xfwd_lpm4 key;
+	const __u8 *mac;
+	__u32 *idx, daddr, saddr, sum = 0, total, len, port;
+	__u16 old, new;
+	long verdict;
+
+	if (ip + XFWD_IPV4_MIN_HLEN > data_end)
+		return -1;
+	if (data[12] != (XFWD_ETHERTYPE_IPV4 >> 8) || data[13] != (XFWD_ETHERTYPE_IPV4 & 0xff) || ip[0] != 0x45)
+		return -1; /* not IPv4, or with options */
+	in = bpf_map_lookup_elem(&xfwd_port_macs, &in_port);
+	if (!in || !same_mac(data, in->mac))
+		return -1; /* not to the port's MAC */
+#pragma unroll
+	for (int i = 0; i < XFWD_IPV4_MIN_HLEN; i += 2)
+		sum += ((__u32)ip[i] << 8) | ip[i + 1];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	if (sum != 0xffff)
+		return -1; /* bad header checksum */
+	total = ((__u32)ip[2] << 8) | ip[3];
+	if (total < XFWD_IPV4_MIN_HLEN || (__u32)(data_end - data) < XFWD_ETH_HLEN + total)
+		return -1; /* shorter than its header, or truncated */
+	if (ip[8] <= 1)
+		return -1; /* TTL runs out here: Time Exceeded */
+	if (ip[12] == 0 || ip[12] == 127 || ip[12] >= 224 || ip[16] == 0 || ip[16] == 127 || ip[16] >= 224 ||
+	    (ip[16] == 169 && ip[17] == 254))
+		return -1; /* martians, class E, link-local: as the workers' settings say */
+	__builtin_memcpy(&saddr, ip + 12, 4);
+	__builtin_memcpy(&daddr, ip + 16, 4);
+	if (bpf_map_lookup_elem(&xfwd_local, &saddr))
+		return -1; /* from one of the box's addresses */
+	key.prefixlen = 32;
+	__builtin_memcpy(key.addr, ip + 16, 4);
+	idx = bpf_map_lookup_elem(&xfwd_fib4, &key);
+	if (!idx)
+		return -1; /* no route: Net Unreachable */
+	hop = bpf_map_lookup_elem(&xfwd_hops4, idx);
+	if (!hop)
+		return -1;
+	port = hop->port;
+	if (hop->flags == XFWD_HOP_GATEWAY) {
+		mac = hop->mac;
+	} else if (hop->flags == XFWD_HOP_ON_LINK) {
+		neigh = bpf_map_lookup_elem(&xfwd_neigh4, &daddr);
+		if (!neigh || neigh->port != port)
+			return -1; /* unresolved: gleaned */
+		mac = neigh->mac;
+	} else {
+		return -1; /* local, broadcast, special, equal-cost group, unresolved gateway */
+	}
+	if (total > hop->mtu)
+		return -1; /* too big: Fragmentation Needed, or dropped */
+	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
+	if (!out || !out->ready)
+		return -1;
+	/* Forward: the TTL, then the MACs (l3::family::send). */
+	old = ((__u16)ip[8] << 8) | ip[9];
+	ip[8] -= 1;
+	new = ((__u16)ip[8] << 8) | ip[9];
+	sum = (__u16)~(((__u16)ip[10] << 8) | ip[11]);
+	sum += (__u16)~old;
+	sum += new;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (__u16)~sum;
+	ip[10] = sum >> 8;
+	ip[11] = sum & 0xff;
+	__builtin_memcpy(data, mac, 6);
+	__builtin_memcpy(data + 6, out->mac, 6);
+	len = XFWD_ETH_HLEN + total;
+	if (len < 60)
+		len = 60; /* wire::ethernet::MIN_FRAME_LEN */
+	if ((__u32)(data_end - data) > len)
+		bpf_xdp_adjust_tail(ctx, (int)len - (int)(data_end - data));
+	verdict = bpf_redirect_map(&xfwd_egress, port, 0);
+	if (verdict != XDP_REDIRECT) {
+		count(in_port, XFWD_DROP_NO_EGRESS);
+		return XDP_DROP;
+	}
+	count(in_port, XFWD_FORWARDED);
+	return XDP_REDIRECT;
+}
+
 SEC("xdp")
 int xfwd_xdp(struct xdp_md *ctx)
 {
@@ -338,6 +529,15 @@ int xfwd_xdp(struct xdp_md *ctx)
 		if (!router_wants(data, data_end)) {
 			count(*port, XFWD_PASS_KERNEL);
 			return XDP_PASS; /* the kernel's: see router_wants() */
+		}
+		slot_key = XFWD_CONFIG_PATH;
+		__u32 *path = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+
+		if (path && *path == XFWD_PATH_XDP) {
+			int fast = fast4(ctx, *port);
+
+			if (fast >= 0)
+				return fast;
 		}
 	} else if (data[0] == 0x01 && data[1] == 0x80 && data[2] == 0xC2 && data[3] == 0x00 &&
 		   data[4] == 0x00 && data[5] >= 0x01 && data[5] <= 0x0F) {

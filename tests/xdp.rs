@@ -91,3 +91,157 @@ fn a_frame_longer_than_a_socket_takes_is_dropped_and_counted_in_both_modes() {
         assert_eq!(counts(&p), [("pass-no-socket", 1), ("drop-too-long", 2)], "{mode:?}");
     }
 }
+
+/// The XDP path (router mode): the program forwards the common case itself, byte for byte as
+/// the workers' decision would, and hands every exception to the workers untouched.
+mod xdp_path {
+    use std::net::Ipv4Addr;
+
+    use xfwd_dataplane::action::{Action, SCRATCH_LEN};
+    use xfwd_dataplane::io::xdp::{FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
+    use xfwd_dataplane::io::PortInfo;
+    use xfwd_dataplane::l3::testing::{reference_ports, ETH4, ETH5};
+    use xfwd_dataplane::l3::{self, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables, V4};
+    use xfwd_dataplane::wire::checksum;
+    use xfwd_dataplane::wire::ipv4::Ipv4Packet;
+    use xfwd_dataplane::wire::MacAddr;
+    use xfwd_dataplane::PortId;
+
+    use super::{counts, XDP_PASS};
+
+    const XDP_REDIRECT: u32 = 4;
+    const GW: MacAddr = MacAddr([2, 0, 0, 0, 0x30, 2]);
+    const HOST: MacAddr = MacAddr([2, 0, 0, 0, 0x30, 7]);
+    const SENDER: MacAddr = MacAddr([2, 0, 0, 0, 0x10, 1]);
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    /// The reference router: a frame arrives on port 0 (eth5, here `lo`); 198.19.0.0/16 goes
+    /// through 198.18.30.2 (resolved) and 198.20.0.0/16 through 198.18.30.3 (not), both on
+    /// port 1 (eth4); 198.18.30.7 is a resolved host on eth4's subnet.
+    struct World {
+        p: XdpProgram,
+        lo: u32,
+        t: RouterTables,
+        n: NeighborTable,
+        n6: NeighborTable6,
+    }
+
+    fn world() -> World {
+        let lo = PortInfo::read("lo").unwrap();
+        let ifindex = lo.ifindex;
+        let local = [(ip("198.18.10.2").into(), LocalKind::Address), (ip("198.18.30.1").into(), LocalKind::Address)];
+        let p = XdpProgram::load(&[lo], ProgramMode::Router { local: &local }, Steer::ByQueue, None).unwrap();
+        let statics = [
+            ("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2"))),
+            ("198.20.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.3"))),
+        ];
+        let t = RouterTables::build(reference_ports(), &statics).unwrap();
+        let n = NeighborTable::new(64);
+        n.insert(ip("198.18.30.2"), GW, PortId(1), false).unwrap();
+        n.insert(ip("198.18.30.7"), HOST, PortId(1), false).unwrap();
+        let maps: FastMaps = p.fast_maps().unwrap();
+        // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing.
+        maps.set_port(PortId(0), ifindex, ETH5).unwrap();
+        maps.set_port(PortId(1), ifindex, ETH4).unwrap();
+        maps.load(&t, &n).unwrap();
+        maps.set_path(true).unwrap();
+        World { p, lo: ifindex, t, n, n6: NeighborTable6::new6(64) }
+    }
+
+    /// A UDP packet of `ip_len` bytes from `src` to `dst` with `ttl`, to eth5's MAC, in a frame
+    /// of at least `frame_len` bytes (the rest padding).
+    fn udp(src: &str, dst: &str, ttl: u8, ip_len: usize, frame_len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; (14 + ip_len).max(frame_len)];
+        f[0..6].copy_from_slice(&ETH5.0);
+        f[6..12].copy_from_slice(&SENDER.0);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        Ipv4Packet::emit(&mut f[14..14 + ip_len], ip_len as u16, 7, ttl, 17, ip(src), ip(dst)).unwrap();
+        f
+    }
+
+    /// The workers' decision on `frame`, and the frame as it leaves.
+    fn workers(w: &World, frame: &[u8]) -> (Action, Vec<u8>) {
+        let mut f = frame.to_vec();
+        let mut st = RouterState::new(0, 1);
+        let mut scratch = [0u8; SCRATCH_LEN];
+        let a = l3::decide::<V4>(&mut f, PortId(0), &w.t, &w.n, &w.n6, &mut st, 0, &mut scratch);
+        if let Action::ForwardTrimmed { len, .. } = a {
+            f.truncate(usize::from(len));
+        }
+        (a, f)
+    }
+
+    #[test]
+    fn the_common_case_is_forwarded_in_the_program_as_the_workers_forward_it() {
+        if !crate::common::root_or_skip("the_common_case_is_forwarded_in_the_program_as_the_workers_forward_it") {
+            return;
+        }
+        let mut w = world();
+        let cases = [
+            ("through a resolved gateway", udp("198.18.10.1", "198.19.1.1", 64, 100, 0)),
+            ("to a resolved host on link", udp("198.18.10.1", "198.18.30.7", 64, 100, 0)),
+            ("TTL 2 (the last hop that forwards)", udp("198.18.10.1", "198.19.1.1", 2, 100, 0)),
+            ("padding past the packet trimmed", udp("198.18.10.1", "198.19.1.1", 64, 28, 200)),
+            ("padded to Ethernet's minimum, kept", udp("198.18.10.1", "198.19.1.1", 64, 28, 60)),
+            ("exactly the egress MTU", udp("198.18.10.1", "198.19.1.1", 64, 1500, 0)),
+        ];
+        for (why, frame) in &cases {
+            let (verdict, out) = w.p.test_run(frame, w.lo, 0).unwrap();
+            let (action, expected) = workers(&w, frame);
+            assert!(
+                matches!(action, Action::Forward(PortId(1)) | Action::ForwardTrimmed { port: PortId(1), .. }),
+                "{why}: {action:?}"
+            );
+            assert_eq!(verdict, XDP_REDIRECT, "{why}");
+            assert_eq!(out, expected, "{why}: the program's frame is the workers'");
+            assert!(Ipv4Packet::new_checked(&out[14..]).unwrap().checksum_ok(), "{why}");
+        }
+        assert_eq!(counts(&w.p), [("xdp-forwarded", cases.len() as u64)]);
+    }
+
+    #[test]
+    fn every_exception_goes_to_the_workers_untouched() {
+        if !crate::common::root_or_skip("every_exception_goes_to_the_workers_untouched") {
+            return;
+        }
+        let mut w = world();
+        let mut bad_checksum = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
+        bad_checksum[14 + 10] ^= 0xff;
+        // A 24-byte header: two NOPs, then the end of the options (RFC 791), checksummed.
+        let mut options = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
+        options.splice(34..34, [1, 1, 0, 0]);
+        options[14] = 0x46;
+        options[16..18].copy_from_slice(&104u16.to_be_bytes());
+        options[24..26].copy_from_slice(&[0, 0]);
+        let c = checksum::checksum(&options[14..38]);
+        options[24..26].copy_from_slice(&c.to_be_bytes());
+        let mut not_ours = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
+        not_ours[5] ^= 1;
+        let cases = [
+            ("TTL 1: Time Exceeded", udp("198.18.10.1", "198.19.1.1", 1, 100, 0)),
+            ("no route: Net Unreachable", udp("198.18.10.1", "203.0.113.9", 64, 100, 0)),
+            ("unresolved gateway: gleaned", udp("198.18.10.1", "198.20.1.1", 64, 100, 0)),
+            ("unresolved host: gleaned", udp("198.18.10.1", "198.18.30.9", 64, 100, 0)),
+            ("above the egress MTU", udp("198.18.10.1", "198.19.1.1", 64, 1501, 0)),
+            ("from the box's own address", udp("198.18.10.2", "198.19.1.1", 64, 100, 0)),
+            ("from a martian source", udp("127.0.0.1", "198.19.1.1", 64, 100, 0)),
+            ("to a link-local destination", udp("198.18.10.1", "169.254.1.1", 64, 100, 0)),
+            ("a bad header checksum", bad_checksum),
+            ("IP options", options),
+            ("to another MAC than the port's", not_ours),
+        ];
+        for (why, frame) in &cases {
+            let (verdict, out) = w.p.test_run(frame, w.lo, 0).unwrap();
+            assert_eq!((verdict, &out), (XDP_PASS, frame), "{why}: to the worker (no socket here: passed), untouched");
+            // What the workers then do is theirs (tests/router.rs); all but the options case
+            // are frames they do not forward as they came.
+            let (action, _) = workers(&w, frame);
+            let forwarded = matches!(action, Action::Forward(_) | Action::ForwardTrimmed { .. });
+            assert_eq!(forwarded, *why == "IP options", "{why}: {action:?}");
+        }
+        assert_eq!(counts(&w.p), [("pass-no-socket", cases.len() as u64)]);
+    }
+}

@@ -13,9 +13,14 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
+use std::net::Ipv4Addr;
+
 use super::options::XdpMode;
 use super::port::PortInfo;
-use crate::{MAX_PORTS, MAX_QUEUES};
+use crate::l3::export::{self, FastHop, Via};
+use crate::l3::{NeighborTable, NhIndex, Prefix, RouterTables};
+use crate::wire::MacAddr;
+use crate::{PortId, MAX_PORTS, MAX_QUEUES};
 
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xfwd.bpf.o"));
 
@@ -89,11 +94,16 @@ pub enum XdpCounter {
     /// Router mode: an 802.1Q priority tag (VID 0) taken off an IPv4 or IPv6 frame (which then
     /// goes on as untagged; counted beside its verdict).
     PriorityUntagged = 6,
+    /// Router mode, XDP path: forwarded by the program itself (the workers never see it).
+    Forwarded = 7,
+    /// Router mode, XDP path: rewritten for its egress port, which had gone from the devmap
+    /// by then (a port being set up or taken away): dropped.
+    DropNoEgress = 8,
 }
 
 impl XdpCounter {
     /// Number of counters per port.
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 9;
     /// All counters in slot order.
     pub const ALL: [XdpCounter; XdpCounter::COUNT] = [
         XdpCounter::Redirected,
@@ -103,6 +113,8 @@ impl XdpCounter {
         XdpCounter::PassKernel,
         XdpCounter::DropTooLong,
         XdpCounter::PriorityUntagged,
+        XdpCounter::Forwarded,
+        XdpCounter::DropNoEgress,
     ];
 
     /// Stable short name.
@@ -115,6 +127,8 @@ impl XdpCounter {
             XdpCounter::PassKernel => "pass-kernel",
             XdpCounter::DropTooLong => "drop-too-long",
             XdpCounter::PriorityUntagged => "priority-untagged",
+            XdpCounter::Forwarded => "xdp-forwarded",
+            XdpCounter::DropNoEgress => "drop-no-egress",
         }
     }
 }
@@ -243,10 +257,19 @@ impl XdpProgram {
             Steer::ByQueue => (0, 0),
             Steer::ByCpu { queue } => (1, queue),
         };
-        // Slots: XFWD_CONFIG_MODE, _STEER, _QUEUE, _STAMP, _KEY_LO, _KEY_HI, _MAX_FRAME.
+        // Slots: XFWD_CONFIG_MODE, _STEER, _QUEUE, _STAMP, _KEY_LO, _KEY_HI, _MAX_FRAME, _PATH
+        // (the AF_XDP path until [`FastMaps::set_path`] says otherwise).
         let key = stamp.unwrap_or(0);
-        let slots =
-            [mode_value, steer_value, queue, u32::from(stamp.is_some()), key as u32, (key >> 32) as u32, MAX_FRAME];
+        let slots = [
+            mode_value,
+            steer_value,
+            queue,
+            u32::from(stamp.is_some()),
+            key as u32,
+            (key >> 32) as u32,
+            MAX_FRAME,
+            PATH_AF_XDP,
+        ];
         for (slot, value) in slots.into_iter().enumerate() {
             config
                 .update(&(slot as u32).to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
@@ -315,6 +338,23 @@ impl XdpProgram {
         Ok(LocalMaps { v4: map("xfwd_local")?, v6: map("xfwd_local6")? })
     }
 
+    /// Handles on the XDP path's maps (router mode), for whoever keeps them in step with the
+    /// workers' tables.
+    pub fn fast_maps(&self) -> Result<FastMaps, XdpError> {
+        let map = |name: &'static str| -> Result<MapHandle, XdpError> {
+            let m = self.object.maps().find(|m| m.name() == name).ok_or(XdpError::Missing(name))?;
+            MapHandle::try_from(&m).map_err(|e| XdpError::Map { map: name, cause: format!("{e:#}") })
+        };
+        Ok(FastMaps {
+            config: map("xfwd_config")?,
+            fib4: map("xfwd_fib4")?,
+            hops4: map("xfwd_hops4")?,
+            neigh4: map("xfwd_neigh4")?,
+            port_macs: map("xfwd_port_macs")?,
+            egress: map("xfwd_egress")?,
+        })
+    }
+
     /// Makes frames of `port` in `slot` (their queue, or their CPU's slot: [`Steer`]) go to
     /// the AF_XDP socket `fd`.
     pub fn register_socket(&self, port: usize, slot: u32, fd: RawFd) -> Result<(), XdpError> {
@@ -376,6 +416,121 @@ impl XdpProgram {
             .map_err(|e| XdpError::Map { map: "xfwd_missed_queue", cause: format!("{e:#}") })?;
         Ok(XdpCounters { map, missed_queue })
     }
+}
+
+/// `XFWD_CONFIG_PATH`'s slot and values (mirrors `XFWD_PATH_*`).
+const CONFIG_PATH: u32 = 7;
+const PATH_AF_XDP: u32 = 0;
+const PATH_XDP: u32 = 1;
+/// Mirrors `XFWD_HOP_GATEWAY` and `XFWD_HOP_ON_LINK`.
+const HOP_GATEWAY: u16 = 1;
+const HOP_ON_LINK: u16 = 2;
+
+/// The XDP path's maps (router mode): the IPv4 routes (an LPM trie), next hops, neighbours,
+/// and the ports' MACs and devmap entries, as [`crate::l3::export`] takes them from the
+/// workers' tables. Each write replaces one entry; the program reads whatever entry is there
+/// when a frame comes.
+pub struct FastMaps {
+    config: MapHandle,
+    fib4: MapHandle,
+    hops4: MapHandle,
+    neigh4: MapHandle,
+    port_macs: MapHandle,
+    egress: MapHandle,
+}
+
+impl std::fmt::Debug for FastMaps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastMaps").finish_non_exhaustive()
+    }
+}
+
+fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> XdpError {
+    move |e| XdpError::Map { map, cause: format!("{e:#}") }
+}
+
+impl FastMaps {
+    /// Turns the XDP path on (`true`: the program forwards the common case itself) or off.
+    pub fn set_path(&self, xdp: bool) -> Result<(), XdpError> {
+        let value = if xdp { PATH_XDP } else { PATH_AF_XDP };
+        self.config
+            .update(&CONFIG_PATH.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("xfwd_config"))
+    }
+
+    /// Makes `port` (interface `ifindex`, MAC `mac`) an egress the program redirects to: its
+    /// devmap entry first, then its MAC marked ready.
+    pub fn set_port(&self, port: PortId, ifindex: u32, mac: MacAddr) -> Result<(), XdpError> {
+        let key = u32::from(port.0).to_ne_bytes();
+        self.egress.update(&key, &ifindex.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_egress"))?;
+        let mut value = [0u8; 8];
+        value[..6].copy_from_slice(&mac.0);
+        value[6..].copy_from_slice(&1u16.to_ne_bytes());
+        self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
+    }
+
+    /// Routes `prefix` to next hop `nh`.
+    pub fn set_route(&self, prefix: Prefix, nh: NhIndex) -> Result<(), XdpError> {
+        self.fib4.update(&lpm_key(prefix), &u32::from(nh.0).to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_fib4"))
+    }
+
+    /// Takes `prefix`'s route away (absent: nothing to do).
+    pub fn remove_route(&self, prefix: Prefix) {
+        let _ = self.fib4.delete(&lpm_key(prefix));
+    }
+
+    /// Sets next hop `idx`: forwarded through as `hop` says, or (`None`) the workers'.
+    pub fn set_hop(&self, idx: NhIndex, hop: Option<FastHop>) -> Result<(), XdpError> {
+        let mut value = [0u8; 16];
+        if let Some(h) = hop {
+            value[..4].copy_from_slice(&u32::from(h.port.0).to_ne_bytes());
+            value[4..8].copy_from_slice(&h.mtu.to_ne_bytes());
+            let flags = match h.via {
+                Via::Gateway(mac) => {
+                    value[8..14].copy_from_slice(&mac.0);
+                    HOP_GATEWAY
+                }
+                Via::OnLink => HOP_ON_LINK,
+            };
+            value[14..].copy_from_slice(&flags.to_ne_bytes());
+        }
+        self.hops4.update(&u32::from(idx.0).to_ne_bytes(), &value, MapFlags::ANY).map_err(map_err("xfwd_hops4"))
+    }
+
+    /// Sets neighbour `addr`: on `port`, at `mac`.
+    pub fn set_neighbor(&self, addr: Ipv4Addr, port: PortId, mac: MacAddr) -> Result<(), XdpError> {
+        let mut value = [0u8; 12];
+        value[..4].copy_from_slice(&u32::from(port.0).to_ne_bytes());
+        value[4..10].copy_from_slice(&mac.0);
+        self.neigh4.update(&addr.octets(), &value, MapFlags::ANY).map_err(map_err("xfwd_neigh4"))
+    }
+
+    /// Forgets neighbour `addr` (absent: nothing to do).
+    pub fn remove_neighbor(&self, addr: Ipv4Addr) {
+        let _ = self.neigh4.delete(&addr.octets());
+    }
+
+    /// Writes all of `t` (its next hops, then its routes) and `neighbors` into the maps.
+    pub fn load(&self, t: &RouterTables, neighbors: &NeighborTable) -> Result<(), XdpError> {
+        for (a, port, mac) in export::neighbors4(neighbors) {
+            self.set_neighbor(a, port, mac)?;
+        }
+        for (i, nh) in t.v4.nexthops.iter().enumerate().skip(1) {
+            self.set_hop(NhIndex(i as u16), export::hop4(t, nh, neighbors))?;
+        }
+        for (prefix, nh) in export::routes4(t) {
+            self.set_route(prefix, nh)?;
+        }
+        Ok(())
+    }
+}
+
+/// The LPM trie's key for `p`: its length (host order), then its address as on the wire.
+fn lpm_key(p: Prefix) -> [u8; 8] {
+    let mut key = [0u8; 8];
+    key[..4].copy_from_slice(&u32::from(p.prefix_len()).to_ne_bytes());
+    key[4..].copy_from_slice(&p.addr().octets());
+    key
 }
 
 /// Reads the XDP program's per-CPU counters (owned handles on the maps).
