@@ -308,6 +308,30 @@ impl XdpProgram {
     /// (`BPF_PROG_TEST_RUN`; nothing is attached or sent, but the counters count it): the
     /// verdict (`XDP_*`) and the frame as the program left it. For tests and per-frame timing.
     pub fn test_run(&mut self, frame: &[u8], ifindex: u32, queue: u32) -> Result<(u32, Vec<u8>), XdpError> {
+        self.run(frame, ifindex, queue, 1).map(|(verdict, out, _)| (verdict, out))
+    }
+
+    /// Runs the program `repeat` times on `frame` in the kernel (`BPF_PROG_TEST_RUN` with a
+    /// repeat count), as [`XdpProgram::test_run`] does once: the last verdict and the mean time
+    /// of one run, as the kernel measured it. The runs share one buffer, so a program that
+    /// changes the frame sees its own changes from the second run on.
+    pub fn time_run(
+        &mut self,
+        frame: &[u8],
+        ifindex: u32,
+        queue: u32,
+        repeat: u32,
+    ) -> Result<(u32, std::time::Duration), XdpError> {
+        self.run(frame, ifindex, queue, repeat).map(|(verdict, _, took)| (verdict, took))
+    }
+
+    fn run(
+        &mut self,
+        frame: &[u8],
+        ifindex: u32,
+        queue: u32,
+        repeat: u32,
+    ) -> Result<(u32, Vec<u8>, std::time::Duration), XdpError> {
         let prog =
             self.object.progs_mut().find(|p| p.name() == "xfwd_xdp").ok_or(XdpError::Missing("program xfwd_xdp"))?;
         // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
@@ -319,13 +343,14 @@ impl XdpProgram {
             context_in: Some(&mut ctx),
             data_in: Some(frame),
             data_out: Some(&mut out),
+            repeat,
             ..Default::default()
         };
         let output = prog.test_run(input).map_err(|e| XdpError::TestRun(format!("{e:#}")))?;
-        let verdict = output.return_value;
+        let (verdict, took) = (output.return_value, output.duration);
         let len = output.data.map_or(0, |d| d.len());
         out.truncate(len);
-        Ok((verdict, out))
+        Ok((verdict, out, took))
     }
 
     /// Handles on the maps of the box's addresses, for a thread that keeps them in step with
@@ -508,6 +533,13 @@ impl FastMaps {
     /// Forgets neighbour `addr` (absent: nothing to do).
     pub fn remove_neighbor(&self, addr: Ipv4Addr) {
         let _ = self.neigh4.delete(&addr.octets());
+    }
+
+    /// Bytes the kernel charges for the IPv4 routes' map (its `memlock` in fdinfo), if it says.
+    pub fn routes_memory(&self) -> Option<u64> {
+        let fd = self.fib4.as_fd().as_raw_fd();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+        info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse().ok())
     }
 
     /// Writes all of `t` (its next hops, then its routes) and `neighbors` into the maps.
