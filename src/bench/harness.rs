@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use xfwd_dataplane::io::settings::Opt;
 use xfwd_dataplane::load::LoopTotals;
 
 use super::cpu::{self, Sampler};
@@ -153,28 +154,20 @@ impl Arm {
                 for kv in opts.split('+') {
                     let (k, v) =
                         kv.split_once('=').with_context(|| format!("--arm {s}: write options as key=value"))?;
-                    const KEYS: &[&str] = &[
-                        "poll",
-                        "xdp-mode",
-                        "cores",
-                        "zero-copy",
-                        "sockets",
-                        "aqm",
-                        "aqm-target",
-                        "aqm-interval",
-                        "busy-poll-budget",
-                        "tx-budget",
-                        "rx-ring",
-                        "tx-ring",
-                        "fill-ring",
-                        "completion-ring",
-                        "huge-pages",
-                        "rt-priority",
-                        "fib",
-                        "bin",
-                    ];
-                    if !KEYS.contains(&k) {
-                        bail!("--arm {s}: `{k}` is not an xfwd option here ({})", KEYS.join(", "));
+                    // The worker options' flags (one table: io::settings), but `queues`, which
+                    // the bench sets for every arm (--queues), and the bench's own keys.
+                    let keys = || {
+                        Opt::ALL
+                            .iter()
+                            .map(|o| o.flag().trim_start_matches('-'))
+                            .filter(|&f| f != "queues")
+                            .chain(["fib", "bin"])
+                    };
+                    if !keys().any(|key| key == k) {
+                        bail!(
+                            "--arm {s}: `{k}` is not an xfwd option here ({})",
+                            keys().collect::<Vec<_>>().join(", ")
+                        );
                     }
                     if k == "huge-pages" {
                         // A switch: huge-pages=on.
@@ -1111,6 +1104,14 @@ mod tests {
         assert!(Arm::parse("xfwd:fib=bgp").is_err());
         assert!(Arm::parse("xfwd:fast=yes").is_err());
         assert!(Arm::parse("dpdk").is_err());
+        // Every worker option is an arm's option, from the one table, but the queues, which
+        // the bench sets for every arm.
+        for o in Opt::ALL.iter().filter(|&&o| o != Opt::Queues && o != Opt::HugePages) {
+            let flag = o.flag();
+            let arm = Arm::parse(&format!("xfwd:{}=1", &flag[2..])).unwrap();
+            assert_eq!(arm, Arm::Xfwd(vec![flag.to_owned(), "1".into()]));
+        }
+        assert!(Arm::parse("xfwd:queues=2").is_err(), "--queues is the bench's own");
     }
 
     #[test]

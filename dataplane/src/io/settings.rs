@@ -31,6 +31,11 @@ use super::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::xsk::RingSizes;
 use crate::MAX_QUEUES;
 
+/// The smallest and largest send buffer `--sndbuf` takes, in bytes.
+pub const SNDBUF_MIN: u32 = 65_536;
+/// See [`SNDBUF_MIN`].
+pub const SNDBUF_MAX: u32 = 268_435_456;
+
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Source {
@@ -422,6 +427,14 @@ impl WorkerOptions {
         if let Some(b) = self.tx_budget.filter(|b| !(32..=2048).contains(b)) {
             return Err(Refusal::OutOfRange { opt: Opt::TxBudget, given: b.into(), min: 32, max: 2048 });
         }
+        if let Some(b) = self.sndbuf.filter(|b| !(SNDBUF_MIN..=SNDBUF_MAX).contains(b)) {
+            return Err(Refusal::OutOfRange {
+                opt: Opt::SndBuf,
+                given: b.into(),
+                min: SNDBUF_MIN.into(),
+                max: SNDBUF_MAX.into(),
+            });
+        }
         if let RtPriority::Fixed(p) = self.rt_priority {
             if !(1..=99).contains(&p) {
                 return Err(Refusal::OutOfRange { opt: Opt::RtPriority, given: p.into(), min: 1, max: 99 });
@@ -658,6 +671,10 @@ worker_options! {
     busy_poll_budget: u16 = (0), BusyPollBudget, flag "busy-poll-budget", file "workers.busy_poll_budget";
     /// Copy mode: frames one TX kick may send, 32 to 2048 (Linux 6.17+) [default: the kernel's 32].
     tx_budget: u32 = auto, TxBudget, flag "tx-budget", file "workers.tx_budget";
+    /// Copy mode: bytes of frames each socket may have on their way out (its send buffer,
+    /// `SO_SNDBUFFORCE`: a frame's buffer is charged to it until the driver frees it), 65536 to
+    /// 268435456 [default: the kernel's, net.core.wmem_default].
+    sndbuf: u32 = auto, SndBuf, flag "sndbuf", file "workers.sndbuf";
     /// Descriptors in each socket's RX ring: a power of two, 64 to 4096 [default: 512].
     rx_ring: u32 = (RingSizes::default().rx), RxRing, flag "rx-ring", file "workers.rx_ring";
     /// Descriptors in each socket's TX ring: a power of two, 64 to 4096 [default: 512].
@@ -672,4 +689,18 @@ worker_options! {
     /// processing is: auto (priority 10 where allowed, said otherwise; off with --poll busy),
     /// off, or a priority 1-99 (refused if not allowed) [default: auto].
     rt_priority: RtPriority = (RtPriority::Auto), RtPriority, flag "rt-priority", file "workers.rt_priority";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_buffer_outside_its_range_is_refused_naming_the_option() {
+        let with = |b| WorkerOptions { sndbuf: Some(b), ..WorkerOptions::default() };
+        assert_eq!(with(SNDBUF_MIN).check(), Ok(()));
+        assert_eq!(with(SNDBUF_MAX).check(), Ok(()));
+        let e = with(SNDBUF_MIN - 1).check().unwrap_err();
+        assert_eq!(e, Refusal::OutOfRange { opt: Opt::SndBuf, given: 65_535, min: 65_536, max: 268_435_456 });
+    }
 }

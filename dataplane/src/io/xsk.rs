@@ -242,6 +242,9 @@ pub struct BindOptions {
     /// Copy mode: frames one TX kick may send (`XDP_MAX_TX_SKB_BUDGET`, 32 up to the ring size;
     /// kernels before 6.17 keep their 32 and say so in the notes); `None`: leave the default.
     pub tx_budget: Option<u32>,
+    /// Copy mode: each socket's send buffer in bytes (`SO_SNDBUFFORCE`, else `SO_SNDBUF` capped
+    /// by net.core.wmem_max, said in the notes); `None`: the kernel's default.
+    pub sndbuf: Option<u32>,
     /// The sockets' ring sizes.
     pub rings: RingSizes,
 }
@@ -420,6 +423,20 @@ fn tune(fd: RawFd, name: &str, opts: BindOptions, busy_poll: &mut bool, notes: &
         if let Err(e) = set {
             *busy_poll = false;
             let note = format!("{name}: preferred busy polling refused ({e}); busy mode polls the rings only");
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
+    }
+    if let (Some(bytes), false) = (opts.sndbuf, opts.zero_copy) {
+        // The kernel doubles what it is given (its bookkeeping overhead): half is asked for.
+        let half = (bytes / 2) as libc::c_int;
+        if let Err(e) = set_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, half) {
+            let capped = set_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, half).is_ok();
+            let note = format!(
+                "{name}: send buffer of {bytes} bytes refused ({e}){}",
+                if capped { "; set as far as net.core.wmem_max allows" } else { "; left at the kernel's" }
+            );
             if !notes.contains(&note) {
                 notes.push(note);
             }

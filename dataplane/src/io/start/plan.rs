@@ -245,6 +245,7 @@ impl<'a> Plan<'a> {
                 huge_pages: w.huge_pages,
                 busy_poll_budget: (busy && w.busy_poll_budget > 0).then_some(w.busy_poll_budget),
                 tx_budget: w.tx_budget,
+                sndbuf: w.sndbuf,
                 rings: w.rings(),
             },
             role,
