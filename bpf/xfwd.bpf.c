@@ -19,8 +19,8 @@
  *                  (XFWD_STEER_CPU: drivers that give every frame one queue from every CPU)
  *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
  *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
- *   xfwd_fib4      router mode, XDP path: IPv4 longest-prefix match (LPM trie) -> next hop index
- *   xfwd_hops4     router mode, XDP path: next hop index -> struct xfwd_hop (0 flags: not here)
+ *   xfwd_fib4      router mode, XDP path: one slot holding the IPv4 routes, an LPM trie of
+ *                  prefix -> struct xfwd_route4 (0 flags: not here), swapped whole on reloads
  *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) -> port and MAC
  *   xfwd_port_macs router mode, XDP path: port index -> its MAC, and whether it can send
  *   xfwd_egress    router mode, XDP path: DEVMAP, port index -> ifindex
@@ -61,11 +61,10 @@
 #define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
 #define XFWD_PATH_XDP 1    /* router: the common case forwarded here (fast4()), the rest to workers */
 
-/* The XDP path's tables. Next hop indices are the FIB's 15-bit ones (dataplane/src/l3/fib.rs). */
-#define XFWD_MAX_HOPS 32768
+/* The XDP path's tables. */
 #define XFWD_MAX_ROUTES4 (1 << 21)
 #define XFWD_MAX_NEIGH 65536
-#define XFWD_HOP_GATEWAY 1 /* through a gateway whose MAC is the hop's own */
+#define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 */
 #define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 */
 
 /* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
@@ -176,30 +175,36 @@ struct xfwd_lpm4 {
 	__u8 addr[4];
 };
 
-struct {
+/* A route the program forwards along: its egress port, the MTU a packet may have there (the
+ * route's, else the port's), the gateway (network order) and how the next MAC is found
+ * (XFWD_HOP_*; 0: not here, the workers decide). A gateway's MAC is looked up in xfwd_neigh4
+ * for each frame, so that a neighbour change is one write there. Mirrored in io/xdp.rs
+ * (`route_value`). */
+struct xfwd_route4 {
+	__u32 port;
+	__u32 mtu;
+	__u32 gateway;
+	__u32 flags;
+};
+
+/* The routes, a trie the loader makes and fills aside and then puts in xfwd_fib4's one slot:
+ * a reload swaps the whole table in one write, so no frame sees half of one. */
+struct xfwd_fib4_trie {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, XFWD_MAX_ROUTES4);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct xfwd_lpm4);
-	__type(value, __u32);
-} xfwd_fib4 SEC(".maps");
-
-/* A next hop the program forwards through: its egress port, the MTU a packet may have there
- * (the route's, else the port's), and how the next MAC is found (XFWD_HOP_*; 0: not here, the
- * workers decide). Mirrored in io/xdp.rs (`FastHop`). */
-struct xfwd_hop {
-	__u32 port;
-	__u32 mtu;
-	__u8 mac[6];
-	__u16 flags;
+	/* Sizes, not types: BTF reaches an inner map's types only through pointers, as
+	 * declarations, whose size libbpf cannot tell. */
+	__uint(key_size, sizeof(struct xfwd_lpm4));
+	__uint(value_size, sizeof(struct xfwd_route4));
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, XFWD_MAX_HOPS);
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct xfwd_hop);
-} xfwd_hops4 SEC(".maps");
+	__array(values, struct xfwd_fib4_trie);
+} xfwd_fib4 SEC(".maps");
 
 struct xfwd_neigh {
 	__u32 port;
@@ -404,10 +409,10 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_port_mac *in, *out;
 	struct xfwd_neigh *neigh;
-	struct xfwd_hop *hop;
+	struct xfwd_route4 *hop;
 	struct xfwd_lpm4 key;
-	const __u8 *mac;
-	__u32 *idx, daddr, saddr, sum = 0, total, len, port;
+	void *fib;
+	__u32 daddr, saddr, next, sum = 0, total, len, port, zero = 0;
 	__u16 old, new;
 	long verdict;
 
@@ -439,23 +444,22 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 		return -1; /* from one of the box's addresses */
 	key.prefixlen = 32;
 	__builtin_memcpy(key.addr, ip + 16, 4);
-	idx = bpf_map_lookup_elem(&xfwd_fib4, &key);
-	if (!idx)
-		return -1; /* no route: Net Unreachable */
-	hop = bpf_map_lookup_elem(&xfwd_hops4, idx);
+	fib = bpf_map_lookup_elem(&xfwd_fib4, &zero);
+	if (!fib)
+		return -1; /* no table loaded yet */
+	hop = bpf_map_lookup_elem(fib, &key);
 	if (!hop)
-		return -1;
+		return -1; /* no route: Net Unreachable */
 	port = hop->port;
-	if (hop->flags == XFWD_HOP_GATEWAY) {
-		mac = hop->mac;
-	} else if (hop->flags == XFWD_HOP_ON_LINK) {
-		neigh = bpf_map_lookup_elem(&xfwd_neigh4, &daddr);
-		if (!neigh || neigh->port != port)
-			return -1; /* unresolved: gleaned */
-		mac = neigh->mac;
-	} else {
-		return -1; /* local, broadcast, special, equal-cost group, unresolved gateway */
-	}
+	if (hop->flags == XFWD_HOP_GATEWAY)
+		next = hop->gateway;
+	else if (hop->flags == XFWD_HOP_ON_LINK)
+		next = daddr;
+	else
+		return -1; /* local, broadcast, special, equal-cost group, IPv6 gateway */
+	neigh = bpf_map_lookup_elem(&xfwd_neigh4, &next);
+	if (!neigh || neigh->port != port)
+		return -1; /* unresolved (or resolved on another port): gleaned */
 	if (total > hop->mtu)
 		return -1; /* too big: Fragmentation Needed, or dropped */
 	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
@@ -473,7 +477,7 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	sum = (__u16)~sum;
 	ip[10] = sum >> 8;
 	ip[11] = sum & 0xff;
-	__builtin_memcpy(data, mac, 6);
+	__builtin_memcpy(data, neigh->mac, 6);
 	__builtin_memcpy(data + 6, out->mac, 6);
 	len = XFWD_ETH_HLEN + total;
 	if (len < 60)

@@ -43,7 +43,7 @@ fn main() {
     let ifindex = lo.ifindex;
     let local = [(IpAddr::from(Ipv4Addr::new(198, 18, 10, 2)), LocalKind::Address)];
     let mut p = XdpProgram::load(&[lo], ProgramMode::Router { local: &local }, Steer::ByQueue, None).expect("load");
-    let maps = p.fast_maps().expect("maps");
+    let mut maps = p.fast_maps().expect("maps");
     maps.set_port(PortId(0), ifindex, ETH5).expect("port 0");
     maps.set_port(PortId(1), ifindex, ETH4).expect("port 1");
     let start = Instant::now();

@@ -123,6 +123,7 @@ mod xdp_path {
     /// port 1 (eth4); 198.18.30.7 is a resolved host on eth4's subnet.
     struct World {
         p: XdpProgram,
+        maps: FastMaps,
         lo: u32,
         t: RouterTables,
         n: NeighborTable,
@@ -142,13 +143,13 @@ mod xdp_path {
         let n = NeighborTable::new(64);
         n.insert(ip("198.18.30.2"), GW, PortId(1), false).unwrap();
         n.insert(ip("198.18.30.7"), HOST, PortId(1), false).unwrap();
-        let maps: FastMaps = p.fast_maps().unwrap();
+        let mut maps: FastMaps = p.fast_maps().unwrap();
         // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing.
         maps.set_port(PortId(0), ifindex, ETH5).unwrap();
         maps.set_port(PortId(1), ifindex, ETH4).unwrap();
         maps.load(&t, &n).unwrap();
         maps.set_path(true).unwrap();
-        World { p, lo: ifindex, t, n, n6: NeighborTable6::new6(64) }
+        World { p, maps, lo: ifindex, t, n, n6: NeighborTable6::new6(64) }
     }
 
     /// A UDP packet of `ip_len` bytes from `src` to `dst` with `ttl`, to eth5's MAC, in a frame
@@ -243,5 +244,38 @@ mod xdp_path {
             assert_eq!(forwarded, *why == "IP options", "{why}: {action:?}");
         }
         assert_eq!(counts(&w.p), [("pass-no-socket", cases.len() as u64)]);
+    }
+
+    #[test]
+    fn a_neighbour_change_is_one_write_and_a_reload_swaps_the_whole_table() {
+        if !crate::common::root_or_skip("a_neighbour_change_is_one_write_and_a_reload_swaps_the_whole_table") {
+            return;
+        }
+        let mut w = world();
+        let via_gw = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
+        let verdict = |w: &mut World, f: &[u8]| w.p.test_run(f, w.lo, 0).unwrap();
+        assert_eq!(verdict(&mut w, &via_gw).0, XDP_REDIRECT);
+        // The gateway forgotten: its routes are the workers' (they glean), with no route written.
+        w.maps.remove_neighbor(ip("198.18.30.2"));
+        assert_eq!(verdict(&mut w, &via_gw), (XDP_PASS, via_gw.clone()));
+        // Learnt again with another MAC: forwarded to that one.
+        let new_mac = MacAddr([2, 0, 0, 0, 0x30, 0x22]);
+        w.maps.set_neighbor(ip("198.18.30.2"), PortId(1), new_mac).unwrap();
+        let (v, out) = verdict(&mut w, &via_gw);
+        assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]));
+        // A reload: 198.19.0.0/16 now through 198.18.30.7 (a resolved host), 198.20.0.0/16 gone.
+        let statics = [("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.7")))];
+        let t2 = RouterTables::build(reference_ports(), &statics).unwrap();
+        let memory_before = w.maps.routes_memory();
+        w.maps.load_routes(&l3::export::fib4(&t2)).unwrap();
+        let (v, out) = verdict(&mut w, &via_gw);
+        assert_eq!((v, &out[..6]), (XDP_REDIRECT, &HOST.0[..]), "the new table's gateway");
+        assert!(memory_before.is_some() && w.maps.routes_memory().is_some(), "the trie's memory is read");
+        // Incrementally back to the first table: the route changes in place, 198.20/16 returns.
+        let old = l3::export::fib4(&t2);
+        let writes = w.maps.update_routes(&old, &l3::export::fib4(&w.t)).unwrap();
+        assert_eq!(writes, 2, "one route changed, one added");
+        let (v, out) = verdict(&mut w, &via_gw);
+        assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]));
     }
 }

@@ -18,7 +18,7 @@ use std::net::Ipv4Addr;
 use super::options::XdpMode;
 use super::port::PortInfo;
 use crate::l3::export::{self, FastHop, Via};
-use crate::l3::{NeighborTable, NhIndex, Prefix, RouterTables};
+use crate::l3::{NeighborTable, Prefix, RouterTables};
 use crate::wire::MacAddr;
 use crate::{PortId, MAX_PORTS, MAX_QUEUES};
 
@@ -373,7 +373,7 @@ impl XdpProgram {
         Ok(FastMaps {
             config: map("xfwd_config")?,
             fib4: map("xfwd_fib4")?,
-            hops4: map("xfwd_hops4")?,
+            trie: None,
             neigh4: map("xfwd_neigh4")?,
             port_macs: map("xfwd_port_macs")?,
             egress: map("xfwd_egress")?,
@@ -448,17 +448,24 @@ const CONFIG_PATH: u32 = 7;
 const PATH_AF_XDP: u32 = 0;
 const PATH_XDP: u32 = 1;
 /// Mirrors `XFWD_HOP_GATEWAY` and `XFWD_HOP_ON_LINK`.
-const HOP_GATEWAY: u16 = 1;
-const HOP_ON_LINK: u16 = 2;
+const HOP_GATEWAY: u32 = 1;
+const HOP_ON_LINK: u32 = 2;
+/// Most IPv4 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES4`).
+pub const MAX_ROUTES4: u32 = 1 << 21;
+/// `struct xfwd_lpm4` and `struct xfwd_route4`'s sizes.
+const LPM4_KEY: u32 = 8;
+const ROUTE4_VALUE: u32 = 16;
 
-/// The XDP path's maps (router mode): the IPv4 routes (an LPM trie), next hops, neighbours,
-/// and the ports' MACs and devmap entries, as [`crate::l3::export`] takes them from the
-/// workers' tables. Each write replaces one entry; the program reads whatever entry is there
-/// when a frame comes.
+/// The XDP path's maps (router mode): the IPv4 routes (an LPM trie in a one-slot map of maps),
+/// the neighbours, and the ports' MACs and devmap entries, as [`crate::l3::export`] takes them
+/// from the workers' tables. The program reads whatever entry is there when a frame comes:
+/// each write below replaces one entry whole, and [`FastMaps::load_routes`] replaces the whole
+/// route table in one write.
 pub struct FastMaps {
     config: MapHandle,
     fib4: MapHandle,
-    hops4: MapHandle,
+    /// The trie in `fib4`'s slot now (`None`: none yet, every frame is the workers').
+    trie: Option<MapHandle>,
     neigh4: MapHandle,
     port_macs: MapHandle,
     egress: MapHandle,
@@ -494,32 +501,48 @@ impl FastMaps {
         self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
     }
 
-    /// Routes `prefix` to next hop `nh`.
-    pub fn set_route(&self, prefix: Prefix, nh: NhIndex) -> Result<(), XdpError> {
-        self.fib4.update(&lpm_key(prefix), &u32::from(nh.0).to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_fib4"))
-    }
-
-    /// Takes `prefix`'s route away (absent: nothing to do).
-    pub fn remove_route(&self, prefix: Prefix) {
-        let _ = self.fib4.delete(&lpm_key(prefix));
-    }
-
-    /// Sets next hop `idx`: forwarded through as `hop` says, or (`None`) the workers'.
-    pub fn set_hop(&self, idx: NhIndex, hop: Option<FastHop>) -> Result<(), XdpError> {
-        let mut value = [0u8; 16];
-        if let Some(h) = hop {
-            value[..4].copy_from_slice(&u32::from(h.port.0).to_ne_bytes());
-            value[4..8].copy_from_slice(&h.mtu.to_ne_bytes());
-            let flags = match h.via {
-                Via::Gateway(mac) => {
-                    value[8..14].copy_from_slice(&mac.0);
-                    HOP_GATEWAY
-                }
-                Via::OnLink => HOP_ON_LINK,
-            };
-            value[14..].copy_from_slice(&flags.to_ne_bytes());
+    /// Replaces the whole route table with `routes`: a new trie is made and filled aside, then
+    /// put in the program's slot in one write; the old one goes once no frame holds it.
+    pub fn load_routes(&mut self, routes: &export::FastRoutes) -> Result<(), XdpError> {
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: libbpf_sys::BPF_F_NO_PREALLOC,
+            ..Default::default()
+        };
+        let trie = MapHandle::create(
+            libbpf_rs::MapType::LpmTrie,
+            Some("xfwd_fib4_trie"),
+            LPM4_KEY,
+            ROUTE4_VALUE,
+            MAX_ROUTES4,
+            &opts,
+        )
+        .map_err(map_err("xfwd_fib4_trie"))?;
+        for (prefix, hop) in routes {
+            trie.update(&lpm_key(*prefix), &route_value(*hop), MapFlags::ANY).map_err(map_err("xfwd_fib4_trie"))?;
         }
-        self.hops4.update(&u32::from(idx.0).to_ne_bytes(), &value, MapFlags::ANY).map_err(map_err("xfwd_hops4"))
+        let fd = trie.as_fd().as_raw_fd() as u32;
+        self.fib4.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_fib4"))?;
+        self.trie = Some(trie);
+        Ok(())
+    }
+
+    /// Turns route table `old` (the one in the program) into `new` entry by entry, in the
+    /// order [`export::diff4`] gives: every frame meanwhile finds each route either as it was
+    /// or as it will be. Returns the writes made.
+    pub fn update_routes(&mut self, old: &export::FastRoutes, new: &export::FastRoutes) -> Result<usize, XdpError> {
+        let Some(trie) = &self.trie else {
+            self.load_routes(new)?;
+            return Ok(new.len());
+        };
+        let (set, gone) = export::diff4(old, new);
+        for (prefix, hop) in &set {
+            trie.update(&lpm_key(*prefix), &route_value(*hop), MapFlags::ANY).map_err(map_err("xfwd_fib4_trie"))?;
+        }
+        for prefix in &gone {
+            let _ = trie.delete(&lpm_key(*prefix));
+        }
+        Ok(set.len() + gone.len())
     }
 
     /// Sets neighbour `addr`: on `port`, at `mac`.
@@ -535,31 +558,44 @@ impl FastMaps {
         let _ = self.neigh4.delete(&addr.octets());
     }
 
-    /// Bytes the kernel charges for the IPv4 routes' map (its `memlock` in fdinfo), if it says.
+    /// Bytes the kernel charges for the route table in the program (its `memlock` in
+    /// fdinfo), if it says.
     pub fn routes_memory(&self) -> Option<u64> {
-        let fd = self.fib4.as_fd().as_raw_fd();
+        let fd = self.trie.as_ref()?.as_fd().as_raw_fd();
         let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
         info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse().ok())
     }
 
-    /// Writes all of `t` (its next hops, then its routes) and `neighbors` into the maps.
-    pub fn load(&self, t: &RouterTables, neighbors: &NeighborTable) -> Result<(), XdpError> {
+    /// Writes `neighbors`, then all of `t`'s IPv4 routes ([`FastMaps::load_routes`]).
+    pub fn load(&mut self, t: &RouterTables, neighbors: &NeighborTable) -> Result<(), XdpError> {
         for (a, port, mac) in export::neighbors4(neighbors) {
             self.set_neighbor(a, port, mac)?;
         }
-        for (i, nh) in t.v4.nexthops.iter().enumerate().skip(1) {
-            self.set_hop(NhIndex(i as u16), export::hop4(t, nh, neighbors))?;
-        }
-        for (prefix, nh) in export::routes4(t) {
-            self.set_route(prefix, nh)?;
-        }
-        Ok(())
+        self.load_routes(&export::fib4(t))
     }
 }
 
+/// `struct xfwd_route4` for `hop` (`None`: 0 flags, the workers').
+fn route_value(hop: Option<FastHop>) -> [u8; ROUTE4_VALUE as usize] {
+    let mut value = [0u8; ROUTE4_VALUE as usize];
+    if let Some(h) = hop {
+        value[..4].copy_from_slice(&u32::from(h.port.0).to_ne_bytes());
+        value[4..8].copy_from_slice(&h.mtu.to_ne_bytes());
+        let flags = match h.via {
+            Via::Gateway(gw) => {
+                value[8..12].copy_from_slice(&gw.octets());
+                HOP_GATEWAY
+            }
+            Via::OnLink => HOP_ON_LINK,
+        };
+        value[12..].copy_from_slice(&flags.to_ne_bytes());
+    }
+    value
+}
+
 /// The LPM trie's key for `p`: its length (host order), then its address as on the wire.
-fn lpm_key(p: Prefix) -> [u8; 8] {
-    let mut key = [0u8; 8];
+fn lpm_key(p: Prefix) -> [u8; LPM4_KEY as usize] {
+    let mut key = [0u8; LPM4_KEY as usize];
     key[..4].copy_from_slice(&u32::from(p.prefix_len()).to_ne_bytes());
     key[4..].copy_from_slice(&p.addr().octets());
     key

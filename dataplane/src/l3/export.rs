@@ -4,11 +4,12 @@
 //!
 //! The program forwards only the common case and hands everything else to the workers
 //! (bpf/xfwd.bpf.c, `fast4`), so what it may forward through is narrow on purpose: a plain
-//! next hop out of a port, through an IPv4 gateway whose MAC the neighbour table holds on that
-//! port, or on link (the destination's MAC then comes from the neighbours it is given). The
-//! box's own addresses, broadcasts, routes that are not forwarded, equal-cost groups, IPv6
-//! gateways (RFC 5549) and unresolved gateways are the workers': their answers (ICMP errors,
-//! echo replies, gleaning) stay one implementation.
+//! next hop out of a port, through an IPv4 gateway or on link; the next MAC (the gateway's or
+//! the destination's) comes from the neighbours it is given, on that port, looked up for each
+//! frame, so a route's entry depends on the tables alone and a neighbour change is one write.
+//! The box's own addresses, broadcasts, routes that are not forwarded, equal-cost groups and
+//! IPv6 gateways (RFC 5549) are the workers', and so is any destination whose next MAC is not
+//! known: their answers (ICMP errors, echo replies, gleaning) stay one implementation.
 
 use core::net::Ipv4Addr;
 use std::collections::BTreeMap;
@@ -19,12 +20,12 @@ use super::tables::{NextHop4, NhKind, RouteOrigin, RouterTables};
 use crate::wire::MacAddr;
 use crate::PortId;
 
-/// How the XDP program finds the next MAC of a next hop it forwards through.
+/// Whose MAC the XDP program sends a frame to, found among the neighbours ([`neighbors4`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
-    /// A gateway's, resolved: this one.
-    Gateway(MacAddr),
-    /// The destination is the neighbour: its MAC from the neighbours ([`neighbors4`]).
+    /// This gateway's.
+    Gateway(Ipv4Addr),
+    /// The destination's: it is on the link.
     OnLink,
 }
 
@@ -41,20 +42,35 @@ pub struct FastHop {
 }
 
 /// What the XDP program does with IPv4 next hop `nh` of `t`: forwards through it, or `None`,
-/// the workers decide (see the module documentation). A gateway's MAC is the one `neighbors`
-/// holds for it on the next hop's port, so a neighbour change calls for the next hop again.
-pub fn hop4(t: &RouterTables, nh: &NextHop4, neighbors: &NeighborTable) -> Option<FastHop> {
+/// the workers decide (see the module documentation).
+pub fn hop4(t: &RouterTables, nh: &NextHop4) -> Option<FastHop> {
     let port = t.ports.get(nh.port.index())?;
     let mtu = if nh.mtu != 0 { nh.mtu.min(port.mtu) } else { port.mtu };
     let via = match nh.kind {
         NhKind::Connected => Via::OnLink,
-        NhKind::Gateway(core::net::IpAddr::V4(gw)) => {
-            let n = neighbors.lookup(gw).filter(|n| n.port == nh.port)?;
-            Via::Gateway(n.mac)
-        }
+        NhKind::Gateway(core::net::IpAddr::V4(gw)) => Via::Gateway(gw),
         _ => return None,
     };
     Some(FastHop { port: nh.port, mtu, via })
+}
+
+/// The XDP program's IPv4 table: every prefix of `t` once ([`routes4`]), with how the program
+/// forwards along it, or `None` (the workers decide: the entry is still there, so that a
+/// shorter prefix does not take its traffic).
+pub type FastRoutes = BTreeMap<Prefix, Option<FastHop>>;
+
+/// `t`'s IPv4 routes as the XDP program looks them up.
+pub fn fib4(t: &RouterTables) -> FastRoutes {
+    routes4(t).into_iter().map(|(p, nh)| (p, t.v4.nexthops.get(usize::from(nh.0)).and_then(|h| hop4(t, h)))).collect()
+}
+
+/// The writes that turn table `old` into `new`: entries to set (new or changed), then
+/// prefixes to remove. Each is one map write that leaves a usable table: a route is replaced
+/// in place, and a prefix goes only after what replaces it is in.
+pub fn diff4(old: &FastRoutes, new: &FastRoutes) -> (Vec<(Prefix, Option<FastHop>)>, Vec<Prefix>) {
+    let set = new.iter().filter(|(p, h)| old.get(p) != Some(h)).map(|(p, h)| (*p, *h)).collect();
+    let gone = old.keys().filter(|p| !new.contains_key(p)).copied().collect();
+    (set, gone)
 }
 
 /// Every IPv4 route of `t` once, with the next hop index the FIB gives its prefix: where the
@@ -85,30 +101,56 @@ mod tests {
     use super::*;
     use crate::l3::testing::reference_ports;
     use crate::l3::RouteTarget;
+    use core::net::IpAddr;
 
     fn ip(s: &str) -> Ipv4Addr {
         s.parse().unwrap()
     }
 
     #[test]
-    fn a_gateway_is_forwarded_through_once_resolved_on_its_port_and_the_rest_is_the_workers() {
+    fn a_plain_next_hop_is_forwarded_through_and_the_rest_is_the_workers() {
         let ports = reference_ports();
-        let gw_port = PortId(1);
         let gw = ip("198.18.30.2");
-        let t = RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::via(gw))]).unwrap();
-        let n = NeighborTable::new(64);
-        let nh = *t.route(ip("198.19.1.1")).unwrap();
-        assert_eq!(hop4(&t, &nh, &n), None, "unresolved: the workers glean");
-        let mac = MacAddr([2, 0, 0, 0, 0, 9]);
-        n.insert(gw, mac, PortId(0), false).unwrap();
-        assert_eq!(hop4(&t, &nh, &n), None, "resolved on another port than the route's");
-        n.insert(gw, mac, gw_port, false).unwrap();
+        let statics = [
+            ("198.19.0.0/16".parse().unwrap(), RouteTarget::via(gw)),
+            (
+                "198.21.0.0/16".parse().unwrap(),
+                RouteTarget::Via { gw: IpAddr::V6("fe80::1".parse().unwrap()), dev: Some(PortId(1)) },
+            ),
+        ];
+        let t = RouterTables::build(ports, &statics).unwrap();
         let mtu = t.ports[1].mtu;
-        assert_eq!(hop4(&t, &nh, &n), Some(FastHop { port: gw_port, mtu, via: Via::Gateway(mac) }));
+        let nh = *t.route(ip("198.19.1.1")).unwrap();
+        assert_eq!(hop4(&t, &nh), Some(FastHop { port: PortId(1), mtu, via: Via::Gateway(gw) }));
         let on_link = *t.route(ip("198.18.30.7")).unwrap();
-        assert_eq!(hop4(&t, &on_link, &n), Some(FastHop { port: gw_port, mtu, via: Via::OnLink }));
+        assert_eq!(hop4(&t, &on_link), Some(FastHop { port: PortId(1), mtu, via: Via::OnLink }));
         let local = *t.route(ip("198.18.30.1")).unwrap();
-        assert_eq!(hop4(&t, &local, &n), None, "the box's own address");
+        assert_eq!(hop4(&t, &local), None, "the box's own address");
+        let v6 = *t.route(ip("198.21.0.1")).unwrap();
+        assert_eq!(hop4(&t, &v6), None, "an IPv6 gateway (RFC 5549)");
+    }
+
+    #[test]
+    fn the_table_keeps_the_workers_prefixes_so_a_shorter_one_never_takes_their_traffic() {
+        let t = RouterTables::build(reference_ports(), &[]).unwrap();
+        let fast = fib4(&t);
+        let local: Prefix = "198.18.30.1/32".parse().unwrap();
+        assert_eq!(fast.get(&local), Some(&None), "the box's address is there, as the workers'");
+        let subnet: Prefix = "198.18.30.0/24".parse().unwrap();
+        assert!(matches!(fast.get(&subnet), Some(Some(FastHop { via: Via::OnLink, .. }))));
+    }
+
+    #[test]
+    fn a_diff_sets_what_is_new_or_changed_and_then_removes_what_is_gone() {
+        let hop = |port| Some(FastHop { port: PortId(port), mtu: 1500, via: Via::OnLink });
+        let p = |s: &str| -> Prefix { s.parse().unwrap() };
+        let old: FastRoutes =
+            [(p("10.0.0.0/8"), hop(0)), (p("10.1.0.0/16"), hop(1)), (p("10.2.0.0/16"), hop(1))].into();
+        let new: FastRoutes = [(p("10.0.0.0/8"), hop(0)), (p("10.1.0.0/16"), hop(0)), (p("10.3.0.0/16"), None)].into();
+        let (set, gone) = diff4(&old, &new);
+        assert_eq!(set, vec![(p("10.1.0.0/16"), hop(0)), (p("10.3.0.0/16"), None)]);
+        assert_eq!(gone, vec![p("10.2.0.0/16")]);
+        assert_eq!(diff4(&new, &new), (vec![], vec![]));
     }
 
     #[test]
