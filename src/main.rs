@@ -509,6 +509,7 @@ fn run(
     let mut last_check = Instant::now();
     let mut warned_no_socket = vec![false; view.ports.len()];
     let mut warned_too_long = vec![(0u64, None); view.ports.len()];
+    let mut warned_redirects = vec![true; view.ports.len()];
     let mut watch = PortWatch::new(&view);
     let mut failed = false;
     while !stop.load(Ordering::Relaxed) {
@@ -528,6 +529,7 @@ fn run(
             last_check = Instant::now();
             warn_unbound_queues(&view, fwd.cores.len(), &fwd.layout, &mut warned_no_socket);
             warn_too_long(&view, &mut warned_too_long);
+            warn_redirects(&view, &mut warned_redirects);
             match watch.check(&view) {
                 Err(gone) => {
                     eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
@@ -616,6 +618,30 @@ fn warn_too_long(view: &LiveView, said: &mut [(u64, Option<Instant>)]) {
         eprintln!(
             "xfwd: warning: {name}: {n} frame(s) in all were longer than the {MAX_FRAME} bytes an AF_XDP socket of xfwd takes and were dropped (xdp drop-too-long in `xfwd show stats`); set the MTU back with `ip link set dev {name} mtu {MAX_MTU}`"
         );
+    }
+}
+
+/// `--path xdp`: says when a port's driver stops taking the frames the XDP program redirects
+/// to it (a veth whose peer's NAPI went), so that the workers forward what is routed out of
+/// it, and when it takes them again. `said` is what was last said of each port.
+fn warn_redirects(view: &LiveView, said: &mut [bool]) {
+    let Some(fast) = view.router.as_ref().and_then(|r| r.fast.as_ref()) else {
+        return;
+    };
+    for (p, info) in view.ports.iter().enumerate() {
+        let takes = fast.takes_redirects.get(p).is_none_or(|t| t.load(Ordering::Relaxed));
+        if takes == said[p] {
+            continue;
+        }
+        said[p] = takes;
+        let name = &info.name;
+        if takes {
+            eprintln!("xfwd: {name} takes redirected frames again: the XDP path forwards what is routed out of it");
+        } else {
+            eprintln!(
+                "xfwd: warning: {name} no longer takes frames an XDP program redirects to it (no ndo-xmit in its XDP features): the workers forward what is routed out of it until it does; a veth needs NAPI at its peer (`ethtool -K PEER gro on`, or an XDP program there)"
+            );
+        }
     }
 }
 

@@ -384,6 +384,16 @@ impl Rig {
         )
     }
 
+    /// Turns GRO on at both hosts' `eth0`, which gives each the NAPI that a frame redirected
+    /// into it by an XDP program needs (veth drops such a frame otherwise): the condition of
+    /// xfwd's XDP path (`--path xdp`), set for every arm of a run that has one.
+    pub fn hosts_napi(&self) -> Result<()> {
+        for host in [&self.h1, &self.h2] {
+            host.exec(&["ethtool", "-K", "eth0", "gro", "on"])?;
+        }
+        Ok(())
+    }
+
     /// Waits until the box's `ports` see carrier (a veth learns its peer is up a moment later).
     pub fn wait_carrier(&self, ports: &[&str]) -> Result<()> {
         let start = Instant::now();

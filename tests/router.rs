@@ -16,6 +16,7 @@ use common::{
 };
 use etherparse::{IpNumber, Ipv4Header, PacketBuilder};
 use xfwd::rig::{self, Rig, Spawned, XfwdProcess};
+use xfwd_dataplane::io::view::EGRESS_REFUSED;
 
 const RIG_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
 
@@ -551,5 +552,107 @@ fn per_cpu_sockets_route_answer_and_share_a_one_queue_port_between_two_workers()
         let no_free = p.total.drops.iter().find(|(k, _)| k == "no-free-frame").map_or(0, |(_, v)| *v);
         assert_eq!(no_free, 0, "{}: copies found no free frame: {:?}", p.name, p.total.drops);
     }
+    stop_clean(&mut x);
+}
+
+/// A port's count of `name` among the XDP program's counters.
+fn xdp_count(p: &xfwd_dataplane::io::PortReport, name: &str) -> u64 {
+    p.xdp.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v)
+}
+
+#[test]
+fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_the_rest() {
+    let test = "the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_the_rest";
+    if !root_or_skip(test) {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    r.hosts_napi().unwrap();
+    let control = control_path("rt-xdp");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--path", "xdp"]);
+    // The first packets wait for ARP in the workers; then the program has both neighbours.
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
+    let before = stats(&control);
+    let out = ping(&r.h2, &["-c", "20", "-i", "0.01", "-W", "2", "198.18.10.1"]);
+    assert_eq!(common::answered(&out), 20, "{out}");
+    let s = stats(&control);
+    // Each request in at eth4 (port 1) and each reply in at eth5 (port 0) went through the
+    // program alone: counted there, never redirected to a worker.
+    for (p, b) in s.ports.iter().zip(&before.ports) {
+        let fwd = xdp_count(p, "xdp-forwarded") - xdp_count(b, "xdp-forwarded");
+        assert!(fwd >= 20, "{}: {fwd} forwarded in the program: {:?}", p.name, p.xdp);
+        assert_eq!(p.total.rx_frames, b.total.rx_frames, "{}: the workers saw none of them", p.name);
+        assert_eq!(xdp_count(p, "drop-no-egress"), 0, "{}", p.name);
+    }
+    // The exceptions are the workers', answered as on the AF_XDP path.
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "-t", "1", "198.18.10.1"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("Time to live exceeded"), "{out}");
+    r.h2.ip(&["route", "add", "203.0.113.0/24", "via", "198.18.30.1"]).unwrap();
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "203.0.113.7"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("Destination Net Unreachable"), "{out}");
+    let out = ping(&r.h2, &["-c", "2", "-i", "0.2", "-W", "2", "198.18.30.1"]);
+    assert!(out.contains("2 received"), "echo to the router's own address: {out}");
+    let s = stats(&control);
+    let drops = &s.ports[1].total.drops;
+    let count = |n: &str| drops.iter().find(|(k, _)| k == n).map_or(0, |(_, v)| *v);
+    assert_eq!((count("ttl-exceeded"), count("no-route")), (1, 1), "{drops:?}");
+
+    // A TCP flow: its data through the program; nothing lost but to queue management.
+    let tcp = rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 1, 1, 2).unwrap();
+    assert!(tcp.gbps() > 0.0);
+    let after = stats(&control);
+    let fwd = xdp_count(&after.ports[1], "xdp-forwarded") - xdp_count(&s.ports[1], "xdp-forwarded");
+    assert!(fwd >= min_segments(tcp.flows_received_bytes[0]), "eth4: {fwd} forwarded in the program");
+    for (p, b) in after.ports.iter().zip(&s.ports) {
+        assert_eq!(drops_but_aqm(&p.total), drops_but_aqm(&b.total), "{}: {:?}", p.name, p.total.drops);
+        assert_eq!(xdp_count(p, "drop-no-egress"), 0, "{}", p.name);
+        assert!(p.xdp.iter().any(|(k, _)| k == EGRESS_REFUSED), "{}: {:?}", p.name, p.xdp);
+        assert_eq!(xdp_count(p, EGRESS_REFUSED), 0, "{}: the peers run NAPI", p.name);
+    }
+    stop_clean(&mut x);
+}
+
+#[test]
+fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when_it_loses_napi() {
+    let test = "the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when_it_loses_napi";
+    if !root_or_skip(test) {
+        return;
+    }
+    let _g = serial();
+    // The hosts' GRO off: neither box port can take redirected frames, and xfwd says so.
+    let r = Rig::router(1).unwrap();
+    let out = r.boxns.command(XFWD).args(["router", "--config", RIG_CONFIG, "--path", "xdp"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for port in ["eth5", "eth4"] {
+        assert!(err.contains(&format!("{port} (veth) does not take frames an XDP program redirects to it")), "{err}");
+    }
+    assert!(err.contains("no ndo-xmit") && err.contains("ethtool -K PEER gro on"), "{err}");
+
+    // Started with NAPI at both peers; then h1's goes: the frames routed out of eth5 go to the
+    // workers, which forward them, until it is back.
+    r.hosts_napi().unwrap();
+    let control = control_path("rt-xdp-napi");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--path", "xdp"]);
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
+    r.h1.exec(&["ethtool", "-K", "eth0", "gro", "off"]).unwrap();
+    let warned = common::wait_line(&mut x, "xfwd: warning: eth5 no longer takes", 0);
+    assert!(warned.contains("the workers forward what is routed out of it"), "{warned}");
+    let before = stats(&control);
+    let out = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
+    assert_eq!(common::answered(&out), 10, "{out}");
+    let s = stats(&control);
+    let through_workers = s.ports[1].total.rx_frames - before.ports[1].total.rx_frames;
+    assert!(through_workers >= 10, "eth4: {through_workers} requests through the workers");
+    let replies = xdp_count(&s.ports[0], "xdp-forwarded") - xdp_count(&before.ports[0], "xdp-forwarded");
+    assert!(replies >= 10, "eth5: the replies, out of eth4, still in the program ({replies})");
+    r.h1.exec(&["ethtool", "-K", "eth0", "gro", "on"]).unwrap();
+    common::wait_line(&mut x, "xfwd: eth5 takes redirected frames again", 0);
+    let before = stats(&control);
+    let out = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
+    assert_eq!(common::answered(&out), 10, "{out}");
+    let s = stats(&control);
+    assert_eq!(s.ports[1].total.rx_frames, before.ports[1].total.rx_frames, "eth4: back in the program");
     stop_clean(&mut x);
 }

@@ -145,8 +145,8 @@ mod xdp_path {
         n.insert(ip("198.18.30.7"), HOST, PortId(1), false).unwrap();
         let mut maps: FastMaps = p.fast_maps().unwrap();
         // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing.
-        maps.set_port(PortId(0), ifindex, ETH5).unwrap();
-        maps.set_port(PortId(1), ifindex, ETH4).unwrap();
+        maps.set_port(PortId(0), ifindex, ETH5, true).unwrap();
+        maps.set_port(PortId(1), ifindex, ETH4, true).unwrap();
         maps.load(&t, &n).unwrap();
         maps.set_path(true).unwrap();
         World { p, maps, lo: ifindex, t, n, n6: NeighborTable6::new6(64) }
@@ -244,6 +244,20 @@ mod xdp_path {
             assert_eq!(forwarded, *why == "IP options", "{why}: {action:?}");
         }
         assert_eq!(counts(&w.p), [("pass-no-socket", cases.len() as u64)]);
+    }
+
+    #[test]
+    fn an_egress_that_takes_no_redirects_leaves_its_frames_to_the_workers() {
+        if !crate::common::root_or_skip("an_egress_that_takes_no_redirects_leaves_its_frames_to_the_workers") {
+            return;
+        }
+        let mut w = world();
+        let frame = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
+        w.maps.set_port(PortId(1), w.lo, ETH4, false).unwrap();
+        assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap(), (XDP_PASS, frame.clone()), "to the workers, untouched");
+        w.maps.set_port(PortId(1), w.lo, ETH4, true).unwrap();
+        assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap().0, XDP_REDIRECT, "ready again: the program's");
+        assert_eq!(counts(&w.p), [("pass-no-socket", 1), ("xdp-forwarded", 1)]);
     }
 
     #[test]

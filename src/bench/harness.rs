@@ -837,7 +837,7 @@ impl<'a> Bench<'a> {
         config: &TempFile,
         kernel_config: &TempFile,
     ) -> Result<Bench<'a>> {
-        Ok(Bench {
+        let bench = Bench {
             args,
             mode,
             exe,
@@ -854,7 +854,11 @@ impl<'a> Bench<'a> {
                 (true, IpVersion::V4) => Some(Rig::wire(args.queues)?),
                 (true, IpVersion::V6) => Some(Rig::wire6(args.queues)?),
             },
-        })
+        };
+        if xdp_path(arms) {
+            bench.rig.hosts_napi()?;
+        }
+        Ok(bench)
     }
 }
 
@@ -903,6 +907,11 @@ fn run_arms(
     Ok(results)
 }
 
+/// Whether an arm runs xfwd's XDP path, which needs NAPI at the hosts ([`Rig::hosts_napi`]).
+fn xdp_path(arms: &[(String, Arm)]) -> bool {
+    arms.iter().any(|(_, a)| matches!(a, Arm::Xfwd(o) if o.windows(2).any(|w| w[0] == "--path" && w[1] == "xdp")))
+}
+
 /// What one mode's bench ran under, for the report: the options, the machine, how the xfwd
 /// arms attached and bound (`modes`), and how the endpoints, queues and pings ran.
 fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: Modes) -> Conditions {
@@ -922,8 +931,11 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
         driver: "veth (namespace rig)".into(),
         xdp_mode: modes.xdp,
         xsk_mode: modes.xsk.into(),
-        offloads: "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box"
-            .into(),
+        offloads: if xdp_path(arms) {
+            "hosts' TX checksum offload off (needed for AF_XDP on veth) and GRO on (NAPI, needed for XDP redirects into them), in every arm; no TSO reaches the box".into()
+        } else {
+            "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box".into()
+        },
         endpoints: endpoints_said(args),
         queueing: queueing_said(arms),
         pings: format!(
@@ -1212,6 +1224,9 @@ mod tests {
             "iperf3 clients and servers at nice 19 in every arm, client k pinned to CPU k mod queues, started together"
         );
         assert!(one.queueing.ends_with("xfwd arms: as each says below"), "{}", one.queueing);
+        assert!(!one.offloads.contains("GRO"), "{}", one.offloads);
+        let xdp = conditions(&tcp, BenchMode::Router, &arms(&["kernel", "xfwd", "xfwd:path=xdp"]), modes());
+        assert!(xdp.offloads.contains("GRO on (NAPI, needed for XDP redirects into them), in every arm"));
         let udp = bench_args(&["--frame", "64", "--ip", "6", "--rate", "5000"]);
         let c = conditions(&udp, BenchMode::Router, &arms(&["xfwd:poll=busy"]), modes());
         assert_eq!((c.test.as_str(), c.frame, c.omit_s, c.offered_pps, c.ip), ("udp64", 64, 0, 5000, 6));

@@ -71,6 +71,9 @@ pub struct PortSummary {
     pub xdp_redirect: Option<bool>,
     /// AF_XDP zero-copy.
     pub zero_copy: Option<bool>,
+    /// The XDP path (`--path xdp`) can run here: native XDP with redirect in, and the driver
+    /// takes frames an XDP program redirects to it (`ndo-xmit`) out.
+    pub xdp_path: Option<bool>,
     /// MTU.
     pub mtu: u32,
     /// The driver's largest MTU.
@@ -134,6 +137,7 @@ pub fn assess(ports: Vec<PortFacts>, system: SystemFacts, max_mtu: u32) -> Diagn
                 xdp_native: p.features.map(|f| f.native()),
                 xdp_redirect: p.features.map(|f| f.native() && f.redirect()),
                 zero_copy: p.features.map(|f| f.zero_copy()),
+                xdp_path: p.features.map(|f| f.native() && f.redirect() && f.takes_redirects()),
                 mtu: p.mtu,
                 max_mtu: p.link.as_ref().and_then(|l| l.max_mtu),
                 xfwd_max_mtu: max_mtu,
@@ -214,6 +218,24 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
         Some(_) => {}
     }
     if let Some(f) = p.features {
+        if !f.takes_redirects() {
+            let (why, fix) = if driver == "veth" {
+                (
+                    "a veth takes frames an XDP program redirects to it only while its peer runs NAPI, and this one's does not",
+                    "ethtool -K PEER gro on (or an XDP program on the peer)",
+                )
+            } else {
+                ("its driver has no ndo_xdp_xmit", "--path af-xdp (the default)")
+            };
+            out.add(
+                Info,
+                "no-xdp-path-egress",
+                format!(
+                    "{driver} does not take frames an XDP program redirects to it (no ndo-xmit): --path xdp cannot forward out of it, and refuses to start; {why}"
+                ),
+                fix,
+            );
+        }
         if !f.zero_copy() {
             out.add(
                 Info,
@@ -356,7 +378,7 @@ fn system_findings(ports: &[PortFacts], sys: &SystemFacts, out: &mut Out) {
 mod tests {
     use super::*;
     use crate::doctor::facts::{DriverInfo, Feature};
-    use crate::doctor::netdev::{xdp_act, DevFeatures};
+    use xfwd_dataplane::io::netdev::{xdp_act, DevFeatures};
 
     fn port(driver: &str, features: Option<u64>) -> PortFacts {
         PortFacts {
@@ -391,6 +413,18 @@ mod tests {
         assert!(codes(&d).contains(&"copy-mode"));
         let p = &d.ports[0];
         assert_eq!((p.xdp_native, p.zero_copy, p.queue_index), (Some(true), Some(false), QueueIndex::SenderTxQueue));
+        assert_eq!(p.xdp_path, Some(true));
+        assert!(!codes(&d).contains(&"no-xdp-path-egress"));
+    }
+
+    #[test]
+    fn a_veth_whose_peer_runs_no_napi_is_no_egress_of_the_xdp_path() {
+        let d = assess(vec![port("veth", Some(xdp_act::BASIC | xdp_act::REDIRECT | xdp_act::RX_SG))], sys(), 1774);
+        assert!(d.can_run(), "the AF_XDP path runs");
+        assert_eq!(d.ports[0].xdp_path, Some(false));
+        let f = d.findings.iter().find(|f| f.code == "no-xdp-path-egress").unwrap();
+        assert!(f.text.contains("its peer runs NAPI"), "{}", f.text);
+        assert_eq!(f.fix, "ethtool -K PEER gro on (or an XDP program on the peer)");
     }
 
     #[test]
@@ -417,6 +451,8 @@ mod tests {
         assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --sockets per-cpu"));
         assert!(codes(&d).contains(&"attach-restarts-link") && codes(&d).contains(&"copy-mode"));
         assert_eq!(d.ports[0].queue_index, QueueIndex::HardwareQueueId);
+        // Native AF_XDP is out, the XDP path's native redirect is not.
+        assert_eq!(d.ports[0].xdp_path, Some(true));
     }
 
     #[test]
@@ -448,7 +484,7 @@ mod tests {
     #[test]
     fn unknown_features_are_null_not_false() {
         let d = assess(vec![port("e1000e", None)], sys(), 1774);
-        assert_eq!((d.ports[0].xdp_native, d.ports[0].zero_copy), (None, None));
+        assert_eq!((d.ports[0].xdp_native, d.ports[0].zero_copy, d.ports[0].xdp_path), (None, None, None));
         assert!(codes(&d).contains(&"features-unknown"));
         assert!(!d.ports[0].queue_index_known);
         let json = serde_json::to_value(&d).unwrap();

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::netdev::{DevFeatures, Napi, Queue};
+use xfwd_dataplane::io::netdev::{DevFeatures, Napi, Queue};
 
 /// `ethtool -i`: the driver and its versions.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

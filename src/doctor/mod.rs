@@ -10,7 +10,6 @@
 
 pub mod assess;
 pub mod facts;
-pub mod netdev;
 
 pub use xfwd_dataplane::io::drivers as quirks;
 
@@ -18,6 +17,7 @@ use std::fmt::Write as _;
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
+use xfwd_dataplane::io::netdev;
 
 use crate::UsageError;
 use assess::{assess, Diagnosis};
@@ -272,13 +272,13 @@ pub fn render(d: &Diagnosis) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<10} {:<12} {:>4} {:>4} {:>6} {:>7} {:>9} {:>9} {:<18} {:>8}",
-        "port", "driver", "rxq", "txq", "mtu", "max mtu", "native", "zero-copy", "queue index", "rx-vlan"
+        "{:<10} {:<12} {:>4} {:>4} {:>6} {:>7} {:>9} {:>9} {:>8} {:<18} {:>8}",
+        "port", "driver", "rxq", "txq", "mtu", "max mtu", "native", "zero-copy", "xdp path", "queue index", "rx-vlan"
     );
     for p in &d.ports {
         let _ = writeln!(
             s,
-            "{:<10} {:<12} {:>4} {:>4} {:>6} {:>7} {:>9} {:>9} {:<18} {:>8}",
+            "{:<10} {:<12} {:>4} {:>4} {:>6} {:>7} {:>9} {:>9} {:>8} {:<18} {:>8}",
             p.name,
             p.driver.as_deref().unwrap_or("-"),
             p.rx_queues,
@@ -287,6 +287,7 @@ pub fn render(d: &Diagnosis) -> String {
             opt(p.max_mtu),
             yes_no(p.xdp_native.map(|n| n && p.xdp_redirect == Some(true))),
             yes_no(p.zero_copy),
+            yes_no(p.xdp_path),
             format!(
                 "{}{}",
                 serde_json::to_value(p.queue_index)
@@ -360,9 +361,9 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::assess::Severity;
-    use super::netdev::DevFeatures;
     use super::*;
     use xfwd_dataplane::io::drivers::QueueIndex;
+    use xfwd_dataplane::io::netdev::DevFeatures;
 
     /// A port as the fixture folder `driver` describes it (see tests/fixtures/doctor/README.md).
     fn fixture(driver: &str, ifname: &str) -> PortFacts {

@@ -115,6 +115,9 @@ pub enum Request {
     /// An FDB of no entries.
     #[error("--fdb-size must be at least 1")]
     FdbSize,
+    /// The XDP path asked of a bridge, which has none yet.
+    #[error("--path xdp: only the router has an XDP path so far; run the bridge with --path af-xdp (the default)")]
+    BridgeXdpPath,
     /// A router whose ports' addresses do not match its ports.
     #[error("every port needs its addresses")]
     Addresses,
@@ -161,6 +164,10 @@ pub enum StartError {
     /// The system refused something that should have worked (a thread, memory).
     #[error("{0}")]
     System(String),
+    /// `--path xdp` with ports whose drivers do not take frames an XDP program redirects to
+    /// them: each named with its features and the fix.
+    #[error("--path xdp: {}", .0.join("; "))]
+    NoRedirects(Vec<String>),
     /// Dropping privileges before the threads start failed.
     #[error("dropping privileges: {0}")]
     Privileges(String),

@@ -137,6 +137,14 @@ pub fn driver_name(ifname: &str) -> Option<String> {
     // erom_version[32], reserved2[12], and five u32 counts: 196 bytes.
     let mut info = [0u8; 196];
     info[..4].copy_from_slice(&ETHTOOL_GDRVINFO.to_ne_bytes());
+    ethtool_ioctl(ifname, &mut info)?;
+    let driver = &info[4..36];
+    let end = driver.iter().position(|&b| b == 0).unwrap_or(driver.len());
+    Some(String::from_utf8_lossy(&driver[..end]).into_owned()).filter(|d| !d.is_empty())
+}
+
+/// `SIOCETHTOOL` on `ifname` with the request at `data` (its first u32 the command).
+fn ethtool_ioctl(ifname: &str, data: &mut [u8]) -> Option<()> {
     // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     let name = ifname.as_bytes();
@@ -146,7 +154,7 @@ pub fn driver_name(ifname: &str) -> Option<String> {
     for (d, s) in req.ifr_name.iter_mut().zip(name) {
         *d = *s as libc::c_char;
     }
-    req.ifr_ifru.ifru_data = info.as_mut_ptr().cast();
+    req.ifr_ifru.ifru_data = data.as_mut_ptr().cast();
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -154,15 +162,64 @@ pub fn driver_name(ifname: &str) -> Option<String> {
     }
     // SAFETY: `fd` is a socket we just opened and own alone.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `req` names the interface and points at `info`, which is large enough for the
-    // kernel's ethtool_drvinfo and outlives the call.
+    // SAFETY: `req` names the interface and points at `data`, which the callers size for the
+    // command's answer (checked against the count they asked for) and which outlives the call.
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
-    if r != 0 {
+    (r == 0).then_some(())
+}
+
+/// The driver's statistics of `ifname` as `ethtool -S` gives them (`ETHTOOL_GSTRINGS` and
+/// `ETHTOOL_GSTATS`), in the driver's order; `None` where it has none or the calls fail.
+pub fn ethtool_stats(ifname: &str) -> Option<Vec<(String, u64)>> {
+    const ETHTOOL_GSSET_INFO: u32 = 0x37;
+    const ETHTOOL_GSTRINGS: u32 = 0x1b;
+    const ETHTOOL_GSTATS: u32 = 0x1d;
+    const ETH_SS_STATS: u32 = 1;
+    const ETH_GSTRING_LEN: usize = 32;
+    // struct ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set asked.
+    let mut info = [0u8; 20];
+    info[..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
+    info[8..16].copy_from_slice(&(1u64 << ETH_SS_STATS).to_ne_bytes());
+    ethtool_ioctl(ifname, &mut info)?;
+    if u64::from_ne_bytes(info[8..16].try_into().ok()?) & (1 << ETH_SS_STATS) == 0 {
         return None;
     }
-    let driver = &info[4..36];
-    let end = driver.iter().position(|&b| b == 0).unwrap_or(driver.len());
-    Some(String::from_utf8_lossy(&driver[..end]).into_owned()).filter(|d| !d.is_empty())
+    let n = u32::from_ne_bytes(info[16..20].try_into().ok()?) as usize;
+    if n == 0 || n > 65_536 {
+        return None;
+    }
+    // struct ethtool_gstrings: cmd, string_set, len, then len names of 32 bytes.
+    let mut names = vec![0u8; 12 + n * ETH_GSTRING_LEN];
+    names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+    names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+    names[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
+    ethtool_ioctl(ifname, &mut names)?;
+    // struct ethtool_stats: cmd, n_stats, then n_stats u64s.
+    let mut stats = vec![0u8; 8 + n * 8];
+    stats[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
+    stats[4..8].copy_from_slice(&(n as u32).to_ne_bytes());
+    ethtool_ioctl(ifname, &mut stats)?;
+    let got = (u32::from_ne_bytes(stats[4..8].try_into().ok()?) as usize).min(n);
+    Some(
+        (0..got)
+            .map(|i| {
+                let raw = &names[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN];
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+                let value = u64::from_ne_bytes(stats[8 + i * 8..16 + i * 8].try_into().unwrap_or([0; 8]));
+                (String::from_utf8_lossy(&raw[..end]).into_owned(), value)
+            })
+            .collect(),
+    )
+}
+
+/// Frames a veth refused to take from XDP redirects towards its peer (its
+/// `tx_queue_N_xdp_xmit_errors`, summed: its peer's ring was full, or a frame too long for
+/// it); `None`
+/// for other drivers or where the statistics cannot be read.
+pub fn veth_redirects_refused(ifname: &str) -> Option<u64> {
+    let stats = ethtool_stats(ifname)?;
+    let refused = stats.iter().filter(|(n, _)| n.starts_with("tx_queue_") && n.ends_with("_xdp_xmit_errors"));
+    refused.map(|(_, v)| *v).reduce(|a, b| a + b)
 }
 
 #[cfg(test)]
@@ -189,5 +246,8 @@ mod tests {
         assert_eq!(driver_name("xfwd-no-such0"), None);
         assert_eq!(driver_name(""), None);
         assert_eq!(driver_name("a-name-longer-than-ifnamsiz"), None);
+        assert_eq!(ethtool_stats("xfwd-no-such0"), None);
+        // `lo` has no driver statistics.
+        assert_eq!(veth_redirects_refused("lo"), None);
     }
 }

@@ -24,6 +24,8 @@
 //! - [`start`]: start-up as a pure plan ([`start::plan`], tested without root), then steps;
 //! - [`forwarder`]: the running forwarder: reload, stop;
 //! - [`memory`]: how the decision layer's large tables are backed (huge pages).
+//! - [`netdev`]: what a port's driver can do with XDP, as the kernel says (`--path xdp`, doctor);
+//! - [`fast`]: the XDP path's maps kept in step with the workers' tables (`--path xdp`).
 //!
 //! # Shape
 //!
@@ -58,8 +60,10 @@
 
 pub mod config;
 pub mod drivers;
+pub mod fast;
 pub mod forwarder;
 pub mod memory;
+pub mod netdev;
 pub mod options;
 pub mod port;
 pub mod ring;
@@ -72,7 +76,7 @@ pub mod xsk;
 
 pub use config::{FibSource, ForwarderConfig, Mode, Request, RouterLimits, RouterSetup, StartError};
 pub use forwarder::{frame_max, Forwarder};
-pub use options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
+pub use options::{AqmMode, DataPath, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};
 pub use view::{LiveView, PortReport, Report, RouterView};
 pub use xdp::XdpCounter;

@@ -144,6 +144,42 @@ impl fmt::Display for Sockets {
     }
 }
 
+/// Where the router forwards the common case: every frame in the user-space workers (the
+/// AF_XDP path), or the common case in the XDP program from the workers' own tables and the
+/// rest in the workers (the XDP path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum DataPath {
+    /// Every frame to be forwarded goes to a worker through its AF_XDP socket.
+    #[default]
+    #[cfg_attr(feature = "clap", value(name = "af-xdp", help = None::<&str>))]
+    AfXdp,
+    /// The XDP program forwards IPv4 through resolved next hops itself, redirecting to the
+    /// egress port; every exception (ICMP errors, gleaning, the box's own traffic, IPv6) goes
+    /// to the workers as on the AF_XDP path.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
+    Xdp,
+}
+
+impl DataPath {
+    /// Every value, in the order `--help` lists them.
+    pub const ALL: [DataPath; 2] = [DataPath::AfXdp, DataPath::Xdp];
+
+    /// The value's word on the command line and in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataPath::AfXdp => "af-xdp",
+            DataPath::Xdp => "xdp",
+        }
+    }
+}
+
+impl fmt::Display for DataPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Queue management on the workers' queues (the command line's `--aqm`, the router file's
 /// `[aqm] mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -343,6 +379,8 @@ mod tests {
             assert_eq!(m.name().parse::<AqmMode>(), Ok(m));
             assert_eq!(m.to_string(), m.name());
         }
+        let names: Vec<&str> = DataPath::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["af-xdp", "xdp"]);
         assert_eq!(
             "fq".parse::<AqmMode>().unwrap_err().to_string(),
             "aqm.mode `fq` is not one of fq-codel, codel, off"

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
+use super::options::{AqmMode, DataPath, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 use crate::io::xsk::RingSizes;
 use crate::MAX_QUEUES;
 
@@ -278,7 +278,7 @@ macro_rules! word_value {
         }
     )*};
 }
-word_value!(PollMode, XdpMode, ZeroCopy, Sockets, AqmMode);
+word_value!(PollMode, XdpMode, ZeroCopy, Sockets, AqmMode, DataPath);
 
 /// Why the options cannot work together, or one cannot work at all. The options are named by
 /// the caller ([`Refusal::describe`]); [`fmt::Display`] names them by their flags.
@@ -636,6 +636,9 @@ macro_rules! worker_options {
 }
 
 worker_options! {
+    /// Router: af-xdp forwards every frame in the workers; xdp forwards IPv4 through resolved
+    /// next hops in the XDP program and the rest in the workers [default: af-xdp].
+    path: DataPath = (DataPath::AfXdp), Path, flag "path", file "workers.path";
     /// Workers, one per queue id [default: the smallest RX queue count of the ports, capped by cores].
     queues: u32 = auto, Queues, flag "queues", file "workers.queues";
     /// Core of each worker, in queue order, e.g. 0,1 or 2-3; or `irq`: each worker on the CPU

@@ -35,7 +35,14 @@ pub struct RouterView {
     pub ndp: Arc<ArpCounters>,
     /// Kernel mode: what the thread that mirrors the kernel's routes counts.
     pub kernel: Option<Arc<crate::routes::kernel::SyncCounters>>,
+    /// `--path xdp`: what the thread that writes the XDP path's maps counts.
+    pub fast: Option<Arc<super::fast::FastCounters>>,
 }
+
+/// The name, among a port's XDP counters (`--path xdp`), of the frames the program redirected
+/// to it and counted forwarded that its driver then refused (veth: its peer's ring full; the
+/// XDP path has no queue of its own), read from the driver.
+pub const EGRESS_REFUSED: &str = "egress-refused";
 
 /// What the stats printer and the control socket read while workers run.
 #[derive(Debug)]
@@ -171,11 +178,17 @@ impl LiveView {
                     total.accumulate(s);
                 }
                 let x = self.xdp.port(p);
+                let mut xdp: Vec<(String, u64)> =
+                    XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect();
+                if let Some(fast) = self.router.as_ref().and_then(|r| r.fast.as_ref()) {
+                    let refused = fast.refused.get(p).map_or(0, crate::stats::Counter::get);
+                    xdp.push((EGRESS_REFUSED.to_owned(), refused));
+                }
                 PortReport {
                     name: info.name.clone(),
                     total,
                     per_queue,
-                    xdp: XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect(),
+                    xdp,
                     missed_queue: self.xdp.missed_queue(p),
                     driver: info.driver.clone(),
                     xdp_mode: self.xdp_modes.get(p).map(ToString::to_string),

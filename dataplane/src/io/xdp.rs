@@ -491,13 +491,14 @@ impl FastMaps {
     }
 
     /// Makes `port` (interface `ifindex`, MAC `mac`) an egress the program redirects to: its
-    /// devmap entry first, then its MAC marked ready.
-    pub fn set_port(&self, port: PortId, ifindex: u32, mac: MacAddr) -> Result<(), XdpError> {
+    /// devmap entry first, then its MAC marked ready; not `ready`, the program hands the frames
+    /// routed out of it to the workers (a driver that does not take redirected frames).
+    pub fn set_port(&self, port: PortId, ifindex: u32, mac: MacAddr, ready: bool) -> Result<(), XdpError> {
         let key = u32::from(port.0).to_ne_bytes();
         self.egress.update(&key, &ifindex.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_egress"))?;
         let mut value = [0u8; 8];
         value[..6].copy_from_slice(&mac.0);
-        value[6..].copy_from_slice(&1u16.to_ne_bytes());
+        value[6..].copy_from_slice(&u16::from(ready).to_ne_bytes());
         self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
     }
 

@@ -35,9 +35,11 @@ use self::plan::{Layout, Plan, Role, RouterPlan};
 use self::sched::RealTime;
 use super::config::FibSource;
 use super::config::{ForwarderConfig, Request, RouterLimits, StartError};
+use super::fast::FastSync;
 use super::forwarder::{Forwarder, RouterControl};
 use super::memory::advise_huge_pages;
-use super::options::{PollMode, XdpMode};
+use super::netdev::{DevFeatures, Netdev};
+use super::options::{DataPath, PollMode, XdpMode};
 use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
 use super::view::{LiveView, RouterView};
 use super::worker::{BridgeDecide, RouterDecide, Worker};
@@ -87,6 +89,7 @@ impl Forwarder {
         // The stamp's key: drawn for each start, never leaves the box.
         let stamp_key = plan.aqm.map(|_| random_key());
         let mut xdp = load_program(&ports, &plan, &shared, stamp_key)?;
+        let fast = fast_path(cfg, &ports, &shared, &xdp, &mut warnings)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
         let pools = sockets
             .iter()
@@ -99,7 +102,8 @@ impl Forwarder {
         let Shared { fdb, router, frame_max } = shared;
         let (arp, router_view, router_control, kernel_sync) = match router {
             Some(r) => {
-                let (ready, view, control, sync) = open_arp(r, &ports, plan.queues, &stop, clock, &xdp)?;
+                let (ready, mut view, control, sync) = open_arp(r, &ports, plan.queues, &stop, clock, &xdp)?;
+                view.fast = fast.as_ref().map(FastSync::counters);
                 (Some(ready), Some(view), Some(control), sync)
             }
             None => (None, None, None, None),
@@ -131,6 +135,12 @@ impl Forwarder {
         }
         if let Some(ready) = arp {
             let handle = ready.spawn().map_err(|e| StartError::System(format!("cannot start the ARP thread: {e}")))?;
+            threads.adopt(handle);
+        }
+        if let Some(fast) = fast {
+            let handle = fast
+                .spawn(Arc::clone(&stop))
+                .map_err(|e| StartError::System(format!("cannot start the XDP path's thread: {e}")))?;
             threads.adopt(handle);
         }
         if let Some(sync) = kernel_sync {
@@ -309,6 +319,70 @@ fn load_program(
         Layout::PerCpu { .. } => Steer::ByCpu { queue: plan.layout.bind_queue(0) },
     };
     Ok(XdpProgram::load(ports, mode, steer, stamp_key)?)
+}
+
+/// Step 3b, router with `--path xdp`: the XDP path's maps written from the router's tables
+/// (ports, neighbours, routes) and the path turned on, ready for the thread that keeps them in
+/// step ([`FastSync`]). Refused, with the fix, when a port's driver does not take frames an
+/// XDP program redirects to it (the kernel would drop every frame routed out of it); where the
+/// kernel cannot say (before Linux 6.3), veth ports are named in a warning with the condition.
+fn fast_path(
+    cfg: &ForwarderConfig,
+    ports: &[PortInfo],
+    shared: &Shared,
+    xdp: &XdpProgram,
+    warnings: &mut Vec<String>,
+) -> Result<Option<FastSync>, StartError> {
+    let (DataPath::Xdp, Some(r)) = (cfg.workers.path, &shared.router) else {
+        return Ok(None);
+    };
+    let mut netdev = Netdev::open().ok().flatten();
+    let features: Vec<Option<DevFeatures>> =
+        ports.iter().map(|p| netdev.as_mut().and_then(|n| n.dev(p.ifindex).ok())).collect();
+    let refused: Vec<String> = ports
+        .iter()
+        .zip(&features)
+        .filter_map(|(p, f)| f.filter(|f| !f.takes_redirects()).map(|f| no_redirects(p, f)))
+        .collect();
+    if !refused.is_empty() {
+        return Err(StartError::NoRedirects(refused));
+    }
+    let unknown: Vec<&str> = ports
+        .iter()
+        .zip(&features)
+        .filter(|(p, f)| f.is_none() && p.driver.as_deref() == Some("veth"))
+        .map(|(p, _)| p.name.as_str())
+        .collect();
+    if !unknown.is_empty() {
+        warnings.push(format!(
+            "--path xdp on veth ({}): the kernel drops a frame redirected into a veth unless its peer runs NAPI, and this kernel cannot say whether it does; turn GRO on at each peer (`ethtool -K PEER gro on`) or attach an XDP program there",
+            unknown.join(", ")
+        ));
+    }
+    let takes = vec![true; ports.len()];
+    let whole = r.kernel.is_none();
+    let sync = FastSync::start(
+        xdp.fast_maps()?,
+        Arc::clone(&r.tables),
+        Arc::clone(&r.neighbors),
+        ports,
+        &takes,
+        netdev,
+        whole,
+    )?;
+    Ok(Some(sync))
+}
+
+/// Why `port`, with `features`, cannot be an egress of the XDP path, and the fix.
+fn no_redirects(port: &PortInfo, features: DevFeatures) -> String {
+    let name = &port.name;
+    let driver = port.driver.as_deref().unwrap_or("an unknown driver");
+    let fix = if port.driver.as_deref() == Some("veth") {
+        format!("a veth takes them only while its peer runs NAPI: turn GRO on at {name}'s peer (`ethtool -K PEER gro on`) or attach an XDP program there")
+    } else {
+        "run with --path af-xdp".to_owned()
+    };
+    format!("{name} ({driver}) does not take frames an XDP program redirects to it (its XDP features: {}; no ndo-xmit); {fix}", features.xdp_names())
 }
 
 /// Step 4: the UMEMs and every worker's sockets, bound and registered in the program's XSKMAP:
@@ -496,6 +570,7 @@ fn open_arp(
         arp: counters,
         ndp,
         kernel: sync_counters,
+        fast: None,
     };
     let control = RouterControl {
         specs: std::sync::Mutex::new(r.specs),

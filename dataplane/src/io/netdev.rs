@@ -1,6 +1,10 @@
 //! What the kernel advertises about a device's XDP and AF_XDP support, its queues and their
 //! NAPI instances: the `netdev` generic-netlink family (Linux 6.3+ for the device, 6.8+ for
-//! queues and NAPI). Read-only: only `*_GET` requests are sent.
+//! queues and NAPI). Read-only: only `*_GET` requests are sent. `xfwd doctor` reads it for its
+//! report; the XDP path (`--path xdp`, [`super::fast`]) for whether each egress takes the
+//! frames the program redirects to it (`ndo-xmit`): a driver without it refuses them, and the
+//! kernel drops them where the program cannot count them. A veth has it only while its peer
+//! runs NAPI (GRO on, or an XDP program there), and gains or loses it when the peer changes.
 //!
 //! The messages are small and few (one request per port and kind), so they are written and
 //! read here by hand rather than through a netlink crate: [`Attrs`] walks the attributes of an
@@ -83,6 +87,24 @@ impl DevFeatures {
     /// Multi-buffer frames on receive.
     pub fn rx_sg(&self) -> bool {
         self.xdp_features & xdp_act::RX_SG != 0
+    }
+    /// Takes frames an XDP program redirects to it (`ndo_xdp_xmit`): an egress of the XDP
+    /// path.
+    pub fn takes_redirects(&self) -> bool {
+        self.xdp_features & xdp_act::NDO_XMIT != 0
+    }
+    /// `xdp-features` by the kernel's names (as `ynl` prints them), joined by `,`; `none` when
+    /// no bit is set.
+    pub fn xdp_names(&self) -> String {
+        const NAMES: [&str; 7] =
+            ["basic", "redirect", "ndo-xmit", "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg"];
+        let set: Vec<&str> =
+            NAMES.iter().enumerate().filter(|(i, _)| self.xdp_features & (1 << i) != 0).map(|(_, n)| *n).collect();
+        if set.is_empty() {
+            "none".to_owned()
+        } else {
+            set.join(",")
+        }
     }
 }
 
@@ -191,6 +213,7 @@ pub fn parse_napi(attrs: Attrs, ifindex: u32) -> Option<Napi> {
 }
 
 /// A generic-netlink socket talking to the `netdev` family.
+#[derive(Debug)]
 pub struct Netdev {
     fd: OwnedFd,
     family: u16,
@@ -374,6 +397,27 @@ mod tests {
             (NETDEV_A_NAPI_IRQ, &41u32.to_ne_bytes()),
         ]);
         assert_eq!(parse_napi(Attrs(&n), 7), Some(Napi { id: 8195, irq: Some(41), pid: None }));
+    }
+
+    #[test]
+    fn features_print_by_the_kernel_s_names_and_ndo_xmit_makes_an_egress() {
+        let d = |bits| DevFeatures { xdp_features: bits, ..Default::default() };
+        assert_eq!(d(0).xdp_names(), "none");
+        let veth = xdp_act::BASIC | xdp_act::REDIRECT | xdp_act::RX_SG;
+        assert_eq!(d(veth).xdp_names(), "basic,redirect,rx-sg");
+        assert!(!d(veth).takes_redirects());
+        assert!(d(veth | xdp_act::NDO_XMIT).takes_redirects());
+    }
+
+    #[test]
+    fn the_kernel_answers_for_loopback_and_refuses_an_interface_that_is_not_there() {
+        // Unprivileged and in any namespace: `lo` is ifindex 1 and runs no native XDP.
+        let Some(mut nl) = Netdev::open().unwrap() else {
+            return; // before Linux 6.3
+        };
+        let lo = nl.dev(1).unwrap();
+        assert!(!lo.native() && !lo.takes_redirects(), "{}", lo.xdp_names());
+        assert_eq!(nl.dev(u32::MAX).unwrap_err().raw_os_error(), Some(libc::ENODEV));
     }
 
     #[test]
