@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
+use xfwd_dataplane::io::fast::FastReport;
 use xfwd_dataplane::io::{LiveView, PortReport, Report};
 use xfwd_dataplane::load::{self, LoopTotals};
 use xfwd_dataplane::routes::kernel::SyncReport;
@@ -211,6 +212,15 @@ const KERNEL_COUNTERS: &[Row<SyncReport>] = &[
     ("rules_not_followed", "policy rules added since start that xfwd does not follow", |k| k.rules_not_followed),
 ];
 
+/// What keeping the XDP path's maps counts: the word in `xfwd_xdp_path_<word>_total`, the
+/// help text after "XDP path: ", and the count.
+const XDP_PATH_COUNTERS: &[Row<FastReport>] = &[
+    ("swaps", "route tables swapped in whole", |x| x.swaps),
+    ("route_writes", "routes written or removed one by one", |x| x.route_writes),
+    ("neighbor_writes", "neighbours written or removed", |x| x.neighbor_writes),
+    ("errors", "map writes that failed", |x| x.errors),
+];
+
 /// Every counter and gauge of `r` as metric families.
 pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
     let mut f = Families::default();
@@ -239,6 +249,9 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
     }
     if let Some(k) = &r.kernel {
         f.kernel(k);
+    }
+    if let Some(x) = &r.xdp_path {
+        f.xdp_path(x, r);
     }
     f.into_vec()
 }
@@ -286,7 +299,7 @@ impl Families {
         for (verdict, n) in &p.xdp {
             self.counter(
                 "xfwd_xdp_frames_total",
-                "Frames the XDP program saw on a port, by what it did with them.",
+                "Frames the XDP program saw on a port, by what it did with them (egress-refused: frames it forwarded to the port that the port's driver refused).",
                 &[("port", port), ("verdict", verdict)],
                 *n as f64,
             );
@@ -489,6 +502,23 @@ impl Families {
         }
         self.gauge("xfwd_kernel_routes", "Kernel routes: routes mirrored.", &[], k.routes as f64);
         self.gauge("xfwd_kernel_ignored_routes", "Kernel routes: routes not used.", &[], k.ignored as f64);
+    }
+
+    /// What keeping the XDP path's maps counts ([`XDP_PATH_COUNTERS`]), its routes, and
+    /// whether each port takes redirected frames.
+    fn xdp_path(&mut self, x: &FastReport, r: &Report) {
+        for (word, help, value) in XDP_PATH_COUNTERS {
+            self.counter(&format!("xfwd_xdp_path_{word}_total"), &format!("XDP path: {help}."), &[], value(x) as f64);
+        }
+        self.gauge("xfwd_xdp_path_routes", "XDP path: routes in the program's table.", &[], x.routes as f64);
+        for (i, p) in r.ports.iter().enumerate() {
+            self.gauge(
+                "xfwd_xdp_path_egress_ready",
+                "XDP path: 1 where the port takes frames the program redirects to it, 0 where the workers forward them.",
+                &[("port", &p.name)],
+                if x.no_redirects.contains(&i) { 0.0 } else { 1.0 },
+            );
+        }
     }
 }
 
@@ -886,6 +916,14 @@ mod tests {
             ndp: if router { vec![("NS sent".into(), next())] } else { Vec::new() },
             neighbors6: router.then(|| (next() as usize, next() as usize)),
             kernel: router.then_some(kernel),
+            xdp_path: router.then(|| FastReport {
+                routes: next(),
+                swaps: next(),
+                route_writes: next(),
+                neighbor_writes: next(),
+                errors: next(),
+                no_redirects: vec![1],
+            }),
             zero_copy: Some(router),
             rt_priority: router.then_some(10),
             aqm: router.then(|| "fq-codel".into()),

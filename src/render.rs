@@ -252,6 +252,20 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
                 );
             }
         }
+        if let Some(f) = &r.xdp_path {
+            let off: Vec<&str> =
+                f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();
+            let _ = writeln!(
+                s,
+                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes; egress ports taking no redirects (their frames to the workers): {}",
+                f.routes,
+                f.swaps,
+                f.route_writes,
+                f.neighbor_writes,
+                f.errors,
+                if off.is_empty() { "none".to_owned() } else { off.join(", ") }
+            );
+        }
         let icmp: u64 = r.ports.iter().map(|p| p.total.icmp_sent).sum();
         let limited: u64 = r.queues.iter().map(|q| q.icmp_rate_limited).sum();
         let gleaned: u64 = r.ports.iter().map(|p| p.total.gleaned).sum();

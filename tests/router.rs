@@ -571,8 +571,12 @@ fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_t
     r.hosts_napi().unwrap();
     let control = control_path("rt-xdp");
     let mut x = start(&r, RIG_CONFIG, &control, &["--path", "xdp"]);
-    // The first packets wait for ARP in the workers; then the program has both neighbours.
+    // The first packets wait for ARP in the workers; then the program has both neighbours
+    // (written by the thread within its period).
     Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
+    common::until(common::PATH_UP, "both hosts in the program's neighbours", || {
+        stats(&control).xdp_path.is_some_and(|p| p.neighbor_writes >= 2)
+    });
     let before = stats(&control);
     let out = ping(&r.h2, &["-c", "20", "-i", "0.01", "-W", "2", "198.18.10.1"]);
     assert_eq!(common::answered(&out), 20, "{out}");
@@ -610,6 +614,9 @@ fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_t
         assert!(p.xdp.iter().any(|(k, _)| k == EGRESS_REFUSED), "{}: {:?}", p.name, p.xdp);
         assert_eq!(xdp_count(p, EGRESS_REFUSED), 0, "{}: the peers run NAPI", p.name);
     }
+    let path = after.xdp_path.expect("the XDP path's counts in the report");
+    assert_eq!((path.swaps, path.errors, path.no_redirects.len()), (1, 0, 0), "{path:?}");
+    assert!(path.routes >= 4 && path.neighbor_writes >= 2, "connected routes and both hosts: {path:?}");
     stop_clean(&mut x);
 }
 
@@ -643,6 +650,7 @@ fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when
     let out = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
     assert_eq!(common::answered(&out), 10, "{out}");
     let s = stats(&control);
+    assert_eq!(s.xdp_path.as_ref().map(|p| p.no_redirects.clone()), Some(vec![0]), "eth5 is port 0");
     let through_workers = s.ports[1].total.rx_frames - before.ports[1].total.rx_frames;
     assert!(through_workers >= 10, "eth4: {through_workers} requests through the workers");
     let replies = xdp_count(&s.ports[0], "xdp-forwarded") - xdp_count(&before.ports[0], "xdp-forwarded");

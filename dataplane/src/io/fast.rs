@@ -69,6 +69,44 @@ pub struct FastCounters {
     pub routes: Counter,
 }
 
+impl FastCounters {
+    /// The counts at one instant, for `show stats` and `/metrics`.
+    pub fn snapshot(&self) -> FastReport {
+        FastReport {
+            routes: self.routes.get(),
+            swaps: self.swaps.get(),
+            route_writes: self.route_writes.get(),
+            neighbor_writes: self.neighbor_writes.get(),
+            errors: self.errors.get(),
+            no_redirects: self
+                .takes_redirects
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| !t.load(Ordering::Relaxed))
+                .map(|(p, _)| p)
+                .collect(),
+        }
+    }
+}
+
+/// [`FastCounters`] at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FastReport {
+    /// Routes in the program's table.
+    pub routes: u64,
+    /// Route tables swapped in whole.
+    pub swaps: u64,
+    /// Routes written or removed one by one.
+    pub route_writes: u64,
+    /// Neighbours written or removed.
+    pub neighbor_writes: u64,
+    /// Map writes that failed.
+    pub errors: u64,
+    /// The ports (by index) that take no redirected frames now: the workers forward what is
+    /// routed out of them.
+    pub no_redirects: Vec<usize>,
+}
+
 /// The thread's state: what the maps hold now.
 pub struct FastSync {
     maps: FastMaps,

@@ -125,6 +125,9 @@ pub struct Report {
     /// Router mode with the kernel's routes: what mirroring them counts.
     #[serde(default)]
     pub kernel: Option<crate::routes::kernel::SyncReport>,
+    /// Router with `--path xdp`: what keeping the XDP path's maps counts.
+    #[serde(default)]
+    pub xdp_path: Option<super::fast::FastReport>,
     /// Whether the AF_XDP sockets are bound in zero-copy mode (`None` in reports from before
     /// xfwd said).
     #[serde(default)]
@@ -216,6 +219,7 @@ impl LiveView {
             ndp: self.router.as_ref().map(|r| r.ndp.snapshot()).unwrap_or_default(),
             neighbors6: self.router.as_ref().map(|r| (r.neighbors6.len(), r.neighbors6.capacity())),
             kernel: self.router.as_ref().and_then(|r| r.kernel.as_ref()).map(|k| k.snapshot()),
+            xdp_path: self.router.as_ref().and_then(|r| r.fast.as_ref()).map(|f| f.snapshot()),
             zero_copy: Some(self.zero_copy),
             rt_priority: self.rt_priority,
             aqm: Some(self.aqm.name().to_owned()),
