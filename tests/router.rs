@@ -500,7 +500,18 @@ fn differential_against_the_kernel_router() {
     let mut x = start(&r, config.to_str().unwrap(), &control, &["--queues", "1"]);
     let ours = observe(&r, &frames);
     stop_clean(&mut x);
+
+    // The XDP path: the second send of each frame finds both neighbours in the program's maps,
+    // so what it forwards is the program's, and the rest the workers'.
+    r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+    r.h1.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+    r.hosts_napi().unwrap();
+    let mut x = start(&r, config.to_str().unwrap(), &control, &["--queues", "1", "--path", "xdp"]);
+    let xdp_path = observe(&r, &frames);
+    let in_program = xdp_count(&stats(&control).ports[1], "xdp-forwarded");
+    stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();
+    assert!(in_program >= 2, "the XDP path forwarded {in_program} of the frames itself");
 
     // Forwarded frames: identical bytes (TTL, checksum, both MACs), each seen twice.
     assert_eq!(kernel.0.len(), 12, "kernel forwarded: {}", kernel.0.len());
@@ -512,6 +523,10 @@ fn differential_against_the_kernel_router() {
     o.sort();
     assert_eq!(k.len(), 10, "kernel ICMP errors: {k:?}");
     assert_eq!(o, k, "ICMP errors differ");
+    assert_eq!(xdp_path.0, kernel.0, "forwarded bytes differ on the XDP path");
+    let mut x = xdp_path.1.clone();
+    x.sort();
+    assert_eq!(x, k, "ICMP errors differ on the XDP path");
 }
 
 /// The router with per-CPU sockets (generic mode on one-queue veths, as on dpaa_eth): its own
