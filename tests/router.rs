@@ -652,6 +652,22 @@ fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when
     }
     assert!(err.contains("no ndo-xmit") && err.contains("ethtool -K PEER gro on"), "{err}");
 
+    // In generic mode a redirected frame leaves by the egress's ordinary transmit path: the
+    // XDP path runs there without NAPI at the peers, in the program.
+    let control = control_path("rt-xdp-generic");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--path", "xdp", "--xdp-mode", "generic"]);
+    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
+    common::until(common::PATH_UP, "both hosts in the program's neighbours", || {
+        stats(&control).xdp_path.is_some_and(|p| p.neighbor_writes >= 2)
+    });
+    let before = stats(&control);
+    let out = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
+    assert_eq!(common::answered(&out), 10, "{out}");
+    let s = stats(&control);
+    let fwd = xdp_count(&s.ports[1], "xdp-forwarded") - xdp_count(&before.ports[1], "xdp-forwarded");
+    assert!(fwd >= 10, "eth4: {fwd} requests forwarded in the program");
+    stop_clean(&mut x);
+
     // Started with NAPI at both peers; then h1's goes: the frames routed out of eth5 go to the
     // workers, which forward them, until it is back.
     r.hosts_napi().unwrap();

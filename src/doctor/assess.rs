@@ -231,7 +231,7 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
                 Info,
                 "no-xdp-path-egress",
                 format!(
-                    "{driver} does not take frames an XDP program redirects to it (no ndo-xmit): --path xdp cannot forward out of it, and refuses to start; {why}"
+                    "{driver} does not take frames an XDP program redirects to it (no ndo-xmit): --path xdp in native mode cannot forward out of it, and refuses to start (generic mode can); {why}"
                 ),
                 fix,
             );

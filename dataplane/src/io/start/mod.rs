@@ -89,7 +89,6 @@ impl Forwarder {
         // The stamp's key: drawn for each start, never leaves the box.
         let stamp_key = plan.aqm.map(|_| random_key());
         let mut xdp = load_program(&ports, &plan, &shared, stamp_key)?;
-        let fast = fast_path(cfg, &ports, &shared, &xdp, &mut warnings)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
         let pools = sockets
             .iter()
@@ -99,6 +98,7 @@ impl Forwarder {
             .collect();
         let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.workers.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
+        let fast = fast_path(cfg, &ports, &xdp_modes, &shared, &xdp, &mut warnings)?;
         let Shared { fdb, router, frame_max } = shared;
         let (arp, router_view, router_control, kernel_sync) = match router {
             Some(r) => {
@@ -321,14 +321,17 @@ fn load_program(
     Ok(XdpProgram::load(ports, mode, steer, stamp_key)?)
 }
 
-/// Step 3b, router with `--path xdp`: the XDP path's maps written from the router's tables
+/// Step 6b, router with `--path xdp`: the XDP path's maps written from the router's tables
 /// (ports, neighbours, routes) and the path turned on, ready for the thread that keeps them in
-/// step ([`FastSync`]). Refused, with the fix, when a port's driver does not take frames an
-/// XDP program redirects to it (the kernel would drop every frame routed out of it); where the
-/// kernel cannot say (before Linux 6.3), veth ports are named in a warning with the condition.
+/// step ([`FastSync`]). A frame redirected by a program in native mode is sent by the egress
+/// driver's `ndo_xdp_xmit` (in generic mode, by its ordinary transmit path): with a port
+/// attached natively, refused, with the fix, when a port's driver does not take such frames
+/// (the kernel would drop every frame routed out of it); where the kernel cannot say (before
+/// Linux 6.3), veth ports are named in a warning with the condition.
 fn fast_path(
     cfg: &ForwarderConfig,
     ports: &[PortInfo],
+    modes: &[XdpMode],
     shared: &Shared,
     xdp: &XdpProgram,
     warnings: &mut Vec<String>,
@@ -336,6 +339,20 @@ fn fast_path(
     let (DataPath::Xdp, Some(r)) = (cfg.workers.path, &shared.router) else {
         return Ok(None);
     };
+    let whole = r.kernel.is_none();
+    if !modes.contains(&XdpMode::Native) {
+        let takes = vec![true; ports.len()];
+        let sync = FastSync::start(
+            xdp.fast_maps()?,
+            Arc::clone(&r.tables),
+            Arc::clone(&r.neighbors),
+            ports,
+            &takes,
+            None,
+            whole,
+        )?;
+        return Ok(Some(sync));
+    }
     let mut netdev = Netdev::open().ok().flatten();
     let features: Vec<Option<DevFeatures>> =
         ports.iter().map(|p| netdev.as_mut().and_then(|n| n.dev(p.ifindex).ok())).collect();
@@ -360,7 +377,6 @@ fn fast_path(
         ));
     }
     let takes = vec![true; ports.len()];
-    let whole = r.kernel.is_none();
     let sync = FastSync::start(
         xdp.fast_maps()?,
         Arc::clone(&r.tables),
