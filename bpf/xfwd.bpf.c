@@ -22,8 +22,10 @@
  *   xfwd_fib4      router mode, XDP path: one slot holding the IPv4 routes, an LPM trie of
  *                  prefix -> struct xfwd_route4 (0 flags: not here), swapped whole on reloads
  *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) -> port and MAC
- *   xfwd_port_macs router mode, XDP path: port index -> its MAC, and whether it can send
- *   xfwd_egress    router mode, XDP path: DEVMAP, port index -> ifindex
+ *   xfwd_port_macs XDP path: port index -> its MAC (router), and whether it can send
+ *   xfwd_egress    XDP path: DEVMAP, port index -> ifindex
+ *   xfwd_fdb       bridge mode, XDP path: station MAC -> its port and when the program last
+ *                  saw a frame from it there (written by the program, read back for ageing)
  *
  * Bridge mode redirects every frame but the IEEE 802.1D link-local groups. Router mode
  * redirects IPv4 and IPv6 unicast to be forwarded and ICMP (ICMPv6) echo requests to the box's
@@ -32,7 +34,9 @@
  * the box's own management keeps working. An 802.1Q priority tag (VID 0) on IPv4 or IPv6 is
  * taken off first, so that such a frame is routed as the untagged frame it stands for, as the
  * kernel does. With the XDP path on ([XFWD_CONFIG_PATH] XFWD_PATH_XDP), router mode forwards
- * the common case of IPv4 here (fast4()) and redirects only the exceptions to the workers. A frame longer than a socket takes is dropped and counted (the kernel would drop
+ * the common case of IPv4 here (fast4()) and redirects only the exceptions to the workers;
+ * bridge mode forwards frames between known stations and floods from known ones
+ * (fast2()). A frame longer than a socket takes is dropped and counted (the kernel would drop
  * it on the way into the socket, counted only as the socket's rx_dropped).
  *
  * The layout constants below are mirrored in dataplane/src/io/xdp.rs; the wire numbers mirror
@@ -44,6 +48,7 @@
 #define XFWD_MAX_PORTS 64
 #define XFWD_MAX_QUEUES 64
 #define XFWD_MAX_LOCAL 1024
+#define XFWD_MAX_STATIONS 65536
 
 #define XFWD_MODE_BRIDGE 0
 #define XFWD_MODE_ROUTER 1
@@ -56,7 +61,8 @@
 #define XFWD_CONFIG_KEY_HI 5
 #define XFWD_CONFIG_MAX_FRAME 6
 #define XFWD_CONFIG_PATH 7
-#define XFWD_NR_CONFIG 8
+#define XFWD_CONFIG_FLOOD 8 /* bridge, XDP path: 1 while every port takes redirected frames */
+#define XFWD_NR_CONFIG 9
 
 #define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
 #define XFWD_PATH_XDP 1    /* router: the common case forwarded here (fast4()), the rest to workers */
@@ -107,7 +113,8 @@ enum xfwd_counter {
 	XFWD_PRIORITY_UNTAGGED = 6, /* router: an 802.1Q priority tag (VID 0) taken off */
 	XFWD_FORWARDED = 7,      /* XDP path: forwarded by the program itself */
 	XFWD_DROP_NO_EGRESS = 8, /* XDP path: rewritten, then its egress port had gone: dropped */
-	XFWD_NR_COUNTERS = 9,
+	XFWD_FLOODED = 9,        /* bridge, XDP path: flooded by the program itself */
+	XFWD_NR_COUNTERS = 10,
 };
 
 struct {
@@ -238,6 +245,28 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xfwd_egress SEC(".maps");
+
+/* The bridge's stations (XDP path), mirrored from the workers' FDB: a MAC, padded to 8 bytes,
+ * -> its port and the last time (bpf_ktime_get_ns) the program forwarded a frame from it
+ * there, refreshed at most once a second so that a steady flow writes no shared line. Mirrored
+ * in io/xdp.rs (`station_value`). */
+struct xfwd_mac_key {
+	__u8 mac[6];
+	__u16 pad;
+};
+
+struct xfwd_station {
+	__u32 port;
+	__u32 pad;
+	__u64 seen_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XFWD_MAX_STATIONS);
+	__type(key, struct xfwd_mac_key);
+	__type(value, struct xfwd_station);
+} xfwd_fdb SEC(".maps");
 
 static __always_inline void missed(__u32 port, __u32 queue)
 {
@@ -493,6 +522,66 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	return XDP_REDIRECT;
 }
 
+/* Bridge mode, XDP path: forwards a frame from a station known on this port (l2::bridge::
+ * decide) to the known port of its destination, or floods it to every other port when the
+ * destination is unknown or a group and every port takes redirected frames. Anything else
+ * returns -1, untouched, for the workers: a source they must learn or move, a group source,
+ * a destination behind the ingress port (dropped there as same-segment), an egress not ready.
+ * The 802.1D link-local groups never get here (the kernel's, above). */
+static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
+{
+	const unsigned char *data = (const unsigned char *)(long)ctx->data;
+	const unsigned char *data_end = (const unsigned char *)(long)ctx->data_end;
+	struct xfwd_mac_key key = {};
+	struct xfwd_station *src, *dst;
+	struct xfwd_port_mac *out;
+	__u32 slot = XFWD_CONFIG_FLOOD;
+	__u32 *flood, port;
+	__u64 now;
+	long verdict;
+
+	if (data + XFWD_ETH_HLEN > data_end)
+		return -1;
+	if (data[6] & 1)
+		return -1; /* a group source: dropped by the workers */
+	__builtin_memcpy(key.mac, data + 6, 6);
+	src = bpf_map_lookup_elem(&xfwd_fdb, &key);
+	if (!src || src->port != in_port)
+		return -1; /* to learn, or moved: the workers learn it */
+	now = bpf_ktime_get_ns();
+	if (now - src->seen_ns > 1000000000ULL)
+		src->seen_ns = now;
+	if (!(data[0] & 1)) {
+		__builtin_memcpy(key.mac, data, 6);
+		dst = bpf_map_lookup_elem(&xfwd_fdb, &key);
+		if (dst) {
+			port = dst->port;
+			if (port == in_port || port >= XFWD_MAX_PORTS)
+				return -1; /* the segment has it: the workers count the drop */
+			out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
+			if (!out || !out->ready)
+				return -1;
+			verdict = bpf_redirect_map(&xfwd_egress, port, 0);
+			if (verdict != XDP_REDIRECT) {
+				count(in_port, XFWD_DROP_NO_EGRESS);
+				return XDP_DROP;
+			}
+			count(in_port, XFWD_FORWARDED);
+			return XDP_REDIRECT;
+		}
+	}
+	flood = bpf_map_lookup_elem(&xfwd_config, &slot);
+	if (!flood || !*flood)
+		return -1; /* a port takes no redirects: the workers flood */
+	verdict = bpf_redirect_map(&xfwd_egress, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
+	if (verdict != XDP_REDIRECT) {
+		count(in_port, XFWD_DROP_NO_EGRESS);
+		return XDP_DROP;
+	}
+	count(in_port, XFWD_FLOODED);
+	return XDP_REDIRECT;
+}
+
 SEC("xdp")
 int xfwd_xdp(struct xdp_md *ctx)
 {
@@ -553,6 +642,16 @@ int xfwd_xdp(struct xdp_md *ctx)
 		 * see a loop. */
 		count(*port, XFWD_PASS_RESERVED);
 		return XDP_PASS;
+	} else {
+		slot_key = XFWD_CONFIG_PATH;
+		__u32 *path = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+
+		if (path && *path == XFWD_PATH_XDP) {
+			int fast = fast2(ctx, *port);
+
+			if (fast >= 0)
+				return fast;
+		}
 	}
 
 	slot_key = XFWD_CONFIG_STEER;

@@ -625,7 +625,7 @@ fn warn_too_long(view: &LiveView, said: &mut [(u64, Option<Instant>)]) {
 /// to it (a veth whose peer's NAPI went), so that the workers forward what is routed out of
 /// it, and when it takes them again. `said` is what was last said of each port.
 fn warn_redirects(view: &LiveView, said: &mut [bool]) {
-    let Some(fast) = view.router.as_ref().and_then(|r| r.fast.as_ref()) else {
+    let Some(fast) = &view.fast else {
         return;
     };
     for (p, info) in view.ports.iter().enumerate() {

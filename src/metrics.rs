@@ -217,7 +217,10 @@ const KERNEL_COUNTERS: &[Row<SyncReport>] = &[
 const XDP_PATH_COUNTERS: &[Row<FastReport>] = &[
     ("swaps", "route tables swapped in whole", |x| x.swaps),
     ("route_writes", "routes written or removed one by one", |x| x.route_writes),
-    ("neighbor_writes", "neighbours written or removed", |x| x.neighbor_writes),
+    ("neighbor_writes", "neighbours (router) or stations (bridge) written or removed", |x| x.neighbor_writes),
+    ("stations_refreshed", "bridge stations refreshed in the workers' table from the program's forwarding", |x| {
+        x.refreshed
+    }),
     ("errors", "map writes that failed", |x| x.errors),
 ];
 
@@ -921,6 +924,7 @@ mod tests {
                 swaps: next(),
                 route_writes: next(),
                 neighbor_writes: next(),
+                refreshed: next(),
                 errors: next(),
                 no_redirects: vec![1],
             }),

@@ -214,6 +214,23 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
     for line in frame_lines(r) {
         let _ = writeln!(s, "{line}");
     }
+    if let Some(f) = &r.xdp_path {
+        let off: Vec<&str> = f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();
+        let off = if off.is_empty() { "none".to_owned() } else { off.join(", ") };
+        let _ = if r.neighbors.is_some() {
+            writeln!(
+                s,
+                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes; egress ports taking no redirects (their frames to the workers): {off}",
+                f.routes, f.swaps, f.route_writes, f.neighbor_writes, f.errors
+            )
+        } else {
+            writeln!(
+                s,
+                "xdp path: {} station writes, {} stations refreshed from the program's forwarding, {} failed writes; ports taking no redirects (flooding and their frames to the workers): {off}",
+                f.neighbor_writes, f.refreshed, f.errors
+            )
+        };
+    }
     if let Some((n, cap)) = r.neighbors {
         let _ = writeln!(s, "neighbors: {n} of {cap} entries");
         let _ = writeln!(s, "arp: {}", r.arp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
@@ -251,20 +268,6 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
                     k.rules_not_followed
                 );
             }
-        }
-        if let Some(f) = &r.xdp_path {
-            let off: Vec<&str> =
-                f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();
-            let _ = writeln!(
-                s,
-                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes; egress ports taking no redirects (their frames to the workers): {}",
-                f.routes,
-                f.swaps,
-                f.route_writes,
-                f.neighbor_writes,
-                f.errors,
-                if off.is_empty() { "none".to_owned() } else { off.join(", ") }
-            );
         }
         let icmp: u64 = r.ports.iter().map(|p| p.total.icmp_sent).sum();
         let limited: u64 = r.queues.iter().map(|q| q.icmp_rate_limited).sum();

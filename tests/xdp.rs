@@ -293,3 +293,99 @@ mod xdp_path {
         assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]));
     }
 }
+
+/// The bridge's XDP path: frames between stations the program knows on their ports are
+/// forwarded (or flooded) in the program; everything the workers must learn, drop or flood
+/// themselves comes back as `XDP_PASS`, untouched.
+mod bridge_xdp_path {
+    use std::time::Duration;
+
+    use xfwd_dataplane::io::xdp::{ProgramMode, XdpCounter, XdpProgram};
+    use xfwd_dataplane::wire::MacAddr;
+    use xfwd_dataplane::PortId;
+
+    use super::{counts, load, XDP_PASS};
+
+    const XDP_REDIRECT: u32 = 4;
+    const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa]);
+    const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb]);
+    const C: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xc]);
+
+    fn eth(dst: MacAddr, src: MacAddr) -> Vec<u8> {
+        let mut f = [dst.0, src.0].concat();
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.resize(60, 0x5a);
+        f
+    }
+
+    #[test]
+    fn known_stations_are_forwarded_and_flooded_in_the_program_and_the_rest_goes_to_the_workers() {
+        if !crate::common::root_or_skip(
+            "known_stations_are_forwarded_and_flooded_in_the_program_and_the_rest_goes_to_the_workers",
+        ) {
+            return;
+        }
+        let (mut p, lo): (XdpProgram, u32) = load(ProgramMode::Bridge);
+        let maps = p.fast_maps().unwrap();
+        // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing. Frames come
+        // in on port 0: A is there, B behind port 1, C behind port 0 as well.
+        maps.set_port(PortId(0), lo, MacAddr([0; 6]), true).unwrap();
+        maps.set_port(PortId(1), lo, MacAddr([0; 6]), true).unwrap();
+        maps.set_station(A, PortId(0)).unwrap();
+        maps.set_station(B, PortId(1)).unwrap();
+        maps.set_station(C, PortId(0)).unwrap();
+        maps.set_flood(true).unwrap();
+        let mut run = |f: &[u8]| {
+            let (verdict, out) = p.test_run(f, lo, 0).unwrap();
+            assert_eq!(out, f, "a bridge leaves the frame as it came");
+            verdict
+        };
+        let to_b = eth(B, A);
+        assert_eq!(run(&to_b), XDP_PASS, "the path is off: the workers'");
+        maps.set_path(true).unwrap();
+        assert_eq!(run(&to_b), XDP_REDIRECT, "A to B, both known");
+        assert_eq!(run(&eth(MacAddr::BROADCAST, A)), XDP_REDIRECT, "broadcast from a known station");
+        assert_eq!(run(&eth(MacAddr([2, 0, 0, 0, 0, 0xd]), A)), XDP_REDIRECT, "to an unknown station");
+        let workers = [
+            ("from an unknown station: the workers learn it", eth(B, MacAddr([2, 0, 0, 0, 0, 0xe]))),
+            ("from a station known on another port: the workers move it", eth(A, B)),
+            ("to a station behind the ingress port: the workers drop it", eth(C, A)),
+            ("from a group address: the workers drop it", eth(B, MacAddr([3, 0, 0, 0, 0, 1]))),
+        ];
+        for (why, f) in &workers {
+            assert_eq!(run(f), XDP_PASS, "{why}");
+        }
+        // A port that takes no redirects: nothing to it, and no flooding, in the program.
+        maps.set_port(PortId(1), lo, MacAddr([0; 6]), false).unwrap();
+        maps.set_flood(false).unwrap();
+        assert_eq!(run(&to_b), XDP_PASS, "egress not ready");
+        assert_eq!(run(&eth(MacAddr::BROADCAST, A)), XDP_PASS, "flooding left to the workers");
+        let n = |c: XdpCounter| counts(&p).iter().find(|(k, _)| *k == c.name()).map_or(0, |(_, v)| *v);
+        assert_eq!((n(XdpCounter::Forwarded), n(XdpCounter::Flooded)), (1, 2));
+        assert_eq!(n(XdpCounter::PassNoSocket), 1 + workers.len() as u64 + 2);
+    }
+
+    #[test]
+    fn the_program_marks_the_stations_it_forwards_from_at_most_once_a_second() {
+        if !crate::common::root_or_skip("the_program_marks_the_stations_it_forwards_from_at_most_once_a_second") {
+            return;
+        }
+        let (mut p, lo) = load(ProgramMode::Bridge);
+        let maps = p.fast_maps().unwrap();
+        maps.set_port(PortId(0), lo, MacAddr([0; 6]), true).unwrap();
+        maps.set_port(PortId(1), lo, MacAddr([0; 6]), true).unwrap();
+        maps.set_station(A, PortId(0)).unwrap();
+        maps.set_station(B, PortId(1)).unwrap();
+        maps.set_path(true).unwrap();
+        // Written now: more than a second later, a frame from A marks A, not B.
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(p.test_run(&eth(B, A), lo, 0).unwrap().0, XDP_REDIRECT);
+        let ago =
+            |mac: MacAddr| maps.stations().into_iter().find(|(m, _, _)| *m == mac).map(|(_, port, ago)| (port, ago));
+        let (port, a) = ago(A).unwrap();
+        assert_eq!(port, PortId(0));
+        assert!(a < Duration::from_millis(1000), "A marked by the program: {a:?} ago");
+        let (_, b) = ago(B).unwrap();
+        assert!(b >= Duration::from_millis(1100), "B not: {b:?} ago");
+    }
+}

@@ -115,9 +115,6 @@ pub enum Request {
     /// An FDB of no entries.
     #[error("--fdb-size must be at least 1")]
     FdbSize,
-    /// The XDP path asked of a bridge, which has none yet.
-    #[error("--path xdp: only the router has an XDP path so far; run the bridge with --path af-xdp (the default)")]
-    BridgeXdpPath,
     /// A router whose ports' addresses do not match its ports.
     #[error("every port needs its addresses")]
     Addresses,

@@ -1,7 +1,14 @@
-//! The XDP path (router, `--path xdp`) kept in step with the workers' tables: a thread that
-//! writes the IPv4 neighbours and routes the workers use into the program's maps
-//! ([`super::xdp::FastMaps`]), as [`crate::l3::export`] takes them.
+//! The XDP path (`--path xdp`) kept in step with the workers' tables: a thread that writes the
+//! router's IPv4 neighbours and routes ([`crate::l3::export`]), or the bridge's stations, into
+//! the program's maps ([`super::xdp::FastMaps`]).
 //!
+//! - **Stations** (bridge): every [`STATIONS_EVERY`] steps the thread writes the stations the
+//!   workers learnt, moved or aged out since the last walk. The program forwards only between
+//!   stations it knows on their port; a new or moved source goes to the workers, which learn
+//!   it, so learning has one implementation and one bound. Every [`CHECK_EVERY`] steps the
+//!   thread reads back which stations the program forwarded from and refreshes them in the
+//!   workers' table ([`crate::l2::Fdb::refresh`], which never moves one): a station seen only
+//!   by the program ages like any other, by the same rule and time.
 //! - **Neighbours**: each one learnt, changed or forgotten is one write to the program's
 //!   neighbour map. The thread looks for changes every [`PERIOD`]; until it has written a new
 //!   neighbour, the frames that need it go to the workers (which forward them as always), and
@@ -34,15 +41,21 @@ use arc_swap::ArcSwap;
 use super::drivers;
 use super::netdev::Netdev;
 use super::port::PortInfo;
+use super::xdp::MAX_STATIONS;
 use super::xdp::{FastMaps, XdpError};
+use crate::l2::Fdb;
 use crate::l3::export::{self, FastRoutes};
 use crate::l3::{NeighborTable, RouterTables};
 use crate::stats::Counter;
+use crate::time::Clock;
 use crate::wire::MacAddr;
 use crate::PortId;
 
 /// How often the thread looks for changes.
 pub const PERIOD: Duration = Duration::from_millis(10);
+
+/// How many steps apart the bridge's stations are walked (a tenth of a second).
+pub const STATIONS_EVERY: u32 = 10;
 
 /// How many steps apart the ports' XDP features and the veth ports' refused redirects are
 /// read (a second).
@@ -61,8 +74,10 @@ pub struct FastCounters {
     pub swaps: Counter,
     /// Routes written or removed one by one.
     pub route_writes: Counter,
-    /// Neighbours written or removed.
+    /// Neighbours (router) or stations (bridge) written or removed.
     pub neighbor_writes: Counter,
+    /// Bridge: stations refreshed in the workers' table from the program's forwarding.
+    pub refreshed: Counter,
     /// Map writes that failed (the maps keep what they had; the next change tries again).
     pub errors: Counter,
     /// Routes in the program's table.
@@ -77,6 +92,7 @@ impl FastCounters {
             swaps: self.swaps.get(),
             route_writes: self.route_writes.get(),
             neighbor_writes: self.neighbor_writes.get(),
+            refreshed: self.refreshed.get(),
             errors: self.errors.get(),
             no_redirects: self
                 .takes_redirects
@@ -98,8 +114,11 @@ pub struct FastReport {
     pub swaps: u64,
     /// Routes written or removed one by one.
     pub route_writes: u64,
-    /// Neighbours written or removed.
+    /// Neighbours (router) or stations (bridge) written or removed.
     pub neighbor_writes: u64,
+    /// Bridge: stations refreshed in the workers' table from the program's forwarding.
+    #[serde(default)]
+    pub refreshed: u64,
     /// Map writes that failed.
     pub errors: u64,
     /// The ports (by index) that take no redirected frames now: the workers forward what is
@@ -107,12 +126,10 @@ pub struct FastReport {
     pub no_redirects: Vec<usize>,
 }
 
-/// The thread's state: what the maps hold now.
-pub struct FastSync {
-    maps: FastMaps,
+/// The router's tables as the thread last wrote them.
+struct RouterSync {
     tables: Arc<ArcSwap<RouterTables>>,
     neighbors: Arc<NeighborTable>,
-    ifindexes: Vec<u32>,
     /// New tables are swapped in whole (routes from the file), else written entry by entry.
     whole: bool,
     /// The tables the maps were written from, and their routes as written.
@@ -121,6 +138,49 @@ pub struct FastSync {
     /// The neighbour table's generation when last written, and the neighbours as written.
     generation: u64,
     written: HashMap<Ipv4Addr, (PortId, MacAddr)>,
+}
+
+/// The bridge's stations as the thread last wrote them.
+struct BridgeSync {
+    fdb: Arc<Fdb>,
+    clock: Clock,
+    written: HashMap<MacAddr, PortId>,
+}
+
+/// What the thread mirrors.
+enum Tables {
+    Router(Box<RouterSync>),
+    Bridge(BridgeSync),
+}
+
+/// Where the thread takes its tables from.
+pub enum Source {
+    /// The router's tables and neighbours; `whole`: new tables are routes from the file,
+    /// swapped in whole.
+    Router {
+        /// The live tables.
+        tables: Arc<ArcSwap<RouterTables>>,
+        /// The IPv4 neighbours.
+        neighbors: Arc<NeighborTable>,
+        /// Whether a new table is swapped in whole.
+        whole: bool,
+    },
+    /// The bridge's FDB, on the workers' clock.
+    Bridge {
+        /// The workers' FDB.
+        fdb: Arc<Fdb>,
+        /// Their clock.
+        clock: Clock,
+    },
+}
+
+/// The thread's state: what the maps hold now.
+pub struct FastSync {
+    maps: FastMaps,
+    tables: Tables,
+    ifindexes: Vec<u32>,
+    /// Each port's MAC (the bridge's; the router's come with its tables).
+    macs: Vec<MacAddr>,
     counters: Arc<FastCounters>,
     /// The veth ports: index, name, and their refused count at start.
     veths: Vec<(usize, String, u64)>,
@@ -131,22 +191,20 @@ pub struct FastSync {
 
 impl std::fmt::Debug for FastSync {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FastSync").field("routes", &self.routes.len()).finish_non_exhaustive()
+        f.debug_struct("FastSync").field("ports", &self.ifindexes.len()).finish_non_exhaustive()
     }
 }
 
 impl FastSync {
-    /// Writes the ports (`ports`, in order, each ready where `takes[port]`), the neighbours and
-    /// the routes into `maps`, then turns the XDP path on. `netdev` reads the ports' features
+    /// Writes the ports (`ports`, in order, each ready where `takes[port]`) and the tables of
+    /// `source` into `maps`, then turns the XDP path on. `netdev` reads the ports' features
     /// from then on (`None`: they are taken as they were at start).
     pub fn start(
-        mut maps: FastMaps,
-        tables: Arc<ArcSwap<RouterTables>>,
-        neighbors: Arc<NeighborTable>,
+        maps: FastMaps,
+        source: Source,
         ports: &[PortInfo],
         takes: &[bool],
         netdev: Option<Netdev>,
-        whole: bool,
     ) -> Result<FastSync, XdpError> {
         let ifindexes: Vec<u32> = ports.iter().map(|p| p.ifindex).collect();
         let veths = ports
@@ -160,28 +218,37 @@ impl FastSync {
             takes_redirects: takes.iter().map(|&t| AtomicBool::new(t)).collect(),
             ..Default::default()
         });
-        let live = tables.load_full();
-        write_ports(&maps, &live, &ifindexes, &counters)?;
-        let routes = export::fib4(&live);
-        maps.load_routes(&routes)?;
-        counters.swaps.inc();
-        counters.routes.set(routes.len() as u64);
-        let mut sync = FastSync {
-            maps,
-            tables,
-            neighbors,
-            ifindexes,
-            whole,
-            live,
-            routes,
-            generation: u64::MAX,
-            written: HashMap::new(),
-            counters,
-            veths,
-            netdev,
-            steps: 0,
+        let mut macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
+        let tables = match source {
+            Source::Router { tables, neighbors, whole } => {
+                let live = tables.load_full();
+                macs = live.ports.iter().map(|p| p.mac).collect();
+                Tables::Router(Box::new(RouterSync {
+                    tables,
+                    neighbors,
+                    whole,
+                    routes: FastRoutes::new(),
+                    live,
+                    generation: u64::MAX,
+                    written: HashMap::new(),
+                }))
+            }
+            Source::Bridge { fdb, clock } => Tables::Bridge(BridgeSync { fdb, clock, written: HashMap::new() }),
         };
+        let mut sync = FastSync { maps, tables, ifindexes, macs, counters, veths, netdev, steps: 0 };
+        sync.write_ports()?;
+        match &mut sync.tables {
+            Tables::Router(r) => {
+                let routes = export::fib4(&r.live);
+                sync.maps.load_routes(&routes)?;
+                sync.counters.swaps.inc();
+                sync.counters.routes.set(routes.len() as u64);
+                r.routes = routes;
+            }
+            Tables::Bridge(_) => {}
+        }
         sync.neighbors_step()?;
+        sync.stations_step()?;
         sync.maps.set_path(true)?;
         Ok(sync)
     }
@@ -191,7 +258,8 @@ impl FastSync {
         Arc::clone(&self.counters)
     }
 
-    /// Writes what changed since the last step: the neighbours, then the tables.
+    /// Writes what changed since the last step: the neighbours, then the tables (router); the
+    /// stations every [`STATIONS_EVERY`] steps (bridge).
     pub fn step(&mut self) {
         if self.neighbors_step().is_err() {
             self.counters.errors.inc();
@@ -200,10 +268,54 @@ impl FastSync {
             self.counters.errors.inc();
         }
         self.steps = self.steps.wrapping_add(1);
+        if self.steps % STATIONS_EVERY == 0 && self.stations_step().is_err() {
+            self.counters.errors.inc();
+        }
         if self.steps % CHECK_EVERY == 0 {
             self.read_refused();
+            self.refresh_stations();
             if self.features_step().is_err() {
                 self.counters.errors.inc();
+            }
+        }
+    }
+
+    /// Bridge: writes the stations the workers learnt or moved, removes those they forgot
+    /// (aged out); beyond [`MAX_STATIONS`], new ones stay the workers'.
+    fn stations_step(&mut self) -> Result<(), XdpError> {
+        let Tables::Bridge(b) = &mut self.tables else {
+            return Ok(());
+        };
+        let now: HashMap<MacAddr, PortId> = b.fdb.entries(b.clock.now()).into_iter().map(|e| (e.mac, e.port)).collect();
+        let gone: Vec<MacAddr> = b.written.keys().filter(|m| !now.contains_key(m)).copied().collect();
+        for mac in gone {
+            self.maps.remove_station(mac);
+            b.written.remove(&mac);
+            self.counters.neighbor_writes.inc();
+        }
+        for (mac, &port) in &now {
+            let known = b.written.get(mac);
+            if known == Some(&port) || (known.is_none() && b.written.len() >= MAX_STATIONS) {
+                continue;
+            }
+            self.maps.set_station(*mac, port)?;
+            b.written.insert(*mac, port);
+            self.counters.neighbor_writes.inc();
+        }
+        Ok(())
+    }
+
+    /// Bridge: the stations the program forwarded from since the last check refreshed in the
+    /// workers' table, where they still are.
+    fn refresh_stations(&self) {
+        let Tables::Bridge(b) = &self.tables else {
+            return;
+        };
+        let now = b.clock.now();
+        let recent = PERIOD * CHECK_EVERY * 2;
+        for (mac, port, ago) in self.maps.stations() {
+            if ago <= recent && b.fdb.refresh(mac, port, now) {
+                self.counters.refreshed.inc();
             }
         }
     }
@@ -223,7 +335,20 @@ impl FastSync {
             }
         }
         if changed {
-            write_ports(&self.maps, &self.live, &self.ifindexes, &self.counters)?;
+            self.write_ports()?;
+        }
+        Ok(())
+    }
+
+    /// Every port as an egress: its devmap entry and MAC, ready where it takes redirected
+    /// frames; the bridge floods in the program only while every port does.
+    fn write_ports(&self) -> Result<(), XdpError> {
+        let takes = |i: usize| self.counters.takes_redirects.get(i).is_none_or(|t| t.load(Ordering::Relaxed));
+        for (i, (&mac, &ifindex)) in self.macs.iter().zip(&self.ifindexes).enumerate() {
+            self.maps.set_port(PortId(i as u8), ifindex, mac, takes(i))?;
+        }
+        if let Tables::Bridge(_) = self.tables {
+            self.maps.set_flood((0..self.ifindexes.len()).all(takes))?;
         }
         Ok(())
     }
@@ -237,47 +362,53 @@ impl FastSync {
     }
 
     fn neighbors_step(&mut self) -> Result<(), XdpError> {
-        let generation = self.neighbors.generation();
-        if generation == self.generation {
+        let Tables::Router(r) = &mut self.tables else {
+            return Ok(());
+        };
+        let generation = r.neighbors.generation();
+        if generation == r.generation {
             return Ok(());
         }
         let now: HashMap<Ipv4Addr, (PortId, MacAddr)> =
-            export::neighbors4(&self.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
+            export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
         for (a, &(port, mac)) in &now {
-            if self.written.get(a) != Some(&(port, mac)) {
+            if r.written.get(a) != Some(&(port, mac)) {
                 self.maps.set_neighbor(*a, port, mac)?;
-                self.written.insert(*a, (port, mac));
+                r.written.insert(*a, (port, mac));
                 self.counters.neighbor_writes.inc();
             }
         }
-        let gone: Vec<Ipv4Addr> = self.written.keys().filter(|a| !now.contains_key(a)).copied().collect();
+        let gone: Vec<Ipv4Addr> = r.written.keys().filter(|a| !now.contains_key(a)).copied().collect();
         for a in gone {
             self.maps.remove_neighbor(a);
-            self.written.remove(&a);
+            r.written.remove(&a);
             self.counters.neighbor_writes.inc();
         }
-        self.generation = generation;
+        r.generation = generation;
         Ok(())
     }
 
     fn tables_step(&mut self) -> Result<(), XdpError> {
-        let t = self.tables.load_full();
-        if Arc::ptr_eq(&t, &self.live) {
+        let Tables::Router(r) = &mut self.tables else {
+            return Ok(());
+        };
+        let t = r.tables.load_full();
+        if Arc::ptr_eq(&t, &r.live) {
             return Ok(());
         }
-        write_ports(&self.maps, &t, &self.ifindexes, &self.counters)?;
         let routes = export::fib4(&t);
-        if self.whole {
+        self.macs = t.ports.iter().map(|p| p.mac).collect();
+        if r.whole {
             self.maps.load_routes(&routes)?;
             self.counters.swaps.inc();
         } else {
-            let writes = self.maps.update_routes(&self.routes, &routes)?;
+            let writes = self.maps.update_routes(&r.routes, &routes)?;
             self.counters.route_writes.add(writes as u64);
         }
         self.counters.routes.set(routes.len() as u64);
-        self.live = t;
-        self.routes = routes;
-        Ok(())
+        r.live = t;
+        r.routes = routes;
+        self.write_ports()
     }
 
     /// Runs [`FastSync::step`] every [`PERIOD`] until `stop`.
@@ -290,14 +421,4 @@ impl FastSync {
             self.read_refused();
         })
     }
-}
-
-/// Every port of `t` as an egress: its devmap entry (`ifindexes`, in port order) and MAC,
-/// ready where it takes redirected frames.
-fn write_ports(maps: &FastMaps, t: &RouterTables, ifindexes: &[u32], c: &FastCounters) -> Result<(), XdpError> {
-    for (i, (spec, &ifindex)) in t.ports.iter().zip(ifindexes).enumerate() {
-        let ready = c.takes_redirects.get(i).is_none_or(|t| t.load(Ordering::Relaxed));
-        maps.set_port(PortId(i as u8), ifindex, spec.mac, ready)?;
-    }
-    Ok(())
 }

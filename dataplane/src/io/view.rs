@@ -35,8 +35,6 @@ pub struct RouterView {
     pub ndp: Arc<ArpCounters>,
     /// Kernel mode: what the thread that mirrors the kernel's routes counts.
     pub kernel: Option<Arc<crate::routes::kernel::SyncCounters>>,
-    /// `--path xdp`: what the thread that writes the XDP path's maps counts.
-    pub fast: Option<Arc<super::fast::FastCounters>>,
 }
 
 /// The name, among a port's XDP counters (`--path xdp`), of the frames the program redirected
@@ -69,6 +67,8 @@ pub struct LiveView {
     pub rt_priority: Option<u8>,
     /// The queue management the workers apply (`--aqm`).
     pub aqm: AqmMode,
+    /// `--path xdp`: what the thread that writes the XDP path's maps counts.
+    pub fast: Option<Arc<super::fast::FastCounters>>,
 }
 
 /// One port's totals in a [`Report`].
@@ -183,7 +183,7 @@ impl LiveView {
                 let x = self.xdp.port(p);
                 let mut xdp: Vec<(String, u64)> =
                     XdpCounter::ALL.iter().map(|c| (c.name().to_owned(), x[*c as usize])).collect();
-                if let Some(fast) = self.router.as_ref().and_then(|r| r.fast.as_ref()) {
+                if let Some(fast) = &self.fast {
                     let refused = fast.refused.get(p).map_or(0, crate::stats::Counter::get);
                     xdp.push((EGRESS_REFUSED.to_owned(), refused));
                 }
@@ -219,7 +219,7 @@ impl LiveView {
             ndp: self.router.as_ref().map(|r| r.ndp.snapshot()).unwrap_or_default(),
             neighbors6: self.router.as_ref().map(|r| (r.neighbors6.len(), r.neighbors6.capacity())),
             kernel: self.router.as_ref().and_then(|r| r.kernel.as_ref()).map(|k| k.snapshot()),
-            xdp_path: self.router.as_ref().and_then(|r| r.fast.as_ref()).map(|f| f.snapshot()),
+            xdp_path: self.fast.as_ref().map(|f| f.snapshot()),
             zero_copy: Some(self.zero_copy),
             rt_priority: self.rt_priority,
             aqm: Some(self.aqm.name().to_owned()),

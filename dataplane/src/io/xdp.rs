@@ -94,16 +94,18 @@ pub enum XdpCounter {
     /// Router mode: an 802.1Q priority tag (VID 0) taken off an IPv4 or IPv6 frame (which then
     /// goes on as untagged; counted beside its verdict).
     PriorityUntagged = 6,
-    /// Router mode, XDP path: forwarded by the program itself (the workers never see it).
+    /// XDP path: forwarded by the program itself (the workers never see it).
     Forwarded = 7,
-    /// Router mode, XDP path: rewritten for its egress port, which had gone from the devmap
-    /// by then (a port being set up or taken away): dropped.
+    /// XDP path: on its way to its egress port, which had gone from the devmap by then (a
+    /// port being set up or taken away): dropped.
     DropNoEgress = 8,
+    /// Bridge, XDP path: flooded by the program itself to every port but the ingress.
+    Flooded = 9,
 }
 
 impl XdpCounter {
     /// Number of counters per port.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     /// All counters in slot order.
     pub const ALL: [XdpCounter; XdpCounter::COUNT] = [
         XdpCounter::Redirected,
@@ -115,6 +117,7 @@ impl XdpCounter {
         XdpCounter::PriorityUntagged,
         XdpCounter::Forwarded,
         XdpCounter::DropNoEgress,
+        XdpCounter::Flooded,
     ];
 
     /// Stable short name.
@@ -129,6 +132,7 @@ impl XdpCounter {
             XdpCounter::PriorityUntagged => "priority-untagged",
             XdpCounter::Forwarded => "xdp-forwarded",
             XdpCounter::DropNoEgress => "drop-no-egress",
+            XdpCounter::Flooded => "xdp-flooded",
         }
     }
 }
@@ -377,6 +381,7 @@ impl XdpProgram {
             neigh4: map("xfwd_neigh4")?,
             port_macs: map("xfwd_port_macs")?,
             egress: map("xfwd_egress")?,
+            fdb: map("xfwd_fdb")?,
         })
     }
 
@@ -443,10 +448,38 @@ impl XdpProgram {
     }
 }
 
+/// `struct xfwd_mac_key`: the MAC, padded to 8 bytes.
+fn mac_key(mac: MacAddr) -> [u8; 8] {
+    let mut k = [0u8; 8];
+    k[..6].copy_from_slice(&mac.0);
+    k
+}
+
+/// `struct xfwd_station`: the port, padding, the last-seen time.
+fn station_value(port: PortId, seen_ns: u64) -> [u8; 16] {
+    let mut v = [0u8; 16];
+    v[..4].copy_from_slice(&u32::from(port.0).to_ne_bytes());
+    v[8..].copy_from_slice(&seen_ns.to_ne_bytes());
+    v
+}
+
+/// The kernel's monotonic clock (`bpf_ktime_get_ns`'s) in nanoseconds.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// `XFWD_CONFIG_PATH`'s slot and values (mirrors `XFWD_PATH_*`).
 const CONFIG_PATH: u32 = 7;
 const PATH_AF_XDP: u32 = 0;
 const PATH_XDP: u32 = 1;
+/// `XFWD_CONFIG_FLOOD`'s slot.
+const CONFIG_FLOOD: u32 = 8;
+/// Most stations the bridge's XDP path holds (mirrors `XFWD_MAX_STATIONS`): the workers
+/// forward frames of those beyond.
+pub const MAX_STATIONS: usize = 1 << 16;
 /// Mirrors `XFWD_HOP_GATEWAY` and `XFWD_HOP_ON_LINK`.
 const HOP_GATEWAY: u32 = 1;
 const HOP_ON_LINK: u32 = 2;
@@ -469,6 +502,7 @@ pub struct FastMaps {
     neigh4: MapHandle,
     port_macs: MapHandle,
     egress: MapHandle,
+    fdb: MapHandle,
 }
 
 impl std::fmt::Debug for FastMaps {
@@ -557,6 +591,40 @@ impl FastMaps {
     /// Forgets neighbour `addr` (absent: nothing to do).
     pub fn remove_neighbor(&self, addr: Ipv4Addr) {
         let _ = self.neigh4.delete(&addr.octets());
+    }
+
+    /// Bridge: lets the program flood (`true`: every port takes redirected frames) or leaves
+    /// flooding to the workers.
+    pub fn set_flood(&self, on: bool) -> Result<(), XdpError> {
+        self.config
+            .update(&CONFIG_FLOOD.to_ne_bytes(), &u32::from(on).to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("xfwd_config"))
+    }
+
+    /// Bridge: station `mac` is behind `port`, seen now (the kernel's monotonic clock).
+    pub fn set_station(&self, mac: MacAddr, port: PortId) -> Result<(), XdpError> {
+        self.fdb.update(&mac_key(mac), &station_value(port, monotonic_ns()), MapFlags::ANY).map_err(map_err("xfwd_fdb"))
+    }
+
+    /// Bridge: station `mac` forgotten (aged out, or beyond what the map holds).
+    pub fn remove_station(&self, mac: MacAddr) {
+        let _ = self.fdb.delete(&mac_key(mac));
+    }
+
+    /// Bridge: the stations the program knows, each with its port and how long ago the
+    /// program last forwarded a frame from it (or it was written).
+    pub fn stations(&self) -> Vec<(MacAddr, PortId, std::time::Duration)> {
+        let now = monotonic_ns();
+        self.fdb
+            .keys()
+            .filter_map(|k| {
+                let v = self.fdb.lookup(&k, MapFlags::ANY).ok()??;
+                let mac = MacAddr(k.get(..6)?.try_into().ok()?);
+                let port = u32::from_ne_bytes(v.get(..4)?.try_into().ok()?);
+                let seen = u64::from_ne_bytes(v.get(8..16)?.try_into().ok()?);
+                Some((mac, PortId(port as u8), std::time::Duration::from_nanos(now.saturating_sub(seen))))
+            })
+            .collect()
     }
 
     /// Bytes the kernel charges for the route table in the program (its `memlock` in

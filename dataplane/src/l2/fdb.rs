@@ -269,6 +269,26 @@ impl Fdb {
         self.learn_change(m, want, now)
     }
 
+    /// Records that `mac` was seen on `port` at `now` if the table has it there, and changes
+    /// nothing otherwise (never learns, never moves): for what saw the station elsewhere, such
+    /// as the XDP path's program, whose word may be older than the table's. Whether it did.
+    pub fn refresh(&self, mac: MacAddr, port: PortId, now: Seconds) -> bool {
+        let m = mac.to_u64();
+        let want = VALID | (u64::from(port.0) << PORT_SHIFT) | m;
+        let Some((b, i, k)) = self.find(m) else {
+            return false;
+        };
+        let seen = &self.meta[b].seen[i];
+        let last = seen.load(Relaxed);
+        if k != want || !self.live(last, now) {
+            return false;
+        }
+        if last < now.0 {
+            seen.store(now.0, Relaxed);
+        }
+        true
+    }
+
     /// [`Fdb::learn`] for a station that is new or moved.
     #[cold]
     #[inline(never)]
@@ -394,6 +414,20 @@ mod tests {
         assert_eq!(fdb.learn(mac(7), PortId(2), Seconds(2)), Learn::Moved);
         assert_eq!(fdb.lookup(mac(7), Seconds(2)), Some(PortId(2)));
         assert_eq!(fdb.len(Seconds(2)), 1);
+    }
+
+    #[test]
+    fn refresh_keeps_a_station_where_it_is_and_never_learns_or_moves_one() {
+        let fdb = Fdb::new(64, 300);
+        fdb.learn(mac(1), PortId(0), Seconds(1));
+        assert!(fdb.refresh(mac(1), PortId(0), Seconds(200)));
+        assert_eq!(fdb.lookup(mac(1), Seconds(450)), Some(PortId(0)), "refreshed at 200");
+        assert!(!fdb.refresh(mac(1), PortId(1), Seconds(460)), "not on port 1");
+        assert_eq!(fdb.lookup(mac(1), Seconds(460)), Some(PortId(0)), "not moved");
+        assert!(!fdb.refresh(mac(2), PortId(0), Seconds(460)), "not learnt");
+        assert_eq!(fdb.lookup(mac(2), Seconds(460)), None);
+        assert!(!fdb.refresh(mac(1), PortId(0), Seconds(600)), "aged out (last seen 200) stays out");
+        assert_eq!(fdb.lookup(mac(1), Seconds(600)), None);
     }
 
     #[test]

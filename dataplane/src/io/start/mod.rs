@@ -35,7 +35,7 @@ use self::plan::{Layout, Plan, Role, RouterPlan};
 use self::sched::RealTime;
 use super::config::FibSource;
 use super::config::{ForwarderConfig, Request, RouterLimits, StartError};
-use super::fast::FastSync;
+use super::fast::{FastSync, Source};
 use super::forwarder::{Forwarder, RouterControl};
 use super::memory::advise_huge_pages;
 use super::netdev::{DevFeatures, Netdev};
@@ -98,12 +98,11 @@ impl Forwarder {
             .collect();
         let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.workers.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
-        let fast = fast_path(cfg, &ports, &xdp_modes, &shared, &xdp, &mut warnings)?;
+        let fast = fast_path(cfg, &ports, &xdp_modes, (&shared, clock), &xdp, &mut warnings)?;
         let Shared { fdb, router, frame_max } = shared;
         let (arp, router_view, router_control, kernel_sync) = match router {
             Some(r) => {
-                let (ready, mut view, control, sync) = open_arp(r, &ports, plan.queues, &stop, clock, &xdp)?;
-                view.fast = fast.as_ref().map(FastSync::counters);
+                let (ready, view, control, sync) = open_arp(r, &ports, plan.queues, &stop, clock, &xdp)?;
                 (Some(ready), Some(view), Some(control), sync)
             }
             None => (None, None, None, None),
@@ -124,6 +123,7 @@ impl Forwarder {
             zero_copy,
             rt_priority: rt.priority(),
             aqm: cfg.workers.aqm,
+            fast: fast.as_ref().map(FastSync::counters),
         });
 
         before_threads().map_err(StartError::Privileges)?;
@@ -321,37 +321,35 @@ fn load_program(
     Ok(XdpProgram::load(ports, mode, steer, stamp_key)?)
 }
 
-/// Step 6b, router with `--path xdp`: the XDP path's maps written from the router's tables
-/// (ports, neighbours, routes) and the path turned on, ready for the thread that keeps them in
-/// step ([`FastSync`]). A frame redirected by a program in native mode is sent by the egress
-/// driver's `ndo_xdp_xmit` (in generic mode, by its ordinary transmit path): with a port
-/// attached natively, refused, with the fix, when a port's driver does not take such frames
-/// (the kernel would drop every frame routed out of it); where the kernel cannot say (before
-/// Linux 6.3), veth ports are named in a warning with the condition.
+/// Step 6b, `--path xdp`: the XDP path's maps written from the router's tables (ports,
+/// neighbours, routes) or the bridge's stations, and the path turned on, ready for the thread
+/// that keeps them in step ([`FastSync`]). A frame redirected by a program in native mode is
+/// sent by the egress driver's `ndo_xdp_xmit` (in generic mode, by its ordinary transmit
+/// path): with a port attached natively, refused, with the fix, when a port's driver does not
+/// take such frames (the kernel would drop every frame sent out of it); where the kernel cannot
+/// say (before Linux 6.3), veth ports are named in a warning with the condition.
 fn fast_path(
     cfg: &ForwarderConfig,
     ports: &[PortInfo],
     modes: &[XdpMode],
-    shared: &Shared,
+    (shared, clock): (&Shared, Clock),
     xdp: &XdpProgram,
     warnings: &mut Vec<String>,
 ) -> Result<Option<FastSync>, StartError> {
-    let (DataPath::Xdp, Some(r)) = (cfg.workers.path, &shared.router) else {
+    if cfg.workers.path != DataPath::Xdp {
         return Ok(None);
+    }
+    let source = || match &shared.router {
+        Some(r) => Source::Router {
+            tables: Arc::clone(&r.tables),
+            neighbors: Arc::clone(&r.neighbors),
+            whole: r.kernel.is_none(),
+        },
+        None => Source::Bridge { fdb: Arc::clone(&shared.fdb), clock },
     };
-    let whole = r.kernel.is_none();
+    let takes = vec![true; ports.len()];
     if !modes.contains(&XdpMode::Native) {
-        let takes = vec![true; ports.len()];
-        let sync = FastSync::start(
-            xdp.fast_maps()?,
-            Arc::clone(&r.tables),
-            Arc::clone(&r.neighbors),
-            ports,
-            &takes,
-            None,
-            whole,
-        )?;
-        return Ok(Some(sync));
+        return Ok(Some(FastSync::start(xdp.fast_maps()?, source(), ports, &takes, None)?));
     }
     let mut netdev = Netdev::open().ok().flatten();
     let features: Vec<Option<DevFeatures>> =
@@ -376,17 +374,7 @@ fn fast_path(
             unknown.join(", ")
         ));
     }
-    let takes = vec![true; ports.len()];
-    let sync = FastSync::start(
-        xdp.fast_maps()?,
-        Arc::clone(&r.tables),
-        Arc::clone(&r.neighbors),
-        ports,
-        &takes,
-        netdev,
-        whole,
-    )?;
-    Ok(Some(sync))
+    Ok(Some(FastSync::start(xdp.fast_maps()?, source(), ports, &takes, netdev)?))
 }
 
 /// Why `port`, with `features`, cannot be an egress of the XDP path, and the fix.
@@ -586,7 +574,6 @@ fn open_arp(
         arp: counters,
         ndp,
         kernel: sync_counters,
-        fast: None,
     };
     let control = RouterControl {
         specs: std::sync::Mutex::new(r.specs),

@@ -37,9 +37,6 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
     if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
         return Err(Request::FdbSize.into());
     }
-    if matches!(cfg.mode, Mode::Bridge { .. }) && cfg.workers.path == super::super::options::DataPath::Xdp {
-        return Err(Request::BridgeXdpPath.into());
-    }
     Ok(())
 }
 
