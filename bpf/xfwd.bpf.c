@@ -61,7 +61,9 @@
 #define XFWD_CONFIG_KEY_HI 5
 #define XFWD_CONFIG_MAX_FRAME 6
 #define XFWD_CONFIG_PATH 7
-#define XFWD_CONFIG_FLOOD 8 /* bridge, XDP path: 1 while every port takes redirected frames */
+#define XFWD_CONFIG_FLOOD 8 /* bridge, XDP path: the longest frame every port takes (their
+				   * smallest max_frame) while every port takes redirected frames; 0:
+				   * no flooding here */
 #define XFWD_NR_CONFIG 9
 
 #define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
@@ -226,10 +228,13 @@ struct {
 	__type(value, struct xfwd_neigh);
 } xfwd_neigh4 SEC(".maps");
 
-/* A port's MAC, and 1 in `ready` once its xfwd_egress entry is set. */
+/* A port's MAC, 1 in `ready` once its xfwd_egress entry is set and while its driver takes
+ * redirected frames, and the longest frame it sends (its MTU, an Ethernet header and a VLAN
+ * tag: what the kernel lets through a redirect; io::frame_max). Mirrored in io/xdp.rs. */
 struct xfwd_port_mac {
 	__u8 mac[6];
 	__u16 ready;
+	__u32 max_frame;
 };
 
 struct {
@@ -247,7 +252,8 @@ struct {
 } xfwd_egress SEC(".maps");
 
 /* The bridge's stations (XDP path), mirrored from the workers' FDB: a MAC, padded to 8 bytes,
- * -> its port and the last time (bpf_ktime_get_ns) the program forwarded a frame from it
+ * -> its port and the last time (bpf_ktime_get_coarse_ns: CLOCK_MONOTONIC_COARSE) the
+ * program forwarded a frame from it
  * there, refreshed at most once a second so that a steady flow writes no shared line. Mirrored
  * in io/xdp.rs (`station_value`). */
 struct xfwd_mac_key {
@@ -422,6 +428,19 @@ static __always_inline int same_mac(const unsigned char *a, const unsigned char 
 	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
 }
 
+/* XDP path: redirects the frame through xfwd_egress (`flags` 0: to `port`; a broadcast: to
+ * every port but the ingress) and counts it as `counter`, or, when the entry is gone (a port
+ * being set up or taken away), drops and counts it. */
+static __always_inline int send(__u32 in_port, __u32 port, __u64 flags, __u32 counter)
+{
+	if (bpf_redirect_map(&xfwd_egress, port, flags) != XDP_REDIRECT) {
+		count(in_port, XFWD_DROP_NO_EGRESS);
+		return XDP_DROP;
+	}
+	count(in_port, counter);
+	return XDP_REDIRECT;
+}
+
 /* Router mode, XDP path: forwards an IPv4 frame that is the common case, as the workers would
  * (l3::family::route): to the ingress port's MAC; a 20-byte header with a good checksum; a
  * TTL above 1; neither address one the workers screen (0/8, 127/8, 224/3, 169.254/16, the
@@ -443,7 +462,6 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	void *fib;
 	__u32 daddr, saddr, next, sum = 0, total, len, port, zero = 0;
 	__u16 old, new;
-	long verdict;
 
 	if (ip + XFWD_IPV4_MIN_HLEN > data_end)
 		return -1;
@@ -513,13 +531,7 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 		len = 60; /* wire::ethernet::MIN_FRAME_LEN */
 	if ((__u32)(data_end - data) > len)
 		bpf_xdp_adjust_tail(ctx, (int)len - (int)(data_end - data));
-	verdict = bpf_redirect_map(&xfwd_egress, port, 0);
-	if (verdict != XDP_REDIRECT) {
-		count(in_port, XFWD_DROP_NO_EGRESS);
-		return XDP_DROP;
-	}
-	count(in_port, XFWD_FORWARDED);
-	return XDP_REDIRECT;
+	return send(in_port, port, 0, XFWD_FORWARDED);
 }
 
 /* Bridge mode, XDP path: forwards a frame from a station known on this port (l2::bridge::
@@ -532,13 +544,13 @@ static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 {
 	const unsigned char *data = (const unsigned char *)(long)ctx->data;
 	const unsigned char *data_end = (const unsigned char *)(long)ctx->data_end;
+	__u32 len = (__u32)(data_end - data);
 	struct xfwd_mac_key key = {};
 	struct xfwd_station *src, *dst;
 	struct xfwd_port_mac *out;
 	__u32 slot = XFWD_CONFIG_FLOOD;
 	__u32 *flood, port;
 	__u64 now;
-	long verdict;
 
 	if (data + XFWD_ETH_HLEN > data_end)
 		return -1;
@@ -548,7 +560,7 @@ static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 	src = bpf_map_lookup_elem(&xfwd_fdb, &key);
 	if (!src || src->port != in_port)
 		return -1; /* to learn, or moved: the workers learn it */
-	now = bpf_ktime_get_ns();
+	now = bpf_ktime_get_coarse_ns();
 	if (now - src->seen_ns > 1000000000ULL)
 		src->seen_ns = now;
 	if (!(data[0] & 1)) {
@@ -559,27 +571,15 @@ static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 			if (port == in_port || port >= XFWD_MAX_PORTS)
 				return -1; /* the segment has it: the workers count the drop */
 			out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
-			if (!out || !out->ready)
-				return -1;
-			verdict = bpf_redirect_map(&xfwd_egress, port, 0);
-			if (verdict != XDP_REDIRECT) {
-				count(in_port, XFWD_DROP_NO_EGRESS);
-				return XDP_DROP;
-			}
-			count(in_port, XFWD_FORWARDED);
-			return XDP_REDIRECT;
+			if (!out || !out->ready || len > out->max_frame)
+				return -1; /* not ready, or too long for it: the workers count the drop */
+			return send(in_port, port, 0, XFWD_FORWARDED);
 		}
 	}
 	flood = bpf_map_lookup_elem(&xfwd_config, &slot);
-	if (!flood || !*flood)
-		return -1; /* a port takes no redirects: the workers flood */
-	verdict = bpf_redirect_map(&xfwd_egress, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS);
-	if (verdict != XDP_REDIRECT) {
-		count(in_port, XFWD_DROP_NO_EGRESS);
-		return XDP_DROP;
-	}
-	count(in_port, XFWD_FLOODED);
-	return XDP_REDIRECT;
+	if (!flood || len > *flood)
+		return -1; /* a port takes no redirects, or this frame is too long for one */
+	return send(in_port, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, XFWD_FLOODED);
 }
 
 SEC("xdp")

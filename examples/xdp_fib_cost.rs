@@ -44,8 +44,8 @@ fn main() {
     let local = [(IpAddr::from(Ipv4Addr::new(198, 18, 10, 2)), LocalKind::Address)];
     let mut p = XdpProgram::load(&[lo], ProgramMode::Router { local: &local }, Steer::ByQueue, None).expect("load");
     let mut maps = p.fast_maps().expect("maps");
-    maps.set_port(PortId(0), ifindex, ETH5, true).expect("port 0");
-    maps.set_port(PortId(1), ifindex, ETH4, true).expect("port 1");
+    maps.set_port(PortId(0), ifindex, ETH5, true, xfwd_dataplane::io::frame_max(1500)).expect("port 0");
+    maps.set_port(PortId(1), ifindex, ETH4, true, xfwd_dataplane::io::frame_max(1500)).expect("port 1");
     let start = Instant::now();
     maps.load(&t, &n).expect("routes");
     let took = start.elapsed();

@@ -617,11 +617,6 @@ fn a_port_mtu_lowered_at_run_time_keeps_longer_frames_off_it_and_counts_them() {
     stop_clean(&mut x);
 }
 
-/// `xdp` count `name` of port `p` in `s`, or 0 when the program does not count it.
-fn xdp_or_0(s: &xfwd_dataplane::io::Report, p: usize, name: &str) -> u64 {
-    s.ports[p].xdp.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v)
-}
-
 #[test]
 fn the_xdp_path_bridges_known_stations_in_the_program_and_keeps_them_from_ageing() {
     let test = "the_xdp_path_bridges_known_stations_in_the_program_and_keeps_them_from_ageing";
@@ -638,10 +633,7 @@ fn the_xdp_path_bridges_known_stations_in_the_program_and_keeps_them_from_ageing
         .unwrap();
     // The first frames of each station go to the workers, which learn it; then the program has
     // both (written by the thread within a tenth of a second).
-    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
-    common::until(common::PATH_UP, "both stations in the program's table", || {
-        stats(&control).xdp_path.is_some_and(|p| p.neighbor_writes >= 2)
-    });
+    common::until_both_ends_in_the_program(&control, &r.h1, rig::H2_ADDR);
     let before = stats(&control);
     // 15 s of pings, longer than the ageing time: every one through the program.
     let out = r.h1.exec(&["ping", "-c", "60", "-i", "0.25", "-W", "2", rig::H2_ADDR]).unwrap();
@@ -649,7 +641,7 @@ fn the_xdp_path_bridges_known_stations_in_the_program_and_keeps_them_from_ageing
     assert_eq!(common::answered(&out), 60, "{out}");
     let s = stats(&control);
     for p in 0..2 {
-        let fwd = xdp_or_0(&s, p, "xdp-forwarded") - xdp_or_0(&before, p, "xdp-forwarded");
+        let fwd = xdp(&s, p, "xdp-forwarded") - xdp(&before, p, "xdp-forwarded");
         assert!(fwd >= 60, "{}: {fwd} forwarded in the program", s.ports[p].name);
         assert_eq!(
             s.ports[p].total.rx_frames, before.ports[p].total.rx_frames,
@@ -664,16 +656,16 @@ fn the_xdp_path_bridges_known_stations_in_the_program_and_keeps_them_from_ageing
     assert!(fdb.contains(&mac_of(&r.h1, "eth0")) && fdb.contains(&mac_of(&r.h2, "eth0")), "kept from ageing: {fdb}");
 
     // A broadcast from a known station is flooded by the program, out of the other port only.
-    let flooded = xdp_or_0(&s, 0, "xdp-flooded");
+    let flooded = xdp(&s, 0, "xdp-flooded");
     r.h1.exec(&["ping", "-b", "-c", "3", "-i", "0.2", "-W", "1", "198.18.0.255"]).ok();
     let after = stats(&control);
-    assert!(xdp_or_0(&after, 0, "xdp-flooded") > flooded, "{:?}", after.ports[0].xdp);
+    assert!(xdp(&after, 0, "xdp-flooded") > flooded, "{:?}", after.ports[0].xdp);
 
     // TCP through the program, nothing lost to a reason.
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 1, 1, 2).unwrap();
     assert!(tcp.gbps() > 0.0);
     let end = stats(&control);
-    let fwd = xdp_or_0(&end, 0, "xdp-forwarded") - xdp_or_0(&after, 0, "xdp-forwarded");
+    let fwd = xdp(&end, 0, "xdp-forwarded") - xdp(&after, 0, "xdp-forwarded");
     assert!(fwd >= min_segments(tcp.flows_received_bytes[0]), "eth4: {fwd} forwarded in the program");
     for p in &end.ports {
         assert_eq!(drops_but_aqm(&p.total), [], "{}: drops {:?}", p.name, p.total.drops);

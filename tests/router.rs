@@ -508,7 +508,7 @@ fn differential_against_the_kernel_router() {
     r.hosts_napi().unwrap();
     let mut x = start(&r, config.to_str().unwrap(), &control, &["--queues", "1", "--path", "xdp"]);
     let xdp_path = observe(&r, &frames);
-    let in_program = xdp_count(&stats(&control).ports[1], "xdp-forwarded");
+    let in_program = common::port_xdp(&stats(&control).ports[1], "xdp-forwarded");
     stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(in_program >= 2, "the XDP path forwarded {in_program} of the frames itself");
@@ -570,11 +570,6 @@ fn per_cpu_sockets_route_answer_and_share_a_one_queue_port_between_two_workers()
     stop_clean(&mut x);
 }
 
-/// A port's count of `name` among the XDP program's counters.
-fn xdp_count(p: &xfwd_dataplane::io::PortReport, name: &str) -> u64 {
-    p.xdp.iter().find(|(k, _)| k == name).map_or(0, |(_, v)| *v)
-}
-
 #[test]
 fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_the_rest() {
     let test = "the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_the_rest";
@@ -588,10 +583,7 @@ fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_t
     let mut x = start(&r, RIG_CONFIG, &control, &["--path", "xdp"]);
     // The first packets wait for ARP in the workers; then the program has both neighbours
     // (written by the thread within its period).
-    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
-    common::until(common::PATH_UP, "both hosts in the program's neighbours", || {
-        stats(&control).xdp_path.is_some_and(|p| p.neighbor_writes >= 2)
-    });
+    common::until_both_ends_in_the_program(&control, &r.h2, "198.18.10.1");
     let before = stats(&control);
     let out = ping(&r.h2, &["-c", "20", "-i", "0.01", "-W", "2", "198.18.10.1"]);
     assert_eq!(common::answered(&out), 20, "{out}");
@@ -599,10 +591,10 @@ fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_t
     // Each request in at eth4 (port 1) and each reply in at eth5 (port 0) went through the
     // program alone: counted there, never redirected to a worker.
     for (p, b) in s.ports.iter().zip(&before.ports) {
-        let fwd = xdp_count(p, "xdp-forwarded") - xdp_count(b, "xdp-forwarded");
+        let fwd = common::port_xdp(p, "xdp-forwarded") - common::port_xdp(b, "xdp-forwarded");
         assert!(fwd >= 20, "{}: {fwd} forwarded in the program: {:?}", p.name, p.xdp);
         assert_eq!(p.total.rx_frames, b.total.rx_frames, "{}: the workers saw none of them", p.name);
-        assert_eq!(xdp_count(p, "drop-no-egress"), 0, "{}", p.name);
+        assert_eq!(common::port_xdp(p, "drop-no-egress"), 0, "{}", p.name);
     }
     // The exceptions are the workers', answered as on the AF_XDP path.
     let out = ping(&r.h2, &["-c", "1", "-W", "2", "-t", "1", "198.18.10.1"]);
@@ -621,13 +613,13 @@ fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_t
     let tcp = rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 1, 1, 2).unwrap();
     assert!(tcp.gbps() > 0.0);
     let after = stats(&control);
-    let fwd = xdp_count(&after.ports[1], "xdp-forwarded") - xdp_count(&s.ports[1], "xdp-forwarded");
+    let fwd = common::port_xdp(&after.ports[1], "xdp-forwarded") - common::port_xdp(&s.ports[1], "xdp-forwarded");
     assert!(fwd >= min_segments(tcp.flows_received_bytes[0]), "eth4: {fwd} forwarded in the program");
     for (p, b) in after.ports.iter().zip(&s.ports) {
         assert_eq!(drops_but_aqm(&p.total), drops_but_aqm(&b.total), "{}: {:?}", p.name, p.total.drops);
-        assert_eq!(xdp_count(p, "drop-no-egress"), 0, "{}", p.name);
+        assert_eq!(common::port_xdp(p, "drop-no-egress"), 0, "{}", p.name);
         assert!(p.xdp.iter().any(|(k, _)| k == EGRESS_REFUSED), "{}: {:?}", p.name, p.xdp);
-        assert_eq!(xdp_count(p, EGRESS_REFUSED), 0, "{}: the peers run NAPI", p.name);
+        assert_eq!(common::port_xdp(p, EGRESS_REFUSED), 0, "{}: the peers run NAPI", p.name);
     }
     let path = after.xdp_path.expect("the XDP path's counts in the report");
     assert_eq!((path.swaps, path.errors, path.no_redirects.len()), (1, 0, 0), "{path:?}");
@@ -656,15 +648,12 @@ fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when
     // XDP path runs there without NAPI at the peers, in the program.
     let control = control_path("rt-xdp-generic");
     let mut x = start(&r, RIG_CONFIG, &control, &["--path", "xdp", "--xdp-mode", "generic"]);
-    Rig::ping_until(&r.h2, "198.18.10.1", common::PATH_UP).unwrap();
-    common::until(common::PATH_UP, "both hosts in the program's neighbours", || {
-        stats(&control).xdp_path.is_some_and(|p| p.neighbor_writes >= 2)
-    });
+    common::until_both_ends_in_the_program(&control, &r.h2, "198.18.10.1");
     let before = stats(&control);
     let out = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
     assert_eq!(common::answered(&out), 10, "{out}");
     let s = stats(&control);
-    let fwd = xdp_count(&s.ports[1], "xdp-forwarded") - xdp_count(&before.ports[1], "xdp-forwarded");
+    let fwd = common::port_xdp(&s.ports[1], "xdp-forwarded") - common::port_xdp(&before.ports[1], "xdp-forwarded");
     assert!(fwd >= 10, "eth4: {fwd} requests forwarded in the program");
     stop_clean(&mut x);
 
@@ -684,7 +673,7 @@ fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when
     assert_eq!(s.xdp_path.as_ref().map(|p| p.no_redirects.clone()), Some(vec![0]), "eth5 is port 0");
     let through_workers = s.ports[1].total.rx_frames - before.ports[1].total.rx_frames;
     assert!(through_workers >= 10, "eth4: {through_workers} requests through the workers");
-    let replies = xdp_count(&s.ports[0], "xdp-forwarded") - xdp_count(&before.ports[0], "xdp-forwarded");
+    let replies = common::port_xdp(&s.ports[0], "xdp-forwarded") - common::port_xdp(&before.ports[0], "xdp-forwarded");
     assert!(replies >= 10, "eth5: the replies, out of eth4, still in the program ({replies})");
     r.h1.exec(&["ethtool", "-K", "eth0", "gro", "on"]).unwrap();
     common::wait_line(&mut x, "xfwd: eth5 takes redirected frames again", 0);

@@ -145,8 +145,8 @@ mod xdp_path {
         n.insert(ip("198.18.30.7"), HOST, PortId(1), false).unwrap();
         let mut maps: FastMaps = p.fast_maps().unwrap();
         // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing.
-        maps.set_port(PortId(0), ifindex, ETH5, true).unwrap();
-        maps.set_port(PortId(1), ifindex, ETH4, true).unwrap();
+        maps.set_port(PortId(0), ifindex, ETH5, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
+        maps.set_port(PortId(1), ifindex, ETH4, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
         maps.load(&t, &n).unwrap();
         maps.set_path(true).unwrap();
         World { p, maps, lo: ifindex, t, n, n6: NeighborTable6::new6(64) }
@@ -253,9 +253,9 @@ mod xdp_path {
         }
         let mut w = world();
         let frame = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
-        w.maps.set_port(PortId(1), w.lo, ETH4, false).unwrap();
+        w.maps.set_port(PortId(1), w.lo, ETH4, false, xfwd_dataplane::io::frame_max(1500)).unwrap();
         assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap(), (XDP_PASS, frame.clone()), "to the workers, untouched");
-        w.maps.set_port(PortId(1), w.lo, ETH4, true).unwrap();
+        w.maps.set_port(PortId(1), w.lo, ETH4, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
         assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap().0, XDP_REDIRECT, "ready again: the program's");
         assert_eq!(counts(&w.p), [("pass-no-socket", 1), ("xdp-forwarded", 1)]);
     }
@@ -300,7 +300,7 @@ mod xdp_path {
 mod bridge_xdp_path {
     use std::time::Duration;
 
-    use xfwd_dataplane::io::xdp::{ProgramMode, XdpCounter, XdpProgram};
+    use xfwd_dataplane::io::xdp::{FastMaps, ProgramMode, XdpCounter, XdpProgram};
     use xfwd_dataplane::wire::MacAddr;
     use xfwd_dataplane::PortId;
 
@@ -310,12 +310,30 @@ mod bridge_xdp_path {
     const A: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xa]);
     const B: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xb]);
     const C: MacAddr = MacAddr([2, 0, 0, 0, 0, 0xc]);
+    const NO_MAC: MacAddr = MacAddr([0; 6]);
 
-    fn eth(dst: MacAddr, src: MacAddr) -> Vec<u8> {
+    fn eth(dst: MacAddr, src: MacAddr, len: usize) -> Vec<u8> {
         let mut f = [dst.0, src.0].concat();
         f.extend_from_slice(&[0x08, 0x00]);
-        f.resize(60, 0x5a);
+        f.resize(len, 0x5a);
         f
+    }
+
+    /// The program with its path on, both ports `lo` to the devmap (BPF_PROG_TEST_RUN
+    /// redirects nothing), each taking frames of up to `max_frame` bytes, and frames coming in
+    /// on port 0: A is there, B behind port 1, C behind port 0 as well.
+    fn world(max_frame: u32) -> (XdpProgram, FastMaps, u32) {
+        let (p, lo) = load(ProgramMode::Bridge);
+        let maps = p.fast_maps().unwrap();
+        for port in [PortId(0), PortId(1)] {
+            maps.set_port(port, lo, NO_MAC, true, max_frame).unwrap();
+        }
+        maps.set_station(A, PortId(0)).unwrap();
+        maps.set_station(B, PortId(1)).unwrap();
+        maps.set_station(C, PortId(0)).unwrap();
+        maps.set_flood(max_frame).unwrap();
+        maps.set_path(true).unwrap();
+        (p, maps, lo)
     }
 
     #[test]
@@ -325,67 +343,57 @@ mod bridge_xdp_path {
         ) {
             return;
         }
-        let (mut p, lo): (XdpProgram, u32) = load(ProgramMode::Bridge);
-        let maps = p.fast_maps().unwrap();
-        // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing. Frames come
-        // in on port 0: A is there, B behind port 1, C behind port 0 as well.
-        maps.set_port(PortId(0), lo, MacAddr([0; 6]), true).unwrap();
-        maps.set_port(PortId(1), lo, MacAddr([0; 6]), true).unwrap();
-        maps.set_station(A, PortId(0)).unwrap();
-        maps.set_station(B, PortId(1)).unwrap();
-        maps.set_station(C, PortId(0)).unwrap();
-        maps.set_flood(true).unwrap();
+        let (mut p, maps, lo) = world(100);
         let mut run = |f: &[u8]| {
             let (verdict, out) = p.test_run(f, lo, 0).unwrap();
             assert_eq!(out, f, "a bridge leaves the frame as it came");
             verdict
         };
-        let to_b = eth(B, A);
+        let to_b = eth(B, A, 60);
+        maps.set_path(false).unwrap();
         assert_eq!(run(&to_b), XDP_PASS, "the path is off: the workers'");
         maps.set_path(true).unwrap();
         assert_eq!(run(&to_b), XDP_REDIRECT, "A to B, both known");
-        assert_eq!(run(&eth(MacAddr::BROADCAST, A)), XDP_REDIRECT, "broadcast from a known station");
-        assert_eq!(run(&eth(MacAddr([2, 0, 0, 0, 0, 0xd]), A)), XDP_REDIRECT, "to an unknown station");
+        assert_eq!(run(&eth(B, A, 100)), XDP_REDIRECT, "as long as port 1 takes");
+        assert_eq!(run(&eth(MacAddr::BROADCAST, A, 100)), XDP_REDIRECT, "broadcast from a known station");
+        assert_eq!(run(&eth(MacAddr([2, 0, 0, 0, 0, 0xd]), A, 60)), XDP_REDIRECT, "to an unknown station");
         let workers = [
-            ("from an unknown station: the workers learn it", eth(B, MacAddr([2, 0, 0, 0, 0, 0xe]))),
-            ("from a station known on another port: the workers move it", eth(A, B)),
-            ("to a station behind the ingress port: the workers drop it", eth(C, A)),
-            ("from a group address: the workers drop it", eth(B, MacAddr([3, 0, 0, 0, 0, 1]))),
+            ("from an unknown station: the workers learn it", eth(B, MacAddr([2, 0, 0, 0, 0, 0xe]), 60)),
+            ("from a station known on another port: the workers move it", eth(A, B, 60)),
+            ("to a station behind the ingress port: the workers drop it", eth(C, A, 60)),
+            ("from a group address: the workers drop it", eth(B, MacAddr([3, 0, 0, 0, 0, 1]), 60)),
+            ("longer than port 1 takes: the workers drop and count it", eth(B, A, 101)),
+            ("a flood longer than a port takes: the workers flood it", eth(MacAddr::BROADCAST, A, 101)),
         ];
         for (why, f) in &workers {
             assert_eq!(run(f), XDP_PASS, "{why}");
         }
         // A port that takes no redirects: nothing to it, and no flooding, in the program.
-        maps.set_port(PortId(1), lo, MacAddr([0; 6]), false).unwrap();
-        maps.set_flood(false).unwrap();
+        maps.set_port(PortId(1), lo, NO_MAC, false, 100).unwrap();
+        maps.set_flood(0).unwrap();
         assert_eq!(run(&to_b), XDP_PASS, "egress not ready");
-        assert_eq!(run(&eth(MacAddr::BROADCAST, A)), XDP_PASS, "flooding left to the workers");
+        assert_eq!(run(&eth(MacAddr::BROADCAST, A, 60)), XDP_PASS, "flooding left to the workers");
         let n = |c: XdpCounter| counts(&p).iter().find(|(k, _)| *k == c.name()).map_or(0, |(_, v)| *v);
-        assert_eq!((n(XdpCounter::Forwarded), n(XdpCounter::Flooded)), (1, 2));
+        assert_eq!((n(XdpCounter::Forwarded), n(XdpCounter::Flooded)), (2, 2));
         assert_eq!(n(XdpCounter::PassNoSocket), 1 + workers.len() as u64 + 2);
     }
 
     #[test]
-    fn the_program_marks_the_stations_it_forwards_from_at_most_once_a_second() {
-        if !crate::common::root_or_skip("the_program_marks_the_stations_it_forwards_from_at_most_once_a_second") {
+    fn the_program_marks_the_stations_it_forwards_from() {
+        if !crate::common::root_or_skip("the_program_marks_the_stations_it_forwards_from") {
             return;
         }
-        let (mut p, lo) = load(ProgramMode::Bridge);
-        let maps = p.fast_maps().unwrap();
-        maps.set_port(PortId(0), lo, MacAddr([0; 6]), true).unwrap();
-        maps.set_port(PortId(1), lo, MacAddr([0; 6]), true).unwrap();
-        maps.set_station(A, PortId(0)).unwrap();
-        maps.set_station(B, PortId(1)).unwrap();
-        maps.set_path(true).unwrap();
-        // Written now: more than a second later, a frame from A marks A, not B.
+        let (mut p, maps, lo) = world(xfwd_dataplane::io::frame_max(1500));
+        // Both written now; more than a second later (the program marks a station at most
+        // once a second), a frame from A marks A, not B.
         std::thread::sleep(Duration::from_millis(1100));
-        assert_eq!(p.test_run(&eth(B, A), lo, 0).unwrap().0, XDP_REDIRECT);
+        assert_eq!(p.test_run(&eth(B, A, 60), lo, 0).unwrap().0, XDP_REDIRECT);
+        let stations = maps.stations();
         let ago =
-            |mac: MacAddr| maps.stations().into_iter().find(|(m, _, _)| *m == mac).map(|(_, port, ago)| (port, ago));
-        let (port, a) = ago(A).unwrap();
-        assert_eq!(port, PortId(0));
-        assert!(a < Duration::from_millis(1000), "A marked by the program: {a:?} ago");
-        let (_, b) = ago(B).unwrap();
-        assert!(b >= Duration::from_millis(1100), "B not: {b:?} ago");
+            |mac: MacAddr| stations.iter().find(|(m, _, _)| *m == mac).map(|&(_, port, ago)| (port, ago)).unwrap();
+        let ((port_a, a), (port_b, b)) = (ago(A), ago(B));
+        assert_eq!((port_a, port_b), (PortId(0), PortId(1)));
+        assert!(b >= Duration::from_millis(1100), "B, not forwarded from, was written {b:?} ago");
+        assert!(a + Duration::from_millis(1000) < b, "A marked after the sleep: {a:?} ago, B {b:?} ago");
     }
 }

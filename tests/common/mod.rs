@@ -213,7 +213,22 @@ pub fn shed(s: &xfwd_dataplane::stats::PortSnapshot) -> u64 {
 
 /// One of the XDP program's counters for `port`.
 pub fn xdp(r: &xfwd_dataplane::io::Report, port: usize, name: &str) -> u64 {
-    r.ports[port].xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
+    port_xdp(&r.ports[port], name)
+}
+
+/// The XDP program's count `name` in one port's report (it must be there).
+pub fn port_xdp(p: &xfwd_dataplane::io::PortReport, name: &str) -> u64 {
+    p.xdp.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap_or_else(|| panic!("{}: no xdp {name}", p.name))
+}
+
+/// Once `from` reaches `to` (the first frames go through the workers, which learn or
+/// resolve), waits until the XDP path's thread has written at least two neighbours or
+/// stations: the program then has both ends.
+pub fn until_both_ends_in_the_program(control: &str, from: &xfwd::rig::Netns, to: &str) {
+    xfwd::rig::Rig::ping_until(from, to, PATH_UP).unwrap();
+    until(PATH_UP, "both ends in the XDP program's tables", || {
+        stats(control).xdp_path.is_some_and(|p| p.neighbor_writes >= 2)
+    });
 }
 
 /// A device's driver counters (`ethtool -S`) at one instant, by name in the driver's order.

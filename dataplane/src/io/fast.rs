@@ -30,8 +30,9 @@
 //! steps: without this count such a loss would be silent.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -181,6 +182,9 @@ pub struct FastSync {
     ifindexes: Vec<u32>,
     /// Each port's MAC (the bridge's; the router's come with its tables).
     macs: Vec<MacAddr>,
+    /// The longest frame each port takes (follows its MTU at run time), and as last written.
+    frame_max: Arc<[AtomicU32]>,
+    written_max: Vec<u32>,
     counters: Arc<FastCounters>,
     /// The veth ports: index, name, and their refused count at start.
     veths: Vec<(usize, String, u64)>,
@@ -196,13 +200,14 @@ impl std::fmt::Debug for FastSync {
 }
 
 impl FastSync {
-    /// Writes the ports (`ports`, in order, each ready where `takes[port]`) and the tables of
-    /// `source` into `maps`, then turns the XDP path on. `netdev` reads the ports' features
-    /// from then on (`None`: they are taken as they were at start).
+    /// Writes the ports (`ports`, in order, each ready where `takes[port]`, taking frames up to
+    /// `frame_max[port]` bytes) and the tables of `source` into `maps`, then turns the XDP path
+    /// on. `netdev` reads the ports' features from then on (`None`: they are taken as they
+    /// were at start).
     pub fn start(
         maps: FastMaps,
         source: Source,
-        ports: &[PortInfo],
+        (ports, frame_max): (&[PortInfo], Arc<[AtomicU32]>),
         takes: &[bool],
         netdev: Option<Netdev>,
     ) -> Result<FastSync, XdpError> {
@@ -235,7 +240,9 @@ impl FastSync {
             }
             Source::Bridge { fdb, clock } => Tables::Bridge(BridgeSync { fdb, clock, written: HashMap::new() }),
         };
-        let mut sync = FastSync { maps, tables, ifindexes, macs, counters, veths, netdev, steps: 0 };
+        let written_max = vec![0; ports.len()];
+        let mut sync =
+            FastSync { maps, tables, ifindexes, macs, frame_max, written_max, counters, veths, netdev, steps: 0 };
         sync.write_ports()?;
         match &mut sync.tables {
             Tables::Router(r) => {
@@ -267,6 +274,10 @@ impl FastSync {
         if self.tables_step().is_err() {
             self.counters.errors.inc();
         }
+        let mtu_changed = self.frame_max.iter().zip(&self.written_max).any(|(m, &w)| m.load(Ordering::Relaxed) != w);
+        if mtu_changed && self.write_ports().is_err() {
+            self.counters.errors.inc();
+        }
         self.steps = self.steps.wrapping_add(1);
         if self.steps % STATIONS_EVERY == 0 && self.stations_step().is_err() {
             self.counters.errors.inc();
@@ -286,23 +297,17 @@ impl FastSync {
         let Tables::Bridge(b) = &mut self.tables else {
             return Ok(());
         };
-        let now: HashMap<MacAddr, PortId> = b.fdb.entries(b.clock.now()).into_iter().map(|e| (e.mac, e.port)).collect();
-        let gone: Vec<MacAddr> = b.written.keys().filter(|m| !now.contains_key(m)).copied().collect();
-        for mac in gone {
-            self.maps.remove_station(mac);
-            b.written.remove(&mac);
-            self.counters.neighbor_writes.inc();
-        }
-        for (mac, &port) in &now {
-            let known = b.written.get(mac);
-            if known == Some(&port) || (known.is_none() && b.written.len() >= MAX_STATIONS) {
-                continue;
-            }
-            self.maps.set_station(*mac, port)?;
-            b.written.insert(*mac, port);
-            self.counters.neighbor_writes.inc();
-        }
-        Ok(())
+        let now = b.fdb.entries(b.clock.now()).into_iter().map(|e| (e.mac, e.port)).collect();
+        let maps = &self.maps;
+        let writes = mirror(
+            &mut b.written,
+            now,
+            MAX_STATIONS,
+            |&mac, &port| maps.set_station(mac, port),
+            |&mac| maps.remove_station(mac),
+        );
+        self.counters.neighbor_writes.add(writes.0);
+        writes.1
     }
 
     /// Bridge: the stations the program forwarded from since the last check refreshed in the
@@ -340,16 +345,20 @@ impl FastSync {
         Ok(())
     }
 
-    /// Every port as an egress: its devmap entry and MAC, ready where it takes redirected
-    /// frames; the bridge floods in the program only while every port does.
-    fn write_ports(&self) -> Result<(), XdpError> {
+    /// Every port as an egress: its devmap entry, MAC and longest frame, ready where it takes
+    /// redirected frames; the bridge floods in the program only while every port does, frames
+    /// that every port takes.
+    fn write_ports(&mut self) -> Result<(), XdpError> {
         let takes = |i: usize| self.counters.takes_redirects.get(i).is_none_or(|t| t.load(Ordering::Relaxed));
+        let max: Vec<u32> = self.frame_max.iter().map(|m| m.load(Ordering::Relaxed)).collect();
         for (i, (&mac, &ifindex)) in self.macs.iter().zip(&self.ifindexes).enumerate() {
-            self.maps.set_port(PortId(i as u8), ifindex, mac, takes(i))?;
+            self.maps.set_port(PortId(i as u8), ifindex, mac, takes(i), max.get(i).copied().unwrap_or(0))?;
         }
         if let Tables::Bridge(_) = self.tables {
-            self.maps.set_flood((0..self.ifindexes.len()).all(takes))?;
+            let all = (0..self.ifindexes.len()).all(takes);
+            self.maps.set_flood(if all { max.iter().copied().min().unwrap_or(0) } else { 0 })?;
         }
+        self.written_max = max;
         Ok(())
     }
 
@@ -369,21 +378,17 @@ impl FastSync {
         if generation == r.generation {
             return Ok(());
         }
-        let now: HashMap<Ipv4Addr, (PortId, MacAddr)> =
-            export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
-        for (a, &(port, mac)) in &now {
-            if r.written.get(a) != Some(&(port, mac)) {
-                self.maps.set_neighbor(*a, port, mac)?;
-                r.written.insert(*a, (port, mac));
-                self.counters.neighbor_writes.inc();
-            }
-        }
-        let gone: Vec<Ipv4Addr> = r.written.keys().filter(|a| !now.contains_key(a)).copied().collect();
-        for a in gone {
-            self.maps.remove_neighbor(a);
-            r.written.remove(&a);
-            self.counters.neighbor_writes.inc();
-        }
+        let now = export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
+        let maps = &self.maps;
+        let (writes, done) = mirror(
+            &mut r.written,
+            now,
+            usize::MAX,
+            |&a, &(port, mac)| maps.set_neighbor(a, port, mac),
+            |&a| maps.remove_neighbor(a),
+        );
+        self.counters.neighbor_writes.add(writes);
+        done?;
         r.generation = generation;
         Ok(())
     }
@@ -420,5 +425,77 @@ impl FastSync {
             }
             self.read_refused();
         })
+    }
+}
+
+/// Makes a map that holds `written` hold `now`: removes what is gone (first, to make room),
+/// then writes what is new or changed, up to `limit` entries in all (beyond, new ones are left
+/// out). `written` follows each write that succeeded. Returns the writes and removals made,
+/// and the first failure (which stops the writes).
+fn mirror<K: Eq + Hash + Copy, V: PartialEq + Copy>(
+    written: &mut HashMap<K, V>,
+    now: HashMap<K, V>,
+    limit: usize,
+    set: impl Fn(&K, &V) -> Result<(), XdpError>,
+    remove: impl Fn(&K),
+) -> (u64, Result<(), XdpError>) {
+    let mut writes = 0;
+    written.retain(|k, _| {
+        let keep = now.contains_key(k);
+        if !keep {
+            remove(k);
+            writes += 1;
+        }
+        keep
+    });
+    for (k, v) in &now {
+        let known = written.get(k);
+        if known == Some(v) || (known.is_none() && written.len() >= limit) {
+            continue;
+        }
+        if let Err(e) = set(k, v) {
+            return (writes, Err(e));
+        }
+        written.insert(*k, *v);
+        writes += 1;
+    }
+    (writes, Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_removes_what_went_writes_what_changed_and_keeps_to_its_limit() {
+        let set_log = std::cell::RefCell::new(Vec::new());
+        let removed = std::cell::RefCell::new(Vec::new());
+        let mut written: HashMap<u8, u8> = [(1, 10), (2, 20), (3, 30)].into();
+        let now: HashMap<u8, u8> = [(2, 20), (3, 31), (4, 40), (5, 50)].into();
+        let (writes, done) = mirror(
+            &mut written,
+            now,
+            3,
+            |&k, &v| {
+                set_log.borrow_mut().push((k, v));
+                Ok(())
+            },
+            |&k| removed.borrow_mut().push(k),
+        );
+        assert!(done.is_ok());
+        assert_eq!(removed.into_inner(), [1]);
+        let mut set = set_log.into_inner();
+        set.sort();
+        // 3 changed; of 4 and 5, one is new within the limit of 3 entries.
+        assert_eq!(set.len(), 2, "{set:?}");
+        assert!(set.contains(&(3, 31)));
+        assert_eq!(writes, 3);
+        assert_eq!(written.len(), 3);
+        // A failing write stops there, and what it would have written stays unwritten.
+        let mut written: HashMap<u8, u8> = HashMap::new();
+        let (writes, done) =
+            mirror(&mut written, [(7, 70)].into(), usize::MAX, |_, _| Err(XdpError::Limit("full".into())), |_| {});
+        assert!(done.is_err());
+        assert_eq!((writes, written.len()), (0, 0));
     }
 }

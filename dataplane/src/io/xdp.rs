@@ -463,11 +463,12 @@ fn station_value(port: PortId, seen_ns: u64) -> [u8; 16] {
     v
 }
 
-/// The kernel's monotonic clock (`bpf_ktime_get_ns`'s) in nanoseconds.
+/// The program's clock for stations (`bpf_ktime_get_coarse_ns`: `CLOCK_MONOTONIC_COARSE`, a
+/// tick's resolution) in nanoseconds.
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid timespec for the call to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -526,13 +527,23 @@ impl FastMaps {
 
     /// Makes `port` (interface `ifindex`, MAC `mac`) an egress the program redirects to: its
     /// devmap entry first, then its MAC marked ready; not `ready`, the program hands the frames
-    /// routed out of it to the workers (a driver that does not take redirected frames).
-    pub fn set_port(&self, port: PortId, ifindex: u32, mac: MacAddr, ready: bool) -> Result<(), XdpError> {
+    /// sent out of it to the workers (a driver that does not take redirected frames), as it
+    /// does (bridge) a frame longer than `max_frame` ([`super::frame_max`] of its MTU: the
+    /// kernel would drop it in the redirect, uncounted; the workers count it).
+    pub fn set_port(
+        &self,
+        port: PortId,
+        ifindex: u32,
+        mac: MacAddr,
+        ready: bool,
+        max_frame: u32,
+    ) -> Result<(), XdpError> {
         let key = u32::from(port.0).to_ne_bytes();
         self.egress.update(&key, &ifindex.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_egress"))?;
-        let mut value = [0u8; 8];
+        let mut value = [0u8; 12];
         value[..6].copy_from_slice(&mac.0);
-        value[6..].copy_from_slice(&u16::from(ready).to_ne_bytes());
+        value[6..8].copy_from_slice(&u16::from(ready).to_ne_bytes());
+        value[8..].copy_from_slice(&max_frame.to_ne_bytes());
         self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
     }
 
@@ -593,11 +604,12 @@ impl FastMaps {
         let _ = self.neigh4.delete(&addr.octets());
     }
 
-    /// Bridge: lets the program flood (`true`: every port takes redirected frames) or leaves
-    /// flooding to the workers.
-    pub fn set_flood(&self, on: bool) -> Result<(), XdpError> {
+    /// Bridge: lets the program flood frames of up to `max_frame` bytes (the longest every
+    /// port takes, while every port takes redirected frames), or, with 0, leaves flooding to
+    /// the workers.
+    pub fn set_flood(&self, max_frame: u32) -> Result<(), XdpError> {
         self.config
-            .update(&CONFIG_FLOOD.to_ne_bytes(), &u32::from(on).to_ne_bytes(), MapFlags::ANY)
+            .update(&CONFIG_FLOOD.to_ne_bytes(), &max_frame.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_err("xfwd_config"))
     }
 

@@ -347,9 +347,10 @@ fn fast_path(
         },
         None => Source::Bridge { fdb: Arc::clone(&shared.fdb), clock },
     };
+    let frame_max = || Arc::clone(&shared.frame_max);
     let takes = vec![true; ports.len()];
     if !modes.contains(&XdpMode::Native) {
-        return Ok(Some(FastSync::start(xdp.fast_maps()?, source(), ports, &takes, None)?));
+        return Ok(Some(FastSync::start(xdp.fast_maps()?, source(), (ports, frame_max()), &takes, None)?));
     }
     let mut netdev = Netdev::open().ok().flatten();
     let features: Vec<Option<DevFeatures>> =
@@ -374,7 +375,7 @@ fn fast_path(
             unknown.join(", ")
         ));
     }
-    Ok(Some(FastSync::start(xdp.fast_maps()?, source(), ports, &takes, netdev)?))
+    Ok(Some(FastSync::start(xdp.fast_maps()?, source(), (ports, frame_max()), &takes, netdev)?))
 }
 
 /// Why `port`, with `features`, cannot be an egress of the XDP path, and the fix.
