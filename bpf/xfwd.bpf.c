@@ -22,6 +22,8 @@
  *   xfwd_fib4      router mode, XDP path: one slot holding the IPv4 routes, an LPM trie of
  *                  prefix -> struct xfwd_route4 (0 flags: not here), swapped whole on reloads
  *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) -> port and MAC
+ *   xfwd_fib6      router mode, XDP path: the IPv6 routes as xfwd_fib4 holds the IPv4 ones
+ *   xfwd_neigh6    router mode, XDP path: IPv6 neighbour (address and scope) -> port and MAC
  *   xfwd_port_macs XDP path: port index -> its MAC (router), and whether it can send
  *   xfwd_egress    XDP path: DEVMAP, port index -> ifindex
  *   xfwd_fdb       bridge mode, XDP path: station MAC -> its port and when the program last
@@ -34,7 +36,8 @@
  * the box's own management keeps working. An 802.1Q priority tag (VID 0) on IPv4 or IPv6 is
  * taken off first, so that such a frame is routed as the untagged frame it stands for, as the
  * kernel does. With the XDP path on ([XFWD_CONFIG_PATH] XFWD_PATH_XDP), router mode forwards
- * the common case of IPv4 here (fast4()) and redirects only the exceptions to the workers;
+ * the common case of IPv4 and IPv6 here (fast4(), fast6()) and redirects only the exceptions
+ * to the workers;
  * bridge mode forwards frames between known stations and floods from known ones
  * (fast2()). A frame longer than a socket takes is dropped and counted (the kernel would drop
  * it on the way into the socket, counted only as the socket's rx_dropped).
@@ -67,13 +70,14 @@
 #define XFWD_NR_CONFIG 9
 
 #define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
-#define XFWD_PATH_XDP 1    /* router: the common case forwarded here (fast4()), the rest to workers */
+#define XFWD_PATH_XDP 1    /* the common case forwarded here (fast4(), fast6(), fast2()), the rest to workers */
 
 /* The XDP path's tables. */
 #define XFWD_MAX_ROUTES4 (1 << 21)
+#define XFWD_MAX_ROUTES6 (1 << 20)
 #define XFWD_MAX_NEIGH 65536
-#define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 */
-#define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 */
+#define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 (xfwd_neigh6) */
+#define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 (6) */
 
 /* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
  * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in
@@ -227,6 +231,51 @@ struct {
 	__type(key, __u32);
 	__type(value, struct xfwd_neigh);
 } xfwd_neigh4 SEC(".maps");
+
+/* The IPv6 routes, as the IPv4 ones above: an LPM trie keyed by prefix length and address (as
+ * on the wire), swapped whole into xfwd_fib6's one slot on reloads. */
+struct xfwd_lpm6 {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+
+/* As struct xfwd_route4, with an IPv6 gateway. Mirrored in io/xdp.rs (`route_value`). */
+struct xfwd_route6 {
+	__u32 port;
+	__u32 mtu;
+	__u8 gateway[16];
+	__u32 flags;
+};
+
+struct xfwd_fib6_trie {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, XFWD_MAX_ROUTES6);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct xfwd_lpm6));
+	__uint(value_size, sizeof(struct xfwd_route6));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct xfwd_fib6_trie);
+} xfwd_fib6 SEC(".maps");
+
+/* An IPv6 neighbour as the workers key it (l3::Key6): the address, and for a link-local one
+ * the port it is on, as 1 + the port (0: a global address, one neighbour wherever it is).
+ * Mirrored in io/xdp.rs (`neighbor6_key`). */
+struct xfwd_neigh6_key {
+	__u8 addr[16];
+	__u32 scope;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, XFWD_MAX_NEIGH);
+	__type(key, struct xfwd_neigh6_key);
+	__type(value, struct xfwd_neigh);
+} xfwd_neigh6 SEC(".maps");
 
 /* A port's MAC, 1 in `ready` once its xfwd_egress entry is set and while its driver takes
  * redirected frames, and the longest frame it sends (its MTU, an Ethernet header and a VLAN
@@ -534,6 +583,91 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	return send(in_port, port, 0, XFWD_FORWARDED);
 }
 
+/* Whether the first 10 bytes at `a` are zero: ::/80, which holds the unspecified and loopback
+ * addresses and the IPv4-mapped ones (::ffff:0:0/96). */
+static __always_inline int low80(const unsigned char *a)
+{
+	return !(a[0] | a[1] | a[2] | a[3] | a[4] | a[5] | a[6] | a[7] | a[8] | a[9]);
+}
+
+/* Router mode, XDP path: forwards an IPv6 frame that is the common case, as the workers would
+ * (l3::router6): to the ingress port's MAC; version 6 with a payload length that is not 0 (a
+ * jumbogram's) and fits the frame; a hop limit above 1; a source that is neither multicast,
+ * link-local (its packets may not leave their link) nor in ::/80 (unspecified, loopback,
+ * IPv4-mapped), a destination not in ::/80 (router_wants6() left out multicast and
+ * link-local ones); a route whose next hop is a gateway or on link with its MAC known on the
+ * route's port (a link-local gateway keyed with that port, as the workers key it); no longer
+ * than the next hop's MTU. Then the hop limit is decremented (IPv6 has no header checksum),
+ * the MACs rewritten, padding past Ethernet's minimum trimmed, and the frame redirected.
+ * Hop-by-hop options are forwarded unexamined, as the workers do (RFC 8200 section 4.3).
+ * Anything else returns -1, untouched, for the workers: ICMPv6 errors (Packet Too Big among
+ * them), neighbour discovery for unresolved next hops and every drop stay theirs. */
+static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
+{
+	unsigned char *data = (unsigned char *)(long)ctx->data;
+	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
+	unsigned char *ip = data + XFWD_ETH_HLEN;
+	struct xfwd_neigh6_key next = {};
+	struct xfwd_port_mac *in, *out;
+	struct xfwd_neigh *neigh;
+	struct xfwd_route6 *hop;
+	struct xfwd_lpm6 key;
+	void *fib;
+	__u32 total, len, port, zero = 0;
+
+	if (ip + XFWD_IPV6_HLEN > data_end)
+		return -1;
+	if ((ip[0] >> 4) != 6)
+		return -1;
+	in = bpf_map_lookup_elem(&xfwd_port_macs, &in_port);
+	if (!in || !same_mac(data, in->mac))
+		return -1; /* not to the port's MAC */
+	total = ((__u32)ip[4] << 8) | ip[5];
+	if (!total)
+		return -1; /* a jumbogram, or nothing: the workers' */
+	total += XFWD_IPV6_HLEN;
+	if ((__u32)(data_end - data) < XFWD_ETH_HLEN + total)
+		return -1; /* truncated */
+	if (ip[7] <= 1)
+		return -1; /* the hop limit runs out here: Time Exceeded */
+	if (ip[8] == 0xff || (ip[8] == 0xfe && (ip[9] & 0xc0) == 0x80) || low80(ip + 8) || low80(ip + 24))
+		return -1; /* martian source or destination, or a link-local source */
+	key.prefixlen = 128;
+	__builtin_memcpy(key.addr, ip + 24, 16);
+	fib = bpf_map_lookup_elem(&xfwd_fib6, &zero);
+	if (!fib)
+		return -1; /* no table loaded yet */
+	hop = bpf_map_lookup_elem(fib, &key);
+	if (!hop)
+		return -1; /* no route: Destination Unreachable */
+	port = hop->port;
+	if (hop->flags == XFWD_HOP_GATEWAY)
+		__builtin_memcpy(next.addr, hop->gateway, 16);
+	else if (hop->flags == XFWD_HOP_ON_LINK)
+		__builtin_memcpy(next.addr, ip + 24, 16);
+	else
+		return -1; /* local, special, equal-cost group */
+	if (next.addr[0] == 0xfe && (next.addr[1] & 0xc0) == 0x80)
+		next.scope = port + 1; /* a link-local gateway, on the route's port */
+	neigh = bpf_map_lookup_elem(&xfwd_neigh6, &next);
+	if (!neigh || neigh->port != port)
+		return -1; /* unresolved (or on another port): neighbour discovery */
+	if (total > hop->mtu)
+		return -1; /* too big: Packet Too Big */
+	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
+	if (!out || !out->ready)
+		return -1;
+	ip[7] -= 1;
+	__builtin_memcpy(data, neigh->mac, 6);
+	__builtin_memcpy(data + 6, out->mac, 6);
+	len = XFWD_ETH_HLEN + total;
+	if (len < 60)
+		len = 60; /* wire::ethernet::MIN_FRAME_LEN */
+	if ((__u32)(data_end - data) > len)
+		bpf_xdp_adjust_tail(ctx, (int)len - (int)(data_end - data));
+	return send(in_port, port, 0, XFWD_FORWARDED);
+}
+
 /* Bridge mode, XDP path: forwards a frame from a station known on this port (l2::bridge::
  * decide) to the known port of its destination, or floods it to every other port when the
  * destination is unknown or a group and every port takes redirected frames. Anything else
@@ -627,7 +761,9 @@ int xfwd_xdp(struct xdp_md *ctx)
 		__u32 *path = bpf_map_lookup_elem(&xfwd_config, &slot_key);
 
 		if (path && *path == XFWD_PATH_XDP) {
-			int fast = fast4(ctx, *port);
+			int fast = data[12] == (XFWD_ETHERTYPE_IPV6 >> 8) && data[13] == (XFWD_ETHERTYPE_IPV6 & 0xff) ?
+					   fast6(ctx, *port) :
+					   fast4(ctx, *port);
 
 			if (fast >= 0)
 				return fast;

@@ -47,7 +47,7 @@ fn main() {
     maps.set_port(PortId(0), ifindex, ETH5, true, xfwd_dataplane::io::frame_max(1500)).expect("port 0");
     maps.set_port(PortId(1), ifindex, ETH4, true, xfwd_dataplane::io::frame_max(1500)).expect("port 1");
     let start = Instant::now();
-    maps.load(&t, &n).expect("routes");
+    maps.load(&t, &n, &xfwd_dataplane::l3::NeighborTable6::new6(1)).expect("routes");
     let took = start.elapsed();
     let memory = maps.routes_memory();
     println!(

@@ -277,7 +277,21 @@ fn differential_against_the_kernel_ipv6_router() {
         .unwrap();
     let ours = observe(&r, &frames);
     stop_clean(&mut x);
+
+    // The XDP path: the second send of each forwarded frame finds its neighbour (a link-local
+    // gateway among them) in the program's maps, so what it forwards is the program's.
+    for h in [&r.h1, &r.h2] {
+        h.ip(&["-6", "neigh", "flush", "dev", "eth0"]).unwrap();
+    }
+    r.hosts_napi().unwrap();
+    let args = ["router", "--config", config.to_str().unwrap(), "--control", &control, "--queues", "1"];
+    let mut x = r.start_xfwd(XFWD, &[&args[..], &["--path", "xdp"]].concat()).unwrap();
+    let xdp_path = observe(&r, &frames);
+    let eth4 = stats(&control).ports.into_iter().find(|p| p.name == "eth4").unwrap();
+    let in_program = common::port_xdp(&eth4, "xdp-forwarded");
+    stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();
+    assert!(in_program >= 3, "the XDP path forwarded {in_program} of the frames itself");
 
     // Neighbour solicitations: the same answered, each twice.
     let good: Ipv6Addr = "2001:2:0:30::1".parse().unwrap();
@@ -292,6 +306,11 @@ fn differential_against_the_kernel_ipv6_router() {
     o.sort();
     assert_eq!(k.len(), 8, "kernel ICMPv6 errors: {k:?}");
     assert_eq!(o, k, "ICMPv6 errors differ");
+    assert_eq!(xdp_path.0, kernel.0, "forwarded bytes differ on the XDP path");
+    assert_eq!(xdp_path.2, kernel.2, "neighbour advertisements differ on the XDP path");
+    let mut x = xdp_path.1.clone();
+    x.sort();
+    assert_eq!(x, k, "ICMPv6 errors differ on the XDP path");
 }
 
 #[test]

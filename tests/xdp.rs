@@ -95,15 +95,20 @@ fn a_frame_longer_than_a_socket_takes_is_dropped_and_counted_in_both_modes() {
 /// The XDP path (router mode): the program forwards the common case itself, byte for byte as
 /// the workers' decision would, and hands every exception to the workers untouched.
 mod xdp_path {
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, Ipv6Addr};
 
     use xfwd_dataplane::action::{Action, SCRATCH_LEN};
     use xfwd_dataplane::io::xdp::{FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
     use xfwd_dataplane::io::PortInfo;
-    use xfwd_dataplane::l3::testing::{reference_ports, ETH4, ETH5};
-    use xfwd_dataplane::l3::{self, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables, V4};
+    use xfwd_dataplane::l3::fib::no_advice;
+    use xfwd_dataplane::l3::tables::scope6;
+    use xfwd_dataplane::l3::testing::{port, reference_ports, ETH4, ETH5};
+    use xfwd_dataplane::l3::{
+        self, Key6, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables, V4, V6,
+    };
     use xfwd_dataplane::wire::checksum;
     use xfwd_dataplane::wire::ipv4::Ipv4Packet;
+    use xfwd_dataplane::wire::ipv6::Ipv6Packet;
     use xfwd_dataplane::wire::MacAddr;
     use xfwd_dataplane::PortId;
 
@@ -113,14 +118,22 @@ mod xdp_path {
     const GW: MacAddr = MacAddr([2, 0, 0, 0, 0x30, 2]);
     const HOST: MacAddr = MacAddr([2, 0, 0, 0, 0x30, 7]);
     const SENDER: MacAddr = MacAddr([2, 0, 0, 0, 0x10, 1]);
+    const LINK_GW: MacAddr = MacAddr([2, 0, 0, 0, 0x30, 0x12]);
 
     fn ip(s: &str) -> Ipv4Addr {
         s.parse().unwrap()
     }
 
+    fn ip6(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
     /// The reference router: a frame arrives on port 0 (eth5, here `lo`); 198.19.0.0/16 goes
     /// through 198.18.30.2 (resolved) and 198.20.0.0/16 through 198.18.30.3 (not), both on
-    /// port 1 (eth4); 198.18.30.7 is a resolved host on eth4's subnet.
+    /// port 1 (eth4); 198.18.30.7 is a resolved host on eth4's subnet. IPv6 alike, on RFC
+    /// 5180's 2001:2::/48: 2001:2:100::/48 through 2001:2:0:30::2 (resolved), 2001:2:200::/48
+    /// through link-local fe80::2 on eth4 (resolved there), 2001:2:300::/48 through
+    /// 2001:2:0:30::3 (not), 2001:2:0:30::7 a resolved host.
     struct World {
         p: XdpProgram,
         maps: FastMaps,
@@ -133,23 +146,41 @@ mod xdp_path {
     fn world() -> World {
         let lo = PortInfo::read("lo").unwrap();
         let ifindex = lo.ifindex;
-        let local = [(ip("198.18.10.2").into(), LocalKind::Address), (ip("198.18.30.1").into(), LocalKind::Address)];
+        let local = [
+            (ip("198.18.10.2").into(), LocalKind::Address),
+            (ip("198.18.30.1").into(), LocalKind::Address),
+            (ip6("2001:2:0:10::2").into(), LocalKind::Address),
+            (ip6("2001:2:0:30::1").into(), LocalKind::Address),
+        ];
         let p = XdpProgram::load(&[lo], ProgramMode::Router { local: &local }, Steer::ByQueue, None).unwrap();
         let statics = [
             ("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2"))),
             ("198.20.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.3"))),
         ];
-        let t = RouterTables::build(reference_ports(), &statics).unwrap();
+        let statics6 = [
+            ("2001:2:100::/48".parse().unwrap(), RouteTarget::via(ip6("2001:2:0:30::2"))),
+            ("2001:2:200::/48".parse().unwrap(), RouteTarget::Via { gw: ip6("fe80::2"), dev: Some(PortId(1)) }),
+            ("2001:2:300::/48".parse().unwrap(), RouteTarget::via(ip6("2001:2:0:30::3"))),
+        ];
+        let ports = vec![
+            port("eth5", ETH5, &["198.18.10.2/24", "2001:2:0:10::2/64"]),
+            port("eth4", ETH4, &["198.18.30.1/24", "2001:2:0:30::1/64"]),
+        ];
+        let t = RouterTables::build_dual(ports, &statics, &statics6, no_advice).unwrap();
         let n = NeighborTable::new(64);
         n.insert(ip("198.18.30.2"), GW, PortId(1), false).unwrap();
         n.insert(ip("198.18.30.7"), HOST, PortId(1), false).unwrap();
+        let n6 = NeighborTable6::new6(64);
+        n6.insert(Key6::global(ip6("2001:2:0:30::2")), GW, PortId(1), false).unwrap();
+        n6.insert(scope6(ip6("fe80::2"), PortId(1)), LINK_GW, PortId(1), false).unwrap();
+        n6.insert(Key6::global(ip6("2001:2:0:30::7")), HOST, PortId(1), false).unwrap();
         let mut maps: FastMaps = p.fast_maps().unwrap();
         // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing.
         maps.set_port(PortId(0), ifindex, ETH5, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
         maps.set_port(PortId(1), ifindex, ETH4, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
-        maps.load(&t, &n).unwrap();
+        maps.load(&t, &n, &n6).unwrap();
         maps.set_path(true).unwrap();
-        World { p, maps, lo: ifindex, t, n, n6: NeighborTable6::new6(64) }
+        World { p, maps, lo: ifindex, t, n, n6 }
     }
 
     /// A UDP packet of `ip_len` bytes from `src` to `dst` with `ttl`, to eth5's MAC, in a frame
@@ -163,12 +194,27 @@ mod xdp_path {
         f
     }
 
+    /// A UDP packet with a payload of `payload` bytes from `src` to `dst` with hop limit
+    /// `hops`, to eth5's MAC, in a frame of at least `frame_len` bytes (the rest padding).
+    fn udp6(src: &str, dst: &str, hops: u8, payload: usize, frame_len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; (14 + 40 + payload).max(frame_len)];
+        f[0..6].copy_from_slice(&ETH5.0);
+        f[6..12].copy_from_slice(&SENDER.0);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        Ipv6Packet::emit(&mut f[14..14 + 40 + payload], payload as u16, 17, hops, &ip6(src), &ip6(dst)).unwrap();
+        f
+    }
+
     /// The workers' decision on `frame`, and the frame as it leaves.
     fn workers(w: &World, frame: &[u8]) -> (Action, Vec<u8>) {
         let mut f = frame.to_vec();
         let mut st = RouterState::new(0, 1);
         let mut scratch = [0u8; SCRATCH_LEN];
-        let a = l3::decide::<V4>(&mut f, PortId(0), &w.t, &w.n, &w.n6, &mut st, 0, &mut scratch);
+        let a = if frame[12..14] == [0x86, 0xdd] {
+            l3::decide::<V6>(&mut f, PortId(0), &w.t, &w.n, &w.n6, &mut st, 0, &mut scratch)
+        } else {
+            l3::decide::<V4>(&mut f, PortId(0), &w.t, &w.n, &w.n6, &mut st, 0, &mut scratch)
+        };
         if let Action::ForwardTrimmed { len, .. } = a {
             f.truncate(usize::from(len));
         }
@@ -244,6 +290,107 @@ mod xdp_path {
             assert_eq!(forwarded, *why == "IP options", "{why}: {action:?}");
         }
         assert_eq!(counts(&w.p), [("pass-no-socket", cases.len() as u64)]);
+    }
+
+    #[test]
+    fn the_common_case_of_ipv6_is_forwarded_in_the_program_as_the_workers_forward_it() {
+        if !crate::common::root_or_skip("the_common_case_of_ipv6_is_forwarded_in_the_program_as_the_workers_forward_it")
+        {
+            return;
+        }
+        let mut w = world();
+        let src = "2001:2:0:10::1";
+        let cases = [
+            ("through a resolved gateway", udp6(src, "2001:2:100::1", 64, 100, 0), GW),
+            ("through a link-local gateway, keyed with its port", udp6(src, "2001:2:200::1", 64, 100, 0), LINK_GW),
+            ("to a resolved host on link", udp6(src, "2001:2:0:30::7", 64, 100, 0), HOST),
+            ("hop limit 2 (the last hop that forwards)", udp6(src, "2001:2:100::1", 2, 100, 0), GW),
+            ("padding past the packet trimmed", udp6(src, "2001:2:100::1", 64, 8, 200), GW),
+            ("exactly the egress MTU", udp6(src, "2001:2:100::1", 64, 1460, 0), GW),
+        ];
+        for (why, frame, mac) in &cases {
+            let (verdict, out) = w.p.test_run(frame, w.lo, 0).unwrap();
+            let (action, expected) = workers(&w, frame);
+            assert!(
+                matches!(action, Action::Forward(PortId(1)) | Action::ForwardTrimmed { port: PortId(1), .. }),
+                "{why}: {action:?}"
+            );
+            assert_eq!(verdict, XDP_REDIRECT, "{why}");
+            assert_eq!(out, expected, "{why}: the program's frame is the workers'");
+            assert_eq!((&out[..6], out[14 + 7]), (&mac.0[..], frame[14 + 7] - 1), "{why}");
+        }
+        assert_eq!(counts(&w.p), [("xdp-forwarded", cases.len() as u64)]);
+    }
+
+    #[test]
+    fn every_ipv6_exception_goes_to_the_workers_untouched() {
+        if !crate::common::root_or_skip("every_ipv6_exception_goes_to_the_workers_untouched") {
+            return;
+        }
+        let mut w = world();
+        let src = "2001:2:0:10::1";
+        let mut not_ours = udp6(src, "2001:2:100::1", 64, 100, 0);
+        not_ours[5] ^= 1;
+        let mut jumbo = udp6(src, "2001:2:100::1", 64, 100, 0);
+        jumbo[14 + 4..14 + 6].copy_from_slice(&[0, 0]);
+        jumbo[14 + 6] = 0; // behind a hop-by-hop header, as a jumbogram is (RFC 2675)
+        let mut truncated = udp6(src, "2001:2:100::1", 64, 100, 0);
+        truncated.truncate(14 + 40 + 50);
+        let mut version = udp6(src, "2001:2:100::1", 64, 100, 0);
+        version[14] = 0x40;
+        let cases = [
+            ("hop limit 1: Time Exceeded", udp6(src, "2001:2:100::1", 1, 100, 0)),
+            ("no route: Destination Unreachable", udp6(src, "3fff::1", 64, 100, 0)),
+            ("unresolved gateway: neighbour discovery", udp6(src, "2001:2:300::1", 64, 100, 0)),
+            ("unresolved host: neighbour discovery", udp6(src, "2001:2:0:30::9", 64, 100, 0)),
+            ("above the egress MTU: Packet Too Big", udp6(src, "2001:2:100::1", 64, 1461, 0)),
+            ("from a link-local source: beyond scope", udp6("fe80::1", "2001:2:100::1", 64, 100, 0)),
+            ("from the unspecified address", udp6("::", "2001:2:100::1", 64, 100, 0)),
+            ("from an IPv4-mapped address", udp6("::ffff:198.18.10.1", "2001:2:100::1", 64, 100, 0)),
+            ("to the loopback address", udp6(src, "::1", 64, 100, 0)),
+            ("an echo request to the box", {
+                let mut f = udp6(src, "2001:2:0:30::1", 64, 8, 0);
+                f[14 + 6] = 58;
+                f[14 + 40] = 128;
+                f
+            }),
+            ("a jumbogram's payload length", jumbo),
+            ("cut short", truncated),
+            ("not version 6", version),
+            ("to another MAC than the port's", not_ours),
+        ];
+        for (why, frame) in &cases {
+            let (verdict, out) = w.p.test_run(frame, w.lo, 0).unwrap();
+            assert_eq!((verdict, &out), (XDP_PASS, frame), "{why}: to the worker (no socket here: passed), untouched");
+            let (action, _) = workers(&w, frame);
+            let forwarded = matches!(action, Action::Forward(_) | Action::ForwardTrimmed { .. });
+            assert!(!forwarded, "{why}: the workers do not forward it as it came either: {action:?}");
+        }
+        assert_eq!(counts(&w.p), [("pass-no-socket", cases.len() as u64)]);
+    }
+
+    #[test]
+    fn an_ipv6_link_local_gateway_is_looked_up_on_its_port_only() {
+        if !crate::common::root_or_skip("an_ipv6_link_local_gateway_is_looked_up_on_its_port_only") {
+            return;
+        }
+        let mut w = world();
+        let frame = udp6("2001:2:0:10::1", "2001:2:200::1", 64, 100, 0);
+        assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap().0, XDP_REDIRECT);
+        // fe80::2 known on port 0 only: another router; the route's (port 1) is unresolved.
+        w.maps.remove_neighbor6(scope6(ip6("fe80::2"), PortId(1)));
+        w.maps.set_neighbor6(scope6(ip6("fe80::2"), PortId(0)), PortId(0), LINK_GW).unwrap();
+        assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap(), (XDP_PASS, frame.clone()), "to the workers");
+        // A reload that sends 2001:2:200::/48 through a global gateway instead: swapped whole.
+        let statics6 = [("2001:2:200::/48".parse().unwrap(), RouteTarget::via(ip6("2001:2:0:30::7")))];
+        let t2 = RouterTables::build_dual(w.t.ports.clone(), &[], &statics6, no_advice).unwrap();
+        w.maps.load_routes(&l3::export::fib6(&t2)).unwrap();
+        let (v, out) = w.p.test_run(&frame, w.lo, 0).unwrap();
+        assert_eq!((v, &out[..6]), (XDP_REDIRECT, &HOST.0[..]), "the new table's gateway");
+        // And back, entry by entry.
+        let writes = w.maps.update_routes(&l3::export::fib6(&t2), &l3::export::fib6(&w.t)).unwrap();
+        assert_eq!(writes, 3, "one route changed, two added");
+        assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap().0, XDP_PASS);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The XDP path (`--path xdp`) kept in step with the workers' tables: a thread that writes the
-//! router's IPv4 neighbours and routes ([`crate::l3::export`]), or the bridge's stations, into
-//! the program's maps ([`super::xdp::FastMaps`]).
+//! router's neighbours and routes, IPv4 and IPv6 ([`crate::l3::export`]), or the bridge's
+//! stations, into the program's maps ([`super::xdp::FastMaps`]).
 //!
 //! - **Stations** (bridge): every [`STATIONS_EVERY`] steps the thread writes the stations the
 //!   workers learnt, moved or aged out since the last walk. The program forwards only between
@@ -9,12 +9,12 @@
 //!   thread reads back which stations the program forwarded from and refreshes them in the
 //!   workers' table ([`crate::l2::Fdb::refresh`], which never moves one): a station seen only
 //!   by the program ages like any other, by the same rule and time.
-//! - **Neighbours**: each one learnt, changed or forgotten is one write to the program's
-//!   neighbour map. The thread looks for changes every [`PERIOD`]; until it has written a new
+//! - **Neighbours** (IPv4 and IPv6): each one learnt, changed or forgotten is one write to
+//!   the program's neighbour map of its family. The thread looks for changes every [`PERIOD`]; until it has written a new
 //!   neighbour, the frames that need it go to the workers (which forward them as always), and
 //!   a forgotten one is used for at most that long, as a stale entry.
-//! - **Routes**: a new table from the router's file (a reload) is written into a new trie and
-//!   swapped in whole, so no frame sees half a reload; the kernel's route changes (`[fib]
+//! - **Routes**: a new table from the router's file (a reload) is written into a new trie per
+//!   family and swapped in whole, so no frame sees half a reload; the kernel's route changes (`[fib]
 //!   source = "kernel"`) go entry by entry, each route as it was or as it will be, in the
 //!   kernel's own order of changes.
 //! - **Ports**: every port's devmap entry and MAC are written at start and again with each new
@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -46,7 +46,7 @@ use super::xdp::MAX_STATIONS;
 use super::xdp::{FastMaps, XdpError};
 use crate::l2::Fdb;
 use crate::l3::export::{self, FastRoutes};
-use crate::l3::{NeighborTable, RouterTables};
+use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
 use crate::stats::Counter;
 use crate::time::Clock;
 use crate::wire::MacAddr;
@@ -81,7 +81,7 @@ pub struct FastCounters {
     pub refreshed: Counter,
     /// Map writes that failed (the maps keep what they had; the next change tries again).
     pub errors: Counter,
-    /// Routes in the program's table.
+    /// Routes in the program's tables, IPv4 and IPv6.
     pub routes: Counter,
 }
 
@@ -109,7 +109,7 @@ impl FastCounters {
 /// [`FastCounters`] at one instant.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FastReport {
-    /// Routes in the program's table.
+    /// Routes in the program's tables, IPv4 and IPv6.
     pub routes: u64,
     /// Route tables swapped in whole.
     pub swaps: u64,
@@ -131,14 +131,17 @@ pub struct FastReport {
 struct RouterSync {
     tables: Arc<ArcSwap<RouterTables>>,
     neighbors: Arc<NeighborTable>,
+    neighbors6: Arc<NeighborTable6>,
     /// New tables are swapped in whole (routes from the file), else written entry by entry.
     whole: bool,
     /// The tables the maps were written from, and their routes as written.
     live: Arc<RouterTables>,
     routes: FastRoutes,
-    /// The neighbour table's generation when last written, and the neighbours as written.
-    generation: u64,
+    routes6: FastRoutes<Ipv6Addr>,
+    /// Each neighbour table's generation when last written, and its neighbours as written.
+    generation: (u64, u64),
     written: HashMap<Ipv4Addr, (PortId, MacAddr)>,
+    written6: HashMap<Key6, (PortId, MacAddr)>,
 }
 
 /// The bridge's stations as the thread last wrote them.
@@ -163,6 +166,8 @@ pub enum Source {
         tables: Arc<ArcSwap<RouterTables>>,
         /// The IPv4 neighbours.
         neighbors: Arc<NeighborTable>,
+        /// The IPv6 neighbours.
+        neighbors6: Arc<NeighborTable6>,
         /// Whether a new table is swapped in whole.
         whole: bool,
     },
@@ -225,17 +230,20 @@ impl FastSync {
         });
         let mut macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
         let tables = match source {
-            Source::Router { tables, neighbors, whole } => {
+            Source::Router { tables, neighbors, neighbors6, whole } => {
                 let live = tables.load_full();
                 macs = live.ports.iter().map(|p| p.mac).collect();
                 Tables::Router(Box::new(RouterSync {
                     tables,
                     neighbors,
+                    neighbors6,
                     whole,
                     routes: FastRoutes::new(),
+                    routes6: FastRoutes::new(),
                     live,
-                    generation: u64::MAX,
+                    generation: (u64::MAX, u64::MAX),
                     written: HashMap::new(),
+                    written6: HashMap::new(),
                 }))
             }
             Source::Bridge { fdb, clock } => Tables::Bridge(BridgeSync { fdb, clock, written: HashMap::new() }),
@@ -246,11 +254,12 @@ impl FastSync {
         sync.write_ports()?;
         match &mut sync.tables {
             Tables::Router(r) => {
-                let routes = export::fib4(&r.live);
+                let (routes, routes6) = (export::fib4(&r.live), export::fib6(&r.live));
                 sync.maps.load_routes(&routes)?;
+                sync.maps.load_routes(&routes6)?;
                 sync.counters.swaps.inc();
-                sync.counters.routes.set(routes.len() as u64);
-                r.routes = routes;
+                sync.counters.routes.set((routes.len() + routes6.len()) as u64);
+                (r.routes, r.routes6) = (routes, routes6);
             }
             Tables::Bridge(_) => {}
         }
@@ -370,26 +379,40 @@ impl FastSync {
         }
     }
 
+    /// Router: writes the neighbours of each family whose table changed since last written.
     fn neighbors_step(&mut self) -> Result<(), XdpError> {
         let Tables::Router(r) = &mut self.tables else {
             return Ok(());
         };
-        let generation = r.neighbors.generation();
-        if generation == r.generation {
-            return Ok(());
-        }
-        let now = export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
         let maps = &self.maps;
-        let (writes, done) = mirror(
-            &mut r.written,
-            now,
-            usize::MAX,
-            |&a, &(port, mac)| maps.set_neighbor(a, port, mac),
-            |&a| maps.remove_neighbor(a),
-        );
-        self.counters.neighbor_writes.add(writes);
-        done?;
-        r.generation = generation;
+        let generation = r.neighbors.generation();
+        if generation != r.generation.0 {
+            let now = export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
+            let (writes, done) = mirror(
+                &mut r.written,
+                now,
+                usize::MAX,
+                |&a, &(port, mac)| maps.set_neighbor(a, port, mac),
+                |&a| maps.remove_neighbor(a),
+            );
+            self.counters.neighbor_writes.add(writes);
+            done?;
+            r.generation.0 = generation;
+        }
+        let generation = r.neighbors6.generation();
+        if generation != r.generation.1 {
+            let now = export::neighbors6(&r.neighbors6).into_iter().map(|(k, port, mac)| (k, (port, mac))).collect();
+            let (writes, done) = mirror(
+                &mut r.written6,
+                now,
+                usize::MAX,
+                |&k, &(port, mac)| maps.set_neighbor6(k, port, mac),
+                |&k| maps.remove_neighbor6(k),
+            );
+            self.counters.neighbor_writes.add(writes);
+            done?;
+            r.generation.1 = generation;
+        }
         Ok(())
     }
 
@@ -401,18 +424,25 @@ impl FastSync {
         if Arc::ptr_eq(&t, &r.live) {
             return Ok(());
         }
-        let routes = export::fib4(&t);
+        let (routes, routes6) = (export::fib4(&t), export::fib6(&t));
         self.macs = t.ports.iter().map(|p| p.mac).collect();
+        // Each family's table as written is kept as soon as it is, so that a failure in the
+        // other is tried again alone at the next step.
         if r.whole {
             self.maps.load_routes(&routes)?;
+            r.routes = routes;
+            self.maps.load_routes(&routes6)?;
+            r.routes6 = routes6;
             self.counters.swaps.inc();
         } else {
             let writes = self.maps.update_routes(&r.routes, &routes)?;
-            self.counters.route_writes.add(writes as u64);
+            r.routes = routes;
+            let writes6 = self.maps.update_routes(&r.routes6, &routes6)?;
+            r.routes6 = routes6;
+            self.counters.route_writes.add((writes + writes6) as u64);
         }
-        self.counters.routes.set(routes.len() as u64);
+        self.counters.routes.set((r.routes.len() + r.routes6.len()) as u64);
         r.live = t;
-        r.routes = routes;
         self.write_ports()
     }
 

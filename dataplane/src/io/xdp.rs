@@ -13,12 +13,13 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::options::XdpMode;
 use super::port::PortInfo;
 use crate::l3::export::{self, FastHop, Via};
-use crate::l3::{NeighborTable, Prefix, RouterTables};
+use crate::l3::prefix::{IpPrefix, PrefixAddr};
+use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
 use crate::wire::MacAddr;
 use crate::{PortId, MAX_PORTS, MAX_QUEUES};
 
@@ -376,9 +377,10 @@ impl XdpProgram {
         };
         Ok(FastMaps {
             config: map("xfwd_config")?,
-            fib4: map("xfwd_fib4")?,
-            trie: None,
+            fib4: RouteTable { outer: map("xfwd_fib4")?, trie: None, name: "xfwd_fib4_trie", max: MAX_ROUTES4 },
+            fib6: RouteTable { outer: map("xfwd_fib6")?, trie: None, name: "xfwd_fib6_trie", max: MAX_ROUTES6 },
             neigh4: map("xfwd_neigh4")?,
+            neigh6: map("xfwd_neigh6")?,
             port_macs: map("xfwd_port_macs")?,
             egress: map("xfwd_egress")?,
             fdb: map("xfwd_fdb")?,
@@ -486,21 +488,114 @@ const HOP_GATEWAY: u32 = 1;
 const HOP_ON_LINK: u32 = 2;
 /// Most IPv4 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES4`).
 pub const MAX_ROUTES4: u32 = 1 << 21;
-/// `struct xfwd_lpm4` and `struct xfwd_route4`'s sizes.
-const LPM4_KEY: u32 = 8;
-const ROUTE4_VALUE: u32 = 16;
+/// Most IPv6 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES6`).
+pub const MAX_ROUTES6: u32 = 1 << 20;
 
-/// The XDP path's maps (router mode): the IPv4 routes (an LPM trie in a one-slot map of maps),
-/// the neighbours, and the ports' MACs and devmap entries, as [`crate::l3::export`] takes them
-/// from the workers' tables. The program reads whatever entry is there when a frame comes:
-/// each write below replaces one entry whole, and [`FastMaps::load_routes`] replaces the whole
-/// route table in one write.
+/// An address family the XDP path's route tables hold (IPv4 and IPv6): its address as on the
+/// wire, and which of the program's tables it goes to.
+pub trait FastAddr: PrefixAddr {
+    /// The address as it stands in a packet.
+    type Wire: AsRef<[u8]>;
+    /// Its bytes.
+    fn wire(self) -> Self::Wire;
+    /// IPv6: its routes go to the program's IPv6 table (`xfwd_fib6`), else to `xfwd_fib4`.
+    const V6: bool;
+}
+
+impl FastAddr for Ipv4Addr {
+    type Wire = [u8; 4];
+    fn wire(self) -> [u8; 4] {
+        self.octets()
+    }
+    const V6: bool = false;
+}
+
+impl FastAddr for Ipv6Addr {
+    type Wire = [u8; 16];
+    fn wire(self) -> [u8; 16] {
+        self.octets()
+    }
+    const V6: bool = true;
+}
+
+/// One family's routes in the program: the one-slot map of maps it reads, and the LPM trie in
+/// that slot now (`None`: none yet, every frame of the family is the workers').
+struct RouteTable {
+    outer: MapHandle,
+    trie: Option<MapHandle>,
+    /// The inner map's name (`xfwd_fib4_trie`, `xfwd_fib6_trie`) and most entries.
+    name: &'static str,
+    max: u32,
+}
+
+impl RouteTable {
+    /// Writes one route ([`lpm_key`], [`route_value`]).
+    fn write<A: FastAddr>(
+        trie: &MapHandle,
+        name: &'static str,
+        p: IpPrefix<A>,
+        hop: Option<FastHop<A>>,
+    ) -> Result<(), XdpError> {
+        trie.update(&lpm_key(p), &route_value(hop), MapFlags::ANY).map_err(map_err(name))
+    }
+
+    /// A new trie filled with `routes`, then put in the program's slot in one write.
+    fn load<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            map_flags: libbpf_sys::BPF_F_NO_PREALLOC,
+            ..Default::default()
+        };
+        let width = std::mem::size_of::<A::Wire>() as u32;
+        let trie =
+            MapHandle::create(libbpf_rs::MapType::LpmTrie, Some(self.name), 4 + width, 12 + width, self.max, &opts)
+                .map_err(map_err(self.name))?;
+        for (prefix, hop) in routes {
+            Self::write(&trie, self.name, *prefix, *hop)?;
+        }
+        let fd = trie.as_fd().as_raw_fd() as u32;
+        self.outer.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err(self.name))?;
+        self.trie = Some(trie);
+        Ok(())
+    }
+
+    fn update<A: FastAddr>(
+        &mut self,
+        old: &export::FastRoutes<A>,
+        new: &export::FastRoutes<A>,
+    ) -> Result<usize, XdpError> {
+        let Some(trie) = &self.trie else {
+            self.load(new)?;
+            return Ok(new.len());
+        };
+        let (set, gone) = export::diff(old, new);
+        for (prefix, hop) in &set {
+            Self::write(trie, self.name, *prefix, *hop)?;
+        }
+        for prefix in &gone {
+            let _ = trie.delete(&lpm_key(*prefix));
+        }
+        Ok(set.len() + gone.len())
+    }
+
+    fn memory(&self) -> Option<u64> {
+        let fd = self.trie.as_ref()?.as_fd().as_raw_fd();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+        info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse().ok())
+    }
+}
+
+/// The XDP path's maps: the routes of each family (an LPM trie in a one-slot map of maps), the
+/// neighbours, and the ports' MACs and devmap entries, as [`crate::l3::export`] takes them from
+/// the workers' tables (router); the stations (bridge). The program reads whatever entry is
+/// there when a frame comes: each write below replaces one entry whole, and
+/// [`FastMaps::load_routes`] replaces a family's whole route table in one write.
 pub struct FastMaps {
     config: MapHandle,
-    fib4: MapHandle,
-    /// The trie in `fib4`'s slot now (`None`: none yet, every frame is the workers').
-    trie: Option<MapHandle>,
+    fib4: RouteTable,
+    fib6: RouteTable,
     neigh4: MapHandle,
+    neigh6: MapHandle,
     port_macs: MapHandle,
     egress: MapHandle,
     fdb: MapHandle,
@@ -547,61 +642,52 @@ impl FastMaps {
         self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
     }
 
-    /// Replaces the whole route table with `routes`: a new trie is made and filled aside, then
-    /// put in the program's slot in one write; the old one goes once no frame holds it.
-    pub fn load_routes(&mut self, routes: &export::FastRoutes) -> Result<(), XdpError> {
-        let opts = libbpf_sys::bpf_map_create_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
-            map_flags: libbpf_sys::BPF_F_NO_PREALLOC,
-            ..Default::default()
-        };
-        let trie = MapHandle::create(
-            libbpf_rs::MapType::LpmTrie,
-            Some("xfwd_fib4_trie"),
-            LPM4_KEY,
-            ROUTE4_VALUE,
-            MAX_ROUTES4,
-            &opts,
-        )
-        .map_err(map_err("xfwd_fib4_trie"))?;
-        for (prefix, hop) in routes {
-            trie.update(&lpm_key(*prefix), &route_value(*hop), MapFlags::ANY).map_err(map_err("xfwd_fib4_trie"))?;
+    /// Replaces the whole route table of `routes`' family with them: a new trie is made and
+    /// filled aside, then put in the program's slot in one write; the old one goes once no
+    /// frame holds it.
+    pub fn load_routes<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+        self.table::<A>().load(routes)
+    }
+
+    fn table<A: FastAddr>(&mut self) -> &mut RouteTable {
+        if A::V6 {
+            &mut self.fib6
+        } else {
+            &mut self.fib4
         }
-        let fd = trie.as_fd().as_raw_fd() as u32;
-        self.fib4.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_fib4"))?;
-        self.trie = Some(trie);
-        Ok(())
     }
 
     /// Turns route table `old` (the one in the program) into `new` entry by entry, in the
-    /// order [`export::diff4`] gives: every frame meanwhile finds each route either as it was
+    /// order [`export::diff`] gives: every frame meanwhile finds each route either as it was
     /// or as it will be. Returns the writes made.
-    pub fn update_routes(&mut self, old: &export::FastRoutes, new: &export::FastRoutes) -> Result<usize, XdpError> {
-        let Some(trie) = &self.trie else {
-            self.load_routes(new)?;
-            return Ok(new.len());
-        };
-        let (set, gone) = export::diff4(old, new);
-        for (prefix, hop) in &set {
-            trie.update(&lpm_key(*prefix), &route_value(*hop), MapFlags::ANY).map_err(map_err("xfwd_fib4_trie"))?;
-        }
-        for prefix in &gone {
-            let _ = trie.delete(&lpm_key(*prefix));
-        }
-        Ok(set.len() + gone.len())
+    pub fn update_routes<A: FastAddr>(
+        &mut self,
+        old: &export::FastRoutes<A>,
+        new: &export::FastRoutes<A>,
+    ) -> Result<usize, XdpError> {
+        self.table::<A>().update(old, new)
     }
 
-    /// Sets neighbour `addr`: on `port`, at `mac`.
+    /// Sets IPv4 neighbour `addr`: on `port`, at `mac`.
     pub fn set_neighbor(&self, addr: Ipv4Addr, port: PortId, mac: MacAddr) -> Result<(), XdpError> {
-        let mut value = [0u8; 12];
-        value[..4].copy_from_slice(&u32::from(port.0).to_ne_bytes());
-        value[4..10].copy_from_slice(&mac.0);
-        self.neigh4.update(&addr.octets(), &value, MapFlags::ANY).map_err(map_err("xfwd_neigh4"))
+        self.neigh4.update(&addr.octets(), &neighbor_value(port, mac), MapFlags::ANY).map_err(map_err("xfwd_neigh4"))
     }
 
-    /// Forgets neighbour `addr` (absent: nothing to do).
+    /// Forgets IPv4 neighbour `addr` (absent: nothing to do).
     pub fn remove_neighbor(&self, addr: Ipv4Addr) {
         let _ = self.neigh4.delete(&addr.octets());
+    }
+
+    /// Sets IPv6 neighbour `key` (a link-local address with its port): on `port`, at `mac`.
+    pub fn set_neighbor6(&self, key: Key6, port: PortId, mac: MacAddr) -> Result<(), XdpError> {
+        self.neigh6
+            .update(&neighbor6_key(key), &neighbor_value(port, mac), MapFlags::ANY)
+            .map_err(map_err("xfwd_neigh6"))
+    }
+
+    /// Forgets IPv6 neighbour `key` (absent: nothing to do).
+    pub fn remove_neighbor6(&self, key: Key6) {
+        let _ = self.neigh6.delete(&neighbor6_key(key));
     }
 
     /// Bridge: lets the program flood frames of up to `max_frame` bytes (the longest every
@@ -639,47 +725,78 @@ impl FastMaps {
             .collect()
     }
 
-    /// Bytes the kernel charges for the route table in the program (its `memlock` in
-    /// fdinfo), if it says.
+    /// Bytes the kernel charges for the route tables in the program, both families (their
+    /// `memlock` in fdinfo), if it says.
     pub fn routes_memory(&self) -> Option<u64> {
-        let fd = self.trie.as_ref()?.as_fd().as_raw_fd();
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
-        info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse().ok())
+        match (self.fib4.memory(), self.fib6.memory()) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        }
     }
 
-    /// Writes `neighbors`, then all of `t`'s IPv4 routes ([`FastMaps::load_routes`]).
-    pub fn load(&mut self, t: &RouterTables, neighbors: &NeighborTable) -> Result<(), XdpError> {
+    /// Writes `neighbors` and `neighbors6`, then all of `t`'s routes, IPv4 and IPv6
+    /// ([`FastMaps::load_routes`]).
+    pub fn load(
+        &mut self,
+        t: &RouterTables,
+        neighbors: &NeighborTable,
+        neighbors6: &NeighborTable6,
+    ) -> Result<(), XdpError> {
         for (a, port, mac) in export::neighbors4(neighbors) {
             self.set_neighbor(a, port, mac)?;
         }
-        self.load_routes(&export::fib4(t))
+        for (k, port, mac) in export::neighbors6(neighbors6) {
+            self.set_neighbor6(k, port, mac)?;
+        }
+        self.load_routes(&export::fib4(t))?;
+        self.load_routes(&export::fib6(t))
     }
 }
 
-/// `struct xfwd_route4` for `hop` (`None`: 0 flags, the workers').
-fn route_value(hop: Option<FastHop>) -> [u8; ROUTE4_VALUE as usize] {
-    let mut value = [0u8; ROUTE4_VALUE as usize];
+/// `struct xfwd_neigh`: the port, the MAC, padding.
+fn neighbor_value(port: PortId, mac: MacAddr) -> [u8; 12] {
+    let mut value = [0u8; 12];
+    value[..4].copy_from_slice(&u32::from(port.0).to_ne_bytes());
+    value[4..10].copy_from_slice(&mac.0);
+    value
+}
+
+/// `struct xfwd_neigh6_key`: the address as on the wire, then its scope: 1 + the port for a
+/// link-local address (which names a neighbour only on its link), 0 for the others.
+fn neighbor6_key(k: Key6) -> [u8; 20] {
+    let mut key = [0u8; 20];
+    key[..16].copy_from_slice(&k.addr.octets());
+    let scope = k.port.map_or(0, |p| 1 + u32::from(p.0));
+    key[16..].copy_from_slice(&scope.to_ne_bytes());
+    key
+}
+
+/// `struct xfwd_lpm4` or `xfwd_lpm6` for `p`: its length (host order), then its address as on
+/// the wire.
+fn lpm_key<A: FastAddr>(p: IpPrefix<A>) -> Vec<u8> {
+    let mut key = u32::from(p.prefix_len()).to_ne_bytes().to_vec();
+    key.extend_from_slice(p.addr().wire().as_ref());
+    key
+}
+
+/// `struct xfwd_route4` or `xfwd_route6` for `hop` (`None`: 0 flags, the workers'): port,
+/// MTU, gateway as on the wire, flags.
+fn route_value<A: FastAddr>(hop: Option<FastHop<A>>) -> Vec<u8> {
+    let width = std::mem::size_of::<A::Wire>();
+    let mut value = vec![0u8; 12 + width];
     if let Some(h) = hop {
         value[..4].copy_from_slice(&u32::from(h.port.0).to_ne_bytes());
         value[4..8].copy_from_slice(&h.mtu.to_ne_bytes());
         let flags = match h.via {
             Via::Gateway(gw) => {
-                value[8..12].copy_from_slice(&gw.octets());
+                value[8..8 + width].copy_from_slice(gw.wire().as_ref());
                 HOP_GATEWAY
             }
             Via::OnLink => HOP_ON_LINK,
         };
-        value[12..].copy_from_slice(&flags.to_ne_bytes());
+        value[8 + width..].copy_from_slice(&flags.to_ne_bytes());
     }
     value
-}
-
-/// The LPM trie's key for `p`: its length (host order), then its address as on the wire.
-fn lpm_key(p: Prefix) -> [u8; LPM4_KEY as usize] {
-    let mut key = [0u8; LPM4_KEY as usize];
-    key[..4].copy_from_slice(&u32::from(p.prefix_len()).to_ne_bytes());
-    key[4..].copy_from_slice(&p.addr().octets());
-    key
 }
 
 /// Reads the XDP program's per-CPU counters (owned handles on the maps).

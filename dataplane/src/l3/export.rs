@@ -1,98 +1,138 @@
-//! The XDP path's tables, taken from the workers' own: which IPv4 next hops the XDP program
-//! forwards through and what it needs of each, and the routes and neighbours it looks up.
-//! `io::xdp` writes them into the program's maps; this module does no I/O.
+//! The XDP path's tables, taken from the workers' own: which next hops the XDP program
+//! forwards through and what it needs of each, and the routes and neighbours it looks up, for
+//! IPv4 and IPv6 alike. `io::xdp` writes them into the program's maps; this module does no I/O.
 //!
 //! The program forwards only the common case and hands everything else to the workers
-//! (bpf/xfwd.bpf.c, `fast4`), so what it may forward through is narrow on purpose: a plain
-//! next hop out of a port, through an IPv4 gateway or on link; the next MAC (the gateway's or
-//! the destination's) comes from the neighbours it is given, on that port, looked up for each
-//! frame, so a route's entry depends on the tables alone and a neighbour change is one write.
-//! The box's own addresses, broadcasts, routes that are not forwarded, equal-cost groups and
-//! IPv6 gateways (RFC 5549) are the workers', and so is any destination whose next MAC is not
-//! known: their answers (ICMP errors, echo replies, gleaning) stay one implementation.
+//! (bpf/xfwd.bpf.c, `fast4` and `fast6`), so what it may forward through is narrow on purpose:
+//! a plain next hop out of a port, through a gateway of the route's own family or on link; the
+//! next MAC (the gateway's or the destination's) comes from the neighbours it is given, on that
+//! port, looked up for each frame, so a route's entry depends on the tables alone and a
+//! neighbour change is one write. The box's own addresses, broadcasts, routes that are not
+//! forwarded, equal-cost groups (the workers' flow hash picks the member, and one flow must
+//! not take two) and IPv4 routes through IPv6 gateways (RFC 5549) are the workers', and so is
+//! any destination whose next MAC is not known: their answers (ICMP errors, echo replies,
+//! gleaning) stay one implementation.
 
-use core::net::Ipv4Addr;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::collections::BTreeMap;
 
-use super::fib::{NhIndex, Prefix};
-use super::neighbors::NeighborTable;
-use super::tables::{NextHop4, NhKind, RouteOrigin, RouterTables};
+use super::fib::NhIndex;
+use super::neighbors::{Key6, NeighborTable, NeighborTable6};
+use super::prefix::IpPrefix;
+use super::tables::{NextHop, NhKind, RouteOrigin, RouterTables};
 use crate::wire::MacAddr;
 use crate::PortId;
 
-/// Whose MAC the XDP program sends a frame to, found among the neighbours ([`neighbors4`]).
+/// Whose MAC the XDP program sends a frame to, found among the neighbours ([`neighbors4`],
+/// [`neighbors6`]), for gateways of type `A`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Via {
+pub enum Via<A = Ipv4Addr> {
     /// This gateway's.
-    Gateway(Ipv4Addr),
+    Gateway(A),
     /// The destination's: it is on the link.
     OnLink,
 }
 
-/// A next hop the XDP program forwards through.
+/// A next hop the XDP program forwards through, for gateways of type `A`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FastHop {
+pub struct FastHop<A = Ipv4Addr> {
     /// Egress port.
     pub port: PortId,
     /// The longest IP packet it forwards there: the route's MTU where it sets one below the
-    /// port's, else the port's (longer ones are the workers': Fragmentation Needed or a drop).
+    /// port's, else the port's (longer ones are the workers': Fragmentation Needed, Packet Too
+    /// Big or a drop).
     pub mtu: u32,
     /// How the next MAC is found.
-    pub via: Via,
+    pub via: Via<A>,
 }
 
-/// What the XDP program does with IPv4 next hop `nh` of `t`: forwards through it, or `None`,
-/// the workers decide (see the module documentation).
-pub fn hop4(t: &RouterTables, nh: &NextHop4) -> Option<FastHop> {
+/// What the XDP program does with next hop `nh` of `t`, whose gateways `gateway` takes as the
+/// family's own or not (`None`): forwards through it, or `None`, the workers decide (see the
+/// module documentation).
+fn hop<G: Copy, S, A>(t: &RouterTables, nh: &NextHop<G, S>, gateway: impl Fn(G) -> Option<A>) -> Option<FastHop<A>> {
     let port = t.ports.get(nh.port.index())?;
     let mtu = if nh.mtu != 0 { nh.mtu.min(port.mtu) } else { port.mtu };
     let via = match nh.kind {
         NhKind::Connected => Via::OnLink,
-        NhKind::Gateway(core::net::IpAddr::V4(gw)) => Via::Gateway(gw),
+        NhKind::Gateway(gw) => Via::Gateway(gateway(gw)?),
         _ => return None,
     };
     Some(FastHop { port: nh.port, mtu, via })
 }
 
-/// The XDP program's IPv4 table: every prefix of `t` once ([`routes4`]), with how the program
-/// forwards along it, or `None` (the workers decide: the entry is still there, so that a
-/// shorter prefix does not take its traffic).
-pub type FastRoutes = BTreeMap<Prefix, Option<FastHop>>;
+/// What the XDP program does with IPv4 next hop `nh` of `t` (an IPv6 gateway is the workers').
+pub fn hop4(t: &RouterTables, nh: &super::tables::NextHop4) -> Option<FastHop> {
+    hop(t, nh, |gw| match gw {
+        IpAddr::V4(a) => Some(a),
+        IpAddr::V6(_) => None,
+    })
+}
+
+/// What the XDP program does with IPv6 next hop `nh` of `t`.
+pub fn hop6(t: &RouterTables, nh: &super::tables::NextHop6) -> Option<FastHop<Ipv6Addr>> {
+    hop(t, nh, Some)
+}
+
+/// The XDP program's table of one family: every prefix of the tables once ([`routes`]), with
+/// how the program forwards along it, or `None` (the workers decide: the entry is still there,
+/// so that a shorter prefix does not take its traffic).
+pub type FastRoutes<A = Ipv4Addr> = BTreeMap<IpPrefix<A>, Option<FastHop<A>>>;
+
+/// The IPv6 table ([`FastRoutes`]).
+pub type FastRoutes6 = FastRoutes<Ipv6Addr>;
 
 /// `t`'s IPv4 routes as the XDP program looks them up.
 pub fn fib4(t: &RouterTables) -> FastRoutes {
-    routes4(t).into_iter().map(|(p, nh)| (p, t.v4.nexthops.get(usize::from(nh.0)).and_then(|h| hop4(t, h)))).collect()
+    routes(&t.v4.routes)
+        .into_iter()
+        .map(|(p, nh)| (p, t.v4.nexthops.get(usize::from(nh.0)).and_then(|h| hop4(t, h))))
+        .collect()
+}
+
+/// `t`'s IPv6 routes as the XDP program looks them up.
+pub fn fib6(t: &RouterTables) -> FastRoutes6 {
+    routes(&t.v6.routes)
+        .into_iter()
+        .map(|(p, nh)| (p, t.v6.nexthops.get(usize::from(nh.0)).and_then(|h| hop6(t, h))))
+        .collect()
 }
 
 /// The writes that turn table `old` into `new`: entries to set (new or changed), then
 /// prefixes to remove. Each is one map write that leaves a usable table: a route is replaced
 /// in place, and a prefix goes only after what replaces it is in.
-pub fn diff4(old: &FastRoutes, new: &FastRoutes) -> (Vec<(Prefix, Option<FastHop>)>, Vec<Prefix>) {
+pub fn diff<P: Ord + Copy, H: PartialEq + Copy>(old: &BTreeMap<P, H>, new: &BTreeMap<P, H>) -> (Vec<(P, H)>, Vec<P>) {
     let set = new.iter().filter(|(p, h)| old.get(p) != Some(h)).map(|(p, h)| (*p, *h)).collect();
     let gone = old.keys().filter(|p| !new.contains_key(p)).copied().collect();
     (set, gone)
 }
 
-/// Every IPv4 route of `t` once, with the next hop index the FIB gives its prefix: where the
-/// tables list a prefix twice, the one the FIB keeps (the box's addresses over broadcasts over
-/// the rest, else the later), as the program's longest-prefix match keeps one entry a prefix.
-pub fn routes4(t: &RouterTables) -> Vec<(Prefix, NhIndex)> {
+/// Every route of one family once (`routes`: as the tables list them), with the next hop index
+/// the FIB gives its prefix: where the tables list a prefix twice, the one the FIB keeps (the
+/// box's addresses over broadcasts over the rest, else the later), as the program's
+/// longest-prefix match keeps one entry a prefix.
+pub fn routes<P: Ord + Copy>(routes: &[(P, NhIndex, RouteOrigin)]) -> Vec<(P, NhIndex)> {
     let rank = |o: &RouteOrigin| match o {
         RouteOrigin::Local => 2,
         RouteOrigin::Broadcast => 1,
         _ => 0,
     };
-    let mut ordered: Vec<&(Prefix, NhIndex, RouteOrigin)> = t.v4.routes.iter().collect();
+    let mut ordered: Vec<&(P, NhIndex, RouteOrigin)> = routes.iter().collect();
     ordered.sort_by_key(|r| rank(&r.2));
-    let mut one: BTreeMap<Prefix, NhIndex> = BTreeMap::new();
+    let mut one: BTreeMap<P, NhIndex> = BTreeMap::new();
     for &(p, nh, _) in ordered {
         one.insert(p, nh);
     }
     one.into_iter().collect()
 }
 
-/// The IPv4 neighbours the XDP program finds on-link destinations' MACs among.
+/// The IPv4 neighbours the XDP program finds next MACs among.
 pub fn neighbors4(neighbors: &NeighborTable) -> Vec<(Ipv4Addr, PortId, MacAddr)> {
+    neighbors.entries().into_iter().map(|n| (n.ip, n.port, n.mac)).collect()
+}
+
+/// The IPv6 neighbours the XDP program finds next MACs among, each keyed as the workers key it
+/// (a link-local address with its port).
+pub fn neighbors6(neighbors: &NeighborTable6) -> Vec<(Key6, PortId, MacAddr)> {
     neighbors.entries().into_iter().map(|n| (n.ip, n.port, n.mac)).collect()
 }
 
@@ -100,6 +140,7 @@ pub fn neighbors4(neighbors: &NeighborTable) -> Vec<(Ipv4Addr, PortId, MacAddr)>
 mod tests {
     use super::*;
     use crate::l3::testing::reference_ports;
+    use crate::l3::Prefix;
     use crate::l3::RouteTarget;
     use core::net::IpAddr;
 
@@ -147,16 +188,16 @@ mod tests {
         let old: FastRoutes =
             [(p("10.0.0.0/8"), hop(0)), (p("10.1.0.0/16"), hop(1)), (p("10.2.0.0/16"), hop(1))].into();
         let new: FastRoutes = [(p("10.0.0.0/8"), hop(0)), (p("10.1.0.0/16"), hop(0)), (p("10.3.0.0/16"), None)].into();
-        let (set, gone) = diff4(&old, &new);
+        let (set, gone) = diff(&old, &new);
         assert_eq!(set, vec![(p("10.1.0.0/16"), hop(0)), (p("10.3.0.0/16"), None)]);
         assert_eq!(gone, vec![p("10.2.0.0/16")]);
-        assert_eq!(diff4(&new, &new), (vec![], vec![]));
+        assert_eq!(diff(&new, &new), (vec![], vec![]));
     }
 
     #[test]
     fn each_prefix_is_listed_once_with_the_next_hop_the_fib_gives_it() {
         let t = RouterTables::build(reference_ports(), &[]).unwrap();
-        let routes = routes4(&t);
+        let routes = routes(&t.v4.routes);
         let mut prefixes: Vec<Prefix> = routes.iter().map(|r| r.0).collect();
         prefixes.dedup();
         assert_eq!(prefixes.len(), routes.len());
@@ -164,4 +205,42 @@ mod tests {
             assert_eq!(t.v4.fib.lookup(p.addr()), Some(nh), "{p}");
         }
     }
+
+    #[test]
+    fn ipv6_next_hops_are_forwarded_through_as_ipv4_ones_and_link_local_gateways_are_kept_with_their_port() {
+        use crate::l3::fib::no_advice;
+        use crate::l3::tables::scope6;
+        use crate::l3::testing::{port, ETH4, ETH5};
+        use crate::l3::Prefix6;
+        let ports = vec![
+            port("eth5", ETH5, &["198.18.10.2/24", "2001:2:0:10::2/64"]),
+            port("eth4", ETH4, &["198.18.30.1/24", "2001:2:0:30::1/64"]),
+        ];
+        let p6 = |s: &str| -> Prefix6 { s.parse().unwrap() };
+        let ip6 = |s: &str| -> Ipv6Addr { s.parse().unwrap() };
+        let ll = ip6("fe80::2");
+        let statics6 = [
+            (p6("2001:2:100::/48"), RouteTarget::via(ip6("2001:2:0:30::2"))),
+            (p6("2001:2:200::/48"), RouteTarget::Via { gw: ll, dev: Some(PortId(1)) }),
+        ];
+        let t = RouterTables::build_dual(ports, &[], &statics6, no_advice).unwrap();
+        let fast = fib6(&t);
+        let hop = |p: &str| fast.get(&p6(p)).copied().flatten();
+        assert_eq!(
+            hop("2001:2:100::/48"),
+            Some(FastHop { port: PortId(1), mtu: 1500, via: Via::Gateway(ip6("2001:2:0:30::2")) })
+        );
+        assert_eq!(hop("2001:2:200::/48"), Some(FastHop { port: PortId(1), mtu: 1500, via: Via::Gateway(ll) }));
+        assert_eq!(hop("2001:2:0:30::/64"), Some(FastHop { port: PortId(1), mtu: 1500, via: Via::OnLink }));
+        assert_eq!(fast.get(&p6("2001:2:0:30::1/128")), Some(&None), "the box's address is the workers'");
+        let n6 = NeighborTable6::new6(8);
+        n6.insert(scope6(ll, PortId(1)), GW6, PortId(1), false).unwrap();
+        assert_eq!(
+            neighbors6(&n6),
+            [(Key6 { addr: ll, port: Some(PortId(1)) }, PortId(1), GW6)],
+            "keyed with its port"
+        );
+    }
+
+    const GW6: MacAddr = MacAddr([2, 0, 0, 0, 0x30, 2]);
 }

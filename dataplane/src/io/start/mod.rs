@@ -343,6 +343,7 @@ fn fast_path(
         Some(r) => Source::Router {
             tables: Arc::clone(&r.tables),
             neighbors: Arc::clone(&r.neighbors),
+            neighbors6: Arc::clone(&r.neighbors6),
             whole: r.kernel.is_none(),
         },
         None => Source::Bridge { fdb: Arc::clone(&shared.fdb), clock },
