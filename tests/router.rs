@@ -570,6 +570,53 @@ fn per_cpu_sockets_route_answer_and_share_a_one_queue_port_between_two_workers()
     stop_clean(&mut x);
 }
 
+/// The board's layout for the XDP path (dpaa_eth: generic mode, every frame queue 0, per-CPU
+/// sockets): the program forwards the common case, and the exceptions reach the workers
+/// through the per-CPU sockets, answered as on the AF_XDP path.
+#[test]
+fn the_xdp_path_runs_in_generic_mode_with_per_cpu_sockets_as_on_the_boards_driver() {
+    let test = "the_xdp_path_runs_in_generic_mode_with_per_cpu_sockets_as_on_the_boards_driver";
+    if !root_or_skip(test) || !cpus_or_skip(test, 2) {
+        return;
+    }
+    let _g = serial();
+    // The hosts' GRO stays off: in generic mode a redirected frame leaves by the egress's
+    // ordinary transmit path, which needs no NAPI at the peer.
+    let r = Rig::router(1).unwrap();
+    let control = control_path("rt-xdp-cpu");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--xdp-mode", "generic", "--path", "xdp"]);
+    assert!(x.seen.iter().any(|l| l.starts_with("xfwd: sockets per-cpu")), "{:#?}", x.seen);
+    common::until_both_ends_in_the_program(&control, &r.h2, "198.18.10.1");
+    let before = stats(&control);
+    let out = ping(&r.h2, &["-c", "20", "-i", "0.01", "-W", "2", "198.18.10.1"]);
+    assert_eq!(common::answered(&out), 20, "{out}");
+    let s = stats(&control);
+    for (p, b) in s.ports.iter().zip(&before.ports) {
+        let fwd = common::port_xdp(p, "xdp-forwarded") - common::port_xdp(b, "xdp-forwarded");
+        assert!(fwd >= 20, "{}: {fwd} forwarded in the program: {:?}", p.name, p.xdp);
+        assert_eq!(p.total.rx_frames, b.total.rx_frames, "{}: the workers saw none of them", p.name);
+    }
+    // Exceptions through the per-CPU sockets: an echo to the box, Time Exceeded.
+    let out = ping(&r.h2, &["-c", "3", "-i", "0.2", "-W", "2", "198.18.30.1"]);
+    assert!(out.contains("3 received"), "echo to the router's own address: {out}");
+    let out = ping(&r.h2, &["-c", "1", "-W", "2", "-t", "1", "198.18.10.1"]);
+    assert!(out.contains("From 198.18.30.1") && out.contains("Time to live exceeded"), "{out}");
+    let after = stats(&control);
+    let rx =
+        |p: &xfwd_dataplane::io::PortReport, b: &xfwd_dataplane::io::PortReport| p.total.rx_frames - b.total.rx_frames;
+    assert!(rx(&after.ports[1], &s.ports[1]) >= 4, "eth4's workers took the exceptions: {:?}", after.ports[1].total);
+    // TCP from both CPUs: its data through the program.
+    let tcp = rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 2, 2, 2).unwrap();
+    assert!(tcp.flows_bps.iter().all(|&b| b > 0.0), "a flow moved nothing: {:?}", tcp.flows_bps);
+    let end = stats(&control);
+    let fwd = common::port_xdp(&end.ports[1], "xdp-forwarded") - common::port_xdp(&after.ports[1], "xdp-forwarded");
+    assert!(fwd >= min_segments(tcp.flows_received_bytes.iter().sum()), "eth4: {fwd} forwarded in the program");
+    for p in &end.ports {
+        assert_eq!(common::port_xdp(p, "drop-no-egress"), 0, "{}", p.name);
+    }
+    stop_clean(&mut x);
+}
+
 #[test]
 fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_the_rest() {
     let test = "the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_the_rest";

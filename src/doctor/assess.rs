@@ -256,6 +256,18 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
                 ),
                 "--xdp-mode generic --sockets per-cpu",
             );
+            if p.features.is_some_and(|f| f.native() && f.takes_redirects()) {
+                out.add(
+                    Info,
+                    "xdp-path-generic",
+                    format!(
+                        "{driver} sends frames an XDP program redirects to it (ndo-xmit), but --path xdp runs here in generic mode as the rest of xfwd does: \
+                         the program hands its exceptions (ICMP errors, unresolved next hops, the box's own traffic) to AF_XDP sockets, which native mode cannot reach with these queue ids; \
+                         in generic mode the program forwards before the kernel's stack, though after the sk_buff is built"
+                    ),
+                    "--path xdp --xdp-mode generic --sockets per-cpu",
+                );
+            }
             let (a, b) = PER_CPU_KERNEL;
             if kernel_version(&sys.kernel).is_none_or(|k| k < PER_CPU_KERNEL) {
                 out.add(
@@ -451,8 +463,14 @@ mod tests {
         assert_eq!((q.severity, q.fix.as_str()), (Severity::Warn, "--xdp-mode generic --sockets per-cpu"));
         assert!(codes(&d).contains(&"attach-restarts-link") && codes(&d).contains(&"copy-mode"));
         assert_eq!(d.ports[0].queue_index, QueueIndex::HardwareQueueId);
-        // Native AF_XDP is out, the XDP path's native redirect is not.
+        // Native AF_XDP is out, the XDP path's native redirect is not; the XDP path runs in
+        // generic mode all the same, and says why.
         assert_eq!(d.ports[0].xdp_path, Some(true));
+        let x = d.findings.iter().find(|f| f.code == "xdp-path-generic").unwrap();
+        assert_eq!((x.severity, x.fix.as_str()), (Severity::Info, "--path xdp --xdp-mode generic --sockets per-cpu"));
+        // A driver with zero-based queue ids has no such finding.
+        let veth = port("veth", Some(xdp_act::BASIC | xdp_act::REDIRECT | xdp_act::NDO_XMIT));
+        assert!(!codes(&assess(vec![veth], sys(), 1774)).contains(&"xdp-path-generic"));
     }
 
     #[test]
