@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use xfwd_dataplane::io::settings::Opt;
+use xfwd_dataplane::io::xdp::XdpCounter;
 use xfwd_dataplane::load::LoopTotals;
 
 use super::cpu::{self, Sampler};
@@ -431,6 +432,7 @@ fn xfwd_run_of(rep: &xfwd_dataplane::io::Report) -> XfwdRun {
         fq_high_water: rep.queues.iter().map(|q| q.fq_high_water).max().unwrap_or(0),
         fq_collisions: rep.queues.iter().map(|q| q.fq_collisions).sum(),
         workers: Vec::new(),
+        in_program: None,
     }
 }
 
@@ -468,10 +470,14 @@ fn measure(
     let idle = measure_idle(p)?;
     let sampler = Sampler::start(Duration::from_millis(500))?;
     let pings = start_pings(p.client, p.server_addr)?;
-    // The workers' loop accounting at the start, to give what the run alone cost them.
-    let load0: Vec<LoopTotals> = match xfwd {
-        Some(_) => xfwd_report(control)?.queues.iter().map(|q| q.load).collect(),
-        None => Vec::new(),
+    // The workers' loop accounting and the XDP path's frames at the start, to give what the
+    // run alone cost them and what it sent through each path.
+    let start = match xfwd {
+        Some(_) => {
+            let rep = xfwd_report(control)?;
+            (rep.queues.iter().map(|q| q.load).collect(), in_program(&rep))
+        }
+        None => (Vec::new(), None),
     };
     let before = Counters::read(r, p)?;
     let started = Instant::now();
@@ -487,7 +493,7 @@ fn measure(
     let (rtt_ms, pings_sent) = stop_pings(pings);
     let cpu = sampler.stop();
     let (queue_rx, xfwd_run) = match xfwd {
-        Some(_) => xfwd_after(control, &load0)?,
+        Some(_) => xfwd_after(control, &start)?,
         None => (Vec::new(), None),
     };
     Ok(RunResult {
@@ -675,13 +681,28 @@ impl Counters {
 }
 
 /// What a running xfwd says after a run: the frames each queue of the first two ports
-/// received, and its own counters with its workers' accounting since `load0`.
-fn xfwd_after(control: &str, load0: &[LoopTotals]) -> Result<(Vec<Vec<u64>>, Option<XfwdRun>)> {
+/// received, and its own counters with its workers' accounting and the XDP path's frames since
+/// `start`.
+fn xfwd_after(
+    control: &str,
+    (load0, in_program0): &(Vec<LoopTotals>, Option<u64>),
+) -> Result<(Vec<Vec<u64>>, Option<XfwdRun>)> {
     let rep = xfwd_report(control)?;
     let queue_rx = rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect();
     let mut run = xfwd_run_of(&rep);
     run.workers = rep.queues.iter().zip(load0).map(|(q, l0)| q.load.since(l0)).collect();
+    run.in_program = in_program(&rep).map(|n| n.saturating_sub(in_program0.unwrap_or(0)));
     Ok((queue_rx, Some(run)))
+}
+
+/// The frames the XDP program forwarded or flooded itself so far, on the XDP path (`None`: the
+/// AF_XDP path).
+fn in_program(rep: &xfwd_dataplane::io::Report) -> Option<u64> {
+    rep.xdp_path.as_ref()?;
+    let ours = |(name, _): &&(String, u64)| {
+        [XdpCounter::Forwarded, XdpCounter::Flooded].iter().any(|c| c.name() == name.as_str())
+    };
+    Some(rep.ports.iter().flat_map(|p| p.xdp.iter().filter(ours)).map(|(_, n)| n).sum())
 }
 
 /// Busy ticks of the whole machine (everything but idle and iowait).

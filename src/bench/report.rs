@@ -97,6 +97,10 @@ pub struct XfwdRun {
     /// was recorded).
     #[serde(default)]
     pub workers: Vec<xfwd_dataplane::load::LoopTotals>,
+    /// The XDP path (`--path xdp`): frames the program forwarded or flooded itself over the
+    /// measured time (`None`: the AF_XDP path, or a report from before it was said).
+    #[serde(default)]
+    pub in_program: Option<u64>,
 }
 
 impl XfwdRun {

@@ -246,8 +246,18 @@ fn xfwd_line(arm: &ArmResult) -> Option<String> {
         total.accumulate(&t);
     }
     let preempted = total.preempted_fraction().map_or_else(|| "-".into(), |p| format!("{:.1} %", p * 100.0));
+    // The XDP path: what the program forwarded itself against what reached the workers.
+    let in_program: Option<u64> = runs.iter().map(|r| r.in_program).sum();
+    let path = in_program.map_or_else(String::new, |n| {
+        let all = n + total.frames;
+        let share = if all > 0 { format!("{:.1} %", n as f64 * 100.0 / all as f64) } else { "-".into() };
+        format!(
+            "; XDP path: {n} frames forwarded in the program, {} through the workers ({share} in the program)",
+            total.frames
+        )
+    });
     Some(format!(
-        "{}: {sched}; AQM{aqm} dropped {}, marked {}{fq}; sojourn p99 {sojourn} (median of runs); {} unstamped; workers busy {} (preempted {preempted}), {} ns per frame, {} frames per round",
+        "{}: {sched}; AQM{aqm} dropped {}, marked {}{fq}; sojourn p99 {sojourn} (median of runs); {} unstamped; workers busy {} (preempted {preempted}), {} ns per frame, {} frames per round{path}",
         arm.name,
         runs.iter().map(|r| r.aqm_drops).sum::<u64>(),
         runs.iter().map(|r| r.ecn_marks).sum::<u64>(),
@@ -388,6 +398,7 @@ mod tests {
                 schedstat: true,
                 ..LoopTotals::default()
             }],
+            in_program: None,
         };
         let kernel = vec![run(1, 4.0, 1_000, 1.0), run(2, 5.0, 1_100, 2.0), run(3, 6.0, 1_050, 3.0)];
         let mut fast = vec![run(1, 7.0, 2_000, 1.5), run(2, 7.5, 2_100, 2.5), run(3, 8.0, 1_900, 0.5)];
@@ -421,6 +432,26 @@ mod tests {
         }
         r.warnings.push("port 0 queues did not share the load".into());
         r
+    }
+
+    #[test]
+    fn an_xdp_path_arm_says_what_share_of_its_frames_the_program_forwarded() {
+        let mut r = full_report(false);
+        for run in &mut r.arms[1].runs {
+            if let Some(x) = run.xfwd.as_mut() {
+                x.in_program = Some(2_400_000);
+            }
+        }
+        let t = render(&r);
+        let line = t.lines().find(|l| l.starts_with("xfwd:poll=busy: ")).unwrap_or_else(|| panic!("{t}"));
+        assert!(
+            line.ends_with("; XDP path: 7200000 frames forwarded in the program, 2400000 through the workers (75.0 % in the program)"),
+            "{line}"
+        );
+        // One run without the count (the AF_XDP path, an older report): no share made up.
+        r.arms[1].runs[0].xfwd.as_mut().unwrap().in_program = None;
+        let t = render(&r);
+        assert!(!t.contains("XDP path:"), "{t}");
     }
 
     /// Every line and column of the table, as it was when `render` was pinned.
