@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use xfwd_dataplane::io::settings::Opt;
+use xfwd_dataplane::io::view::EGRESS_REFUSED;
 use xfwd_dataplane::io::xdp::XdpCounter;
 use xfwd_dataplane::load::LoopTotals;
 
@@ -433,6 +434,7 @@ fn xfwd_run_of(rep: &xfwd_dataplane::io::Report) -> XfwdRun {
         fq_collisions: rep.queues.iter().map(|q| q.fq_collisions).sum(),
         workers: Vec::new(),
         in_program: None,
+        egress_refused: None,
     }
 }
 
@@ -475,7 +477,7 @@ fn measure(
     let start = match xfwd {
         Some(_) => {
             let rep = xfwd_report(control)?;
-            (rep.queues.iter().map(|q| q.load).collect(), in_program(&rep))
+            (rep.queues.iter().map(|q| q.load).collect(), xdp_path_counts(&rep))
         }
         None => (Vec::new(), None),
     };
@@ -685,24 +687,38 @@ impl Counters {
 /// `start`.
 fn xfwd_after(
     control: &str,
-    (load0, in_program0): &(Vec<LoopTotals>, Option<u64>),
+    (load0, xdp0): &(Vec<LoopTotals>, Option<XdpPathCounts>),
 ) -> Result<(Vec<Vec<u64>>, Option<XfwdRun>)> {
     let rep = xfwd_report(control)?;
     let queue_rx = rep.ports.iter().take(2).map(|p| p.per_queue.iter().map(|q| q.rx_frames).collect()).collect();
     let mut run = xfwd_run_of(&rep);
     run.workers = rep.queues.iter().zip(load0).map(|(q, l0)| q.load.since(l0)).collect();
-    run.in_program = in_program(&rep).map(|n| n.saturating_sub(in_program0.unwrap_or(0)));
+    let xdp = xdp_path_counts(&rep);
+    let base = xdp0.unwrap_or_default();
+    run.in_program = xdp.map(|c| c.in_program.saturating_sub(base.in_program));
+    run.egress_refused = xdp.map(|c| c.refused.saturating_sub(base.refused));
     Ok((queue_rx, Some(run)))
 }
 
-/// The frames the XDP program forwarded or flooded itself so far, on the XDP path (`None`: the
-/// AF_XDP path).
-fn in_program(rep: &xfwd_dataplane::io::Report) -> Option<u64> {
+/// The XDP path's frames so far, over every port.
+#[derive(Debug, Clone, Copy, Default)]
+struct XdpPathCounts {
+    /// Forwarded or flooded by the program itself.
+    in_program: u64,
+    /// Of those, refused by the egress's driver (veth: its peer's ring full).
+    refused: u64,
+}
+
+/// The XDP path's frames so far (`None`: the AF_XDP path).
+fn xdp_path_counts(rep: &xfwd_dataplane::io::Report) -> Option<XdpPathCounts> {
     rep.xdp_path.as_ref()?;
-    let ours = |(name, _): &&(String, u64)| {
-        [XdpCounter::Forwarded, XdpCounter::Flooded].iter().any(|c| c.name() == name.as_str())
+    let sum = |names: &[&str]| -> u64 {
+        rep.ports.iter().flat_map(|p| p.xdp.iter().filter(|(n, _)| names.contains(&n.as_str()))).map(|(_, v)| v).sum()
     };
-    Some(rep.ports.iter().flat_map(|p| p.xdp.iter().filter(ours)).map(|(_, n)| n).sum())
+    Some(XdpPathCounts {
+        in_program: sum(&[XdpCounter::Forwarded.name(), XdpCounter::Flooded.name()]),
+        refused: sum(&[EGRESS_REFUSED]),
+    })
 }
 
 /// Busy ticks of the whole machine (everything but idle and iowait).

@@ -101,6 +101,11 @@ pub struct XfwdRun {
     /// measured time (`None`: the AF_XDP path, or a report from before it was said).
     #[serde(default)]
     pub in_program: Option<u64>,
+    /// The XDP path: of [`XfwdRun::in_program`], the frames the egress's driver refused (its
+    /// queue full: veth's peer ring; there is no queue of xfwd's in between), as xfwd reads
+    /// them from the driver every second. `None` as for `in_program`.
+    #[serde(default)]
+    pub egress_refused: Option<u64>,
 }
 
 impl XfwdRun {

@@ -248,11 +248,13 @@ fn xfwd_line(arm: &ArmResult) -> Option<String> {
     let preempted = total.preempted_fraction().map_or_else(|| "-".into(), |p| format!("{:.1} %", p * 100.0));
     // The XDP path: what the program forwarded itself against what reached the workers.
     let in_program: Option<u64> = runs.iter().map(|r| r.in_program).sum();
+    let refused =
+        runs.iter().map(|r| r.egress_refused).sum::<Option<u64>>().map_or_else(|| "-".into(), |n| n.to_string());
     let path = in_program.map_or_else(String::new, |n| {
         let all = n + total.frames;
         let share = if all > 0 { format!("{:.1} %", n as f64 * 100.0 / all as f64) } else { "-".into() };
         format!(
-            "; XDP path: {n} frames forwarded in the program, {} through the workers ({share} in the program)",
+            "; XDP path: {n} frames forwarded in the program, {} through the workers ({share} in the program), {refused} refused by a full egress",
             total.frames
         )
     });
@@ -399,6 +401,7 @@ mod tests {
                 ..LoopTotals::default()
             }],
             in_program: None,
+            egress_refused: None,
         };
         let kernel = vec![run(1, 4.0, 1_000, 1.0), run(2, 5.0, 1_100, 2.0), run(3, 6.0, 1_050, 3.0)];
         let mut fast = vec![run(1, 7.0, 2_000, 1.5), run(2, 7.5, 2_100, 2.5), run(3, 8.0, 1_900, 0.5)];
@@ -440,15 +443,22 @@ mod tests {
         for run in &mut r.arms[1].runs {
             if let Some(x) = run.xfwd.as_mut() {
                 x.in_program = Some(2_400_000);
+                x.egress_refused = Some(1_000);
             }
         }
         let t = render(&r);
         let line = t.lines().find(|l| l.starts_with("xfwd:poll=busy: ")).unwrap_or_else(|| panic!("{t}"));
         assert!(
-            line.ends_with("; XDP path: 7200000 frames forwarded in the program, 2400000 through the workers (75.0 % in the program)"),
+            line.ends_with("; XDP path: 7200000 frames forwarded in the program, 2400000 through the workers (75.0 % in the program), 3000 refused by a full egress"),
             "{line}"
         );
         // One run without the count (the AF_XDP path, an older report): no share made up.
+        r.arms[1].runs[1].xfwd.as_mut().unwrap().egress_refused = None;
+        let t = render(&r);
+        assert!(
+            t.contains("(75.0 % in the program), - refused by a full egress"),
+            "a refusal count missing in a run: {t}"
+        );
         r.arms[1].runs[0].xfwd.as_mut().unwrap().in_program = None;
         let t = render(&r);
         assert!(!t.contains("XDP path:"), "{t}");
