@@ -674,6 +674,79 @@ fn the_xdp_path_forwards_the_common_case_in_the_program_and_the_workers_answer_t
     stop_clean(&mut x);
 }
 
+/// Reloads (SIGHUP) under a paced flow on the XDP path: each swaps the program's whole table
+/// for one written beside it, so a frame meets the old table or the new, never a half-written
+/// one. The flow's route is in every version of the file; a frame that met a half-applied
+/// table would be lost or answered with an ICMP error.
+#[test]
+fn the_xdp_path_swaps_its_table_on_reloads_under_a_paced_flow_without_losing_a_frame() {
+    let test = "the_xdp_path_swaps_its_table_on_reloads_under_a_paced_flow_without_losing_a_frame";
+    if !root_or_skip(test) {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    r.hosts_napi().unwrap();
+    r.h1.ip(&["addr", "add", "198.19.1.1/32", "dev", "lo"]).unwrap();
+    r.h2.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.30.1"]).unwrap();
+    let dir = std::env::temp_dir().join(format!("xfwd-xdp-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flow_route = "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"198.18.10.1\"\n";
+    let config = write_config(&dir, flow_route);
+    let control = control_path("rt-xdp-hup");
+    let mut x = start(&r, config.to_str().unwrap(), &control, &["--path", "xdp"]);
+    common::until_both_ends_in_the_program(&control, &r.h2, "198.19.1.1");
+    let before = stats(&control);
+
+    const REQUESTS: u64 = 3000;
+    let mut pinger = r.h2.command("ping");
+    pinger
+        .args(["-q", "-c", &REQUESTS.to_string(), "-i", "0.002", "-W", "5", "198.19.1.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut pinger = Spawned { child: pinger.spawn().unwrap() };
+    std::thread::sleep(Duration::from_millis(300));
+    // Six reloads, each awaited, alternating between files with and without other routes.
+    for i in 0..6 {
+        let others = if i % 2 == 0 {
+            (2..40).map(|n| format!("\n[[route]]\nprefix = \"198.19.{n}.0/24\"\nvia = \"198.18.10.1\"\n")).collect()
+        } else {
+            String::new()
+        };
+        write_config(&dir, &format!("{flow_route}{others}"));
+        x.proc.signal(libc::SIGHUP);
+        common::wait_line(&mut x, "xfwd: reloaded", i);
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    let during = pinger.child.try_wait().unwrap().is_none();
+    pinger.wait_timeout(Duration::from_secs(60)).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(pinger.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(during, "the premise: the reloads happened while the flow ran: {out}");
+    assert_eq!(common::answered(&out), REQUESTS, "every request answered: {out}");
+    assert!(!out.contains("errors"), "no ICMP error came back: {out}");
+
+    let s = stats(&control);
+    let path = s.xdp_path.clone().expect("the XDP path's counts");
+    let was = before.xdp_path.clone().unwrap();
+    assert_eq!(path.errors, 0, "{path:?}");
+    assert!(path.swaps > was.swaps, "the reloads swapped the program's table: {path:?}");
+    // The requests came in at eth4 (port 1): through the program, none dropped there or by
+    // the workers.
+    let in_program =
+        common::port_xdp(&s.ports[1], "xdp-forwarded") - common::port_xdp(&before.ports[1], "xdp-forwarded");
+    assert!(in_program > 0, "the flow went through the program: {:?}", s.ports[1].xdp);
+    for (p, b) in s.ports.iter().zip(&before.ports) {
+        assert_eq!(drops_but_aqm(&p.total), drops_but_aqm(&b.total), "{}: {:?}", p.name, p.total.drops);
+        for counter in ["drop-no-egress", "drop-too-long", EGRESS_REFUSED] {
+            assert_eq!(common::port_xdp(p, counter), common::port_xdp(b, counter), "{}: {counter}", p.name);
+        }
+    }
+    eprintln!("{test}: {in_program} of {REQUESTS} requests forwarded in the program; {path:?}");
+    stop_clean(&mut x);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when_it_loses_napi() {
     let test = "the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when_it_loses_napi";

@@ -377,8 +377,20 @@ impl XdpProgram {
         };
         Ok(FastMaps {
             config: map("xfwd_config")?,
-            fib4: RouteTable { outer: map("xfwd_fib4")?, trie: None, name: "xfwd_fib4_trie", max: MAX_ROUTES4 },
-            fib6: RouteTable { outer: map("xfwd_fib6")?, trie: None, name: "xfwd_fib6_trie", max: MAX_ROUTES6 },
+            fib4: RouteTable {
+                outer: map("xfwd_fib4")?,
+                trie: None,
+                spare: None,
+                name: "xfwd_fib4_trie",
+                max: MAX_ROUTES4,
+            },
+            fib6: RouteTable {
+                outer: map("xfwd_fib6")?,
+                trie: None,
+                spare: None,
+                name: "xfwd_fib6_trie",
+                max: MAX_ROUTES6,
+            },
             neigh4: map("xfwd_neigh4")?,
             neigh6: map("xfwd_neigh6")?,
             port_macs: map("xfwd_port_macs")?,
@@ -518,11 +530,16 @@ impl FastAddr for Ipv6Addr {
     const V6: bool = true;
 }
 
-/// One family's routes in the program: the one-slot map of maps it reads, and the LPM trie in
-/// that slot now (`None`: none yet, every frame of the family is the workers').
+/// One family's routes in the program: the one-slot map of maps it reads, the LPM trie in
+/// that slot now (`None`: none yet, every frame of the family is the workers'), and an empty
+/// trie beside it that the next whole load fills. Both are made at the first load, while xfwd
+/// still holds its privileges: creating a map takes `CAP_BPF`, which xfwd drops once started,
+/// whereas writing one through an fd it holds does not. A reload fills the spare, swaps it in,
+/// and empties the trie it replaced, which becomes the spare.
 struct RouteTable {
     outer: MapHandle,
     trie: Option<MapHandle>,
+    spare: Option<MapHandle>,
     /// The inner map's name (`xfwd_fib4_trie`, `xfwd_fib6_trie`) and most entries.
     name: &'static str,
     max: u32,
@@ -539,23 +556,55 @@ impl RouteTable {
         trie.update(&lpm_key(p), &route_value(hop), MapFlags::ANY).map_err(map_err(name))
     }
 
-    /// A new trie filled with `routes`, then put in the program's slot in one write.
-    fn load<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+    /// A new, empty trie for addresses of type `A` (takes `CAP_BPF`).
+    fn create<A: FastAddr>(&self) -> Result<MapHandle, XdpError> {
         let opts = libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             map_flags: libbpf_sys::BPF_F_NO_PREALLOC,
             ..Default::default()
         };
         let width = std::mem::size_of::<A::Wire>() as u32;
-        let trie =
-            MapHandle::create(libbpf_rs::MapType::LpmTrie, Some(self.name), 4 + width, 12 + width, self.max, &opts)
-                .map_err(map_err(self.name))?;
-        for (prefix, hop) in routes {
-            Self::write(&trie, self.name, *prefix, *hop)?;
+        MapHandle::create(libbpf_rs::MapType::LpmTrie, Some(self.name), 4 + width, 12 + width, self.max, &opts)
+            .map_err(map_err(self.name))
+    }
+
+    /// Removes every route of `trie` (one the program no longer reads).
+    fn clear(trie: &MapHandle) {
+        let keys: Vec<Vec<u8>> = trie.keys().collect();
+        for key in keys {
+            let _ = trie.delete(&key);
         }
-        let fd = trie.as_fd().as_raw_fd() as u32;
-        self.outer.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err(self.name))?;
-        self.trie = Some(trie);
+    }
+
+    /// The spare trie filled with `routes`, then put in the program's slot in one write; the
+    /// trie it replaced, emptied, is the next spare.
+    fn load<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+        let next = match self.spare.take() {
+            Some(t) => t,
+            None => self.create::<A>()?,
+        };
+        for (prefix, hop) in routes {
+            if let Err(e) = Self::write(&next, self.name, *prefix, *hop) {
+                Self::clear(&next);
+                self.spare = Some(next);
+                return Err(e);
+            }
+        }
+        let fd = next.as_fd().as_raw_fd() as u32;
+        if let Err(e) = self.outer.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY) {
+            Self::clear(&next);
+            self.spare = Some(next);
+            return Err(map_err(self.name)(e));
+        }
+        // The kernel returns from an update of a map of maps only once no program still runs
+        // with the inner map it replaced (synchronize_rcu): the old trie can be emptied now.
+        match self.trie.replace(next) {
+            Some(old) => {
+                Self::clear(&old);
+                self.spare = Some(old);
+            }
+            None => self.spare = Some(self.create::<A>()?),
+        }
         Ok(())
     }
 
@@ -578,10 +627,15 @@ impl RouteTable {
         Ok(set.len() + gone.len())
     }
 
+    /// What the kernel charges for the trie in the slot and the spare beside it.
     fn memory(&self) -> Option<u64> {
-        let fd = self.trie.as_ref()?.as_fd().as_raw_fd();
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
-        info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse().ok())
+        let charged = |t: &MapHandle| -> Option<u64> {
+            let fd = t.as_fd().as_raw_fd();
+            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+            info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse().ok())
+        };
+        let live = charged(self.trie.as_ref()?)?;
+        Some(live + self.spare.as_ref().and_then(charged).unwrap_or(0))
     }
 }
 
