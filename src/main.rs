@@ -510,6 +510,7 @@ fn run(
     let mut warned_no_socket = vec![false; view.ports.len()];
     let mut warned_too_long = vec![(0u64, None); view.ports.len()];
     let mut warned_redirects = vec![true; view.ports.len()];
+    let mut warned_fast_errors = (0, None);
     let mut watch = PortWatch::new(&view);
     let mut failed = false;
     while !stop.load(Ordering::Relaxed) {
@@ -530,6 +531,7 @@ fn run(
             warn_unbound_queues(&view, fwd.cores.len(), &fwd.layout, &mut warned_no_socket);
             warn_too_long(&view, &mut warned_too_long);
             warn_redirects(&view, &mut warned_redirects);
+            warn_fast_errors(&view, &mut warned_fast_errors);
             match watch.check(&view) {
                 Err(gone) => {
                     eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
@@ -643,6 +645,25 @@ fn warn_redirects(view: &LiveView, said: &mut [bool]) {
             );
         }
     }
+}
+
+/// `--path xdp`: says when the thread that keeps the program's tables in step with the
+/// workers' failed to write them (at most once a minute, with what it met): the program keeps
+/// what it had, so it may forward by tables older than the workers'. `said` is the count last
+/// said and when.
+fn warn_fast_errors(view: &LiveView, said: &mut (u64, Option<Instant>)) {
+    let Some(fast) = &view.fast else {
+        return;
+    };
+    let n = fast.errors.get();
+    if n <= said.0 || said.1.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+        return;
+    }
+    *said = (n, Some(Instant::now()));
+    let last = fast.last_error.lock().ok().and_then(|l| l.clone()).unwrap_or_default();
+    eprintln!(
+        "xfwd: warning: the XDP path could not write the program's tables ({n} failed write(s) in all; last: {last}); the program keeps the entries it had and the next change tries again (`xfwd show stats`: xdp path)"
+    );
 }
 
 /// What the main loop last saw of each port: link, MAC and MTU.

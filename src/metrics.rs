@@ -926,6 +926,7 @@ mod tests {
                 neighbor_writes: next(),
                 refreshed: next(),
                 errors: next(),
+                last_error: None,
                 no_redirects: vec![1],
             }),
             zero_copy: Some(router),

@@ -215,18 +215,19 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
         let _ = writeln!(s, "{line}");
     }
     if let Some(f) = &r.xdp_path {
+        let failed = f.last_error.as_ref().map_or_else(String::new, |e| format!(" (last: {e})"));
         let off: Vec<&str> = f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();
         let off = if off.is_empty() { "none".to_owned() } else { off.join(", ") };
         let _ = if r.neighbors.is_some() {
             writeln!(
                 s,
-                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes; egress ports taking no redirects (their frames to the workers): {off}",
+                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes{failed}; egress ports taking no redirects (their frames to the workers): {off}",
                 f.routes, f.swaps, f.route_writes, f.neighbor_writes, f.errors
             )
         } else {
             writeln!(
                 s,
-                "xdp path: {} station writes, {} stations refreshed from the program's forwarding, {} failed writes; ports taking no redirects (flooding and their frames to the workers): {off}",
+                "xdp path: {} station writes, {} stations refreshed from the program's forwarding, {} failed writes{failed}; ports taking no redirects (flooding and their frames to the workers): {off}",
                 f.neighbor_writes, f.refreshed, f.errors
             )
         };

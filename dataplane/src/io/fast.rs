@@ -81,11 +81,21 @@ pub struct FastCounters {
     pub refreshed: Counter,
     /// Map writes that failed (the maps keep what they had; the next change tries again).
     pub errors: Counter,
+    /// What the last failed write met, for the warning and `show stats`.
+    pub last_error: std::sync::Mutex<Option<String>>,
     /// Routes in the program's tables, IPv4 and IPv6.
     pub routes: Counter,
 }
 
 impl FastCounters {
+    /// Counts a failed write and keeps what it met.
+    fn failed(&self, e: &XdpError) {
+        self.errors.inc();
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(e.to_string());
+        }
+    }
+
     /// The counts at one instant, for `show stats` and `/metrics`.
     pub fn snapshot(&self) -> FastReport {
         FastReport {
@@ -95,6 +105,7 @@ impl FastCounters {
             neighbor_writes: self.neighbor_writes.get(),
             refreshed: self.refreshed.get(),
             errors: self.errors.get(),
+            last_error: self.last_error.lock().ok().and_then(|l| l.clone()),
             no_redirects: self
                 .takes_redirects
                 .iter()
@@ -122,6 +133,9 @@ pub struct FastReport {
     pub refreshed: u64,
     /// Map writes that failed.
     pub errors: u64,
+    /// What the last failed write met (`None`: none failed).
+    #[serde(default)]
+    pub last_error: Option<String>,
     /// The ports (by index) that take no redirected frames now: the workers forward what is
     /// routed out of them.
     pub no_redirects: Vec<usize>,
@@ -277,25 +291,29 @@ impl FastSync {
     /// Writes what changed since the last step: the neighbours, then the tables (router); the
     /// stations every [`STATIONS_EVERY`] steps (bridge).
     pub fn step(&mut self) {
-        if self.neighbors_step().is_err() {
-            self.counters.errors.inc();
+        if let Err(e) = self.neighbors_step() {
+            self.counters.failed(&e);
         }
-        if self.tables_step().is_err() {
-            self.counters.errors.inc();
+        if let Err(e) = self.tables_step() {
+            self.counters.failed(&e);
         }
         let mtu_changed = self.frame_max.iter().zip(&self.written_max).any(|(m, &w)| m.load(Ordering::Relaxed) != w);
-        if mtu_changed && self.write_ports().is_err() {
-            self.counters.errors.inc();
+        if mtu_changed {
+            if let Err(e) = self.write_ports() {
+                self.counters.failed(&e);
+            }
         }
         self.steps = self.steps.wrapping_add(1);
-        if self.steps % STATIONS_EVERY == 0 && self.stations_step().is_err() {
-            self.counters.errors.inc();
+        if self.steps % STATIONS_EVERY == 0 {
+            if let Err(e) = self.stations_step() {
+                self.counters.failed(&e);
+            }
         }
         if self.steps % CHECK_EVERY == 0 {
             self.read_refused();
             self.refresh_stations();
-            if self.features_step().is_err() {
-                self.counters.errors.inc();
+            if let Err(e) = self.features_step() {
+                self.counters.failed(&e);
             }
         }
     }
