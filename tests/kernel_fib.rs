@@ -507,3 +507,92 @@ fn policy_rules_the_mirror_cannot_follow_are_refused_at_start() {
     Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
     stop_clean(&mut x);
 }
+
+/// Runs `commands` (lines of `ip -batch`) in `ns` at once.
+fn ip_batch(ns: &rig::Netns, commands: &str) {
+    let mut ip = ns.command("ip").args(["-batch", "-"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(ip.stdin.as_mut().unwrap(), commands.as_bytes()).unwrap();
+    drop(ip.stdin.take());
+    assert!(ip.wait().unwrap().success(), "ip -batch: {commands}");
+}
+
+/// The XDP path under the kernel's route and neighbour churn (the program's tables written
+/// entry by entry, as routing daemons change them): a paced flow, forwarded in the program, is
+/// answered in full while more-specific routes over its destination come and go, its own route
+/// is rewritten and its gateway's entry is replaced. A frame that met a half-applied table
+/// would be lost or answered with an ICMP error; one the program could not forward goes to
+/// the workers, who must then neither drop nor lose it.
+#[test]
+fn the_xdp_path_follows_the_kernels_route_and_neighbour_churn_without_losing_a_frame() {
+    let test = "the_xdp_path_follows_the_kernels_route_and_neighbour_churn_without_losing_a_frame";
+    if !root_or_skip(test) {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    r.hosts_napi().unwrap();
+    r.h2.ip(&["addr", "add", "198.19.1.1/32", "dev", "lo"]).unwrap();
+    r.h1.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.10.2"]).unwrap();
+    r.boxns.ip(&["route", "add", "198.19.1.0/24", "via", "198.18.30.2"]).unwrap();
+    let control = control_path("kf-xdp-churn");
+    let mut x =
+        r.start_xfwd(XFWD, &["router", "--config", KERNEL_CONFIG, "--control", &control, "--path", "xdp"]).unwrap();
+    common::until_both_ends_in_the_program(&control, &r.h1, "198.19.1.1");
+    let h2_mac = common::mac_of(&r.h2, "eth0");
+    let before = stats(&control);
+
+    // 3,000 echo requests, 500 a second: far below any machine's rate, so none is lost but
+    // to the forwarding itself.
+    const REQUESTS: u64 = 3000;
+    let mut pinger = r.h1.command("ping");
+    pinger
+        .args(["-q", "-c", &REQUESTS.to_string(), "-i", "0.002", "-W", "5", "198.19.1.1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut pinger = rig::Spawned { child: pinger.spawn().unwrap() };
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..20 {
+        let nud = if i % 2 == 0 { "reachable" } else { "permanent" };
+        let mtu = if i % 2 == 0 { " mtu 1400" } else { "" };
+        ip_batch(
+            &r.boxns,
+            &format!(
+                "route add 198.19.1.0/25 via 198.18.30.2\n\
+                 route add 198.19.{n}.0/24 via 198.18.30.2\n\
+                 route replace 198.19.1.0/24 via 198.18.30.2{mtu}\n\
+                 neigh replace 198.18.30.2 lladdr {h2_mac} dev eth4 nud {nud}\n\
+                 route del 198.19.1.0/25\n",
+                n = 100 + i
+            ),
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let during = pinger.child.try_wait().unwrap().is_none();
+    pinger.wait_timeout(Duration::from_secs(60)).unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(pinger.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(during, "the premise: the churn happened while the flow ran: {out}");
+    assert_eq!(common::answered(&out), REQUESTS, "every request answered: {out}");
+    assert!(!out.contains("errors"), "no ICMP error came back: {out}");
+
+    routes_until(&control, |s| s.contains("198.19.119.0/24") && !s.contains("198.19.1.0/25"));
+    let s = stats(&control);
+    let path = s.xdp_path.clone().expect("the XDP path's counts");
+    let was = before.xdp_path.clone().unwrap();
+    assert_eq!(path.errors, 0, "{path:?}");
+    assert_eq!(path.swaps, was.swaps, "the kernel's changes are written entry by entry: {path:?}");
+    assert!(path.route_writes > was.route_writes, "the churn reached the program: {path:?}");
+    // The requests came in at eth5 (port 0), the replies at eth4: most through the program,
+    // none dropped there or by the workers.
+    let fwd = |r: &xfwd_dataplane::io::Report, p: usize| common::port_xdp(&r.ports[p], "xdp-forwarded");
+    let in_program = fwd(&s, 0) - fwd(&before, 0);
+    assert!(in_program > 0, "the flow went through the program: {:?}", s.ports[0].xdp);
+    for (p, b) in s.ports.iter().zip(&before.ports) {
+        assert_eq!(common::drops_but_aqm(&p.total), common::drops_but_aqm(&b.total), "{}", p.name);
+        for counter in ["drop-no-egress", "drop-too-long", xfwd_dataplane::io::view::EGRESS_REFUSED] {
+            assert_eq!(common::port_xdp(p, counter), common::port_xdp(b, counter), "{}: {counter}", p.name);
+        }
+    }
+    eprintln!("{test}: {in_program} of {REQUESTS} requests forwarded in the program; {path:?}");
+    stop_clean(&mut x);
+}
