@@ -374,3 +374,59 @@ pub fn stop_clean(x: &mut xfwd::rig::XfwdProcess) {
         assert_eq!(l.matches(" kernel 0)").count(), 2, "frames still held by the kernel after the exit: {l}");
     }
 }
+
+/// A paced flow for the XDP path's table tests: `count` echo requests from `from` to `to`, 500
+/// a second, far below any machine's rate, so that none is lost but to the forwarding itself.
+pub struct PacedPing {
+    pinger: xfwd::rig::Spawned,
+    count: u64,
+}
+
+impl PacedPing {
+    /// Starts it.
+    pub fn start(from: &xfwd::rig::Netns, to: &str, count: u64) -> PacedPing {
+        let mut ping = from.command("ping");
+        ping.args(["-q", "-c", &count.to_string(), "-i", "0.002", "-W", "5", to])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        PacedPing { pinger: xfwd::rig::Spawned { child: ping.spawn().unwrap() }, count }
+    }
+
+    /// Whether it still sends.
+    pub fn running(&mut self) -> bool {
+        self.pinger.child.try_wait().unwrap().is_none()
+    }
+
+    /// Waits until every request is answered or given up on (`-W 5`), and asserts that every
+    /// one was answered and no ICMP error came back.
+    pub fn all_answered(mut self) {
+        self.pinger.wait_timeout(Duration::from_secs(60)).unwrap();
+        let mut out = String::new();
+        std::io::Read::read_to_string(self.pinger.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+        assert_eq!(answered(&out), self.count, "every request answered: {out}");
+        assert!(!out.contains("errors"), "no ICMP error came back: {out}");
+    }
+}
+
+/// What the XDP path's table tests assert of the reports before and after their flow: no
+/// failed map write, no drop in the workers but queue management's, none in the program nor
+/// refused by an egress, and the flow forwarded in the program at port `ingress` (the frames
+/// it forwarded there are returned).
+pub fn xdp_path_lost_nothing(
+    before: &xfwd_dataplane::io::Report,
+    after: &xfwd_dataplane::io::Report,
+    ingress: usize,
+) -> u64 {
+    let path = after.xdp_path.as_ref().expect("the XDP path's counts");
+    assert_eq!((path.errors, &path.last_error), (0, &None), "{path:?}");
+    let in_program =
+        port_xdp(&after.ports[ingress], "xdp-forwarded") - port_xdp(&before.ports[ingress], "xdp-forwarded");
+    assert!(in_program > 0, "the flow went through the program: {:?}", after.ports[ingress].xdp);
+    for (p, b) in after.ports.iter().zip(&before.ports) {
+        assert_eq!(drops_but_aqm(&p.total), drops_but_aqm(&b.total), "{}: {:?}", p.name, p.total.drops);
+        for counter in ["drop-no-egress", "drop-too-long", xfwd_dataplane::io::view::EGRESS_REFUSED] {
+            assert_eq!(port_xdp(p, counter), port_xdp(b, counter), "{}: {counter}", p.name);
+        }
+    }
+    in_program
+}

@@ -568,33 +568,41 @@ impl RouteTable {
             .map_err(map_err(self.name))
     }
 
-    /// Removes every route of `trie` (one the program no longer reads).
-    fn clear(trie: &MapHandle) {
+    /// Removes every route of `trie` (one the program no longer reads); whether it is empty.
+    fn clear(trie: &MapHandle) -> bool {
         let keys: Vec<Vec<u8>> = trie.keys().collect();
         for key in keys {
             let _ = trie.delete(&key);
         }
+        trie.keys().next().is_none()
+    }
+
+    /// Writes `routes` into `next`, then puts it in the program's slot in one write.
+    fn fill<A: FastAddr>(&self, next: &MapHandle, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+        for (prefix, hop) in routes {
+            Self::write(next, self.name, *prefix, *hop)?;
+        }
+        let fd = next.as_fd().as_raw_fd() as u32;
+        self.outer.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err(self.name))
     }
 
     /// The spare trie filled with `routes`, then put in the program's slot in one write; the
-    /// trie it replaced, emptied, is the next spare.
+    /// trie it replaced, emptied, is the next spare. A spare is checked empty first: a route
+    /// left in it (a delete that failed) would otherwise come back with the new table.
     fn load<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
         let next = match self.spare.take() {
             Some(t) => t,
             None => self.create::<A>()?,
         };
-        for (prefix, hop) in routes {
-            if let Err(e) = Self::write(&next, self.name, *prefix, *hop) {
-                Self::clear(&next);
-                self.spare = Some(next);
-                return Err(e);
-            }
-        }
-        let fd = next.as_fd().as_raw_fd() as u32;
-        if let Err(e) = self.outer.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY) {
+        let filled = if Self::clear(&next) {
+            self.fill(&next, routes)
+        } else {
+            Err(XdpError::Map { map: self.name, cause: "the spare table could not be emptied".into() })
+        };
+        if let Err(e) = filled {
             Self::clear(&next);
             self.spare = Some(next);
-            return Err(map_err(self.name)(e));
+            return Err(e);
         }
         // The kernel returns from an update of a map of maps only once no program still runs
         // with the inner map it replaced (synchronize_rcu): the old trie can be emptied now.
