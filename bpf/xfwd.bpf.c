@@ -123,6 +123,12 @@ enum xfwd_counter {
 	XFWD_NR_COUNTERS = 10,
 };
 
+/* Written by the loader before the program is loaded (XdpProgram::load's path): whether this
+ * instance carries the XDP path at all. The verifier reads a frozen read-only value as a
+ * constant and removes the branches it rules out, so with 0 (the AF_XDP path) the program
+ * runs no instruction of the XDP path, not even the look-up that asks whether it is on. */
+const volatile __u32 xfwd_fast_built SEC(".rodata.xfwd") = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, XFWD_NR_CONFIG);
@@ -716,6 +722,19 @@ static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 	return send(in_port, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, XFWD_FLOODED);
 }
 
+/* Whether the program forwards the common case itself: built in (xfwd_fast_built) and turned
+ * on (XFWD_CONFIG_PATH, once the tables are written). */
+static __always_inline int fast_on(void)
+{
+	__u32 slot_key = XFWD_CONFIG_PATH;
+	__u32 *path;
+
+	if (!xfwd_fast_built)
+		return 0;
+	path = bpf_map_lookup_elem(&xfwd_config, &slot_key);
+	return path && *path == XFWD_PATH_XDP;
+}
+
 SEC("xdp")
 int xfwd_xdp(struct xdp_md *ctx)
 {
@@ -757,10 +776,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 			count(*port, XFWD_PASS_KERNEL);
 			return XDP_PASS; /* the kernel's: see router_wants() */
 		}
-		slot_key = XFWD_CONFIG_PATH;
-		__u32 *path = bpf_map_lookup_elem(&xfwd_config, &slot_key);
-
-		if (path && *path == XFWD_PATH_XDP) {
+		if (fast_on()) {
 			int fast = data[12] == (XFWD_ETHERTYPE_IPV6 >> 8) && data[13] == (XFWD_ETHERTYPE_IPV6 & 0xff) ?
 					   fast6(ctx, *port) :
 					   fast4(ctx, *port);
@@ -779,10 +795,7 @@ int xfwd_xdp(struct xdp_md *ctx)
 		count(*port, XFWD_PASS_RESERVED);
 		return XDP_PASS;
 	} else {
-		slot_key = XFWD_CONFIG_PATH;
-		__u32 *path = bpf_map_lookup_elem(&xfwd_config, &slot_key);
-
-		if (path && *path == XFWD_PATH_XDP) {
+		if (fast_on()) {
 			int fast = fast2(ctx, *port);
 
 			if (fast >= 0)

@@ -6,8 +6,8 @@
 
 mod common;
 
-use xfwd_dataplane::io::xdp::{ProgramMode, Steer, XdpCounter, XdpProgram, MAX_FRAME};
-use xfwd_dataplane::io::PortInfo;
+use xfwd_dataplane::io::xdp::{ProgramMode, Steer, XdpCounter, XdpError, XdpProgram, MAX_FRAME};
+use xfwd_dataplane::io::{DataPath, PortInfo};
 
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
@@ -27,10 +27,10 @@ fn frame(len: usize, tag: Option<u16>, inner: u16) -> Vec<u8> {
     f
 }
 
-fn load(mode: ProgramMode<'_>) -> (XdpProgram, u32) {
+fn load(mode: ProgramMode<'_>, path: DataPath) -> (XdpProgram, u32) {
     let lo = PortInfo::read("lo").unwrap();
     let ifindex = lo.ifindex;
-    (XdpProgram::load(&[lo], mode, Steer::ByQueue, None).unwrap(), ifindex)
+    (XdpProgram::load(&[lo], (mode, path), Steer::ByQueue, None).unwrap(), ifindex)
 }
 
 fn counts(p: &XdpProgram) -> Vec<(&'static str, u64)> {
@@ -43,7 +43,7 @@ fn the_router_takes_a_priority_tag_off_and_keeps_other_tags_for_the_kernel() {
     if !common::root_or_skip("the_router_takes_a_priority_tag_off_and_keeps_other_tags_for_the_kernel") {
         return;
     }
-    let (mut p, lo) = load(ProgramMode::Router { local: &[] });
+    let (mut p, lo) = load(ProgramMode::Router { local: &[] }, DataPath::AfXdp);
     // VID 0, priority 5: routed as the untagged frame it stands for.
     let tagged = frame(100, Some(0xA000), 0x0800);
     let (verdict, out) = p.test_run(&tagged, lo, 0).unwrap();
@@ -70,7 +70,7 @@ fn the_bridge_forwards_priority_tagged_frames_as_they_are() {
     if !common::root_or_skip("the_bridge_forwards_priority_tagged_frames_as_they_are") {
         return;
     }
-    let (mut p, lo) = load(ProgramMode::Bridge);
+    let (mut p, lo) = load(ProgramMode::Bridge, DataPath::AfXdp);
     let tagged = frame(100, Some(0xA000), 0x0800);
     let (verdict, out) = p.test_run(&tagged, lo, 0).unwrap();
     assert_eq!((verdict, out), (XDP_PASS, tagged));
@@ -83,12 +83,31 @@ fn a_frame_longer_than_a_socket_takes_is_dropped_and_counted_in_both_modes() {
         return;
     }
     for mode in [ProgramMode::Router { local: &[] }, ProgramMode::Bridge] {
-        let (mut p, lo) = load(mode);
+        let (mut p, lo) = load(mode, DataPath::AfXdp);
         let longest = MAX_FRAME as usize;
         assert_eq!(p.test_run(&frame(longest, None, 0x0800), lo, 0).unwrap().0, XDP_PASS, "{mode:?}");
         assert_eq!(p.test_run(&frame(longest + 1, None, 0x0800), lo, 0).unwrap().0, XDP_DROP, "{mode:?}");
         assert_eq!(p.test_run(&frame(3000, None, 0x0800), lo, 0).unwrap().0, XDP_DROP, "{mode:?}");
         assert_eq!(counts(&p), [("pass-no-socket", 1), ("drop-too-long", 2)], "{mode:?}");
+    }
+}
+
+#[test]
+fn a_program_loaded_for_the_af_xdp_path_holds_none_of_the_xdp_path_and_cannot_turn_it_on() {
+    if !common::root_or_skip("a_program_loaded_for_the_af_xdp_path_holds_none_of_the_xdp_path_and_cannot_turn_it_on") {
+        return;
+    }
+    for mode in [ProgramMode::Router { local: &[] }, ProgramMode::Bridge] {
+        let (plain, _) = load(mode, DataPath::AfXdp);
+        let (full, _) = load(mode, DataPath::Xdp);
+        let (without, with) = (plain.instructions().unwrap(), full.instructions().unwrap());
+        // The XDP path is most of the program (the routes, the neighbours, the rewrite, the
+        // stations): the verifier removed it, not a few branches of it.
+        assert!(without * 2 < with, "{mode:?}: {without} instructions without the XDP path, {with} with it");
+        let maps = plain.fast_maps().unwrap();
+        assert!(matches!(maps.set_path(true), Err(XdpError::NotBuilt)), "{mode:?}");
+        maps.set_path(false).unwrap();
+        full.fast_maps().unwrap().set_path(true).unwrap();
     }
 }
 
@@ -99,7 +118,7 @@ mod xdp_path {
 
     use xfwd_dataplane::action::{Action, SCRATCH_LEN};
     use xfwd_dataplane::io::xdp::{FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
-    use xfwd_dataplane::io::PortInfo;
+    use xfwd_dataplane::io::{DataPath, PortInfo};
     use xfwd_dataplane::l3::fib::no_advice;
     use xfwd_dataplane::l3::tables::scope6;
     use xfwd_dataplane::l3::testing::{port, reference_ports, ETH4, ETH5};
@@ -152,7 +171,8 @@ mod xdp_path {
             (ip6("2001:2:0:10::2").into(), LocalKind::Address),
             (ip6("2001:2:0:30::1").into(), LocalKind::Address),
         ];
-        let p = XdpProgram::load(&[lo], ProgramMode::Router { local: &local }, Steer::ByQueue, None).unwrap();
+        let p = XdpProgram::load(&[lo], (ProgramMode::Router { local: &local }, DataPath::Xdp), Steer::ByQueue, None)
+            .unwrap();
         let statics = [
             ("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2"))),
             ("198.20.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.3"))),
@@ -448,6 +468,7 @@ mod bridge_xdp_path {
     use std::time::Duration;
 
     use xfwd_dataplane::io::xdp::{FastMaps, ProgramMode, XdpCounter, XdpProgram};
+    use xfwd_dataplane::io::DataPath;
     use xfwd_dataplane::wire::MacAddr;
     use xfwd_dataplane::PortId;
 
@@ -470,7 +491,7 @@ mod bridge_xdp_path {
     /// redirects nothing), each taking frames of up to `max_frame` bytes, and frames coming in
     /// on port 0: A is there, B behind port 1, C behind port 0 as well.
     fn world(max_frame: u32) -> (XdpProgram, FastMaps, u32) {
-        let (p, lo) = load(ProgramMode::Bridge);
+        let (p, lo) = load(ProgramMode::Bridge, DataPath::Xdp);
         let maps = p.fast_maps().unwrap();
         for port in [PortId(0), PortId(1)] {
             maps.set_port(port, lo, NO_MAC, true, max_frame).unwrap();

@@ -154,9 +154,10 @@ pub enum DataPath {
     #[default]
     #[cfg_attr(feature = "clap", value(name = "af-xdp", help = None::<&str>))]
     AfXdp,
-    /// The XDP program forwards IPv4 through resolved next hops itself, redirecting to the
-    /// egress port; every exception (ICMP errors, gleaning, the box's own traffic, IPv6) goes
-    /// to the workers as on the AF_XDP path.
+    /// The XDP program forwards the common case itself, redirecting to the egress port: the
+    /// router's IPv4 and IPv6 through resolved next hops, the bridge's frames between known
+    /// stations and its floods; every exception (ICMP errors, gleaning, the box's own traffic,
+    /// learning) goes to the workers as on the AF_XDP path.
     #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Xdp,
 }

@@ -15,7 +15,7 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::options::XdpMode;
+use super::options::{DataPath, XdpMode};
 use super::port::PortInfo;
 use crate::l3::export::{self, FastHop, Via};
 use crate::l3::prefix::{IpPrefix, PrefixAddr};
@@ -161,6 +161,9 @@ pub enum XdpError {
     /// `BPF_PROG_TEST_RUN` refused the run.
     #[error("running the XDP program on a test frame: {0}")]
     TestRun(String),
+    /// The XDP path was turned on in a program loaded without it.
+    #[error("the XDP program was loaded for the AF_XDP path: load it with the XDP path to turn that on")]
+    NotBuilt,
 }
 
 /// The maps of the box's addresses (router mode): traffic to them is the kernel's, but for
@@ -210,6 +213,8 @@ pub struct XdpProgram {
     counters: MapHandle,
     missed_queue: MapHandle,
     links: Vec<XdpLink>,
+    /// Loaded with the XDP path in it.
+    built: bool,
 }
 
 impl std::fmt::Debug for XdpProgram {
@@ -229,19 +234,28 @@ pub struct XdpLink {
 }
 
 impl XdpProgram {
-    /// Loads the program for `mode`, picking sockets as `steer` says, and registers `ports` (in
-    /// order: the first is port 0). Nothing is attached yet.
+    /// Loads the program for `mode` and `path`, picking sockets as `steer` says, and registers
+    /// `ports` (in order: the first is port 0). Nothing is attached yet.
     /// With `stamp` (its key), every redirected frame carries its arrival time ([`STAMP_LEN`]).
+    /// Loaded for [`DataPath::AfXdp`], the program holds no instruction of the XDP path (the
+    /// verifier removes them): that path cannot be turned on later ([`FastMaps::set_path`]).
     pub fn load(
         ports: &[PortInfo],
-        mode: ProgramMode,
+        (mode, path): (ProgramMode, DataPath),
         steer: Steer,
         stamp: Option<u64>,
     ) -> Result<XdpProgram, XdpError> {
         if ports.len() > MAX_PORTS {
             return Err(XdpError::Limit(format!("at most {MAX_PORTS} ports, {} given", ports.len())));
         }
-        let open = ObjectBuilder::default().open_memory(OBJECT).map_err(|e| XdpError::Load(format!("{e:#}")))?;
+        let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(|e| XdpError::Load(format!("{e:#}")))?;
+        let built = u32::from(path == DataPath::Xdp);
+        let mut rodata =
+            open.maps_mut().find(|m| m.name() == RODATA).ok_or(XdpError::Missing("its .rodata.xfwd section"))?;
+        rodata
+            .set_initial_value(&built.to_ne_bytes())
+            .map_err(|e| XdpError::Map { map: RODATA_NAME, cause: format!("{e:#}") })?;
+        drop(rodata);
         let object = open.load().map_err(|e| XdpError::Load(format!("{e:#}")))?;
         let map = |name: &'static str| -> Result<MapHandle, XdpError> {
             let m = object.maps().find(|m| m.name() == name).ok_or(XdpError::Missing(name))?;
@@ -306,7 +320,7 @@ impl XdpProgram {
                 .update(&p.ifindex.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| XdpError::Map { map: "xfwd_ports", cause: format!("{e:#}") })?;
         }
-        Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new() })
+        Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new(), built: built == 1 })
     }
 
     /// Runs the program once on `frame` as if it had arrived on `ifindex`, queue `queue`
@@ -376,6 +390,7 @@ impl XdpProgram {
             MapHandle::try_from(&m).map_err(|e| XdpError::Map { map: name, cause: format!("{e:#}") })
         };
         Ok(FastMaps {
+            built: self.built,
             config: map("xfwd_config")?,
             fib4: RouteTable {
                 outer: map("xfwd_fib4")?,
@@ -409,6 +424,26 @@ impl XdpProgram {
         self.xsks
             .update(&key.to_ne_bytes(), &(fd as u32).to_ne_bytes(), MapFlags::ANY)
             .map_err(|e| XdpError::Map { map: "xfwd_xsks", cause: format!("{e:#}") })
+    }
+
+    /// How many instructions of the program the kernel kept after verifying it
+    /// (`bpf_prog_info.xlated_prog_len`, 8 bytes an instruction): what the verifier removed as
+    /// never reached is not counted.
+    pub fn instructions(&self) -> Result<u32, XdpError> {
+        let prog = self.object.progs().find(|p| p.name() == "xfwd_xdp").ok_or(XdpError::Missing("program xfwd_xdp"))?;
+        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of_val(&info) as u32;
+        // SAFETY: `info` is a zeroed `bpf_prog_info` of `len` bytes that outlives the call, and
+        // every pointer in it is null (no arrays are asked for); the fd is the loaded program's,
+        // open while `self.object` lives.
+        let ret = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_fd().as_raw_fd(), &mut info, &mut len) };
+        if ret != 0 {
+            return Err(XdpError::Load(format!(
+                "reading the program's info: {}",
+                std::io::Error::from_raw_os_error(-ret)
+            )));
+        }
+        Ok(info.xlated_prog_len / 8)
     }
 
     /// Attaches the program to `ifindex` in `mode` (for `Auto`: native, else generic) and keeps
@@ -485,6 +520,10 @@ fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// The section holding `xfwd_fast_built`, as libbpf names its map, and its name in errors.
+const RODATA: &str = ".rodata.xfwd";
+const RODATA_NAME: &str = "xfwd_fast_built";
 
 /// `XFWD_CONFIG_PATH`'s slot and values (mirrors `XFWD_PATH_*`).
 const CONFIG_PATH: u32 = 7;
@@ -653,6 +692,8 @@ impl RouteTable {
 /// there when a frame comes: each write below replaces one entry whole, and
 /// [`FastMaps::load_routes`] replaces a family's whole route table in one write.
 pub struct FastMaps {
+    /// The program carries the XDP path ([`XdpProgram::load`]).
+    built: bool,
     config: MapHandle,
     fib4: RouteTable,
     fib6: RouteTable,
@@ -675,7 +716,11 @@ fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> XdpError {
 
 impl FastMaps {
     /// Turns the XDP path on (`true`: the program forwards the common case itself) or off.
+    /// Refused ([`XdpError::NotBuilt`]) to turn on in a program loaded for the AF_XDP path.
     pub fn set_path(&self, xdp: bool) -> Result<(), XdpError> {
+        if xdp && !self.built {
+            return Err(XdpError::NotBuilt);
+        }
         let value = if xdp { PATH_XDP } else { PATH_AF_XDP };
         self.config
             .update(&CONFIG_PATH.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)

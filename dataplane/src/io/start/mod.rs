@@ -88,7 +88,7 @@ impl Forwarder {
         let shared = Shared::new(&plan, &ports)?;
         // The stamp's key: drawn for each start, never leaves the box.
         let stamp_key = plan.aqm.map(|_| random_key());
-        let mut xdp = load_program(&ports, &plan, &shared, stamp_key)?;
+        let mut xdp = load_program(&ports, &plan, (&shared, cfg.workers.path), stamp_key)?;
         let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
         let pools = sockets
             .iter()
@@ -307,7 +307,7 @@ impl RouterParts {
 fn load_program(
     ports: &[PortInfo],
     plan: &Plan<'_>,
-    shared: &Shared,
+    (shared, path): (&Shared, DataPath),
     stamp_key: Option<u64>,
 ) -> Result<XdpProgram, StartError> {
     let mode = match &shared.router {
@@ -318,7 +318,7 @@ fn load_program(
         Layout::PerQueue => Steer::ByQueue,
         Layout::PerCpu { .. } => Steer::ByCpu { queue: plan.layout.bind_queue(0) },
     };
-    Ok(XdpProgram::load(ports, mode, steer, stamp_key)?)
+    Ok(XdpProgram::load(ports, (mode, path), steer, stamp_key)?)
 }
 
 /// Step 6b, `--path xdp`: the XDP path's maps written from the router's tables (ports,
