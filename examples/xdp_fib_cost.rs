@@ -57,7 +57,8 @@ fn main() {
         (IpAddr::from(Ipv6Addr::new(0x2001, 2, 0, 0x10, 0, 0, 0, 2)), LocalKind::Address),
     ];
     let mode = ProgramMode::Router { local: &local };
-    let mut plain = XdpProgram::load(&[lo.clone()], (mode, DataPath::AfXdp), Steer::ByQueue, None).expect("load");
+    let mut plain =
+        XdpProgram::load(std::slice::from_ref(&lo), (mode, DataPath::AfXdp), Steer::ByQueue, None).expect("load");
     let mut p = XdpProgram::load(&[lo], (mode, DataPath::Xdp), Steer::ByQueue, None).expect("load");
     let mut maps = p.fast_maps().expect("maps");
     maps.set_port(PortId(0), ifindex, ETH5, true, xfwd_dataplane::io::frame_max(1500)).expect("port 0");

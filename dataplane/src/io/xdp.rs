@@ -250,12 +250,11 @@ impl XdpProgram {
         }
         let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(|e| XdpError::Load(format!("{e:#}")))?;
         let built = u32::from(path == DataPath::Xdp);
-        let mut rodata =
-            open.maps_mut().find(|m| m.name() == RODATA).ok_or(XdpError::Missing("its .rodata.xfwd section"))?;
-        rodata
+        open.maps_mut()
+            .find(|m| m.name() == RODATA)
+            .ok_or(XdpError::Missing("its .rodata.xfwd section"))?
             .set_initial_value(&built.to_ne_bytes())
             .map_err(|e| XdpError::Map { map: RODATA_NAME, cause: format!("{e:#}") })?;
-        drop(rodata);
         let object = open.load().map_err(|e| XdpError::Load(format!("{e:#}")))?;
         let map = |name: &'static str| -> Result<MapHandle, XdpError> {
             let m = object.maps().find(|m| m.name() == name).ok_or(XdpError::Missing(name))?;
