@@ -249,11 +249,11 @@ impl XdpProgram {
             return Err(XdpError::Limit(format!("at most {MAX_PORTS} ports, {} given", ports.len())));
         }
         let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(|e| XdpError::Load(format!("{e:#}")))?;
-        let built = u32::from(path == DataPath::Xdp);
+        let built = path == DataPath::Xdp;
         open.maps_mut()
             .find(|m| m.name() == RODATA)
             .ok_or(XdpError::Missing("its .rodata.xfwd section"))?
-            .set_initial_value(&built.to_ne_bytes())
+            .set_initial_value(&u32::from(built).to_ne_bytes())
             .map_err(|e| XdpError::Map { map: RODATA_NAME, cause: format!("{e:#}") })?;
         let object = open.load().map_err(|e| XdpError::Load(format!("{e:#}")))?;
         let map = |name: &'static str| -> Result<MapHandle, XdpError> {
@@ -319,7 +319,7 @@ impl XdpProgram {
                 .update(&p.ifindex.to_ne_bytes(), &(i as u32).to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| XdpError::Map { map: "xfwd_ports", cause: format!("{e:#}") })?;
         }
-        Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new(), built: built == 1 })
+        Ok(XdpProgram { object, xsks, counters, missed_queue, links: Vec::new(), built })
     }
 
     /// Runs the program once on `frame` as if it had arrived on `ifindex`, queue `queue`
