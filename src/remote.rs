@@ -148,6 +148,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             packets: 0,
             busy_cpu_s: 0.0,
             us_per_packet: 0.0,
+            box_cost: None,
             cpu: Vec::new(),
             cpu_avg: Vec::new(),
             queue_rx: Vec::new(),

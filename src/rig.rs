@@ -17,12 +17,14 @@ use std::ops::Range;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use xfwd_dataplane::io::poll_time::PollPort;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -76,6 +78,14 @@ impl Netns {
     /// The namespace's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `dev` as the NAPI poll timer names it: the namespace's inode and the port's ifindex.
+    pub fn poll_port(&self, dev: &str) -> Result<PollPort> {
+        let path =
+            if self.here { PathBuf::from("/proc/self/ns/net") } else { Path::new("/run/netns").join(&self.name) };
+        let out = self.exec(&["cat", &format!("/sys/class/net/{dev}/ifindex")])?;
+        Ok(PollPort::new(&path, dev, &String::from_utf8_lossy(&out.stdout))?)
     }
 
     /// `ip -n NAME args…`.
@@ -392,6 +402,20 @@ impl Rig {
             host.exec(&["ethtool", "-K", "eth0", "gro", "on"])?;
         }
         Ok(())
+    }
+
+    /// Turns GRO on at the box's ports, which gives them NAPI when no XDP program does (the
+    /// kernel arm), so that their polls can be timed (`xfwd bench --box-gro`).
+    pub fn box_gro(&self) -> Result<()> {
+        for port in ["eth4", "eth5"] {
+            self.boxns.exec(&["ethtool", "-K", port, "gro", "on"])?;
+        }
+        Ok(())
+    }
+
+    /// The box's two ports as the NAPI poll timer names them.
+    pub fn box_ports(&self) -> Result<Vec<PollPort>> {
+        ["eth4", "eth5"].iter().map(|p| self.boxns.poll_port(p)).collect()
     }
 
     /// Waits until the box's `ports` see carrier (a veth learns its peer is up a moment later).

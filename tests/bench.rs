@@ -55,6 +55,14 @@ fn check_common(r: &Report) {
         }
         if arm.name == "xfwd" {
             assert!(run.queue_rx.iter().flatten().sum::<u64>() > 0, "xfwd counted frames per queue");
+            // Its program gives the box's ports NAPI: their polls and its threads were timed.
+            let c = run.box_cost.unwrap_or_else(|| panic!("xfwd: box not timed: {run:?}"));
+            assert!(c.polls > 0 && c.poll_ns > 0 && c.process_ns.is_some_and(|p| p > 0), "xfwd: {c:?}");
+            assert!(run.box_us_per_packet().is_some(), "xfwd: {c:?} for {} packets", run.packets);
+        } else {
+            // The kernel arm's ports have no NAPI without --box-gro: its frames went through the
+            // backlog untimed, and it has no box figure rather than one that left them out.
+            assert_eq!(run.box_us_per_packet(), None, "{}: {:?}", arm.name, run.box_cost);
         }
     }
 }

@@ -9,13 +9,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use xfwd_dataplane::io::poll_time::{PollTime, PollTimer};
 use xfwd_dataplane::io::settings::Opt;
 use xfwd_dataplane::io::view::EGRESS_REFUSED;
 use xfwd_dataplane::io::xdp::XdpCounter;
 use xfwd_dataplane::load::LoopTotals;
 
 use super::cpu::{self, Sampler};
-use super::report::{ArmResult, Conditions, FailedRun, Report, RunResult, XfwdRun, SCHEMA};
+use super::report::{ArmResult, BoxCost, Conditions, FailedRun, Report, RunResult, XfwdRun, SCHEMA};
 use super::stats::{jain, percentile, Summary};
 use crate::rig::{self, Netns, Rig, XfwdProcess};
 
@@ -118,6 +119,13 @@ pub struct BenchArgs {
     /// Short preset: 2 runs of 3 s, no omit (a few minutes for both modes).
     #[arg(long)]
     pub quick: bool,
+    /// GRO on at the box's ports in every arm. It gives the kernel arm's ports the NAPI that an
+    /// XDP program gives the xfwd arms' (a veth without either hands its frames to the CPU's
+    /// backlog), so that the box's own time per frame (`box µs`) is measured for the kernel arm
+    /// too. As a real NIC has GRO on by default, this is also the kernel's usual condition;
+    /// without it the kernel arm's box µs is not measured.
+    #[arg(long)]
+    pub box_gro: bool,
     /// Output folder (default: a fresh xfwd-bench-<time> in the current folder).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -468,6 +476,7 @@ fn measure(
     xfwd: Option<&XfwdProcess>,
     control: &str,
     frame: Option<u32>,
+    poll: Option<&PollTimer>,
 ) -> Result<RunResult> {
     let idle = measure_idle(p)?;
     let sampler = Sampler::start(Duration::from_millis(500))?;
@@ -481,6 +490,8 @@ fn measure(
         }
         None => (Vec::new(), None),
     };
+    let pid = xfwd.map(|x| x.proc.child.id());
+    let box_before = BoxClock::read(poll, pid)?;
     let before = Counters::read(r, p)?;
     let started = Instant::now();
     let flows = match frame {
@@ -492,6 +503,7 @@ fn measure(
     };
     let secs = started.elapsed().as_secs_f64();
     let rates = Counters::read(r, p)?.since(&before, secs, frame.is_some());
+    let box_cost = BoxClock::read(poll, pid)?.since(&box_before);
     let (rtt_ms, pings_sent) = stop_pings(pings);
     let cpu = sampler.stop();
     let (queue_rx, xfwd_run) = match xfwd {
@@ -514,6 +526,7 @@ fn measure(
         packets: rates.packets,
         busy_cpu_s: rates.busy_cpu_s,
         us_per_packet: if rates.packets > 0 { rates.busy_cpu_s * 1e6 / rates.packets as f64 } else { 0.0 },
+        box_cost,
         cpu_avg: cpu::averages(&cpu),
         cpu,
         queue_rx,
@@ -526,6 +539,57 @@ fn measure(
         ended_unix_ms: None,
         xfwd: xfwd_run,
     })
+}
+
+/// The box's own clocks at one instant: its ports' NAPI polls (the kernel's part, on every
+/// path) and xfwd's threads (none in the kernel arm).
+struct BoxClock {
+    /// Both box ports' polls, summed (`None`: the timer is not running).
+    polls: Option<PollTime>,
+    /// xfwd's threads' CPU time, ns.
+    process_ns: Option<u64>,
+}
+
+impl BoxClock {
+    /// Reads them now.
+    fn read(poll: Option<&PollTimer>, pid: Option<u32>) -> Result<BoxClock> {
+        let polls = match poll {
+            Some(t) => Some(t.read()?.iter().fold(PollTime::default(), |sum, p| sum.plus(p))),
+            None => None,
+        };
+        Ok(BoxClock { polls, process_ns: pid.map(process_cpu_ns).transpose()? })
+    }
+
+    /// What the box spent from `before` to this reading.
+    fn since(&self, before: &BoxClock) -> Option<BoxCost> {
+        let polls = self.polls?.since(&before.polls?);
+        Some(BoxCost {
+            poll_ns: polls.ns,
+            polls: polls.polls,
+            polled_frames: polls.frames,
+            process_ns: self.process_ns.zip(before.process_ns).map(|(a, b)| a.saturating_sub(b)),
+        })
+    }
+}
+
+/// The CPU time of every thread of process `pid` so far, ns (the first field of each thread's
+/// /proc/PID/task/TID/schedstat; a thread that ended between two readings takes its time
+/// with it, and xfwd's threads live as long as the run).
+fn process_cpu_ns(pid: u32) -> Result<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut sum = 0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
+        let path = task?.path().join("schedstat");
+        // A thread that ended since the listing has no file any more: its time is gone.
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let ns: u64 = text
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.parse().ok())
+            .with_context(|| format!("{}: `{}`", path.display(), text.trim()))?;
+        sum += ns;
+    }
+    Ok(sum)
 }
 
 /// The path before the traffic: how busy the machine is, and its RTT.
@@ -737,6 +801,9 @@ struct Bench<'a> {
     control: String,
     rig: Rig,
     wire: Option<Rig>,
+    /// The box ports' NAPI poll timer (`None`: it could not start, and the box's own time is
+    /// not measured).
+    poll: Option<PollTimer>,
 }
 
 /// What the xfwd arms reported at start, for the conditions.
@@ -793,7 +860,8 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
             Arm::Wire => {}
         }
         Rig::ping_until(p.client, p.server_addr, Duration::from_secs(5))?;
-        measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame)
+        let poll = if is_wire { None } else { b.poll.as_ref() };
+        measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll)
     })();
     // Teardown, whatever happened above. xfwd's own failure to exit cleanly fails the run
     // (its figures are kept out of the statistics) but leaves the rig as it was.
@@ -837,9 +905,9 @@ pub fn run_mode(
     let kernel_config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-kernel.toml", std::process::id())));
     std::fs::write(&kernel_config.0, RIG_KERNEL)?;
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let bench = Bench::new(args, mode, &arms, exe, &config, &kernel_config)?;
-    let mut modes = Modes { xdp: String::from("-"), xsk: "copy" };
     let mut warnings = Vec::new();
+    let bench = Bench::new(args, mode, &arms, exe, &config, &kernel_config, &mut warnings)?;
+    let mut modes = Modes { xdp: String::from("-"), xsk: "copy" };
     if args.frame.is_some() && args.rate > 0 && args.queues > 1 {
         warnings.push(format!(
             "trafgen sends from one CPU when a rate is set: the {} queues do not all carry packet-rate traffic (use --rate 0 to spread it)",
@@ -873,8 +941,9 @@ impl<'a> Bench<'a> {
         exe: String,
         config: &TempFile,
         kernel_config: &TempFile,
+        warnings: &mut Vec<String>,
     ) -> Result<Bench<'a>> {
-        let bench = Bench {
+        let mut bench = Bench {
             args,
             mode,
             exe,
@@ -891,9 +960,17 @@ impl<'a> Bench<'a> {
                 (true, IpVersion::V4) => Some(Rig::wire(args.queues)?),
                 (true, IpVersion::V6) => Some(Rig::wire6(args.queues)?),
             },
+            poll: None,
         };
         if xdp_path(arms) {
             bench.rig.hosts_napi()?;
+        }
+        if args.box_gro {
+            bench.rig.box_gro()?;
+        }
+        match bench.rig.box_ports().and_then(|p| Ok(PollTimer::start(&p)?)) {
+            Ok(t) => bench.poll = Some(t),
+            Err(e) => warnings.push(format!("the box's own time per frame (box µs) is not measured: {e:#}")),
         }
         Ok(bench)
     }
@@ -968,11 +1045,7 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
         driver: "veth (namespace rig)".into(),
         xdp_mode: modes.xdp,
         xsk_mode: modes.xsk.into(),
-        offloads: if xdp_path(arms) {
-            "hosts' TX checksum offload off (needed for AF_XDP on veth) and GRO on (NAPI, needed for XDP redirects into them), in every arm; no TSO reaches the box".into()
-        } else {
-            "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm; no TSO reaches the box".into()
-        },
+        offloads: offloads_said(args, arms),
         endpoints: endpoints_said(args),
         queueing: queueing_said(arms),
         pings: format!(
@@ -984,6 +1057,21 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
             ("trafgen".into(), command_version("trafgen", "--version")),
         ],
     }
+}
+
+/// The hosts' and the box's offloads, in words (the conditions' `offloads`).
+fn offloads_said(args: &BenchArgs, arms: &[(String, Arm)]) -> String {
+    let hosts = if xdp_path(arms) {
+        "hosts' TX checksum offload off (needed for AF_XDP on veth) and GRO on (NAPI, needed for XDP redirects into them), in every arm"
+    } else {
+        "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm"
+    };
+    let box_ports = if args.box_gro {
+        "the box's ports GRO on in every arm (NAPI for the kernel arm's, so that its box µs is measured)"
+    } else {
+        "the box's ports GRO off (the kernel arm's box µs is not measured)"
+    };
+    format!("{hosts}; {box_ports}; no TSO reaches the box")
 }
 
 /// How the traffic's endpoints ran, in words (the conditions' `endpoints`).
@@ -1261,7 +1349,10 @@ mod tests {
             "iperf3 clients and servers at nice 19 in every arm, client k pinned to CPU k mod queues, started together"
         );
         assert!(one.queueing.ends_with("xfwd arms: as each says below"), "{}", one.queueing);
-        assert!(!one.offloads.contains("GRO"), "{}", one.offloads);
+        assert!(!one.offloads.contains("and GRO on"), "{}", one.offloads);
+        assert!(one.offloads.contains("the box's ports GRO off (the kernel arm's box µs is not measured)"));
+        let gro = conditions(&bench_args(&["--box-gro"]), BenchMode::Bridge, &arms(&["kernel"]), modes());
+        assert!(gro.offloads.contains("the box's ports GRO on in every arm"), "{}", gro.offloads);
         let xdp = conditions(&tcp, BenchMode::Router, &arms(&["kernel", "xfwd", "xfwd:path=xdp"]), modes());
         assert!(xdp.offloads.contains("GRO on (NAPI, needed for XDP redirects into them), in every arm"));
         let udp = bench_args(&["--frame", "64", "--ip", "6", "--rate", "5000"]);

@@ -145,6 +145,10 @@ pub struct RunResult {
     pub busy_cpu_s: f64,
     /// busy_cpu_s per delivered packet, microseconds.
     pub us_per_packet: f64,
+    /// What the box itself spent, measured directly: its ports' NAPI polls and xfwd's threads
+    /// (`None`: not measured, e.g. on the wire, or in reports from before it was).
+    #[serde(default)]
+    pub box_cost: Option<BoxCost>,
     /// Per-core samples every 0.5 s.
     pub cpu: Vec<Sample>,
     /// Per-core averages over the run.
@@ -186,6 +190,34 @@ pub struct RunResult {
     pub xfwd: Option<XfwdRun>,
 }
 
+/// The box's own time in a run: the kernel's time in the NAPI polls of the box's ports (where
+/// the kernel forwards, the XDP program runs and the AF_XDP copy is made, on veth) and xfwd's
+/// threads' CPU time (where the workers run and the AF_XDP path's transmit system calls go).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BoxCost {
+    /// Nanoseconds in the box ports' polls.
+    pub poll_ns: u64,
+    /// Polls.
+    pub polls: u64,
+    /// Frames the polls took.
+    pub polled_frames: u64,
+    /// xfwd's threads' CPU time, ns (`None`: no xfwd ran, the kernel arm).
+    pub process_ns: Option<u64>,
+}
+
+impl RunResult {
+    /// The box's own time per delivered packet, µs: `None` when not measured, or when its ports'
+    /// polls took fewer than 90 % of the delivered frames (a port without NAPI hands frames to
+    /// the CPU's backlog, where they are not timed: the figure would leave them out).
+    pub fn box_us_per_packet(&self) -> Option<f64> {
+        let c = self.box_cost?;
+        if self.packets == 0 || c.polled_frames.saturating_mul(10) < self.packets.saturating_mul(9) {
+            return None;
+        }
+        Some((c.poll_ns + c.process_ns.unwrap_or(0)) as f64 / 1e3 / self.packets as f64)
+    }
+}
+
 /// A run that did not complete, and why. Its arm is the [`ArmResult`] that lists it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FailedRun {
@@ -220,7 +252,8 @@ impl ArmResult {
 /// The statistics of one figure across arms: a summary each, and each arm against the first.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FigureStats {
-    /// What: `gbps`, `delivered_pps`, `us_per_packet`, `forwarding_us_per_packet`.
+    /// What: `gbps`, `delivered_pps`, `us_per_packet`, `forwarding_us_per_packet`,
+    /// `box_us_per_packet`.
     pub figure: String,
     /// Per arm: (name, summary).
     pub summaries: Vec<(String, Summary)>,
@@ -247,15 +280,19 @@ pub struct Report {
 }
 
 impl Report {
-    /// Computes `stats` from the arms' completed runs (failed ones measured nothing): throughput, packet rate and CPU per packet, and
-    /// each path's own forwarding cost (CPU per packet minus the wire arm's median) when a
-    /// `wire` arm ran.
+    /// Computes `stats` from the arms' completed runs (failed ones measured nothing): throughput,
+    /// packet rate and CPU per packet, each path's own forwarding cost (CPU per packet minus the
+    /// wire arm's median) when a `wire` arm ran, and the box's own time per packet where it was
+    /// measured.
     pub fn compute_stats(&mut self) {
-        type Figure = (&'static str, Box<dyn Fn(&RunResult) -> f64>);
+        type Figure = (&'static str, Box<dyn Fn(&RunResult) -> Option<f64>>);
+        // Runs that counted no packets (e.g. `xfwd load`, which sees no CPU or counters of the
+        // box) did not measure the per-packet figures.
+        let per_packet = |r: &RunResult, v: f64| (r.packets > 0).then_some(v);
         let mut figures: Vec<Figure> = vec![
-            ("gbps", Box::new(|r: &RunResult| r.gbps)),
-            ("delivered_pps", Box::new(|r: &RunResult| r.delivered_pps)),
-            ("us_per_packet", Box::new(|r: &RunResult| r.us_per_packet)),
+            ("gbps", Box::new(|r: &RunResult| Some(r.gbps))),
+            ("delivered_pps", Box::new(move |r: &RunResult| per_packet(r, r.delivered_pps))),
+            ("us_per_packet", Box::new(move |r: &RunResult| per_packet(r, r.us_per_packet))),
         ];
         let wire = self
             .arms
@@ -264,20 +301,19 @@ impl Report {
             .and_then(|a| Summary::of(&a.runs.iter().map(|r| r.us_per_packet).collect::<Vec<_>>()))
             .map(|s| s.median);
         if let Some(w) = wire {
-            figures.push(("forwarding_us_per_packet", Box::new(move |r: &RunResult| r.us_per_packet - w)));
+            figures
+                .push(("forwarding_us_per_packet", Box::new(move |r: &RunResult| per_packet(r, r.us_per_packet - w))));
         }
+        figures.push(("box_us_per_packet", Box::new(RunResult::box_us_per_packet)));
         self.stats = figures
             .iter()
             .map(|(name, f)| {
                 let arms: Vec<&ArmResult> =
                     self.arms.iter().filter(|a| !(*name == "forwarding_us_per_packet" && a.name == "wire")).collect();
-                // Runs that counted no packets (e.g. `xfwd load`, which sees no CPU or
-                // counters of the box) did not measure the per-packet figures.
-                let measured = |r: &&RunResult| *name == "gbps" || r.packets > 0;
                 let summaries: Vec<(String, Summary)> = arms
                     .iter()
                     .filter_map(|a| {
-                        let v: Vec<f64> = a.runs.iter().filter(measured).map(f).collect();
+                        let v: Vec<f64> = a.runs.iter().filter_map(f).collect();
                         Summary::of(&v).map(|s| (a.name.clone(), s))
                     })
                     .collect();
@@ -309,6 +345,7 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         packets,
         busy_cpu_s: 1.0,
         us_per_packet: 1e6 / packets.max(1) as f64,
+        box_cost: None,
         cpu: Vec::new(),
         cpu_avg: Vec::new(),
         queue_rx: Vec::new(),
@@ -409,6 +446,32 @@ mod tests {
         let (name, cmp) = &gbps.comparisons[0];
         assert_eq!(name, "xfwd");
         assert!((cmp.unwrap().diff + 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_box_figure_is_its_polls_and_xfwds_threads_per_packet_or_nothing() {
+        let cost = |polled_frames, process_ns| BoxCost { poll_ns: 600_000, polls: 20, polled_frames, process_ns };
+        let with = |packets, c: Option<BoxCost>| RunResult { box_cost: c, ..test_run(1, 1.0, packets) };
+        // The kernel arm: its polls alone, 600 µs over 1000 packets.
+        let k = with(1000, Some(cost(1000, None))).box_us_per_packet().unwrap();
+        assert!((k - 0.6).abs() < 1e-9, "{k}");
+        // An xfwd arm: its threads' time added.
+        let x = with(1000, Some(cost(990, Some(400_000)))).box_us_per_packet().unwrap();
+        assert!((x - 1.0).abs() < 1e-9, "{x}");
+        // Polls that took under 90 % of the delivered frames left the rest untimed: no figure.
+        assert_eq!(with(1000, Some(cost(899, None))).box_us_per_packet(), None);
+        assert_eq!(with(1000, None).box_us_per_packet(), None, "not measured");
+        assert_eq!(with(0, Some(cost(0, None))).box_us_per_packet(), None, "no packets");
+        // In the statistics: an arm without the figure has no summary, the others do.
+        let r = test_report(vec![
+            arm("kernel", vec![with(1000, None), with(1000, None)], &[]),
+            arm("xfwd", vec![with(1000, Some(cost(1000, Some(0)))), with(2000, Some(cost(2000, Some(0))))], &[]),
+        ]);
+        assert!(summary(&r, "box_us_per_packet", "kernel").is_none());
+        let x = summary(&r, "box_us_per_packet", "xfwd").unwrap();
+        assert_eq!((x.n, x.min, x.max), (2, 0.3, 0.6));
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Report>(&json).unwrap().arms, r.arms);
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Columns {
     fn heading(&self) -> String {
         let (w, tcp, unit) = (self.width, self.tcp, self.unit);
         format!(
-            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
+            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
             "arm",
             "n",
             "fail",
@@ -124,6 +124,7 @@ impl Columns {
             "sd",
             "µs/pkt",
             "fwd µs",
+            "box µs",
             if tcp { "rcvd Gb/s" } else { "loss %" },
             "idle cores",
             "busy %",
@@ -148,7 +149,7 @@ impl Columns {
         let fairness = median(fair);
         let (rtts, pings) = load_rtt(arm);
         format!(
-            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
+            "{:<w$} {:>3} {:>4} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6} {:>9} {:>17} {:>11} {:>8} {:>8}",
             arm.name,
             arm.runs.len(),
             arm.failed.len(),
@@ -157,6 +158,7 @@ impl Columns {
             fig(m.map(|m| m.stddev * scale)),
             fig(cpu.map(|c| c.median)),
             fig(fwd.map(|f| f.median)),
+            fig(summary_of(report, "box_us_per_packet", &arm.name).map(|b| b.median)),
             if tcp { fig(median(arm.runs.iter().filter_map(|r| r.received_gbps).collect())) } else { fig(loss) },
             fig(idle_cores(arm)),
             worker_busy(arm).map_or_else(|| "-".into(), |b| format!("{b:.1}")),
@@ -403,8 +405,23 @@ mod tests {
             in_program: None,
             egress_refused: None,
         };
-        let kernel = vec![run(1, 4.0, 1_000, 1.0), run(2, 5.0, 1_100, 2.0), run(3, 6.0, 1_050, 3.0)];
+        let mut kernel = vec![run(1, 4.0, 1_000, 1.0), run(2, 5.0, 1_100, 2.0), run(3, 6.0, 1_050, 3.0)];
         let mut fast = vec![run(1, 7.0, 2_000, 1.5), run(2, 7.5, 2_100, 2.5), run(3, 8.0, 1_900, 0.5)];
+        // The box's own time: measured for the kernel arm and the first xfwd arm, whose third
+        // run's polls left frames untimed (no figure from it).
+        use crate::bench::report::{BoxCost, RunResult};
+        let cost = |r: &RunResult, ns_per: u64, process: Option<u64>, timed: u64| BoxCost {
+            poll_ns: r.packets * ns_per,
+            polls: r.packets / 8,
+            polled_frames: r.packets * timed / 100,
+            process_ns: process.map(|p| p * r.packets),
+        };
+        for r in &mut kernel {
+            r.box_cost = Some(cost(r, 650, None, 100));
+        }
+        for (r, timed) in fast.iter_mut().zip([100, 95, 50]) {
+            r.box_cost = Some(cost(r, 300, Some(150), timed));
+        }
         fast[0].xfwd = Some(xfwd("fq-codel"));
         fast[1].xfwd = Some(xfwd("fq-codel"));
         fast[2].xfwd = Some(XfwdRun { rt_priority: None, ..xfwd("codel") });

@@ -25,7 +25,9 @@
 //! - [`forwarder`]: the running forwarder: reload, stop;
 //! - [`memory`]: how the decision layer's large tables are backed (huge pages).
 //! - [`netdev`]: what a port's driver can do with XDP, as the kernel says (`--path xdp`, doctor);
-//! - [`fast`]: the XDP path's maps kept in step with the workers' tables (`--path xdp`).
+//! - [`fast`]: the XDP path's maps kept in step with the workers' tables (`--path xdp`);
+//! - [`poll_time`]: the kernel's time in chosen veth ports' NAPI polls (the bench's direct
+//!   measure of the box's own cost per frame).
 //!
 //! # Shape
 //!
@@ -65,6 +67,7 @@ pub mod forwarder;
 pub mod memory;
 pub mod netdev;
 pub mod options;
+pub mod poll_time;
 pub mod port;
 pub mod ring;
 pub mod settings;
