@@ -1,6 +1,5 @@
-//! Compiles bpf/xfwd.bpf.c and bpf/poll_time.bpf.c with clang (through libbpf-cargo) into
-//! $OUT_DIR/xfwd.bpf.o and $OUT_DIR/poll_time.bpf.o, which `io::xdp` and `io::poll_time` embed and
-//! load with libbpf-rs.
+//! Compiles the BPF programs with clang (through libbpf-cargo): bpf/NAME.bpf.c into
+//! $OUT_DIR/NAME.bpf.o, which `io::NAME` embeds and loads with libbpf-rs (`xfwd` in `io::xdp`).
 
 use std::env;
 use std::path::PathBuf;
@@ -17,7 +16,7 @@ fn main() {
     let env_abi = env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     let multiarch = format!("/usr/include/{arch}-linux-{}", if env_abi.is_empty() { "gnu" } else { &env_abi });
 
-    for name in ["xfwd", "poll_time"] {
+    for name in ["xfwd", "poll_time", "frame_gen"] {
         let src = manifest.join(format!("../bpf/{name}.bpf.c"));
         SkeletonBuilder::new()
             .source(&src)

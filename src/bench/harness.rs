@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use xfwd_dataplane::io::frame_gen::{self, udp_frame, FrameGen, UdpSpec};
 use xfwd_dataplane::io::poll_time::{PollTime, PollTimer};
 use xfwd_dataplane::io::settings::Opt;
 use xfwd_dataplane::io::view::EGRESS_REFUSED;
@@ -126,9 +127,26 @@ pub struct BenchArgs {
     /// without it the kernel arm's box µs is not measured.
     #[arg(long)]
     pub box_gro: bool,
+    /// Packet-rate test: what sends the frames. `trafgen` writes them to a packet socket: they
+    /// reach the box as socket buffers, which an XDP program on a veth port sees only after
+    /// the kernel has copied each into a page. `xdp` is xfwd's own generator (BPF_PROG_TEST_RUN
+    /// live frames): they reach the box as a NIC driver's frames do, and each path receives
+    /// them as it would from a NIC. `xdp` sets --box-gro (a veth port needs NAPI to take them).
+    #[arg(long, value_enum, default_value = "trafgen")]
+    pub sender: Sender,
     /// Output folder (default: a fresh xfwd-bench-<time> in the current folder).
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// What sends a packet-rate test's frames.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sender {
+    /// trafgen (netsniff-ng), through a packet socket.
+    #[default]
+    Trafgen,
+    /// xfwd's XDP frame generator (`xfwd_dataplane::io::frame_gen`).
+    Xdp,
 }
 
 /// Marks an xfwd arm with `fib=kernel` among its arguments: the box's kernel gets the rig's
@@ -494,15 +512,25 @@ fn measure(
     let box_before = BoxClock::read(poll, pid)?;
     let before = Counters::read(r, p)?;
     let started = Instant::now();
+    let mut generated = None;
     let flows = match frame {
         None => tcp_flows(args, r, p)?,
+        Some(size) if args.sender == Sender::Xdp => {
+            generated = Some(generate_frames(args, r, p, size)?);
+            Flows::default()
+        }
         Some(size) => {
             send_frames(args, r, p, size)?;
             Flows::default()
         }
     };
     let secs = started.elapsed().as_secs_f64();
-    let rates = Counters::read(r, p)?.since(&before, secs, frame.is_some());
+    let mut rates = Counters::read(r, p)?.since(&before, secs, frame.is_some());
+    if let Some(sent) = generated {
+        // The generator's own count: what it handed to the client's port.
+        rates.offered_pps = sent as f64 / secs;
+        rates.loss = if sent > 0 { (1.0 - rates.delivered_pps / rates.offered_pps).max(0.0) } else { 0.0 };
+    }
     let box_cost = BoxClock::read(poll, pid)?.since(&box_before);
     let (rtt_ms, pings_sent) = stop_pings(pings);
     let cpu = sampler.stop();
@@ -687,6 +715,95 @@ fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<()
     }
     Ok(())
 }
+
+/// Runs the packet-rate traffic with xfwd's XDP generator: `size`-byte frames of `args.flows`
+/// UDP flows, sent out of the client's `eth0` for `args.time` seconds by one thread per queue,
+/// each in the client's namespace and pinned to its queue's CPU (the box's port takes its
+/// frames in that CPU's softirq), at `args.rate` in all (0: flat out). Returns the frames sent.
+fn generate_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<u64> {
+    let parse_mac = |m: &str| -> Result<[u8; 6]> {
+        let m: xfwd_dataplane::wire::MacAddr = m.parse().map_err(|e| anyhow::anyhow!("MAC {m}: {e:?}"))?;
+        Ok(m.0)
+    };
+    let spec = UdpSpec {
+        dst_mac: parse_mac(&p.next_mac)?,
+        src_mac: parse_mac(&mac(p.client, "eth0")?)?,
+        src: p.client_addr.parse().with_context(|| format!("address {}", p.client_addr))?,
+        dst: p.server_addr.parse().with_context(|| format!("address {}", p.server_addr))?,
+        sport: 1024,
+        dport: 9,
+        wire_len: size as usize,
+    };
+    let (frame, udp_off) = udp_frame(&spec)?;
+    let ns = PathBuf::from("/run/netns").join(p.client.name());
+    let threads = r.queues.max(1);
+    let per_thread = args.rate / u64::from(threads);
+    let time = Duration::from_secs(u64::from(args.time));
+    let flows = args.flows;
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let senders: Vec<_> = (0..threads as usize)
+        .map(|k| {
+            let (frame, ns, core) = (frame.clone(), ns.clone(), cores.get(k % cores.len().max(1)).copied());
+            std::thread::spawn(move || -> Result<u64> {
+                let file = std::fs::File::open(&ns).with_context(|| format!("{}", ns.display()))?;
+                // SAFETY: setns(2) with an open namespace file: it moves only this thread, which
+                // ends with the run.
+                if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) } != 0 {
+                    bail!("entering {}: {}", ns.display(), std::io::Error::last_os_error());
+                }
+                if let Some(core) = core {
+                    core_affinity::set_for_current(core);
+                }
+                let eth0 = frame_gen::ifindex("eth0")?;
+                let mut g = FrameGen::new(frame, udp_off, flows)?;
+                pace(time, per_thread, |n| g.send(eth0, n).map_err(anyhow::Error::from))
+            })
+        })
+        .collect();
+    let mut sent = 0;
+    for s in senders {
+        sent += s.join().map_err(|_| anyhow::anyhow!("a frame sender panicked"))??;
+    }
+    Ok(sent)
+}
+
+/// Calls `send(n)` for `time` so that the frames sent keep up with `rate` per second, never
+/// ahead of it (0: flat out, [`FLAT_OUT_BATCH`] a call); returns the frames sent.
+///
+/// A call of the XDP generator costs some 20 ms of set-up and tear-down in the kernel, asleep
+/// (measured on the rig: 64 frames 13–28 ms, 100,000 frames 60 ms of which 30 ms on the CPU),
+/// so each call sends what fell due meanwhile, at least [`MIN_BATCH`]: a paced run arrives in
+/// bursts some 20 ms apart (2,000 frames at 100 kpps), each taken by the box port's polls 64 at
+/// a time as the generator's batches come. Every arm gets the same bursts.
+fn pace(time: Duration, rate: u64, mut send: impl FnMut(u32) -> Result<()>) -> Result<u64> {
+    let start = Instant::now();
+    let mut sent: u64 = 0;
+    loop {
+        let elapsed = start.elapsed();
+        if elapsed >= time {
+            return Ok(sent);
+        }
+        let n = if rate == 0 {
+            FLAT_OUT_BATCH
+        } else {
+            let due = (rate as f64 * elapsed.as_secs_f64()) as u64;
+            match due.saturating_sub(sent) {
+                n if n < u64::from(MIN_BATCH) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                n => n.min(u64::from(FLAT_OUT_BATCH)) as u32,
+            }
+        };
+        send(n)?;
+        sent += u64::from(n);
+    }
+}
+
+/// The fewest frames a paced call of the XDP generator sends (one batch of its poll).
+const MIN_BATCH: u32 = 64;
+/// The frames a call sends flat out, and the most a paced call sends.
+const FLAT_OUT_BATCH: u32 = 1 << 16;
 
 /// The machine's busy ticks and the rig's frame counters, at one instant.
 struct Counters {
@@ -962,10 +1079,13 @@ impl<'a> Bench<'a> {
             },
             poll: None,
         };
-        if xdp_path(arms) {
+        if hosts_napi(args, arms) {
             bench.rig.hosts_napi()?;
         }
-        if args.box_gro {
+        if let (Some(w), Sender::Xdp) = (&bench.wire, args.sender) {
+            w.hosts_napi()?;
+        }
+        if box_gro(args) {
             bench.rig.box_gro()?;
         }
         match bench.rig.box_ports().and_then(|p| Ok(PollTimer::start(&p)?)) {
@@ -1021,6 +1141,18 @@ fn run_arms(
     Ok(results)
 }
 
+/// Whether the hosts get NAPI ([`Rig::hosts_napi`]): an XDP path arm redirects into them, and
+/// the XDP generator sends out of the client (on the wire, straight into the server).
+fn hosts_napi(args: &BenchArgs, arms: &[(String, Arm)]) -> bool {
+    xdp_path(arms) || args.sender == Sender::Xdp
+}
+
+/// Whether the box's ports get GRO on ([`Rig::box_gro`]): asked for, or needed by the XDP
+/// generator, whose frames a veth port without NAPI drops.
+fn box_gro(args: &BenchArgs) -> bool {
+    args.box_gro || args.sender == Sender::Xdp
+}
+
 /// Whether an arm runs xfwd's XDP path, which needs NAPI at the hosts ([`Rig::hosts_napi`]).
 fn xdp_path(arms: &[(String, Arm)]) -> bool {
     arms.iter().any(|(_, a)| matches!(a, Arm::Xfwd(o) if o.windows(2).any(|w| w[0] == "--path" && w[1] == "xdp")))
@@ -1061,12 +1193,12 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
 
 /// The hosts' and the box's offloads, in words (the conditions' `offloads`).
 fn offloads_said(args: &BenchArgs, arms: &[(String, Arm)]) -> String {
-    let hosts = if xdp_path(arms) {
+    let hosts = if hosts_napi(args, arms) {
         "hosts' TX checksum offload off (needed for AF_XDP on veth) and GRO on (NAPI, needed for XDP redirects into them), in every arm"
     } else {
         "hosts' TX checksum offload off (needed for AF_XDP on veth), in every arm"
     };
-    let box_ports = if args.box_gro {
+    let box_ports = if box_gro(args) {
         "the box's ports GRO on in every arm (NAPI for the kernel arm's, so that its box µs is measured)"
     } else {
         "the box's ports GRO off (the kernel arm's box µs is not measured)"
@@ -1086,6 +1218,7 @@ fn endpoints_said(args: &BenchArgs) -> String {
             "iperf3 clients and servers at nice {} in every arm, client k pinned to CPU k mod queues, started together",
             rig::ENDPOINT_NICE
         ),
+        Some(_) if args.sender == Sender::Xdp => "xfwd's XDP frame generator (BPF_PROG_TEST_RUN live frames, XDP_TX out of the client's eth0: the box receives frames as from a NIC, not socket buffers) on its queues' CPUs, in every arm".into(),
         Some(_) => "trafgen from the client host on its queues' CPUs, at normal priority, in every arm".into(),
     }
 }
@@ -1187,6 +1320,9 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     }
     if args.runs == 0 || args.time == 0 || args.flows == 0 || args.queues == 0 {
         bail!("--runs, --time, --flows and --queues must be at least 1");
+    }
+    if args.sender == Sender::Xdp && args.frame.is_none() {
+        bail!("--sender xdp sends the frames of a packet-rate test: give --frame (64)");
     }
     if args.omit >= args.time && args.frame.is_none() {
         bail!("--omit must be shorter than --time");
@@ -1359,7 +1495,58 @@ mod tests {
         let c = conditions(&udp, BenchMode::Router, &arms(&["xfwd:poll=busy"]), modes());
         assert_eq!((c.test.as_str(), c.frame, c.omit_s, c.offered_pps, c.ip), ("udp64", 64, 0, 5000, 6));
         assert_eq!(c.endpoints, "trafgen from the client host on its queues' CPUs, at normal priority, in every arm");
+        // xfwd's own generator: said, and the box's ports get the NAPI its frames need.
+        let gen = bench_args(&["--frame", "64", "--sender", "xdp"]);
+        let g = conditions(&gen, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes());
+        assert!(
+            g.endpoints.starts_with("xfwd's XDP frame generator (BPF_PROG_TEST_RUN live frames"),
+            "{}",
+            g.endpoints
+        );
+        assert!(
+            g.offloads.contains("and GRO on (NAPI") && g.offloads.contains("the box's ports GRO on"),
+            "{}",
+            g.offloads
+        );
+        // It sends a packet-rate test's frames: refused without one.
+        let e = preflight_inner(&bench_args(&["--sender", "xdp"]), Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("give --frame"), "{e}");
+        preflight_inner(&gen, Path::new(".")).unwrap();
         assert!(c.queueing.ends_with("xfwd arms: as each says below"), "{}", c.queueing);
+    }
+
+    #[test]
+    fn the_generator_is_paced_never_ahead_of_its_rate_and_flat_out_in_full_batches() {
+        // A send that takes as long as the kernel's set-up does.
+        let calls = std::cell::RefCell::new(Vec::new());
+        let start = Instant::now();
+        let sent = pace(Duration::from_millis(300), 20_000, |n| {
+            calls.borrow_mut().push((start.elapsed(), n));
+            std::thread::sleep(Duration::from_millis(5));
+            Ok(())
+        })
+        .unwrap();
+        let calls = calls.into_inner();
+        assert_eq!(sent, calls.iter().map(|&(_, n)| u64::from(n)).sum::<u64>());
+        // Never ahead: by each call, at most what fell due at 20 kpps.
+        let mut so_far = 0u64;
+        for &(at, n) in &calls {
+            so_far += u64::from(n);
+            assert!(n >= MIN_BATCH, "{calls:?}");
+            assert!(so_far as f64 <= 20_000.0 * at.as_secs_f64() + 1.0, "{so_far} by {at:?}: {calls:?}");
+        }
+        let flat = std::cell::Cell::new(0);
+        let sent = pace(Duration::from_millis(20), 0, |n| {
+            assert_eq!(n, FLAT_OUT_BATCH);
+            flat.set(flat.get() + 1);
+            std::thread::sleep(Duration::from_millis(5));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(sent, u64::from(FLAT_OUT_BATCH) * flat.get());
+        // A send that fails ends the run with its error.
+        let e = pace(Duration::from_secs(5), 0, |_| bail!("gone")).unwrap_err();
+        assert_eq!(e.to_string(), "gone");
     }
 
     #[test]

@@ -26,8 +26,9 @@
 //! - [`memory`]: how the decision layer's large tables are backed (huge pages).
 //! - [`netdev`]: what a port's driver can do with XDP, as the kernel says (`--path xdp`, doctor);
 //! - [`fast`]: the XDP path's maps kept in step with the workers' tables (`--path xdp`);
-//! - [`poll_time`]: the kernel's time in chosen veth ports' NAPI polls (the bench's direct
-//!   measure of the box's own cost per frame).
+//! - [`poll_time`]: the kernel's time in chosen ports' NAPI polls (the bench's direct measure
+//!   of the box's own cost per frame); [`frame_gen`]: the bench's frame generator, frames sent
+//!   as a NIC hands them to XDP.
 //!
 //! # Shape
 //!
@@ -64,6 +65,7 @@ pub mod config;
 pub mod drivers;
 pub mod fast;
 pub mod forwarder;
+pub mod frame_gen;
 pub mod memory;
 pub mod netdev;
 pub mod options;

@@ -1,0 +1,287 @@
+//! The bench's frame generator (bpf/frame_gen.bpf.c): `BPF_PROG_TEST_RUN` in live-frames mode
+//! runs a small XDP program on copies of one UDP frame and sends each out of a device (XDP_TX),
+//! as a NIC driver hands its received buffers to XDP.
+//!
+//! Why not a packet socket (trafgen): a frame a socket sends into a veth arrives at its peer as
+//! an skb with little headroom, which the peer's XDP program can only see after the kernel has
+//! copied it into a page of its own (measured on the rig: that copy is the larger part of the
+//! XDP path's time per frame). A frame sent this way arrives as a frame, with the full XDP
+//! headroom: the XDP path runs on it as on a NIC's buffer, and the kernel builds its skb around it
+//! without a copy, as a NIC driver does. The receiving port needs NAPI (an XDP program, or GRO
+//! on), or veth drops the frame.
+//!
+//! The program writes the frame's headers whole each time (from the `gen_hdr` map), then the
+//! flow's source port and the checksum: the kernel recycles a sent frame's page into a later
+//! frame as the receiver left it, and a router rewrote its MACs and TTL (only the first frames
+//! of each run were forwarded before it did).
+
+use std::net::IpAddr;
+
+use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
+use thiserror::Error;
+
+use crate::wire::checksum;
+
+/// bpf/frame_gen.bpf.c, compiled by build.rs.
+const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/frame_gen.bpf.o"));
+/// The section holding `gen_cfg`, as libbpf names its map.
+const RODATA: &str = ".rodata.gen";
+/// `BPF_F_TEST_XDP_LIVE_FRAMES`.
+const LIVE_FRAMES: u32 = 1 << 1;
+/// The UDP header's length.
+const UDP_LEN: usize = 8;
+/// The template's room for headers (`GEN_HDR6`: Ethernet, IPv6, UDP).
+const HDR_ROOM: usize = 14 + 40 + UDP_LEN;
+
+/// Why the generator could not be made or run.
+#[derive(Debug, Error)]
+pub enum GenError {
+    /// The frame cannot be built as asked.
+    #[error("frame: {0}")]
+    Frame(String),
+    /// libbpf refused the program.
+    #[error("loading the frame generator: {0}")]
+    Load(String),
+    /// The kernel refused a run (a kernel without live frames (5.18), a device that is gone).
+    #[error("running the frame generator: {0}")]
+    Run(String),
+}
+
+/// One UDP frame's fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpSpec {
+    /// Ethernet destination and source.
+    pub dst_mac: [u8; 6],
+    /// See `dst_mac`.
+    pub src_mac: [u8; 6],
+    /// IP source and destination, of one family.
+    pub src: IpAddr,
+    /// See `src`.
+    pub dst: IpAddr,
+    /// UDP ports (the source port is the first flow's).
+    pub sport: u16,
+    /// See `sport`.
+    pub dport: u16,
+    /// The frame's length on the wire with its 4-byte FCS, as RFC 2544 counts it (64: the
+    /// smallest); the frame built is 4 bytes shorter, at least its headers and one byte.
+    pub wire_len: usize,
+}
+
+/// The frame `spec` describes (IPv4: TTL 64, DF; IPv6: hop limit 64; UDP checksum filled; zero
+/// payload), and where its UDP header starts.
+pub fn udp_frame(spec: &UdpSpec) -> Result<(Vec<u8>, usize), GenError> {
+    let ip_len = match (spec.src, spec.dst) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => 20,
+        (IpAddr::V6(_), IpAddr::V6(_)) => 40,
+        _ => return Err(GenError::Frame(format!("{} and {} are of two families", spec.src, spec.dst))),
+    };
+    let udp_off = 14 + ip_len;
+    let len = spec.wire_len.saturating_sub(4).max(udp_off + UDP_LEN + 1);
+    let udp_total = len - udp_off;
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&spec.dst_mac);
+    f[6..12].copy_from_slice(&spec.src_mac);
+    // The UDP pseudo-header's sum (RFC 768, RFC 8200 section 8.1).
+    let mut pseudo = Vec::with_capacity(40);
+    match (spec.src, spec.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            let ip = &mut f[14..34];
+            ip[0] = 0x45;
+            ip[2..4].copy_from_slice(&u16::try_from(len - 14).map_err(|_| too_long(len))?.to_be_bytes());
+            ip[6] = 0x40; // DF
+            ip[8] = 64;
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&s.octets());
+            ip[16..20].copy_from_slice(&d.octets());
+            let c = checksum::checksum(ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&[0, 17]);
+            pseudo.extend_from_slice(&u16::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            let ip = &mut f[14..54];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&u16::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
+            ip[6] = 17;
+            ip[7] = 64;
+            ip[8..24].copy_from_slice(&s.octets());
+            ip[24..40].copy_from_slice(&d.octets());
+            pseudo.extend_from_slice(&s.octets());
+            pseudo.extend_from_slice(&d.octets());
+            pseudo.extend_from_slice(&u32::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+        }
+        _ => unreachable!("checked above"),
+    }
+    let udp = &mut f[udp_off..];
+    udp[..2].copy_from_slice(&spec.sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&spec.dport.to_be_bytes());
+    udp[4..6].copy_from_slice(&u16::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
+    let sum = checksum::fold(u64::from(checksum::sum(&pseudo)) + u64::from(checksum::sum(udp)));
+    // A computed 0 is sent as all ones (0 means "no checksum" in IPv4, and is invalid in IPv6).
+    let c = match !sum {
+        0 => 0xffff,
+        c => c,
+    };
+    udp[6..8].copy_from_slice(&c.to_be_bytes());
+    Ok((f, udp_off))
+}
+
+/// The ifindex of device `name` in the calling thread's network namespace (sysfs shows the
+/// namespace it was mounted in, which a thread that entered another one does not see).
+pub fn ifindex(name: &str) -> Result<u32, GenError> {
+    let c = std::ffi::CString::new(name).map_err(|_| GenError::Run(format!("device name {name:?}")))?;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(GenError::Run(format!("no device {name}: {}", std::io::Error::last_os_error()))),
+        i => Ok(i),
+    }
+}
+
+fn too_long(len: usize) -> GenError {
+    GenError::Frame(format!("{len} bytes: longer than an IP packet"))
+}
+
+/// The loaded generator: one frame, its flows.
+pub struct FrameGen {
+    object: Object,
+    frame: Vec<u8>,
+}
+
+impl FrameGen {
+    /// Loads the program for `frame` (as [`udp_frame`] built it, its UDP header at `udp_off`),
+    /// giving its frames `flows` source ports from the frame's own.
+    pub fn new(frame: Vec<u8>, udp_off: usize, flows: u32) -> Result<FrameGen, GenError> {
+        let udp = frame
+            .get(udp_off..udp_off + UDP_LEN)
+            .ok_or_else(|| GenError::Frame(format!("{} bytes: no UDP header at {udp_off}", frame.len())))?;
+        if udp_off != 34 && udp_off != 54 {
+            return Err(GenError::Frame(format!(
+                "the UDP header at {udp_off}: not after Ethernet and IPv4 (34) or IPv6 (54)"
+            )));
+        }
+        // struct gen_cfg: flows, udp_off (u32), sport0 (host order), csum0 (as on the wire).
+        let mut cfg = Vec::with_capacity(12);
+        cfg.extend_from_slice(&flows.max(1).to_ne_bytes());
+        cfg.extend_from_slice(&(udp_off as u32).to_ne_bytes());
+        cfg.extend_from_slice(&u16::from_be_bytes([udp[0], udp[1]]).to_ne_bytes());
+        cfg.extend_from_slice(&[udp[6], udp[7]]);
+        // struct gen_hdr: the headers up to the UDP header's end (room for IPv6's).
+        let mut hdr = frame[..udp_off + UDP_LEN].to_vec();
+        hdr.resize(HDR_ROOM, 0);
+        let load = |e: libbpf_rs::Error| GenError::Load(format!("{e:#}"));
+        let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(load)?;
+        open.maps_mut()
+            .find(|m| m.name() == RODATA)
+            .ok_or_else(|| GenError::Load(format!("no {RODATA} section")))?
+            .set_initial_value(&cfg)
+            .map_err(load)?;
+        let object = open.load().map_err(load)?;
+        let map =
+            object.maps().find(|m| m.name() == "gen_hdr").ok_or_else(|| GenError::Load("no map gen_hdr".into()))?;
+        map.update(&0u32.to_ne_bytes(), &hdr, MapFlags::ANY).map_err(load)?;
+        Ok(FrameGen { object, frame })
+    }
+
+    /// Sends `count` frames out of `ifindex` (of the calling thread's network namespace), from
+    /// the calling CPU, and returns when the kernel has handed them to the device (or dropped
+    /// those it refused: veth when its peer has no NAPI, or its ring is full).
+    pub fn send(&mut self, ifindex: u32, count: u32) -> Result<(), GenError> {
+        self.run(ifindex, count, None).map(|_| ())
+    }
+
+    /// Runs the program once on `buffer` (of the frame's length; what a recycled page holds)
+    /// without sending it: the verdict and the frame the program made of it (each run takes the
+    /// next flow). For tests.
+    pub fn run_once(&mut self, ifindex: u32, buffer: &[u8]) -> Result<(u32, Vec<u8>), GenError> {
+        self.run(ifindex, 1, Some(buffer))
+    }
+
+    /// One `BPF_PROG_TEST_RUN` of `repeat` frames: live (sent) without `buffer`, else once on
+    /// `buffer`, giving back what the program left there.
+    fn run(&mut self, ifindex: u32, repeat: u32, buffer: Option<&[u8]>) -> Result<(u32, Vec<u8>), GenError> {
+        let live = buffer.is_none();
+        let prog = self
+            .object
+            .progs_mut()
+            .find(|p| p.name() == "gen_xdp")
+            .ok_or_else(|| GenError::Load("no program gen_xdp".into()))?;
+        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+        // egress_ifindex. XDP_TX sends out of the ingress device.
+        let md = [0, self.frame.len() as u32, 0, ifindex, 0, 0];
+        let mut ctx: Vec<u8> = md.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let mut out = vec![0u8; if live { 0 } else { self.frame.len() + 256 }];
+        let input = libbpf_rs::ProgramInput {
+            context_in: Some(&mut ctx),
+            data_in: Some(buffer.unwrap_or(&self.frame)),
+            // Live frames take no output buffer.
+            data_out: (!live).then_some(&mut out[..]),
+            flags: if live { LIVE_FRAMES } else { 0 },
+            repeat,
+            ..Default::default()
+        };
+        let output = prog.test_run(input).map_err(|e| GenError::Run(format!("{e:#}")))?;
+        let verdict = output.return_value;
+        let len = output.data.map_or(0, |d| d.len());
+        out.truncate(len);
+        Ok((verdict, out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+
+    fn spec(src: &str, dst: &str, wire_len: usize) -> UdpSpec {
+        UdpSpec {
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            src_mac: [2, 0, 0, 0, 0, 2],
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            sport: 1024,
+            dport: 9,
+            wire_len,
+        }
+    }
+
+    /// The UDP checksum of `f` verified over the pseudo-header, as a receiver does.
+    fn udp_ok(f: &[u8]) -> bool {
+        let p = SlicedPacket::from_ethernet(f).unwrap();
+        let Some(TransportSlice::Udp(udp)) = p.transport else { panic!("not UDP") };
+        let expected = match p.net {
+            Some(NetSlice::Ipv4(ip)) => udp.to_header().calc_checksum_ipv4(&ip.header().to_header(), udp.payload()),
+            Some(NetSlice::Ipv6(ip)) => udp.to_header().calc_checksum_ipv6(&ip.header().to_header(), udp.payload()),
+            _ => panic!("not IP"),
+        };
+        expected.unwrap() == udp.checksum()
+    }
+
+    #[test]
+    fn a_64_byte_frame_is_60_bytes_of_valid_ipv4_udp() {
+        let (f, off) = udp_frame(&spec("198.18.0.1", "198.18.1.1", 64)).unwrap();
+        assert_eq!((f.len(), off), (60, 34));
+        let p = SlicedPacket::from_ethernet(&f).unwrap();
+        let Some(NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+        let h = ip.header();
+        assert_eq!((h.ttl(), h.dont_fragment(), h.total_len()), (64, true, 46));
+        assert_eq!(h.header_checksum(), h.to_header().calc_header_checksum());
+        assert!(udp_ok(&f));
+    }
+
+    #[test]
+    fn an_ipv6_frame_has_its_mandatory_checksum_and_the_smallest_is_one_byte_of_payload() {
+        let (f, off) = udp_frame(&spec("2001:2::1", "2001:2:0:1::1", 64)).unwrap();
+        assert_eq!((f.len(), off), (63, 54), "headers 62 and one byte: longer than 64 - 4");
+        assert!(udp_ok(&f));
+        let (f, _) = udp_frame(&spec("2001:2::1", "2001:2:0:1::1", 128)).unwrap();
+        assert_eq!(f.len(), 124);
+        assert!(udp_ok(&f));
+        let e = udp_frame(&spec("198.18.0.1", "2001:2::1", 64)).unwrap_err();
+        assert!(e.to_string().contains("two families"), "{e}");
+    }
+}
