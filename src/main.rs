@@ -225,9 +225,22 @@ fn error_line(e: &anyhow::Error, verbose: bool) -> String {
     }
 }
 
+/// Lets a closed standard output end the process quietly, as it ends `ip` or `cat` (`xfwd show
+/// routes | head -1`): Rust ignores SIGPIPE, and a print into a closed pipe then panics. Only for
+/// the commands that just print; one that must clean up when a write fails (a rig, the data
+/// plane, its control socket's clients) keeps SIGPIPE ignored.
+fn quiet_on_closed_pipe() {
+    // SAFETY: signal(2) restoring SIGPIPE's default action, on the main thread before any other
+    // thread starts; no handler is installed.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let verbose = cli.verbose;
+    if matches!(cli.cmd, Cmd::Show { .. } | Cmd::Doctor(_) | Cmd::Report { .. }) {
+        quiet_on_closed_pipe();
+    }
     let result = match cli.cmd {
         Cmd::Bridge(args) => bridge(args),
         Cmd::Router(args) => router(args),

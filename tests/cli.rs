@@ -78,3 +78,26 @@ fn router_check_validates_without_root_or_side_effects() {
     assert_eq!(code, Some(2));
     assert!(err.contains("/nonexistent/router.toml: cannot read"), "{err}");
 }
+
+/// A pipe whose reading end is already closed: every write into it fails (EPIPE, SIGPIPE).
+fn closed_pipe() -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) writes two descriptors into a two-int array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe: {}", std::io::Error::last_os_error());
+    // SAFETY: the reading end is ours and used nowhere else.
+    unsafe { libc::close(fds[0]) };
+    // SAFETY: the writing end is an open descriptor of ours; the File takes it over.
+    unsafe { std::fs::File::from_raw_fd(fds[1]) }
+}
+
+#[test]
+fn a_command_that_prints_ends_quietly_on_a_closed_pipe() {
+    use std::os::unix::process::ExitStatusExt;
+    // `xfwd doctor --json | head -1`, with head gone before the first line: no panic (exit 101),
+    // no message; SIGPIPE ends it as it ends `ip` or `cat`.
+    let out = Command::new(XFWD).args(["doctor", "lo", "--json"]).stdout(closed_pipe()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {err}", out.status);
+    assert!(err.is_empty(), "{err}");
+}
