@@ -3,7 +3,6 @@
 //! samples the board's cores and queues. Their JSON is the harness's: `xfwd report` reads what
 //! `xfwd load` writes.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -415,11 +414,13 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
             }
             workers.push((t, now));
         }
-        eprint!("\r\x1b[2K{}", line.join("  "));
-        let _ = std::io::stderr().flush();
+        crate::render::progress(&line.join("  "));
         last = now;
     }
-    eprintln!();
+    // The last figures stay on the terminal.
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!();
+    }
     // Told to stop (after the load, as the runbook has it): the CPU and packet samples are
     // taken on until one ends at or after this moment, so that a run which ended just before
     // the signal is covered whole, not refused as outlasting the monitor.

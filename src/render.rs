@@ -1,6 +1,8 @@
-//! Text for people: the periodic one-line-per-port stats, `xfwd show stats` and `show fdb`.
+//! Text for people: the periodic one-line-per-port stats, `xfwd show stats` and `show fdb`, and
+//! the progress line of `xfwd bench` and `xfwd monitor` (on a terminal only).
 
 use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -470,4 +472,25 @@ pub fn neighbors(view: &LiveView) -> String {
     }
     let _ = writeln!(s, "{} of {} IPv6 entries", entries.len(), r.neighbors6.capacity());
     s
+}
+
+/// A progress line on standard error, redrawn in place: only when standard error is a
+/// terminal, so that a file, a pipe or a journal never gets escape codes or half lines.
+pub fn progress(line: &str) {
+    let mut err = std::io::stderr();
+    if err.is_terminal() {
+        let _ = write!(err, "\r\x1b[2K{line}");
+        let _ = err.flush();
+    }
+}
+
+/// Clears the progress line (on a terminal; nothing to clear elsewhere).
+pub fn progress_done() {
+    progress("");
+}
+
+/// Writes `line` on standard error in place of the progress line, if one is shown.
+pub fn progress_line(line: &str) {
+    progress_done();
+    eprintln!("{line}");
 }

@@ -27,6 +27,8 @@ fn run_bench(out: &std::path::Path, extra: &[&str]) -> Vec<Report> {
     );
     let table = String::from_utf8_lossy(&res.stdout);
     assert!(table.contains("router ") && table.contains("bridge "), "{table}");
+    // Its stderr is a pipe here: no progress line redrawn with escape codes.
+    assert!(!res.stderr.contains(&0x1b), "{}", String::from_utf8_lossy(&res.stderr));
     ["router", "bridge"]
         .iter()
         .map(|m| {

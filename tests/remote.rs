@@ -29,7 +29,7 @@ fn load_monitor_and_report_across_namespaces() {
         .command(XFWD)
         .args(["monitor", "--ports", "eth4,eth5", "--out", mon_file.to_str().unwrap()])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let report = dir.join("ref.json");
@@ -67,6 +67,8 @@ fn load_monitor_and_report_across_namespaces() {
     let _ = Command::new("kill").args(["-INT", &monitor.id().to_string()]).status();
     let mon = monitor.wait_with_output().unwrap();
     assert!(mon.status.success());
+    // Its stderr is a pipe: no progress line redrawn with escape codes (a terminal gets one).
+    assert!(!mon.stderr.contains(&0x1b), "{}", String::from_utf8_lossy(&mon.stderr));
     let text = String::from_utf8_lossy(&mon.stdout);
     assert!(text.contains("cpu0: usr") && text.contains("softirq"), "{text}");
     let m: xfwd::remote::Monitor = serde_json::from_str(&std::fs::read_to_string(&mon_file).unwrap()).unwrap();

@@ -1132,7 +1132,7 @@ fn run_arms(
                 }
                 Err(e) => {
                     let error = format!("{e:#}");
-                    eprintln!("\r\x1b[2Kxfwd bench: {mode}: {name} run {run} failed: {error}");
+                    crate::render::progress_line(&format!("xfwd bench: {mode}: {name} run {run} failed: {error}"));
                     results[i].failed.push(FailedRun { run, error });
                 }
             }

@@ -10,7 +10,6 @@ pub mod report;
 pub mod stats;
 pub mod table;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -62,10 +61,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let out = args.out.clone().unwrap_or_else(harness::default_out);
     harness::preflight(&args, &out)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let mut progress = |msg: &str| {
-        eprint!("\r\x1b[2Kxfwd bench: {msg} …");
-        let _ = std::io::stderr().flush();
-    };
+    let mut progress = |msg: &str| crate::render::progress(&format!("xfwd bench: {msg} …"));
     // Ctrl-C stops between runs (and the traffic of the current one), then the rigs are removed.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -74,7 +70,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut reports = Vec::new();
     for mode in args.mode.clone() {
         let report = harness::run_mode(&args, mode, &out, &stop, &mut progress)?;
-        eprint!("\r\x1b[2K");
+        crate::render::progress_done();
         let files = plots(&report, &out)?;
         println!("{}", table::render(&report));
         println!("  plots: {}", files.join(", "));
