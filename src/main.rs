@@ -106,8 +106,9 @@ struct WorkerArgs {
     #[arg(long)]
     user: Option<String>,
     /// Serve every counter on http://ADDR:PORT/metrics in the Prometheus text format, e.g.
-    /// 127.0.0.1:9464 (bound before privileges are dropped) [default: off].
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// 127.0.0.1:9464, :9464 (every IPv4 address) or localhost:9464 (bound before privileges
+    /// are dropped) [default: off].
+    #[arg(long, value_name = "ADDR:PORT", value_parser = xfwd::metrics::parse_listen)]
     metrics: Option<std::net::SocketAddr>,
 }
 

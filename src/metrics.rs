@@ -748,6 +748,24 @@ fn step(c: &mut Client, rev: i16, scrape: &mut dyn FnMut(()) -> Vec<u8>, refused
     }
 }
 
+/// Parses `--metrics` as node_exporter reads its listen address: `ADDR:PORT` (`127.0.0.1:9464`,
+/// `[::1]:9464`), `:PORT` for every IPv4 address (`0.0.0.0:PORT`), `localhost:PORT` for
+/// 127.0.0.1.
+pub fn parse_listen(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{Ipv4Addr, SocketAddr};
+    let err = || {
+        format!("`{text}` is not ADDR:PORT: write e.g. 127.0.0.1:9464, :9464 (every IPv4 address) or localhost:9464")
+    };
+    let port = |p: &str| p.parse::<u16>().map_err(|_| err());
+    if let Some(p) = text.strip_prefix(':') {
+        return Ok(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port(p)?)));
+    }
+    if let Some(p) = text.strip_prefix("localhost:") {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port(p)?)));
+    }
+    text.parse().map_err(|_| err())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -963,5 +981,17 @@ mod tests {
     fn words_become_metric_names() {
         assert_eq!(metric_word("requests-sent"), "requests_sent");
         assert_eq!(metric_word("NA rx"), "na_rx");
+    }
+
+    #[test]
+    fn a_listen_address_is_read_as_node_exporter_reads_it() {
+        assert_eq!(parse_listen("127.0.0.1:9464").unwrap().to_string(), "127.0.0.1:9464");
+        assert_eq!(parse_listen("[::1]:9464").unwrap().to_string(), "[::1]:9464");
+        assert_eq!(parse_listen(":9464").unwrap().to_string(), "0.0.0.0:9464");
+        assert_eq!(parse_listen("localhost:9464").unwrap().to_string(), "127.0.0.1:9464");
+        for bad in ["9464", ":", ":99999", "localhost", "host:9464", "127.0.0.1"] {
+            let e = parse_listen(bad).unwrap_err();
+            assert!(e.contains(":9464 (every IPv4 address)"), "{bad}: {e}");
+        }
     }
 }

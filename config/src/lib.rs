@@ -21,7 +21,13 @@ mod tests {
         assert_eq!(parse_duration("300").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        for bad in ["", "s", "1x", "-1s", "1..2s", "ms500"] {
+        // As tc writes them (`codel target 500us interval 100ms`).
+        assert_eq!(parse_duration("500us").unwrap(), Duration::from_micros(500));
+        assert_eq!(parse_duration("500µs").unwrap(), Duration::from_micros(500));
+        assert_eq!(parse_duration("500usec").unwrap(), Duration::from_micros(500));
+        assert_eq!(parse_duration("100msec").unwrap(), Duration::from_millis(100));
+        assert_eq!(parse_duration("2sec").unwrap(), Duration::from_secs(2));
+        for bad in ["", "s", "1x", "-1s", "1..2s", "ms500", "1u", "1ns"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         assert!(parse_duration("1x").unwrap_err().to_string().contains("500ms"));

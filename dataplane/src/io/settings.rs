@@ -97,14 +97,16 @@ pub trait OptionValue: Sized + Clone {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValueError {
     /// Not a duration.
-    #[error("`{0}` is not a duration: write a number and a unit, such as 500ms, 1s, 5m or 2h")]
+    #[error("`{0}` is not a duration: write a number and a unit, such as 500us, 500ms, 1s, 5m or 2h")]
     Duration(String),
     /// Not a core list.
     #[error("`{0}` is not a core list: write core numbers and ranges, such as 0,2 or 0-3")]
     Cores(String),
 }
 
-/// Parses a duration such as `500ms`, `1s`, `1.5s`, `5m`, `2h` (a bare number means seconds).
+/// Parses a duration such as `500us`, `500ms`, `1s`, `1.5s`, `5m`, `2h` (a bare number means
+/// seconds), and tc's unit names (`usec`, `msec`, `sec`), so that a value written for tc's CoDel
+/// (`target 500us`) is taken as it is.
 pub fn parse_duration(text: &str) -> Result<Duration, ValueError> {
     let err = || ValueError::Duration(text.to_owned());
     let t = text.trim();
@@ -112,8 +114,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, ValueError> {
     let (num, unit) = t.split_at(split);
     let value: f64 = num.parse().map_err(|_| err())?;
     let scale = match unit.trim() {
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
+        "us" | "µs" | "usec" => 1e-6,
+        "ms" | "msec" => 1e-3,
+        "" | "s" | "sec" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
         _ => return Err(err()),
