@@ -346,9 +346,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             for (i, p) in ports.iter().enumerate() {
                 let usage = |m: String| anyhow::Error::from(crate::UsageError(m));
                 if !xfwd_dataplane::io::port::exists(p) {
-                    return Err(usage(format!(
-                        "{p}: no such interface in this network namespace (see `ip link show`)"
-                    )));
+                    return Err(usage(xfwd_dataplane::io::port::not_found(p).to_string()));
                 }
                 if ports[..i].contains(p) {
                     return Err(usage(format!("{p}: given more than once; name each port once")));

@@ -101,3 +101,11 @@ fn a_command_that_prints_ends_quietly_on_a_closed_pipe() {
     assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {err}", out.status);
     assert!(err.is_empty(), "{err}");
 }
+
+#[test]
+fn a_mistyped_port_gets_the_name_it_is_a_slip_from() {
+    // Every namespace has `lo`: `ol` is two letters swapped.
+    let (code, err) = run(&["bridge", "ol", "xfwd-nope1", "--control", "/tmp/xfwd-cli-test.sock"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("xfwd: error: ol: no such interface in this network namespace; did you mean lo?"), "{err}");
+}

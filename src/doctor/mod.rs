@@ -241,9 +241,7 @@ fn gather_system() -> SystemFacts {
 pub fn diagnose(ports: &[String]) -> Result<Diagnosis> {
     for (i, p) in ports.iter().enumerate() {
         if !xfwd_dataplane::io::port::exists(p) {
-            return Err(
-                UsageError(format!("{p}: no such interface in this network namespace (see `ip link show`)")).into()
-            );
+            return Err(UsageError(xfwd_dataplane::io::port::not_found(p).to_string()).into());
         }
         if ports[..i].contains(p) {
             return Err(UsageError(format!("{p}: given more than once; name each port once")).into());

@@ -70,9 +70,16 @@ pub struct PortError {
 /// The kinds of [`PortError`].
 #[derive(Debug, thiserror::Error)]
 pub enum PortErrorKind {
-    /// No interface of that name in this network namespace.
-    #[error("no such interface in this network namespace (see `ip link show`)")]
-    NotFound,
+    /// No interface of that name in this network namespace; the one whose name is nearest,
+    /// when one is clearly nearest.
+    #[error(
+        "no such interface in this network namespace{} (see `ip link show`)",
+        .nearest.as_deref().map(|n| format!("; did you mean {n}?")).unwrap_or_default()
+    )]
+    NotFound {
+        /// The interface the name is likely a typo of.
+        nearest: Option<String>,
+    },
     /// Given twice on the command line.
     #[error("given more than once; name each port once")]
     Duplicate,
@@ -164,11 +171,57 @@ pub fn exists(name: &str) -> bool {
         && PathBuf::from("/sys/class/net").join(name).exists()
 }
 
+/// The error for a port `name` that does not exist, with the interface it is likely a typo of.
+pub fn not_found(name: &str) -> PortError {
+    let names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    PortError::new(name, PortErrorKind::NotFound { nearest: nearest(name, &names).map(str::to_owned) })
+}
+
+/// The name among `names` that `typed` is one slip from (a letter wrong, missing, extra, or
+/// two swapped: `eht5` for `eth5`; two for names of more than four letters), when exactly one
+/// is nearest; a tie (`eth9` between `eth4` and `eth5`) suggests nothing.
+pub fn nearest<'a>(typed: &str, names: &'a [String]) -> Option<&'a str> {
+    let limit = if typed.chars().count() > 4 { 2 } else { 1 };
+    let mut scored: Vec<(usize, &str)> =
+        names.iter().map(|n| (edit_distance(typed, n), n.as_str())).filter(|&(d, _)| d <= limit).collect();
+    scored.sort_unstable();
+    match scored.as_slice() {
+        [(d, n), rest @ ..] if rest.first().is_none_or(|(d2, _)| d2 > d) => Some(n),
+        _ => None,
+    }
+}
+
+/// The optimal string alignment distance: insertions, deletions, substitutions and swaps of two
+/// neighbouring characters, each one step.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
 impl PortInfo {
     /// Reads what sysfs says about `name`.
     pub fn read(name: &str) -> Result<PortInfo, PortError> {
         if !exists(name) {
-            return Err(PortError::new(name, PortErrorKind::NotFound));
+            return Err(not_found(name));
         }
         let ifindex = parse(name, "ifindex", &attr(name, "ifindex")?)?;
         let mtu = parse(name, "mtu", &attr(name, "mtu")?)?;
@@ -250,10 +303,28 @@ fe800000000000000000000000000005 06 40 20 80 eth5
     }
 
     #[test]
+    fn a_mistyped_port_is_matched_to_the_one_name_it_is_a_slip_from() {
+        let names: Vec<String> = ["lo", "eth4", "eth5", "enp3s0f1", "br0"].iter().map(|n| n.to_string()).collect();
+        assert_eq!(nearest("eht5", &names), Some("eth5"), "two letters swapped");
+        assert_eq!(nearest("eth55", &names), Some("eth5"), "one too many");
+        assert_eq!(nearest("th4", &names), Some("eth4"), "one missing");
+        assert_eq!(nearest("enp3s0f2", &names), Some("enp3s0f1"));
+        assert_eq!(nearest("enps30f", &names), Some("enp3s0f1"), "two slips in a long name");
+        assert_eq!(nearest("eth9", &names), None, "eth4 and eth5 are as near: no guess");
+        assert_eq!(nearest("wlan0", &names), None);
+        assert_eq!(nearest("xfwd-no-such0", &names), None);
+        let e = PortErrorKind::NotFound { nearest: Some("eth5".into()) };
+        assert_eq!(
+            PortError::new("eht5", e).to_string(),
+            "eht5: no such interface in this network namespace; did you mean eth5? (see `ip link show`)"
+        );
+    }
+
+    #[test]
     fn missing_and_duplicate_ports_are_named() {
         let e = check_ports(&["xfwd-no-such0".into()], 1500).unwrap_err();
         assert_eq!(e.port, "xfwd-no-such0");
-        assert!(matches!(e.kind, PortErrorKind::NotFound));
+        assert!(matches!(e.kind, PortErrorKind::NotFound { nearest: None }));
         assert!(e.to_string().starts_with("xfwd-no-such0: no such interface"));
         let e = check_ports(&["lo".into(), "lo".into()], 70000).unwrap_err();
         assert!(matches!(e.kind, PortErrorKind::Duplicate), "{e}");
