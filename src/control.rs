@@ -133,6 +133,13 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
     let answer = match line.trim() {
         "stats" => render::stats_detail(&view.report(), &view.ports_now()),
         "stats-json" => serde_json::to_string_pretty(&view.report()).unwrap_or_default() + "\n",
+        // A question the running mode has no table for is an error, which `xfwd show` exits 1 on.
+        "fdb" if view.router.is_some() => {
+            "error: this xfwd is a router: it has no FDB (show routes, show neighbors)\n".into()
+        }
+        "routes" | "neighbors" if view.router.is_none() => {
+            format!("error: this xfwd is a bridge: it has no {} (show fdb)\n", line.trim())
+        }
         "fdb" => render::fdb(&view.fdb_entries(), view.fdb.capacity()),
         "routes" => render::routes(view),
         "neighbors" => render::neighbors(view),
@@ -141,7 +148,9 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
     (&stream).write_all(answer.as_bytes())
 }
 
-/// Sends `request` to the xfwd listening on `path` and returns its answer.
+/// Sends `request` to the xfwd listening on `path` and returns its answer; an answer that is an
+/// error (`error: …`: a question this xfwd has no table for, an unknown request, too many
+/// clients) is returned as one.
 pub fn query(path: &Path, request: &str) -> Result<String> {
     let mut s = UnixStream::connect(path).with_context(|| {
         format!("{}: no xfwd answers here (is it running? started with another --control?)", path.display())
@@ -157,5 +166,9 @@ pub fn query(path: &Path, request: &str) -> Result<String> {
     s.write_all(format!("{request}\n").as_bytes()).with_context(stalled)?;
     let mut out = Vec::new();
     s.read_to_end(&mut out).with_context(stalled)?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    let text = String::from_utf8_lossy(&out).into_owned();
+    match text.strip_prefix("error: ") {
+        Some(e) => anyhow::bail!("{}", e.trim_end()),
+        None => Ok(text),
+    }
 }
