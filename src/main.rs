@@ -32,7 +32,7 @@ struct Cli {
 enum Cmd {
     /// Learning bridge between two or more ports.
     Bridge(BridgeArgs),
-    /// IPv4 router configured by a TOML file (schema: config/README.md).
+    /// IPv4 and IPv6 router configured by a TOML file (schema: config/README.md).
     Router(RouterArgs),
     /// Ask a running xfwd for its counters or tables.
     Show {

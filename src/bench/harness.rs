@@ -62,7 +62,7 @@ impl Drop for TempFile {
 /// What the box does in a bench.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BenchMode {
-    /// IPv4 router: ip_forward against `xfwd router`.
+    /// Router (IPv4, or IPv6 with --ip 6): the kernel's forwarding against `xfwd router`.
     Router,
     /// Learning bridge: a Linux bridge against `xfwd bridge`.
     Bridge,
