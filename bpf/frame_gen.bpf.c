@@ -7,20 +7,21 @@
  * full XDP headroom, so the receiving veth port takes it as a frame rather
  * than as an skb it must copy first.
  *
- * Each frame gets the template's headers, then the next UDP source port of
- * gen_cfg.flows ports from
- * gen_cfg.sport0 (a count per CPU), and its UDP checksum updated for it
- * (RFC 1624) when the frame has one. The loader
- * (dataplane/src/io/frame_gen.rs) sets gen_cfg before load; read-only after.
+ * Each frame gets the template's headers (gen_hdr), then the next UDP source
+ * port of gen_cfg.flows ports from gen_cfg.sport0 (a count per CPU) and its
+ * UDP checksum updated for it (RFC 1624) when the frame has one. The loader
+ * (dataplane/src/io/frame_gen.rs) sets gen_cfg before load (read-only after)
+ * and writes gen_hdr.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-/* One object, so that the loader writes it whole in a known layout. */
+/* The headers up to the UDP header's end: Ethernet, IPv4 or IPv6, UDP. */
 #define GEN_HDR4 (14 + 20 + 8)
 #define GEN_HDR6 (14 + 40 + 8)
 
+/* One object, so that the loader writes it whole in a known layout. */
 struct gen_cfg {
 	__u32 flows;   /* source ports sport0 .. sport0 + flows - 1 */
 	__u32 udp_off; /* where the UDP header starts: 34 (IPv4) or 54 (IPv6) */

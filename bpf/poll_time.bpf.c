@@ -134,9 +134,10 @@ int poll_napi(__u64 *ctx)
 	__u64 took = now - clock->last_ns;
 	clock->last_ns = now;
 	struct napi_struct *napi = (struct napi_struct *)ctx[0];
+	struct net_device *dev = BPF_CORE_READ(napi, dev);
 	struct poll_port port = {
-		.netns = BPF_CORE_READ(napi, dev, nd_net.net, ns.inum),
-		.ifindex = BPF_CORE_READ(napi, dev, ifindex),
+		.netns = BPF_CORE_READ(dev, nd_net.net, ns.inum),
+		.ifindex = BPF_CORE_READ(dev, ifindex),
 	};
 	__u32 *slot = bpf_map_lookup_elem(&poll_ports, &port);
 	if (!slot)

@@ -9,14 +9,15 @@ use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use xfwd::rig::Rig;
 use xfwd_dataplane::io::frame_gen::{ifindex, udp_frame, FrameGen, UdpSpec};
 use xfwd_dataplane::io::poll_time::PollTimer;
+use xfwd_dataplane::wire::MacAddr;
 
 /// `XDP_TX`.
 const XDP_TX: u32 = 3;
 
 fn spec(src: &str, dst: &str) -> UdpSpec {
     UdpSpec {
-        dst_mac: [2, 0, 0, 0, 0, 1],
-        src_mac: [2, 0, 0, 0, 0, 2],
+        dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
         src: src.parse().unwrap(),
         dst: dst.parse().unwrap(),
         sport: 1024,
@@ -84,8 +85,8 @@ fn live_frames_reach_the_peer_port_as_frames_its_poll_takes() {
     let before = timer.read().unwrap()[0];
     let rx4 = r.boxns.link_stat("eth4", "rx_packets").unwrap();
     let mut s = spec("198.18.0.1", "198.18.0.2");
-    s.src_mac = mac_bytes(&r.h1, "eth0");
-    s.dst_mac = mac_bytes(&r.boxns, "eth4");
+    s.src_mac = MacAddr(mac_bytes(&r.h1, "eth0"));
+    s.dst_mac = MacAddr(mac_bytes(&r.boxns, "eth4"));
     let (frame, off) = udp_frame(&s).unwrap();
     const N: u32 = 2_000;
     let host = r.h1.name().to_owned();

@@ -529,7 +529,7 @@ fn measure(
     if let Some(sent) = generated {
         // The generator's own count: what it handed to the client's port.
         rates.offered_pps = sent as f64 / secs;
-        rates.loss = if sent > 0 { (1.0 - rates.delivered_pps / rates.offered_pps).max(0.0) } else { 0.0 };
+        rates.loss = loss(rates.offered_pps, rates.delivered_pps);
     }
     let box_cost = BoxClock::read(poll, pid)?.since(&box_before);
     let (rtt_ms, pings_sent) = stop_pings(pings);
@@ -721,10 +721,8 @@ fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<()
 /// each in the client's namespace and pinned to its queue's CPU (the box's port takes its
 /// frames in that CPU's softirq), at `args.rate` in all (0: flat out). Returns the frames sent.
 fn generate_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<u64> {
-    let parse_mac = |m: &str| -> Result<[u8; 6]> {
-        let m: xfwd_dataplane::wire::MacAddr = m.parse().map_err(|e| anyhow::anyhow!("MAC {m}: {e:?}"))?;
-        Ok(m.0)
-    };
+    let parse_mac =
+        |m: &str| -> Result<xfwd_dataplane::wire::MacAddr> { m.parse().map_err(|e| anyhow::anyhow!("MAC {m}: {e:?}")) };
     let spec = UdpSpec {
         dst_mac: parse_mac(&p.next_mac)?,
         src_mac: parse_mac(&mac(p.client, "eth0")?)?,
@@ -737,7 +735,8 @@ fn generate_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Resul
     let (frame, udp_off) = udp_frame(&spec)?;
     let ns = PathBuf::from("/run/netns").join(p.client.name());
     let threads = r.queues.max(1);
-    let per_thread = args.rate / u64::from(threads);
+    // At least one frame a second each: 0 would mean flat out.
+    let per_thread = if args.rate == 0 { 0 } else { (args.rate / u64::from(threads)).max(1) };
     let time = Duration::from_secs(u64::from(args.time));
     let flows = args.flows;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
@@ -852,14 +851,22 @@ impl Counters {
         } else {
             (0.0, packets as f64 / secs)
         };
-        let loss = if offered_pps > 0.0 { (1.0 - delivered_pps / offered_pps).max(0.0) } else { 0.0 };
         Rates {
             packets,
             busy_cpu_s: self.busy.saturating_sub(before.busy) as f64 / 100.0,
             offered_pps,
             delivered_pps,
-            loss,
+            loss: loss(offered_pps, delivered_pps),
         }
+    }
+}
+
+/// The share of the offered frames not delivered (0 when none were counted).
+fn loss(offered_pps: f64, delivered_pps: f64) -> f64 {
+    if offered_pps > 0.0 {
+        (1.0 - delivered_pps / offered_pps).max(0.0)
+    } else {
+        0.0
     }
 }
 

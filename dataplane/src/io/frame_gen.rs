@@ -20,7 +20,10 @@ use std::net::IpAddr;
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
 use thiserror::Error;
 
-use crate::wire::checksum;
+use crate::wire::ethernet::{self, EthernetFrame};
+use crate::wire::ipv4::{self, Ipv4Packet};
+use crate::wire::ipv6::{self, Ipv6Packet};
+use crate::wire::{checksum, MacAddr};
 
 /// bpf/frame_gen.bpf.c, compiled by build.rs.
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/frame_gen.bpf.o"));
@@ -51,9 +54,9 @@ pub enum GenError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpSpec {
     /// Ethernet destination and source.
-    pub dst_mac: [u8; 6],
+    pub dst_mac: MacAddr,
     /// See `dst_mac`.
-    pub src_mac: [u8; 6],
+    pub src_mac: MacAddr,
     /// IP source and destination, of one family.
     pub src: IpAddr,
     /// See `src`.
@@ -68,60 +71,47 @@ pub struct UdpSpec {
 }
 
 /// The frame `spec` describes (IPv4: TTL 64, DF; IPv6: hop limit 64; UDP checksum filled; zero
-/// payload), and where its UDP header starts.
+/// payload), and where its UDP header starts. The headers are written by the router's own
+/// emitters (`wire`).
 pub fn udp_frame(spec: &UdpSpec) -> Result<(Vec<u8>, usize), GenError> {
     let ip_len = match (spec.src, spec.dst) {
-        (IpAddr::V4(_), IpAddr::V4(_)) => 20,
-        (IpAddr::V6(_), IpAddr::V6(_)) => 40,
+        (IpAddr::V4(_), IpAddr::V4(_)) => ipv4::MIN_HEADER_LEN,
+        (IpAddr::V6(_), IpAddr::V6(_)) => ipv6::HEADER_LEN,
         _ => return Err(GenError::Frame(format!("{} and {} are of two families", spec.src, spec.dst))),
     };
-    let udp_off = 14 + ip_len;
+    let udp_off = ethernet::HEADER_LEN + ip_len;
     let len = spec.wire_len.saturating_sub(4).max(udp_off + UDP_LEN + 1);
-    let udp_total = len - udp_off;
+    let too_long = || GenError::Frame(format!("{len} bytes: longer than an IP packet"));
+    let udp_total = u16::try_from(len - udp_off).map_err(|_| too_long())?;
     let mut f = vec![0u8; len];
-    f[..6].copy_from_slice(&spec.dst_mac);
-    f[6..12].copy_from_slice(&spec.src_mac);
-    // The UDP pseudo-header's sum (RFC 768, RFC 8200 section 8.1).
-    let mut pseudo = Vec::with_capacity(40);
-    match (spec.src, spec.dst) {
+    let mut eth = EthernetFrame::new_checked(&mut f[..]).map_err(|e| GenError::Frame(format!("{e:?}")))?;
+    eth.set_dst(spec.dst_mac);
+    eth.set_src(spec.src_mac);
+    // The UDP pseudo-header's sum (RFC 768; RFC 8200 section 8.1), unfolded.
+    let pseudo = match (spec.src, spec.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-            let ip = &mut f[14..34];
-            ip[0] = 0x45;
-            ip[2..4].copy_from_slice(&u16::try_from(len - 14).map_err(|_| too_long(len))?.to_be_bytes());
-            ip[6] = 0x40; // DF
-            ip[8] = 64;
-            ip[9] = 17;
-            ip[12..16].copy_from_slice(&s.octets());
-            ip[16..20].copy_from_slice(&d.octets());
-            let c = checksum::checksum(ip);
-            ip[10..12].copy_from_slice(&c.to_be_bytes());
-            pseudo.extend_from_slice(&s.octets());
-            pseudo.extend_from_slice(&d.octets());
-            pseudo.extend_from_slice(&[0, 17]);
-            pseudo.extend_from_slice(&u16::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
+            eth.set_ethertype(ethernet::ETHERTYPE_IPV4);
+            let total = u16::try_from(len - ethernet::HEADER_LEN).map_err(|_| too_long())?;
+            Ipv4Packet::emit(&mut f[ethernet::HEADER_LEN..], total, 0, 64, ipv4::PROTO_UDP, s, d)
+                .map_err(|e| GenError::Frame(format!("{e:?}")))?
+                .set_dont_frag(); // as trafgen's frames have it
+            [s.octets(), d.octets()].iter().map(|a| u64::from(checksum::sum(a))).sum::<u64>()
+                + u64::from(ipv4::PROTO_UDP)
+                + u64::from(udp_total)
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-            let ip = &mut f[14..54];
-            ip[0] = 0x60;
-            ip[4..6].copy_from_slice(&u16::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
-            ip[6] = 17;
-            ip[7] = 64;
-            ip[8..24].copy_from_slice(&s.octets());
-            ip[24..40].copy_from_slice(&d.octets());
-            pseudo.extend_from_slice(&s.octets());
-            pseudo.extend_from_slice(&d.octets());
-            pseudo.extend_from_slice(&u32::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
-            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+            eth.set_ethertype(ethernet::ETHERTYPE_IPV6);
+            Ipv6Packet::emit(&mut f[ethernet::HEADER_LEN..], udp_total, ipv4::PROTO_UDP, 64, &s, &d)
+                .map_err(|e| GenError::Frame(format!("{e:?}")))?;
+            ipv6::pseudo_header_sum(&s, &d, u32::from(udp_total), ipv4::PROTO_UDP)
         }
         _ => unreachable!("checked above"),
-    }
+    };
     let udp = &mut f[udp_off..];
     udp[..2].copy_from_slice(&spec.sport.to_be_bytes());
     udp[2..4].copy_from_slice(&spec.dport.to_be_bytes());
-    udp[4..6].copy_from_slice(&u16::try_from(udp_total).map_err(|_| too_long(len))?.to_be_bytes());
-    let sum = checksum::fold(u64::from(checksum::sum(&pseudo)) + u64::from(checksum::sum(udp)));
+    udp[4..6].copy_from_slice(&udp_total.to_be_bytes());
+    let sum = checksum::fold(pseudo + u64::from(checksum::sum(udp)));
     // A computed 0 is sent as all ones (0 means "no checksum" in IPv4, and is invalid in IPv6).
     let c = match !sum {
         0 => 0xffff,
@@ -140,10 +130,6 @@ pub fn ifindex(name: &str) -> Result<u32, GenError> {
         0 => Err(GenError::Run(format!("no device {name}: {}", std::io::Error::last_os_error()))),
         i => Ok(i),
     }
-}
-
-fn too_long(len: usize) -> GenError {
-    GenError::Frame(format!("{len} bytes: longer than an IP packet"))
 }
 
 /// The loaded generator: one frame, its flows.
@@ -239,8 +225,8 @@ mod tests {
 
     fn spec(src: &str, dst: &str, wire_len: usize) -> UdpSpec {
         UdpSpec {
-            dst_mac: [2, 0, 0, 0, 0, 1],
-            src_mac: [2, 0, 0, 0, 0, 2],
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
             src: src.parse().unwrap(),
             dst: dst.parse().unwrap(),
             sport: 1024,

@@ -199,6 +199,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
     }
 
+    /// Sets Don't Fragment (the offset and the other flags kept) and updates the checksum
+    /// incrementally (RFC 1624).
+    pub fn set_dont_frag(&mut self) {
+        let b = self.bm();
+        let old = be16(b, field::FLAGS_FRAG);
+        let new = old | field::DONT_FRAG;
+        b[field::FLAGS_FRAG].copy_from_slice(&new.to_be_bytes());
+        let hc = be16(b, field::CHECKSUM);
+        b[field::CHECKSUM].copy_from_slice(&checksum::update(hc, old, new).to_be_bytes());
+    }
+
     /// Sets the TTL and recomputes the header checksum.
     pub fn set_ttl(&mut self, ttl: u8) {
         let hl = self.header_len();
