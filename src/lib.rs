@@ -9,6 +9,7 @@ pub mod control;
 pub mod doctor;
 pub mod kernel;
 pub mod metrics;
+pub mod notify;
 pub mod privs;
 pub mod remote;
 pub mod render;

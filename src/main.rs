@@ -289,6 +289,7 @@ fn xsk_mode(fwd: &Forwarder) -> &'static str {
 }
 
 fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
+    let sig = signals()?;
     let w = &args.workers;
     let (workers, origins) = worker_options(&w.options, None, &args.ports)?;
     let cfg = ForwarderConfig {
@@ -299,7 +300,6 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
             ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
         },
     };
-    let stop = signals()?;
     let (fwd, control) = start(&cfg, w, &origins)?;
     println!(
         "xfwd: bridge {} | {} queue(s), poll {}, {}, fdb {} entries, ageing {} s",
@@ -310,10 +310,14 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         fwd.view().fdb.capacity(),
         args.ageing.as_secs().max(1)
     );
-    run(fwd, control, &cfg, (w, &origins), &stop, None)
+    let status = format!("bridge {}", args.ports.join(" "));
+    run(fwd, control, &cfg, (w, &origins), &sig, &status, None)
 }
 
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
+    // Before the file is read: a SIGHUP from an eager `systemctl reload` must not kill a router
+    // that is still starting (it reloads once ready instead).
+    let sig = signals()?;
     let c = config_file::load(&args.config)?;
     c.check_interfaces(xfwd_dataplane::io::port::exists)?;
     let routes_from = match c.fib {
@@ -333,9 +337,6 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let cfg = ForwarderConfig { ports: c.ports(), workers, mode: Mode::Router(Box::new(c.setup())) };
-    let stop = signals()?;
-    let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
     let (fwd, control) = start(&cfg, w, &origins)?;
     println!(
         "xfwd: router {} | {} queue(s), poll {}, {}, {routes_from}",
@@ -353,7 +354,8 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
             .collect();
         println!("  {:<6} {}", i.name, addrs.join(" "));
     }
-    run(fwd, control, &cfg, (w, &origins), &stop, Some((&args.config, c, &hup)))
+    let status = format!("router {}", args.config.display());
+    run(fwd, control, &cfg, (w, &origins), &sig, &status, Some((&args.config, c)))
 }
 
 /// Starts the forwarder with the control socket bound and, before any thread runs, every
@@ -410,12 +412,27 @@ fn start(
     Ok((fwd, control))
 }
 
-fn signals() -> anyhow::Result<Arc<AtomicBool>> {
+/// What the signals ask of a running xfwd, and whom to tell about it.
+struct Signals {
+    /// SIGINT or SIGTERM: stop.
+    stop: Arc<AtomicBool>,
+    /// SIGHUP: reload (the router's file; the bridge has none and says so).
+    hup: Arc<AtomicBool>,
+    /// The service manager, when there is one (`$NOTIFY_SOCKET`).
+    notify: xfwd::notify::Notifier,
+}
+
+/// Registers SIGINT, SIGTERM and SIGHUP (first thing: none may kill xfwd while it starts) and
+/// connects to the service manager.
+fn signals() -> anyhow::Result<Signals> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    Ok(stop)
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
+    let notify = xfwd::notify::Notifier::from_env()?;
+    Ok(Signals { stop, hup, notify })
 }
 
 /// The worker options a router runs with, for a reload to compare with its file: the queue
@@ -435,17 +452,17 @@ fn reload(
     path: &std::path::Path,
     running: &mut RouterConfig,
     settings: &xfwd_config::router::Running,
-) {
+) -> &'static str {
     let new = match config_file::load(path) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("xfwd: reload refused: {e}; the running tables are unchanged");
-            return;
+            return "the last reload was refused (see the log)";
         }
     };
     if let Some(why) = running.needs_restart(&new, settings) {
         eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
-        return;
+        return "the last reload was refused (see the log)";
     }
     match fwd.reload_router(&new.routes, &new.routes6, new.neighbors.clone(), new.neighbors6.clone(), new.limits) {
         Ok(()) => {
@@ -456,8 +473,12 @@ fn reload(
                 new.neighbors.len() + new.neighbors6.len()
             );
             *running = new;
+            "reloaded"
         }
-        Err(e) => eprintln!("xfwd: reload refused: {e}; the running tables are unchanged"),
+        Err(e) => {
+            eprintln!("xfwd: reload refused: {e}; the running tables are unchanged");
+            "the last reload was refused (see the log)"
+        }
     }
 }
 
@@ -468,8 +489,9 @@ fn run(
     _control: control::ControlServer,
     cfg: &ForwarderConfig,
     (w, origins): (&WorkerArgs, &Origins),
-    stop: &AtomicBool,
-    mut router: Option<(&PathBuf, RouterConfig, &Arc<AtomicBool>)>,
+    sig: &Signals,
+    status: &str,
+    mut router: Option<(&PathBuf, RouterConfig)>,
 ) -> anyhow::Result<ExitCode> {
     let view = fwd.view();
     let settings = running_settings(&fwd, cfg, origins);
@@ -517,6 +539,7 @@ fn run(
     }
     println!("xfwd: ready");
     std::io::stdout().flush()?;
+    sig.notify.ready(&format!("forwarding: {status}"));
 
     let mut prev = view.report();
     let mut last = Instant::now();
@@ -527,18 +550,24 @@ fn run(
     let mut warned_fast_errors = (0, None);
     let mut watch = PortWatch::new(&view);
     let mut failed = false;
-    while !stop.load(Ordering::Relaxed) {
+    while !sig.stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20));
         if !fwd.workers_alive() {
             eprintln!("xfwd: error: a worker stopped unexpectedly; shutting down");
             failed = true;
             break;
         }
-        if let Some((path, running, hup)) = router.as_mut() {
-            if hup.swap(false, Ordering::Relaxed) {
-                reload(&fwd, path, running, &settings);
-                std::io::stdout().flush()?;
-            }
+        if sig.hup.swap(false, Ordering::Relaxed) {
+            sig.notify.reloading();
+            let outcome = match router.as_mut() {
+                Some((path, running)) => reload(&fwd, path, running, &settings),
+                None => {
+                    println!("xfwd: SIGHUP: a bridge has no file to read again; nothing changed");
+                    "nothing to reload"
+                }
+            };
+            std::io::stdout().flush()?;
+            sig.notify.ready(&format!("forwarding: {status}; {outcome}"));
         }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
@@ -571,6 +600,7 @@ fn run(
             }
         }
     }
+    sig.notify.stopping();
     let report = fwd.stop();
     println!("xfwd: stopped; totals:");
     for p in &report.ports {

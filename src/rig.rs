@@ -501,8 +501,16 @@ impl Rig {
 
     /// Starts `xfwd ARGS…` inside the box and waits for its `xfwd: ready` line.
     pub fn start_xfwd(&self, exe: &str, args: &[&str]) -> Result<XfwdProcess> {
+        let mut p = self.spawn_xfwd(exe, args, &[])?;
+        p.wait_ready()?;
+        Ok(p)
+    }
+
+    /// Starts `xfwd ARGS…` inside the box with `env` added to its environment, without waiting
+    /// for it to be ready ([`XfwdProcess::wait_ready`]).
+    pub fn spawn_xfwd(&self, exe: &str, args: &[&str], env: &[(&str, &str)]) -> Result<XfwdProcess> {
         let mut cmd = self.boxns.command(exe);
-        cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(args).envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut proc = Spawned { child: cmd.spawn().context("starting xfwd")? };
         let (tx, lines) = mpsc::channel();
         let stdout = proc.child.stdout.take().context("xfwd stdout")?;
@@ -518,23 +526,7 @@ impl Rig {
                 let _ = tx2.send(line);
             }
         });
-        let mut p = XfwdProcess { proc, lines, seen: Vec::new() };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match p.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) => {
-                    let ready = line == "xfwd: ready";
-                    p.seen.push(line);
-                    if ready {
-                        return Ok(p);
-                    }
-                }
-                Err(_) => {
-                    let st = p.proc.wait_timeout(Duration::from_secs(5));
-                    bail!("xfwd was not ready ({st:?}); it printed: {}", p.seen.join(" | "));
-                }
-            }
-        }
+        Ok(XfwdProcess { proc, lines, seen: Vec::new() })
     }
 }
 
@@ -549,6 +541,27 @@ pub struct XfwdProcess {
 }
 
 impl XfwdProcess {
+    /// Waits (up to 30 s) for the `xfwd: ready` line; an error with what xfwd printed if it
+    /// exits or stays silent.
+    pub fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => {
+                    let ready = line == "xfwd: ready";
+                    self.seen.push(line);
+                    if ready {
+                        return Ok(());
+                    }
+                }
+                Err(_) => {
+                    let st = self.proc.wait_timeout(Duration::from_secs(5));
+                    bail!("xfwd was not ready ({st:?}); it printed: {}", self.seen.join(" | "));
+                }
+            }
+        }
+    }
+
     /// Sends `signal`, waits for the exit (up to `timeout`) and returns the status; every line
     /// the process printed is in `seen` afterwards.
     pub fn stop(&mut self, signal: i32, timeout: Duration) -> Result<std::process::ExitStatus> {

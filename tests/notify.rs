@@ -1,0 +1,198 @@
+//! xfwd under a service manager: the readiness protocol (sd_notify) against a fake
+//! `NOTIFY_SOCKET`, as a `Type=notify` unit hears it: `READY=1` once forwarding, `RELOADING=1`
+//! and `READY=1` around a SIGHUP (the second only once the reload is applied), `STOPPING=1` on
+//! the way out; and a SIGHUP while the router still reads its file does not kill it. Needs root
+//! (a rig).
+
+mod common;
+
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::{Path, PathBuf};
+
+use common::{control_path, in_netns, root_or_skip, serial, show, EVENTUALLY, XFWD};
+use xfwd::rig::{Rig, XfwdProcess};
+
+const RIG_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
+const NEW_ROUTE: &str = "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"198.18.10.1\"\n";
+
+/// A folder of the test's own, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("xfwd-notify-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The service manager's end: the next state xfwd sent, waited for up to [`EVENTUALLY`]; a
+/// failure with xfwd's exit status and output if it exits first.
+fn next(manager: &UnixDatagram, x: &mut XfwdProcess) -> String {
+    manager.set_read_timeout(Some(std::time::Duration::from_millis(100))).unwrap();
+    let start = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match manager.recv(&mut buf) {
+            Ok(n) => return String::from_utf8(buf[..n].to_vec()).unwrap(),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                let exited = x.proc.child.try_wait().unwrap();
+                if exited.is_some() || start.elapsed() > EVENTUALLY {
+                    x.collect();
+                    panic!("no state from xfwd (exit: {exited:?}); it printed: {:#?}", x.seen);
+                }
+            }
+            Err(e) => panic!("the manager's socket: {e}"),
+        }
+    }
+}
+
+fn field<'a>(msg: &'a str, name: &str) -> Option<&'a str> {
+    msg.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+}
+
+fn router_args<'a>(config: &'a Path, control: &'a str) -> Vec<&'a str> {
+    vec!["router", "--config", config.to_str().unwrap(), "--control", control]
+}
+
+#[test]
+fn a_service_manager_hears_ready_then_reloading_and_ready_around_a_sighup_then_stopping() {
+    if !root_or_skip("a_service_manager_hears_ready_then_reloading_and_ready_around_a_sighup_then_stopping") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let dir = Dir::new("states");
+    let config = dir.0.join("router.toml");
+    let base = std::fs::read_to_string(RIG_CONFIG).unwrap();
+    std::fs::write(&config, &base).unwrap();
+    let sock = dir.0.join("notify");
+    let manager = UnixDatagram::bind(&sock).unwrap();
+    let control = control_path("notify-states");
+    let mut x =
+        r.spawn_xfwd(XFWD, &router_args(&config, &control), &[("NOTIFY_SOCKET", sock.to_str().unwrap())]).unwrap();
+
+    let ready = next(&manager, &mut x);
+    assert_eq!(field(&ready, "READY"), Some("1"), "{ready}");
+    assert_eq!(field(&ready, "STATUS"), Some(format!("forwarding: router {}", config.display()).as_str()));
+    x.wait_ready().unwrap();
+
+    // A route added to the file: RELOADING=1, then READY=1 only once the route is in the table.
+    std::fs::write(&config, base.clone() + NEW_ROUTE).unwrap();
+    assert!(!show(&control, "routes").contains("198.19.1.0/24"), "the premise: no route yet");
+    let asked = monotonic_usec();
+    x.proc.signal(libc::SIGHUP);
+    let reloading = next(&manager, &mut x);
+    assert_eq!(field(&reloading, "RELOADING"), Some("1"), "{reloading}");
+    let at: u64 = field(&reloading, "MONOTONIC_USEC").expect("MONOTONIC_USEC").parse().unwrap();
+    assert!(at >= asked && at <= monotonic_usec(), "{at} is not when the reload began ({asked}..)");
+    let done = next(&manager, &mut x);
+    assert_eq!(field(&done, "READY"), Some("1"), "{done}");
+    assert!(field(&done, "STATUS").unwrap().ends_with("; reloaded"), "{done}");
+    assert!(show(&control, "routes").contains("198.19.1.0/24"), "READY=1 came before the reload was applied");
+
+    // A broken file: the same two states, and a status that says the reload was refused.
+    std::fs::write(&config, base.clone() + "[[route]]\nprefix = \"198.19.2.0/24\"\n").unwrap();
+    x.proc.signal(libc::SIGHUP);
+    assert_eq!(field(&next(&manager, &mut x), "RELOADING"), Some("1"));
+    let refused = next(&manager, &mut x);
+    assert_eq!(field(&refused, "READY"), Some("1"), "{refused}");
+    assert!(field(&refused, "STATUS").unwrap().contains("refused"), "{refused}");
+    assert!(show(&control, "routes").contains("198.19.1.0/24"), "the running table kept");
+
+    x.proc.signal(libc::SIGTERM);
+    let stopping = next(&manager, &mut x);
+    assert_eq!(field(&stopping, "STOPPING"), Some("1"), "{stopping}");
+    let st = x.proc.wait_timeout(EVENTUALLY).unwrap();
+    assert!(st.success(), "{st:?}");
+}
+
+/// The window a reload used to die in (SIGHUP's default action, exit 129): the router holds its
+/// file open for reading. The file is a named pipe, so xfwd waits inside the read until the test
+/// writes, and the SIGHUP lands there whatever the machine's speed.
+#[test]
+fn a_sighup_while_the_router_reads_its_file_is_a_reload_once_ready() {
+    if !root_or_skip("a_sighup_while_the_router_reads_its_file_is_a_reload_once_ready") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let dir = Dir::new("fifo");
+    let config = dir.0.join("router.toml");
+    let c = std::ffi::CString::new(config.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "{}", std::io::Error::last_os_error());
+    let sock = dir.0.join("notify");
+    let manager = UnixDatagram::bind(&sock).unwrap();
+    let control = control_path("notify-fifo");
+    let mut x =
+        r.spawn_xfwd(XFWD, &router_args(&config, &control), &[("NOTIFY_SOCKET", sock.to_str().unwrap())]).unwrap();
+    let text = std::fs::read_to_string(RIG_CONFIG).unwrap();
+    // Opening a pipe for writing returns once its reader has opened it: xfwd is reading now.
+    let mut pipe = std::fs::OpenOptions::new().write(true).open(&config).unwrap();
+    x.proc.signal(libc::SIGHUP);
+    std::io::Write::write_all(&mut pipe, text.as_bytes()).unwrap();
+    drop(pipe);
+
+    let ready = next(&manager, &mut x);
+    assert_eq!(field(&ready, "READY"), Some("1"), "{ready}");
+    x.wait_ready().unwrap();
+    // The SIGHUP was kept: the file is read again once forwarding.
+    assert_eq!(field(&next(&manager, &mut x), "RELOADING"), Some("1"));
+    let mut pipe = std::fs::OpenOptions::new().write(true).open(&config).unwrap();
+    std::io::Write::write_all(&mut pipe, (text + NEW_ROUTE).as_bytes()).unwrap();
+    drop(pipe);
+    let done = next(&manager, &mut x);
+    assert!(field(&done, "STATUS").unwrap().ends_with("; reloaded"), "{done}");
+    assert!(show(&control, "routes").contains("198.19.1.0/24"));
+    common::stop_clean(&mut x);
+}
+
+/// The bridge has no file: a SIGHUP is answered (RELOADING=1, READY=1) and changes nothing; the
+/// manager listens on an abstract socket, which lives in the box's network namespace.
+#[test]
+fn a_bridge_answers_a_sighup_and_an_abstract_notify_socket() {
+    if !root_or_skip("a_bridge_answers_a_sighup_and_an_abstract_notify_socket") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let name = format!("xfwd-notify-bridge-{}", std::process::id());
+    let bind_name = name.clone();
+    let manager = in_netns(r.boxns.name(), move || {
+        UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(bind_name.as_bytes()).unwrap()).unwrap()
+    })
+    .join()
+    .unwrap();
+    let control = control_path("notify-bridge");
+    let notify = format!("@{name}");
+    let mut x = r
+        .spawn_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control], &[("NOTIFY_SOCKET", notify.as_str())])
+        .unwrap();
+    let ready = next(&manager, &mut x);
+    assert_eq!(field(&ready, "STATUS"), Some("forwarding: bridge eth4 eth5"), "{ready}");
+    x.wait_ready().unwrap();
+    x.proc.signal(libc::SIGHUP);
+    assert_eq!(field(&next(&manager, &mut x), "RELOADING"), Some("1"));
+    let done = next(&manager, &mut x);
+    assert_eq!(field(&done, "STATUS"), Some("forwarding: bridge eth4 eth5; nothing to reload"), "{done}");
+    common::wait_line(&mut x, "xfwd: SIGHUP: a bridge has no file", 0);
+    x.proc.signal(libc::SIGTERM);
+    assert_eq!(field(&next(&manager, &mut x), "STOPPING"), Some("1"));
+    assert!(x.proc.wait_timeout(EVENTUALLY).unwrap().success());
+}
+
+fn monotonic_usec() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
