@@ -18,8 +18,26 @@ use xfwd_dataplane::io::settings::{Cores, Layer, Opt, Origins, Refusal, Source, 
 use xfwd_dataplane::io::start::plan::Layout;
 use xfwd_dataplane::io::{FibSource, Forwarder, ForwarderConfig, LiveView, Mode, StartError, XdpMode};
 
+const LONG_ABOUT: &str = "User-space packet forwarder on AF_XDP: a learning bridge (xfwd bridge) and an IPv4 and \
+IPv6 router (xfwd router). An XDP program hands the frames of the ports to AF_XDP sockets, one worker per \
+queue forwards them, and what is for the box itself goes to the kernel. xfwd kernel sets up the kernel's \
+own path with the same configuration, and xfwd bench compares the two on a rig of network namespaces.";
+
+const FILES: &str = "Files:
+  /etc/xfwd/NAME.toml       a router's configuration, run by xfwd-router@NAME.service
+                            (schema: /usr/share/doc/xfwd/config.md)
+  /etc/xfwd/NAME.bridge     a bridge's ports and options, run by xfwd-bridge@NAME.service
+  /run/xfwd/xfwd.sock       the control socket `xfwd show` asks
+  /run/xfwd/NAME/xfwd.sock  a unit's control socket (xfwd show --control ...)
+
+Signals: SIGHUP reads the router's file again (routes, neighbours, limits); SIGINT and SIGTERM stop,
+detaching the XDP program. Under systemd (Type=notify) xfwd says READY, RELOADING and STOPPING.
+
+Exit status: 0 after SIGINT or SIGTERM, 1 for a failure while running, 2 for bad usage or a
+configuration that cannot work.";
+
 #[derive(Parser, Debug)]
-#[command(name = "xfwd", version, about = "User-space packet forwarder on AF_XDP")]
+#[command(name = "xfwd", version, about = "User-space packet forwarder on AF_XDP", long_about = LONG_ABOUT, after_long_help = FILES)]
 struct Cli {
     /// Print error cause chains and more detail.
     #[arg(short, long, global = true)]
@@ -72,6 +90,16 @@ enum Cmd {
         #[command(subcommand)]
         cmd: xfwd::kernel::KernelCmd,
     },
+    /// For packaging: write the man pages (xfwd.1, xfwd-router.1, …) or the bash, zsh and fish
+    /// completions into DIR.
+    #[command(hide = true)]
+    Generate { what: Generate, dir: PathBuf },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Generate {
+    Man,
+    Completions,
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,6 +148,10 @@ struct RouterArgs {
     /// Validate the file (and that its interfaces exist) and exit: 0 if good, 2 if not.
     #[arg(long)]
     check: bool,
+    /// With --check: the file alone, not the interfaces (for CI, or a machine other than the
+    /// one it is for).
+    #[arg(long, requires = "check")]
+    parse_only: bool,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -267,6 +299,7 @@ fn main() -> ExitCode {
         Cmd::Report { files, out, monitor } => {
             xfwd::bench::report_files(&files, out.as_deref(), &monitor).map(|()| ExitCode::SUCCESS)
         }
+        Cmd::Generate { what, dir } => generate(what, &dir).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -278,6 +311,42 @@ fn main() -> ExitCode {
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }
+}
+
+/// `xfwd generate`: the man pages, one per command that does something (`xfwd-show-stats.1`),
+/// or the completions, as the package installs them.
+fn generate(what: Generate, dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut cmd = Cli::command();
+    cmd.build();
+    match what {
+        Generate::Completions => {
+            for shell in [clap_complete::Shell::Bash, clap_complete::Shell::Zsh, clap_complete::Shell::Fish] {
+                let path = clap_complete::generate_to(shell, &mut cmd, "xfwd", dir)
+                    .with_context(|| format!("writing the {shell} completions into {}", dir.display()))?;
+                println!("{}", path.display());
+            }
+        }
+        Generate::Man => man_pages(&cmd, "xfwd", dir)?,
+    }
+    Ok(())
+}
+
+/// Writes `NAME.1` for `cmd`, then a page for each visible subcommand (`NAME-SUB.1`).
+fn man_pages(cmd: &clap::Command, name: &str, dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let page = cmd.clone().name(name.to_owned()).bin_name(name.replace('-', " ")).version(env!("CARGO_PKG_VERSION"));
+    let path = dir.join(format!("{name}.1"));
+    let mut out = Vec::new();
+    clap_mangen::Man::new(page).render(&mut out)?;
+    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))?;
+    println!("{}", path.display());
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+        man_pages(sub, &format!("{name}-{}", sub.get_name()), dir)?;
+    }
+    Ok(())
 }
 
 fn xsk_mode(fwd: &Forwarder) -> &'static str {
@@ -319,7 +388,21 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     // that is still starting (it reloads once ready instead).
     let sig = signals()?;
     let c = config_file::load(&args.config)?;
-    c.check_interfaces(xfwd_dataplane::io::port::exists)?;
+    if args.parse_only {
+        // The worker options merged and checked as at start, but `cores = irq`, which reads the
+        // first port's interrupts, left as it is.
+        let flags = args.workers.options.layer();
+        let (options, origins) = WorkerOptions::merge(&[&c.options, &flags]);
+        options.check().map_err(|r| xfwd::UsageError(word(&r, &origins)))?;
+        println!("{}: ok: {} interface(s) (not looked for: --parse-only)", args.config.display(), c.interfaces.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    c.check_interfaces(xfwd_dataplane::io::port::exists).map_err(|mut e| {
+        if args.check {
+            e.message.push_str("; --check --parse-only checks the file alone");
+        }
+        e
+    })?;
     let routes_from = match c.fib {
         FibSource::Config => format!(
             "{} static route(s), {} static neighbor(s)",

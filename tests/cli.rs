@@ -60,7 +60,18 @@ fn router_check_validates_without_root_or_side_effects() {
     let missing = write("missing.toml", "[[interface]]\nname = \"xfwd-nope9\"\naddresses = [\"198.18.99.1/24\"]\n");
     let (code, err) = run(&["router", "--config", &missing, "--check"]);
     assert_eq!(code, Some(2));
-    assert_eq!(err.trim(), format!("xfwd: error: {missing}:2:8: interface xfwd-nope9 does not exist in this network namespace (see `ip link show`)"));
+    assert_eq!(err.trim(), format!("xfwd: error: {missing}:2:8: interface xfwd-nope9 does not exist in this network namespace (see `ip link show`); --check --parse-only checks the file alone"));
+    // ... which --parse-only does not look for, but the file's errors it still finds.
+    let out = Command::new(XFWD).args(["router", "--config", &missing, "--check", "--parse-only"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok: 1 interface(s) (not looked for: --parse-only)"));
+    let bad_option = write(
+        "bad-option.toml",
+        "[workers]\nqueues = 0\n[[interface]]\nname = \"xfwd-nope9\"\naddresses = [\"198.18.99.1/24\"]\n",
+    );
+    let (code, err) = run(&["router", "--config", &bad_option, "--check", "--parse-only"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with(&format!("xfwd: error: {bad_option}:2:")), "{err}");
 
     // A semantic error: file, line, column, and the fix.
     let bad = write(
@@ -108,4 +119,32 @@ fn a_mistyped_port_gets_the_name_it_is_a_slip_from() {
     let (code, err) = run(&["bridge", "ol", "xfwd-nope1", "--control", "/tmp/xfwd-cli-test.sock"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.starts_with("xfwd: error: ol: no such interface in this network namespace; did you mean lo?"), "{err}");
+}
+
+/// The package's man pages and completions: a page for each command that does something, under
+/// the name `man` finds it by (`man xfwd-show-stats`), and completions that know the commands'
+/// options.
+#[test]
+fn generate_writes_a_man_page_per_command_and_completions_for_three_shells() {
+    let dir = std::env::temp_dir().join(format!("xfwd-cli-generate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let man = dir.join("man");
+    let out = Command::new(XFWD).args(["generate", "man", man.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for page in ["xfwd", "xfwd-bridge", "xfwd-router", "xfwd-show-stats", "xfwd-kernel-undo-router", "xfwd-doctor"] {
+        let text = std::fs::read_to_string(man.join(format!("{page}.1"))).unwrap_or_else(|e| panic!("{page}.1: {e}"));
+        assert!(text.contains(&format!(".TH {page} 1")), "{page}.1: {}", &text[..300.min(text.len())]);
+    }
+    let router = std::fs::read_to_string(man.join("xfwd-router.1")).unwrap();
+    assert!(router.contains("parse\\-only") && router.contains("xfwd router"), "{router}");
+    assert!(!man.join("xfwd-generate.1").exists(), "the packaging command has no page of its own");
+
+    let comp = dir.join("completions");
+    let out = Command::new(XFWD).args(["generate", "completions", comp.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for file in ["xfwd.bash", "_xfwd", "xfwd.fish"] {
+        let text = std::fs::read_to_string(comp.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(text.contains("parse-only") && text.contains("neighbors"), "{file}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
