@@ -254,7 +254,7 @@ fn counter_at(points: &[(u64, u64)], t: u64) -> Option<f64> {
 /// monitor `m` saw during it: the per-core samples that ended inside the run, their averages,
 /// the busy CPU-seconds they add up to, the packets the box's ports received, and the CPU
 /// cost per packet. Returns what could not be matched, in words (the two machines' clocks
-/// must agree: see the README's runbook).
+/// must agree: see the runbook in docs/doctor-and-board.md).
 pub fn join_monitor(arm: &mut ArmResult, m: &Monitor) -> Vec<String> {
     let mut problems = Vec::new();
     let Some(t0) = m.started_unix_ms else {

@@ -1,6 +1,6 @@
 //! `report.json`: every raw sample of an A/B run and the conditions it ran under.
 //!
-//! Schema version 1 (the `schema` field), documented in README.md under "The A/B harness". Fields
+//! Schema version 1 (the `schema` field), documented in docs/bench.md under "`report-<mode>.json`". Fields
 //! are only ever added; a reader accepts unknown ones.
 
 use serde::{Deserialize, Serialize};

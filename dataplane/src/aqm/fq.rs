@@ -50,7 +50,8 @@
 //! rounds of MTU-sized packets, computed from the configured rate; a worker has no configured
 //! rate, and counting the bytes queued needs no clock. The slot pool stays the hard limit over
 //! all flows. (On the rig, 450 TCP flows from 4 processes through one worker ran at the same
-//! 0.43–0.51 Gb/s under either rule: there the cost lies elsewhere; see the README.)
+//! 0.43–0.51 Gb/s under either rule: there the cost lies elsewhere; see
+//! docs/design/queues-and-scheduling.md.)
 //!
 //! # The caller's part
 //!

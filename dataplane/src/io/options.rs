@@ -192,8 +192,8 @@ pub enum AqmMode {
     /// XDP program's stamp, and on overflow a drop from the head of the fattest flow. The
     /// default: with a quantum of four frames they cost 2.7 % of throughput against `off` on
     /// the rig (4 TCP flows, 12 runs per arm; no difference proven) and keep a ping beside bulk
-    /// flows under a millisecond; see the README for where they collapse (a worker that is the
-    /// bottleneck of hundreds of TCP flows).
+    /// flows under a millisecond; see docs/design/queues-and-scheduling.md for where they
+    /// collapse (a worker that is the bottleneck of hundreds of TCP flows).
     #[default]
     #[cfg_attr(feature = "clap", value(name = "fq-codel", help = None::<&str>))]
     FqCodel,
