@@ -1,6 +1,7 @@
 //! The control socket: a Unix stream socket on which a running xfwd answers `xfwd show …`.
 //!
-//! Protocol: the client sends one line naming what it wants (`stats`, `stats-json`, `fdb`), the
+//! Protocol: the client sends one line naming what it wants (`stats`, `fdb`, `routes`,
+//! `neighbors`, or any of them with `-json`: `stats-json`), the
 //! server writes the answer and closes. Text, so `socat - UNIX:/run/xfwd/xfwd.sock` works too.
 //!
 //! No client can hold another: each is served by a thread of its own (normal priority, like
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use xfwd_dataplane::io::LiveView;
 
-use crate::render;
+use crate::{render, show};
 
 /// Where xfwd listens unless told otherwise.
 pub const DEFAULT_PATH: &str = "/run/xfwd/xfwd.sock";
@@ -130,20 +131,29 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
         Ok(line) => line,
         Err(refusal) => return (&stream).write_all(format!("{refusal}\n").as_bytes()),
     };
-    let answer = match line.trim() {
+    let request = line.trim();
+    let (what, as_json) = request.strip_suffix("-json").map_or((request, false), |w| (w, true));
+    let answer = match what {
+        "stats" if as_json => show::json(&view.report()),
         "stats" => render::stats_detail(&view.report(), &view.ports_now()),
-        "stats-json" => serde_json::to_string_pretty(&view.report()).unwrap_or_default() + "\n",
         // A question the running mode has no table for is an error, which `xfwd show` exits 1 on.
         "fdb" if view.router.is_some() => {
             "error: this xfwd is a router: it has no FDB (show routes, show neighbors)\n".into()
         }
         "routes" | "neighbors" if view.router.is_none() => {
-            format!("error: this xfwd is a bridge: it has no {} (show fdb)\n", line.trim())
+            format!("error: this xfwd is a bridge: it has no {what} (show fdb)\n")
         }
-        "fdb" => render::fdb(&view.fdb_entries(), view.fdb.capacity()),
-        "routes" => render::routes(view),
-        "neighbors" => render::neighbors(view),
-        other => format!("error: unknown request `{other}` (stats, stats-json, fdb, routes, neighbors)\n"),
+        "fdb" if as_json => show::json(&show::fdb(view)),
+        "fdb" => show::fdb_text(&show::fdb(view)),
+        "routes" => {
+            show::routes(view).map(|r| if as_json { show::json(&r) } else { show::routes_text(&r) }).unwrap_or_default()
+        }
+        "neighbors" => show::neighbors(view)
+            .map(|n| if as_json { show::json(&n) } else { show::neighbors_text(&n) })
+            .unwrap_or_default(),
+        _ => format!(
+            "error: unknown request `{request}` (stats, fdb, routes, neighbors, each also with -json: stats-json …)\n"
+        ),
     };
     (&stream).write_all(answer.as_bytes())
 }

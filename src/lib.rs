@@ -14,6 +14,7 @@ pub mod privs;
 pub mod remote;
 pub mod render;
 pub mod rig;
+pub mod show;
 pub mod top;
 
 /// Bad usage of the command line, found by the CLI itself (exit code 2): the message names what

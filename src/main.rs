@@ -111,11 +111,23 @@ enum Show {
         json: bool,
     },
     /// The learnt MAC addresses.
-    Fdb,
-    /// The router's routes (connected, local, broadcast, static).
-    Routes,
-    /// The router's neighbour table.
-    Neighbors,
+    Fdb {
+        /// Print JSON instead of text (named fields, with a schema version).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The router's routes (connected, local, broadcast, static, or the kernel's), as `ip route`.
+    Routes {
+        /// Print JSON instead of text (named fields, with a schema version).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The router's neighbour table, as `ip neigh`.
+    Neighbors {
+        /// Print JSON instead of text (named fields, with a schema version).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What both modes take: the worker options (the table in `xfwd_dataplane::io::settings`;
@@ -278,14 +290,14 @@ fn main() -> ExitCode {
         Cmd::Bridge(args) => bridge(args),
         Cmd::Router(args) => router(args),
         Cmd::Show { what, control } => {
-            let req = match what {
-                Show::Stats { json: true } => "stats-json",
-                Show::Stats { json: false } => "stats",
-                Show::Fdb => "fdb",
-                Show::Routes => "routes",
-                Show::Neighbors => "neighbors",
+            let (req, json) = match what {
+                Show::Stats { json } => ("stats", json),
+                Show::Fdb { json } => ("fdb", json),
+                Show::Routes { json } => ("routes", json),
+                Show::Neighbors { json } => ("neighbors", json),
             };
-            control::query(&control, req).map(|text| {
+            let req = if json { format!("{req}-json") } else { req.to_owned() };
+            control::query(&control, &req).map(|text| {
                 print!("{text}");
                 ExitCode::SUCCESS
             })

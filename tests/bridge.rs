@@ -34,11 +34,18 @@ fn ping_arp_and_tcp_cross_through_af_xdp() {
     let fdb = Command::new(XFWD).args(["show", "fdb", "--control", &control]).output().unwrap();
     let fdb = String::from_utf8_lossy(&fdb.stdout).to_string();
     assert!(fdb.contains(&h2_mac) && fdb.contains(&mac_of(&r.h1, "eth0")), "fdb: {fdb}");
+    // The same as JSON: named fields, a schema version.
+    let json: xfwd::show::Fdb = serde_json::from_str(&common::show_json(&control, "fdb")).unwrap();
+    assert_eq!(json.version, xfwd::show::VERSION);
+    let h2 = json.entries.iter().find(|e| e.mac == h2_mac).expect("h2 in the JSON");
+    assert_eq!(h2.port, "eth5", "{json:?}");
     // A bridge has no routes: the question is an error, exit 1, said on stderr.
     let routes = Command::new(XFWD).args(["show", "routes", "--control", &control]).output().unwrap();
     let err = String::from_utf8_lossy(&routes.stderr);
     assert_eq!(routes.status.code(), Some(1), "{err}");
     assert!(routes.stdout.is_empty() && err.contains("this xfwd is a bridge: it has no routes (show fdb)"), "{err}");
+    let routes = Command::new(XFWD).args(["show", "neighbors", "--json", "--control", &control]).output().unwrap();
+    assert_eq!(routes.status.code(), Some(1), "{}", String::from_utf8_lossy(&routes.stderr));
 
     let before = stats(&control);
     let tcp = rig::iperf3_tcp(&r.h2, &r.h1, rig::H2_ADDR, 1, 1, 2).unwrap();

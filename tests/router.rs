@@ -51,6 +51,18 @@ fn reference_topology_forwards_ping_and_four_tcp_flows_with_its_own_arp() {
     let neighbors = show(&control, "neighbors");
     assert!(neighbors.contains(&format!("198.18.10.1 dev eth5 lladdr {}", mac_of(&r.h1, "eth0"))), "{neighbors}");
     assert!(neighbors.contains(&format!("198.18.30.2 dev eth4 lladdr {}", mac_of(&r.h2, "eth0"))), "{neighbors}");
+    // The same tables as JSON: named fields, a schema version.
+    let json: xfwd::show::Neighbors = serde_json::from_str(&common::show_json(&control, "neighbors")).unwrap();
+    let h1 = json.entries.iter().find(|n| n.dst.to_string() == "198.18.10.1").expect("h1 in the JSON");
+    assert_eq!((h1.family.as_str(), h1.dev.as_str(), h1.state.as_str()), ("inet", "eth5", "REACHABLE"));
+    assert_eq!(h1.lladdr, mac_of(&r.h1, "eth0"));
+    let routes: xfwd::show::Routes = serde_json::from_str(&common::show_json(&control, "routes")).unwrap();
+    assert_eq!((routes.version, routes.source.as_str()), (xfwd::show::VERSION, "config"));
+    let connected = routes.routes.iter().find(|r| r.dst == "198.18.10.0/24").expect("eth5's subnet");
+    assert_eq!((connected.origin.as_str(), connected.dev.as_deref()), ("connected", Some("eth5")));
+    assert_eq!(connected.prefsrc, Some("198.18.10.2".parse().unwrap()));
+    let local = routes.routes.iter().find(|r| r.kind == "local" && r.dst == "198.18.30.1").expect("a local route");
+    assert_eq!(local.dev.as_deref(), Some("eth4"));
     let s = stats(&control);
     let arp = |n: &str| s.arp.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
     assert!(arp("requests-sent") >= 2, "{:?}", s.arp);

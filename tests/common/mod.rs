@@ -198,6 +198,13 @@ pub fn show(control: &str, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `xfwd show WHAT --json` from the xfwd on `control`.
+pub fn show_json(control: &str, what: &str) -> String {
+    let out = std::process::Command::new(XFWD).args(["show", what, "--json", "--control", control]).output().unwrap();
+    assert!(out.status.success(), "show {what} --json: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The drops of `s` other than queue management's (`aqm-drop`, `fq-overflow`): CoDel may drop
 /// a frame that waited beyond its target on a machine loaded by other work, which says nothing
 /// about the path's decisions; every other reason must stay at zero where a test says so.
