@@ -405,6 +405,17 @@ pub fn fdb_text(f: &Fdb) -> String {
     s
 }
 
+/// `show stats --json`: the report with the schema [`VERSION`] beside its fields.
+pub fn stats_json(report: &xfwd_dataplane::io::Report) -> String {
+    #[derive(Serialize)]
+    struct Stats<'a> {
+        version: u32,
+        #[serde(flatten)]
+        report: &'a xfwd_dataplane::io::Report,
+    }
+    json(&Stats { version: VERSION, report })
+}
+
 /// JSON, pretty, with a final newline.
 pub fn json<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default() + "\n"

@@ -39,6 +39,12 @@ fn ping_arp_and_tcp_cross_through_af_xdp() {
     assert_eq!(json.version, xfwd::show::VERSION);
     let h2 = json.entries.iter().find(|e| e.mac == h2_mac).expect("h2 in the JSON");
     assert_eq!(h2.port, "eth5", "{json:?}");
+    // show stats --json: counts by name, a schema version.
+    let v: serde_json::Value = serde_json::from_str(&common::show_json(&control, "stats")).unwrap();
+    assert_eq!(v["version"], xfwd::show::VERSION, "{v}");
+    let drops = &v["ports"][0]["total"]["drops"];
+    assert!(drops.is_object() && drops["no-free-frame"].is_u64(), "{drops}");
+    assert!(v["ports"][0]["xdp"]["redirected"].as_u64().unwrap() > 0, "{}", v["ports"][0]["xdp"]);
     // A bridge has no routes: the question is an error, exit 1, said on stderr.
     let routes = Command::new(XFWD).args(["show", "routes", "--control", &control]).output().unwrap();
     let err = String::from_utf8_lossy(&routes.stderr);
@@ -369,7 +375,8 @@ fn zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_u
     assert!(free >= 8, "the kernel reserved {free} huge pages");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--huge-pages", "--control", &c]).unwrap();
     // One worker, two ports, 8,192 frames of 2 KiB: 16 MiB, eight 2 MiB pages.
-    assert_eq!(free - huge_pages_free(), 8, "the UMEM is on huge pages");
+    x.collect();
+    assert_eq!(free - huge_pages_free(), 8, "the UMEM is on huge pages: {:#?}", x.seen);
     Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     r.h2.exec(&["ping", "-c", "20", "-i", "0.01", "-W", "1", rig::H1_ADDR]).unwrap();
     stop_clean(&mut x);

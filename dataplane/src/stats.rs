@@ -508,7 +508,8 @@ pub struct PortSnapshot {
     #[serde(default)]
     pub ecn_marked: u64,
     pub gleaned: u64,
-    /// (reason name, count), in [`Reason::ALL`] order.
+    /// (reason name, count), in [`Reason::ALL`] order; in JSON an object (see [`named`]).
+    #[serde(with = "named")]
     pub drops: Vec<(String, u64)>,
     pub kicks: u64,
     pub kick_again: u64,
@@ -632,9 +633,75 @@ pub struct QueueSnapshot {
     pub load: LoopTotals,
 }
 
+/// (name, count) lists in JSON as an object, `{"runt": 0, "ttl-exceeded": 3, …}`, in their
+/// order, so a script reads a count by its name (`.drops["runt"]`); read back from such an
+/// object or from the list of `[name, count]` pairs that reports written before held.
+pub mod named {
+    use std::fmt;
+
+    use serde::de::{MapAccess, SeqAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+
+    /// Writes `counts` as an object.
+    pub fn serialize<S: Serializer>(counts: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(counts.len()))?;
+        for (name, n) in counts {
+            map.serialize_entry(name, n)?;
+        }
+        map.end()
+    }
+
+    /// Reads an object, or a list of pairs.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, u64)>, D::Error> {
+        struct Counts;
+        impl<'de> Visitor<'de> for Counts {
+            type Value = Vec<(String, u64)>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object of counts by name, or a list of [name, count] pairs")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some(entry) = a.next_entry::<String, u64>()? {
+                    v.push(entry);
+                }
+                Ok(v)
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some(entry) = a.next_element::<(String, u64)>()? {
+                    v.push(entry);
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_any(Counts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Counts {
+        #[serde(with = "named")]
+        c: Vec<(String, u64)>,
+    }
+
+    #[test]
+    fn counts_are_an_object_in_their_order_and_the_old_pairs_still_read() {
+        let v = Counts { c: vec![("runt".into(), 2), ("bad-checksum".into(), 0), ("no-route".into(), 7)] };
+        let text = serde_json::to_string(&v).unwrap();
+        assert_eq!(text, r#"{"c":{"runt":2,"bad-checksum":0,"no-route":7}}"#);
+        assert_eq!(serde_json::from_str::<Counts>(&text).unwrap(), v);
+        let old = r#"{"c":[["runt",2],["bad-checksum",0],["no-route",7]]}"#;
+        assert_eq!(serde_json::from_str::<Counts>(old).unwrap(), v);
+        assert!(serde_json::from_str::<Counts>(r#"{"c":{"runt":-1}}"#).is_err());
+    }
 
     #[test]
     fn a_pool_snapshot_sums_its_members_flows_and_splits_what_the_kernel_holds() {

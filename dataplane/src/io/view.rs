@@ -80,7 +80,8 @@ pub struct PortReport {
     pub total: PortSnapshot,
     /// Per queue, by queue id.
     pub per_queue: Vec<PortSnapshot>,
-    /// The XDP program's counters for this port: (name, count).
+    /// The XDP program's counters for this port: (name, count); in JSON an object.
+    #[serde(with = "crate::stats::named")]
     pub xdp: Vec<(String, u64)>,
     /// The highest queue index a frame arrived on with no socket there (counted in
     /// `pass-no-socket`); `None` while every frame found its socket.
@@ -110,14 +111,15 @@ pub struct Report {
     pub fdb_capacity: usize,
     /// Frames the XDP program saw on interfaces that are not ports.
     pub xdp_foreign: u64,
-    /// Router mode: the ARP thread's counters (name, value).
-    #[serde(default)]
+    /// Router mode: the ARP thread's counters (name, value); in JSON an object.
+    #[serde(default, with = "crate::stats::named")]
     pub arp: Vec<(String, u64)>,
     /// Router mode: neighbour table entries and capacity.
     #[serde(default)]
     pub neighbors: Option<(usize, usize)>,
-    /// Router mode: the ARP thread's neighbour discovery counters (name, value).
-    #[serde(default)]
+    /// Router mode: the ARP thread's neighbour discovery counters (name, value); in JSON an
+    /// object.
+    #[serde(default, with = "crate::stats::named")]
     pub ndp: Vec<(String, u64)>,
     /// Router mode: IPv6 neighbour table entries and capacity.
     #[serde(default)]
