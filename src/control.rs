@@ -43,7 +43,9 @@ pub struct ControlServer {
 
 impl ControlServer {
     /// Binds `path` (creating its directory); nothing answers until [`ControlServer::serve`].
-    pub fn bind(path: &Path) -> Result<ControlServer> {
+    /// With `group`, the socket is that group's too (mode 0660), so its members may ask as
+    /// root may; without, only its owner (root, or the unit's user) can.
+    pub fn bind(path: &Path, group: Option<u32>) -> Result<ControlServer> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
@@ -58,6 +60,13 @@ impl ControlServer {
             std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
         }
         let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+        if let Some(gid) = group {
+            use std::os::unix::fs::PermissionsExt;
+            std::os::unix::fs::chown(path, None, Some(gid))
+                .with_context(|| format!("giving {} to group {gid}", path.display()))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+                .with_context(|| format!("chmod 0660 {}", path.display()))?;
+        }
         Ok(ControlServer { path: path.to_owned(), listener: Some(listener) })
     }
 
@@ -162,8 +171,15 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
 /// error (`error: …`: a question this xfwd has no table for, an unknown request, too many
 /// clients) is returned as one.
 pub fn query(path: &Path, request: &str) -> Result<String> {
-    let mut s = UnixStream::connect(path).with_context(|| {
-        format!("{}: no xfwd answers here (is it running? started with another --control?)", path.display())
+    let mut s = UnixStream::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "{}: permission denied: only the socket's owner and group may ask (run as root, or start xfwd with --control-group GROUP and join that group)",
+            path.display()
+        ),
+        _ => anyhow::Error::new(e).context(format!(
+            "{}: no xfwd answers here (is it running? started with another --control?)",
+            path.display()
+        )),
     })?;
     s.set_read_timeout(Some(QUERY_TIMEOUT))?;
     s.set_write_timeout(Some(QUERY_TIMEOUT))?;

@@ -142,6 +142,10 @@ struct WorkerArgs {
     /// Control socket for `xfwd show`.
     #[arg(long, default_value = control::DEFAULT_PATH)]
     control: PathBuf,
+    /// Let this group's members ask too (`xfwd show`, `xfwd top`): the control socket becomes
+    /// the group's, mode 0660 [default: its owner only].
+    #[arg(long, value_name = "GROUP")]
+    control_group: Option<String>,
     /// Once set up, run as this user (a name or a uid). Every capability is dropped either way.
     #[arg(long)]
     user: Option<String>,
@@ -461,8 +465,15 @@ fn start(
     origins: &Origins,
 ) -> anyhow::Result<(Forwarder, control::ControlServer)> {
     let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| xfwd::UsageError(e.to_string()))?;
-    // Bound as root, the socket file stays root's: only root may query a running xfwd.
-    let mut control = control::ControlServer::bind(&w.control).map_err(|e| xfwd::UsageError(format!("{e:#}")))?;
+    let group = w
+        .control_group
+        .as_deref()
+        .map(privs::group_id)
+        .transpose()
+        .map_err(|e| xfwd::UsageError(format!("--control-group: {e}")))?;
+    // Bound as root, the socket file stays root's (and --control-group's): only they may query.
+    let mut control =
+        control::ControlServer::bind(&w.control, group).map_err(|e| xfwd::UsageError(format!("{e:#}")))?;
     // Bound now, while xfwd may still bind any port; served once the workers run.
     let metrics = w
         .metrics

@@ -19,6 +19,9 @@ pub enum PrivError {
     /// `--user` names nobody in the password database.
     #[error("no user `{0}` (see /etc/passwd; give a name or a numeric uid)")]
     NoSuchUser(String),
+    /// `--control-group` names no group in the group database.
+    #[error("no group `{0}` (see /etc/group; give a name or a numeric gid)")]
+    NoSuchGroup(String),
     /// The process already runs threads that would keep their capabilities.
     #[error("{0} threads already run; capabilities are per thread, so they must be dropped before any thread starts")]
     Threads(usize),
@@ -67,6 +70,25 @@ impl User {
         }
         Ok(User { name: name.to_owned(), uid: pw.pw_uid, gid: pw.pw_gid })
     }
+}
+
+/// Looks a group (a name or a numeric gid) up in the group database: its gid.
+pub fn group_id(name: &str) -> Result<u32, PrivError> {
+    let missing = || PrivError::NoSuchGroup(name.to_owned());
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let c = CString::new(name).map_err(|_| missing())?;
+    // SAFETY: group is plain data; all-zero is a valid value to be filled in.
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: `c` is NUL-terminated; the other pointers are valid for the length given.
+    let rc = unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() {
+        return Err(missing());
+    }
+    Ok(gr.gr_gid)
 }
 
 /// What [`drop_all`] did.
@@ -200,6 +222,9 @@ mod tests {
         let e = User::lookup("xfwd-no-such-user").unwrap_err();
         assert!(e.to_string().contains("no user `xfwd-no-such-user`"), "{e}");
         assert!(matches!(User::lookup("a\0b"), Err(PrivError::NoSuchUser(_))));
+        assert_eq!(group_id("root").unwrap(), 0);
+        assert_eq!(group_id("4321").unwrap(), 4321);
+        assert!(matches!(group_id("xfwd-no-such-group"), Err(PrivError::NoSuchGroup(_))));
     }
 
     #[test]

@@ -160,3 +160,39 @@ fn the_documented_capabilities_are_enough() {
         stop_clean(&mut x);
     }
 }
+
+/// Who may ask: by default only the socket's owner, and a user who may not is told so (not
+/// that nothing answers); with --control-group, that group's members too.
+#[test]
+fn the_control_socket_answers_its_group_and_tells_others_they_may_not() {
+    if !root_or_skip("the_control_socket_answers_its_group_and_tells_others_they_may_not") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    // A group nobody is in, by number (no entry in /etc/group needed).
+    const GID: &str = "4242";
+    let as_nobody = |control: &str, groups: &str| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--groups", groups, XFWD, "show", "stats"])
+            .args(["--control", control])
+            .output()
+            .unwrap()
+    };
+    let control = control_path("priv-owner");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control]).unwrap();
+    let out = as_nobody(&control, GID);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("permission denied") && err.contains("--control-group"), "{err}");
+    stop_clean(&mut x);
+
+    let control = control_path("priv-group");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &control, "--control-group", GID]).unwrap();
+    let out = as_nobody(&control, GID);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("eth4"));
+    let out = as_nobody(&control, "4243");
+    assert_eq!(out.status.code(), Some(1), "not in the group: {}", String::from_utf8_lossy(&out.stderr));
+    stop_clean(&mut x);
+}
