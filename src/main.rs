@@ -464,6 +464,7 @@ fn start(
     w: &WorkerArgs,
     origins: &Origins,
 ) -> anyhow::Result<(Forwarder, control::ControlServer)> {
+    privs::check_for_start().map_err(xfwd::UsageError)?;
     let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| xfwd::UsageError(e.to_string()))?;
     let group = w
         .control_group

@@ -134,6 +134,40 @@ pub fn keep_for_map_reads(kernel: (u32, u32), unprivileged_bpf_disabled: bool) -
     }
 }
 
+/// What start-up needs, each with what for: a capability, or another that also serves (on
+/// kernels before `CAP_BPF` and `CAP_PERFMON`, `CAP_SYS_ADMIN` stood for both). Locking the
+/// UMEM (`CAP_IPC_LOCK`, or a locked-memory limit above its size) is checked where the size is
+/// known, when the UMEM is made.
+pub const FOR_START: [(caps::Capability, Option<caps::Capability>, &str); 4] = [
+    (caps::Capability::CAP_NET_ADMIN, None, "attach the XDP program"),
+    (caps::Capability::CAP_BPF, Some(caps::Capability::CAP_SYS_ADMIN), "load the XDP program and its maps"),
+    (caps::Capability::CAP_PERFMON, Some(caps::Capability::CAP_SYS_ADMIN), "the verifier asks for it with CAP_BPF"),
+    (caps::Capability::CAP_NET_RAW, None, "open the AF_XDP and packet sockets"),
+];
+
+/// Of `needs`, what `has` (an effective set) lacks, as "CAP_X (what for)".
+pub fn missing(needs: &[(caps::Capability, Option<caps::Capability>, &str)], has: &caps::CapsHashSet) -> Vec<String> {
+    needs
+        .iter()
+        .filter(|(c, or, _)| !has.contains(c) && !or.is_some_and(|o| has.contains(&o)))
+        .map(|(c, _, why)| format!("{c} ({why})"))
+        .collect()
+}
+
+/// Says, before anything is touched, which capabilities start-up needs and this process lacks.
+pub fn check_for_start() -> Result<(), String> {
+    let has =
+        caps::read(None, caps::CapSet::Effective).map_err(|e| format!("reading this process's capabilities: {e}"))?;
+    let lacking = missing(&FOR_START, &has);
+    if lacking.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "missing capabilities: {}; run as root, or grant them (the units' AmbientCapabilities=, or setpriv/capsh; see docs/install.md)",
+        lacking.join(", ")
+    ))
+}
+
 /// [`keep_for_map_reads`] for the running kernel.
 pub fn keep_for_map_reads_here() -> Option<caps::Capability> {
     // SAFETY: utsname is plain data; all-zero is valid, uname fills it.
@@ -223,6 +257,13 @@ mod tests {
         assert!(e.to_string().contains("no user `xfwd-no-such-user`"), "{e}");
         assert!(matches!(User::lookup("a\0b"), Err(PrivError::NoSuchUser(_))));
         assert_eq!(group_id("root").unwrap(), 0);
+        use caps::Capability::*;
+        let has: caps::CapsHashSet = [CAP_NET_ADMIN, CAP_SYS_ADMIN].into_iter().collect();
+        // CAP_SYS_ADMIN stands for CAP_BPF and CAP_PERFMON; nothing stands for CAP_NET_RAW.
+        assert_eq!(missing(&FOR_START, &has), ["CAP_NET_RAW (open the AF_XDP and packet sockets)"]);
+        let all: caps::CapsHashSet = FOR_START.iter().map(|(c, _, _)| *c).collect();
+        assert!(missing(&FOR_START, &all).is_empty());
+        assert_eq!(missing(&FOR_START, &caps::CapsHashSet::new()).len(), 4);
         assert_eq!(group_id("4321").unwrap(), 4321);
         assert!(matches!(group_id("xfwd-no-such-group"), Err(PrivError::NoSuchGroup(_))));
     }

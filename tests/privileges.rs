@@ -196,3 +196,33 @@ fn the_control_socket_answers_its_group_and_tells_others_they_may_not() {
     assert_eq!(out.status.code(), Some(1), "not in the group: {}", String::from_utf8_lossy(&out.stderr));
     stop_clean(&mut x);
 }
+
+/// Start-up without a capability it needs is refused before anything is touched, naming each
+/// one missing and what it is for (not libbpf's `Operation not permitted`).
+#[test]
+fn missing_capabilities_are_named_before_start() {
+    if !root_or_skip("missing_capabilities_are_named_before_start") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let control = control_path("priv-missing");
+    let out = r
+        .boxns
+        .command("setpriv")
+        .args(["--bounding-set=-all,+net_admin,+net_raw,+ipc_lock,+setpcap", "--inh-caps=-all", XFWD])
+        .args(["bridge", "eth4", "eth5", "--control", &control])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(
+            "xfwd: error: missing capabilities: CAP_BPF (load the XDP program and its maps), CAP_PERFMON ("
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("CAP_NET_ADMIN") && !err.contains("CAP_NET_RAW"), "only what is missing: {err}");
+    assert!(!common::xdp_attached(&r), "nothing attached");
+    assert!(!std::path::Path::new(&control).exists(), "no control socket");
+}
