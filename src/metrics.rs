@@ -224,10 +224,76 @@ const XDP_PATH_COUNTERS: &[Row<FastReport>] = &[
     ("errors", "map writes that failed", |x| x.errors),
 ];
 
-/// Every counter and gauge of `r` as metric families.
-pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
+/// The process's own figures, as Prometheus's client libraries name them (`process_*`), read
+/// from /proc at each scrape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Process {
+    /// User and system CPU time, seconds.
+    pub cpu_seconds: f64,
+    /// Resident memory, bytes.
+    pub resident_bytes: u64,
+    /// Virtual memory, bytes.
+    pub virtual_bytes: u64,
+    /// Start time, seconds since the Unix epoch.
+    pub start_time_seconds: f64,
+    /// Threads.
+    pub threads: u64,
+    /// Open file descriptors (`None`: /proc/self/fd unreadable).
+    pub open_fds: Option<u64>,
+    /// The limit on them (RLIMIT_NOFILE, soft).
+    pub max_fds: Option<u64>,
+}
+
+impl Process {
+    /// From `/proc/self/stat`'s text, the boot time (`btime` of /proc/stat), the clock ticks
+    /// per second and the page size; `None` if the text is not a stat line.
+    pub fn parse(stat: &str, btime: u64, ticks: u64, page: u64) -> Option<Process> {
+        // The command name may hold spaces and parentheses: the fields follow the last ')'.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // f[0] is field 3 (state) of proc(5): utime 14, stime 15, num_threads 20, starttime
+        // 22, vsize 23, rss 24.
+        let n = |field: usize| f.get(field - 3)?.parse::<u64>().ok();
+        let ticks = ticks.max(1) as f64;
+        Some(Process {
+            cpu_seconds: (n(14)? + n(15)?) as f64 / ticks,
+            resident_bytes: n(24)? * page,
+            virtual_bytes: n(23)?,
+            start_time_seconds: btime as f64 + n(22)? as f64 / ticks,
+            threads: n(20)?,
+            open_fds: None,
+            max_fds: None,
+        })
+    }
+
+    /// This process now; `None` where /proc cannot be read.
+    pub fn read() -> Option<Process> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let btime = std::fs::read_to_string("/proc/stat")
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+        // SAFETY: sysconf only reads configuration values.
+        let (ticks, page) = unsafe { (libc::sysconf(libc::_SC_CLK_TCK), libc::sysconf(libc::_SC_PAGESIZE)) };
+        let mut p = Process::parse(&stat, btime, u64::try_from(ticks).ok()?, u64::try_from(page).ok()?)?;
+        p.open_fds = std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count() as u64);
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes one rlimit into the valid `lim`.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+            p.max_fds = Some(lim.rlim_cur);
+        }
+        Some(p)
+    }
+}
+
+/// Every counter and gauge of `r` as metric families, with the process's own (`process`).
+pub fn families(r: &Report, routes: RouteCounts, process: Option<&Process>) -> Vec<MetricFamily> {
     let mut f = Families::default();
+    f.build_info();
     f.info(r);
+    if let Some(p) = process {
+        f.process(p);
+    }
     for p in &r.ports {
         f.port(p);
     }
@@ -262,6 +328,46 @@ pub fn families(r: &Report, routes: RouteCounts) -> Vec<MetricFamily> {
 /// The families of each part of a [`Report`]; [`families`] calls them in the order a scrape
 /// lists them (a family is listed where it is first seen).
 impl Families {
+    /// `xfwd_build_info`: what was built, as every exporter says it.
+    fn build_info(&mut self) {
+        self.gauge(
+            "xfwd_build_info",
+            "The xfwd build: its version and the machine it was built for; always 1.",
+            &[("version", env!("CARGO_PKG_VERSION")), ("arch", std::env::consts::ARCH)],
+            1.0,
+        );
+    }
+
+    /// `process_*`: the process's CPU time, memory, threads and descriptors.
+    fn process(&mut self, p: &Process) {
+        self.counter(
+            "process_cpu_seconds_total",
+            "CPU time xfwd used, user and system, in seconds.",
+            &[],
+            p.cpu_seconds,
+        );
+        self.gauge("process_resident_memory_bytes", "Memory xfwd holds in RAM, bytes.", &[], p.resident_bytes as f64);
+        self.gauge(
+            "process_virtual_memory_bytes",
+            "Address space xfwd has mapped, bytes.",
+            &[],
+            p.virtual_bytes as f64,
+        );
+        self.gauge(
+            "process_start_time_seconds",
+            "When xfwd started, seconds since the Unix epoch.",
+            &[],
+            p.start_time_seconds,
+        );
+        self.gauge("process_threads", "Threads of xfwd.", &[], p.threads as f64);
+        if let Some(n) = p.open_fds {
+            self.gauge("process_open_fds", "File descriptors xfwd has open.", &[], n as f64);
+        }
+        if let Some(n) = p.max_fds {
+            self.gauge("process_max_fds", "File descriptors xfwd may open (RLIMIT_NOFILE).", &[], n as f64);
+        }
+    }
+
     /// `xfwd_info`: how xfwd runs.
     fn info(&mut self, r: &Report) {
         self.gauge(
@@ -526,10 +632,10 @@ impl Families {
 }
 
 /// The text of a scrape.
-pub fn render(r: &Report, routes: RouteCounts) -> Vec<u8> {
+pub fn render(r: &Report, routes: RouteCounts, process: Option<&Process>) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 * 1024);
     // Families are never empty and names are fixed here: encoding cannot fail.
-    let _ = TextEncoder::new().encode(&families(r, routes), &mut out);
+    let _ = TextEncoder::new().encode(&families(r, routes, process), &mut out);
     out
 }
 
@@ -567,7 +673,7 @@ impl MetricsServer {
         std::thread::Builder::new().name("xfwd-metrics".into()).spawn(move || {
             // Never real-time, whatever the thread that started it was.
             let _ = xfwd_dataplane::io::start::sched::step_down();
-            serve(&self.listener, |_| render(&view.report(), route_counts(&view)))
+            serve(&self.listener, |_| render(&view.report(), route_counts(&view), Process::read().as_ref()))
         })?;
         Ok(())
     }
@@ -956,8 +1062,18 @@ mod tests {
     /// The text of a scrape, with the version label made independent of the crate's version.
     fn scrape_text(router: bool) -> String {
         let routes = router.then_some((7, 5));
-        let text = String::from_utf8(render(&numbered_report(router), routes)).unwrap();
+        let process = Process {
+            cpu_seconds: 1.5,
+            resident_bytes: 4096,
+            virtual_bytes: 8192,
+            start_time_seconds: 1_700_000_000.25,
+            threads: 6,
+            open_fds: Some(12),
+            max_fds: Some(1024),
+        };
+        let text = String::from_utf8(render(&numbered_report(router), routes, Some(&process))).unwrap();
         text.replace(concat!("version=\"", env!("CARGO_PKG_VERSION"), "\""), "version=\"VERSION\"")
+            .replace(&format!("arch=\"{}\"", std::env::consts::ARCH), "arch=\"ARCH\"")
     }
 
     /// Every line of a scrape (names, labels, help texts, values, order) as it was when the
@@ -975,6 +1091,20 @@ mod tests {
             assert_eq!(text.lines().count(), pinned.lines().count(), "router {router}: {text}");
             assert_eq!(text, pinned, "router {router}");
         }
+    }
+
+    /// proc(5)'s stat line, a command name with a space and a parenthesis in it.
+    #[test]
+    fn the_process_figures_are_read_off_its_stat_line() {
+        let stat = "4242 (xfwd (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 -11 0 7 0 1000 104857600 2560 \
+                    18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 17 1 10 1 0 0 0 0 0 0 0 0 0 0 0";
+        let p = Process::parse(stat, 1_700_000_000, 100, 4096).unwrap();
+        assert_eq!(p.cpu_seconds, 3.0, "(250 + 50) ticks at 100 a second");
+        assert_eq!((p.threads, p.virtual_bytes, p.resident_bytes), (7, 104_857_600, 2560 * 4096));
+        assert_eq!(p.start_time_seconds, 1_700_000_010.0, "boot + 1000 ticks");
+        assert_eq!(Process::parse("4242 (xfwd) S 1", 0, 100, 4096), None);
+        let me = Process::read().expect("this process's own figures");
+        assert!(me.threads >= 1 && me.resident_bytes > 0 && me.open_fds.unwrap() >= 3, "{me:?}");
     }
 
     #[test]
