@@ -144,7 +144,8 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
     let (what, as_json) = request.strip_suffix("-json").map_or((request, false), |w| (w, true));
     let answer = match what {
         "stats" if as_json => show::stats_json(&view.report()),
-        "stats" => render::stats_detail(&view.report(), &view.ports_now()),
+        "stats" => render::stats_detail(&view.report(), &view.ports_now(), false),
+        "stats-all" => render::stats_detail(&view.report(), &view.ports_now(), true),
         // A question the running mode has no table for is an error, which `xfwd show` exits 1 on.
         "fdb" if view.router.is_some() => {
             "error: this xfwd is a router: it has no FDB (show routes, show neighbors)\n".into()

@@ -106,9 +106,12 @@ enum Generate {
 enum Show {
     /// Counters per port and queue, XDP and AF_XDP socket statistics, frame accounting.
     Stats {
-        /// Print JSON instead of text.
+        /// Print JSON instead of text (every counter).
         #[arg(long)]
         json: bool,
+        /// Every drop reason and XDP verdict, zeros too [default: those that happened].
+        #[arg(short, long)]
+        all: bool,
     },
     /// The learnt MAC addresses.
     Fdb {
@@ -295,7 +298,8 @@ fn main() -> ExitCode {
         Cmd::Router(args) => router(args),
         Cmd::Show { what, control } => {
             let (req, json) = match what {
-                Show::Stats { json } => ("stats", json),
+                Show::Stats { json: false, all: true } => ("stats-all", false),
+                Show::Stats { json, .. } => ("stats", json),
                 Show::Fdb { json } => ("fdb", json),
                 Show::Routes { json } => ("routes", json),
                 Show::Neighbors { json } => ("neighbors", json),

@@ -154,7 +154,16 @@ pub fn load_lines(t: &LoopTotals) -> Vec<String> {
 }
 
 /// The full picture for `xfwd show stats`.
-pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
+pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
+    // Drop reasons and the XDP program's verdicts: those that happened, or (`all`) every one.
+    let counts = |c: &[(String, u64)]| {
+        let shown: Vec<String> = c.iter().filter(|(_, v)| all || *v > 0).map(|(n, v)| format!("{n} {v}")).collect();
+        if shown.is_empty() {
+            "none (show stats -a: every one)".to_owned()
+        } else {
+            shown.join(", ")
+        }
+    };
     let mut s = String::new();
     for (i, p) in r.ports.iter().enumerate() {
         let t = &p.total;
@@ -171,9 +180,8 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo]) -> String {
             "  rx {} frames {} bytes, tx {} frames {} bytes, flooded {}, fdb-full {}, ecn-marked {}",
             t.rx_frames, t.rx_bytes, t.tx_frames, t.tx_bytes, t.flooded, t.fdb_full, t.ecn_marked
         );
-        let _ =
-            writeln!(s, "  drops: {}", t.drops.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
-        let _ = writeln!(s, "  xdp: {}", p.xdp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(s, "  drops: {}", counts(&t.drops));
+        let _ = writeln!(s, "  xdp: {}", counts(&p.xdp));
         let x = &t.xsk;
         let _ = writeln!(
             s,

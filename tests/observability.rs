@@ -97,6 +97,11 @@ fn loop_accounting_adds_up_to_the_wall_time_and_counts_every_frame() {
         text.contains("loop since start") && text.contains("ns per frame") && text.contains("frames per round:"),
         "{text}"
     );
+    // Drop reasons and XDP verdicts that happened, unless every one is asked for.
+    assert!(!text.contains("runt 0") && text.contains("redirected "), "{text}");
+    let out = Command::new(XFWD).args(["show", "stats", "-a", "--control", &control]).output().unwrap();
+    let all = String::from_utf8_lossy(&out.stdout);
+    assert!(all.contains("runt 0") && all.contains("pass-no-socket 0"), "{all}");
     stop_clean(&mut x);
 }
 
