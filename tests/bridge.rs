@@ -377,8 +377,8 @@ fn zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_u
     // One worker, two ports, 8,192 frames of 2 KiB: 16 MiB, eight 2 MiB pages. The zero-copy
     // bind tried first made a UMEM too, on eight more; the kernel gives them back from a work
     // queue after that socket closed (a socket whose bind failed has no pool, and
-    // xdp_put_umem defers its release), which a busy machine runs late: measured, once in two
-    // runs of the whole file, sixteen pages still held when xfwd said ready.
+    // xdp_put_umem defers its release), which a busy machine runs late: seen in 2 of 7 runs of
+    // the whole file, sixteen pages still held when xfwd said ready.
     common::until(common::EVENTUALLY, "the UMEM on eight huge pages", || free - huge_pages_free() == 8);
     Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     r.h2.exec(&["ping", "-c", "20", "-i", "0.01", "-W", "1", rig::H1_ADDR]).unwrap();
