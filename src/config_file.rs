@@ -1,4 +1,5 @@
-//! The router's configuration read from disk: the file, and the routes file it names. The config
+//! The router's configuration read from disk: the file, and the routes file it names; the
+//! bridge's file. The config
 //! crate parses text and reads nothing; the files are read here, for `xfwd router` (start,
 //! `--check`, the reload on SIGHUP) and `xfwd kernel router`.
 
@@ -10,6 +11,12 @@ use xfwd_config::{ConfigError, RouterConfig};
 pub fn load(path: &Path) -> Result<RouterConfig, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, &e))?;
     RouterConfig::parse(path, &text, |routes| std::fs::read_to_string(routes))
+}
+
+/// Reads and validates the bridge file `path`.
+pub fn load_bridge(path: &Path) -> Result<xfwd_config::BridgeConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::unreadable(path, &e))?;
+    xfwd_config::BridgeConfig::parse(path, &text)
 }
 
 #[cfg(test)]

@@ -50,9 +50,13 @@ pub enum KernelCmd {
     },
     /// Build the Linux bridge equivalent of `xfwd bridge PORTS…`.
     Bridge {
-        /// Ports to bridge.
-        #[arg(required = true, num_args = 2..)]
+        /// Ports to bridge; or from --config.
+        #[arg(required_unless_present = "config", num_args = 2.., conflicts_with = "config")]
         ports: Vec<String>,
+        /// The bridge file `xfwd bridge --config` reads: its ports and ageing (fdb_size and the
+        /// worker options have no kernel counterpart and are left out, said).
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// The bridge device's name.
         #[arg(long, default_value = "xfwdbr0")]
         name: String,
@@ -342,7 +346,16 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             undone?;
             Ok(ExitCode::SUCCESS)
         }
-        KernelCmd::Bridge { ports, name, keep } => {
+        KernelCmd::Bridge { ports, config, name, keep } => {
+            let file = config.as_deref().map(crate::config_file::load_bridge).transpose()?;
+            let ports = file.as_ref().map_or(ports, |f| f.port_names());
+            // The kernel's default ageing is xfwd's too: 300 s.
+            let ageing = file.as_ref().and_then(|f| f.ageing).unwrap_or(std::time::Duration::from_secs(300));
+            if let Some(n) = file.as_ref().and_then(|f| f.fdb_size) {
+                println!(
+                    "xfwd: note: fdb_size = {n} has no counterpart in the kernel's bridge here; its table is unbounded"
+                );
+            }
             for (i, p) in ports.iter().enumerate() {
                 let usage = |m: String| anyhow::Error::from(crate::UsageError(m));
                 if !xfwd_dataplane::io::port::exists(p) {
@@ -358,7 +371,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
                 ))));
             }
             let stop = signal_flag()?;
-            let mut apply = vec![format!("link add {name} type bridge")];
+            let mut apply = vec![format!("link add {name} type bridge ageing_time {}", ageing.as_millis() / 10)];
             apply.extend(ports.iter().map(|p| format!("link set {p} master {name}")));
             apply.push(format!("link set {name} up"));
             let undo = vec![format!("link del {name}")];

@@ -26,7 +26,7 @@ own path with the same configuration, and xfwd bench compares the two on a rig o
 const FILES: &str = "Files:
   /etc/xfwd/NAME.toml       a router's configuration, run by xfwd-router@NAME.service
                             (schema: /usr/share/doc/xfwd/config.md)
-  /etc/xfwd/NAME.bridge     a bridge's ports and options, run by xfwd-bridge@NAME.service
+  /etc/xfwd/NAME.bridge.toml  a bridge's ports and options, run by xfwd-bridge@NAME.service
   /run/xfwd/xfwd.sock       the control socket `xfwd show` asks
   /run/xfwd/NAME/xfwd.sock  a unit's control socket (xfwd show --control ...)
 
@@ -177,15 +177,25 @@ struct RouterArgs {
 
 #[derive(clap::Args, Debug)]
 struct BridgeArgs {
-    /// Ports to bridge (two or more), e.g. eth4 eth5.
-    #[arg(required = true, num_args = 2..)]
+    /// Ports to bridge (two or more), e.g. eth4 eth5; or from --config.
+    #[arg(required_unless_present = "config", num_args = 2.., conflicts_with = "config")]
     ports: Vec<String>,
-    /// FDB ageing time (e.g. 300s, 5m).
-    #[arg(long, default_value = "300s", value_parser = xfwd_config::parse_duration)]
-    ageing: Duration,
-    /// FDB capacity in entries.
-    #[arg(long, default_value_t = 65536)]
-    fdb_size: usize,
+    /// A bridge file: ports, ageing, fdb_size, [workers] and [aqm] (man xfwd-bridge; the flags
+    /// given beside it win).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Validate the file (and that its ports exist) and exit: 0 if good, 2 if not.
+    #[arg(long, requires = "config")]
+    check: bool,
+    /// With --check: the file alone, not the ports.
+    #[arg(long, requires = "check")]
+    parse_only: bool,
+    /// FDB ageing time (e.g. 300s, 5m) [default: 300s].
+    #[arg(long, value_parser = xfwd_config::parse_duration)]
+    ageing: Option<Duration>,
+    /// FDB capacity in entries [default: 65536].
+    #[arg(long)]
+    fdb_size: Option<usize>,
     #[command(flatten)]
     workers: WorkerArgs,
 }
@@ -379,27 +389,52 @@ fn xsk_mode(fwd: &Forwarder) -> &'static str {
 
 fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     let sig = signals()?;
+    let file = args.config.as_deref().map(config_file::load_bridge).transpose()?;
+    let ports = file.as_ref().map_or_else(|| args.ports.clone(), |f| f.port_names());
     let w = &args.workers;
-    let (workers, origins) = worker_options(&w.options, None, &args.ports)?;
+    if args.parse_only {
+        let file = file.as_ref().expect("--parse-only requires --config");
+        let flags = w.options.layer();
+        let (options, origins) = WorkerOptions::merge(&[&file.options, &flags]);
+        options.check().map_err(|r| xfwd::UsageError(word(&r, &origins)))?;
+        println!("{}: ok: {} port(s) (not looked for: --parse-only)", file.path.display(), ports.len());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(f) = &file {
+        f.check_ports(xfwd_dataplane::io::port::exists).map_err(|mut e| {
+            if args.check {
+                e.message.push_str("; --check --parse-only checks the file alone");
+            }
+            e
+        })?;
+    }
+    let (workers, origins) = worker_options(&w.options, file.as_ref().map(|f| &f.options), &ports)?;
+    if args.check {
+        println!(
+            "{}: ok: {} port(s)",
+            args.config.as_deref().unwrap_or(std::path::Path::new("-")).display(),
+            ports.len()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ageing = args.ageing.or(file.as_ref().and_then(|f| f.ageing)).unwrap_or(Duration::from_secs(300));
+    let fdb_size = args.fdb_size.or(file.as_ref().and_then(|f| f.fdb_size)).unwrap_or(65536);
     let cfg = ForwarderConfig {
-        ports: args.ports.clone(),
+        ports: ports.clone(),
         workers,
-        mode: Mode::Bridge {
-            fdb_size: args.fdb_size,
-            ageing_s: u32::try_from(args.ageing.as_secs()).unwrap_or(u32::MAX).max(1),
-        },
+        mode: Mode::Bridge { fdb_size, ageing_s: u32::try_from(ageing.as_secs()).unwrap_or(u32::MAX).max(1) },
     };
     let (fwd, control) = start(&cfg, w, &origins)?;
     println!(
         "xfwd: bridge {} | {} queue(s), poll {}, {}, fdb {} entries, ageing {} s",
-        args.ports.join(" "),
+        ports.join(" "),
         fwd.cores.len(),
         cfg.workers.poll,
         xsk_mode(&fwd),
         fwd.view().fdb.capacity(),
-        args.ageing.as_secs().max(1)
+        ageing.as_secs().max(1)
     );
-    let status = format!("bridge {}", args.ports.join(" "));
+    let status = format!("bridge {}", ports.join(" "));
     run(fwd, control, &cfg, (w, &origins), &sig, &status, None)
 }
 
@@ -673,7 +708,9 @@ fn run(
             let outcome = match router.as_mut() {
                 Some((path, running)) => reload(&fwd, path, running, &settings),
                 None => {
-                    println!("xfwd: SIGHUP: a bridge has no file to read again; nothing changed");
+                    println!(
+                        "xfwd: SIGHUP: a bridge reads nothing again (its ports, ageing, FDB size and worker options take a restart); nothing changed"
+                    );
                     "nothing to reload"
                 }
             };

@@ -694,3 +694,35 @@ fn the_xdp_path_bridges_known_stations_in_the_program_and_keeps_them_from_ageing
     }
     stop_clean(&mut x);
 }
+
+/// A bridge from its file: the ports, the FDB's size and the worker options come from it, a
+/// flag beside it wins over it, and it forwards.
+#[test]
+fn a_bridge_file_sets_ports_and_table_and_a_flag_beside_it_wins() {
+    if !root_or_skip("a_bridge_file_sets_ports_and_table_and_a_flag_beside_it_wins") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let dir = std::env::temp_dir().join(format!("xfwd-bridge-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("b.toml");
+    std::fs::write(
+        &file,
+        "ports = [\"eth4\", \"eth5\"]\nageing = \"5m\"\nfdb_size = 1024\n[workers]\npoll = \"busy\"\n",
+    )
+    .unwrap();
+    let c = control_path("br-file");
+    let mut x =
+        r.start_xfwd(XFWD, &["bridge", "--config", file.to_str().unwrap(), "--ageing", "7s", "--control", &c]).unwrap();
+    let banner = x.seen.iter().find(|l| l.starts_with("xfwd: bridge ")).cloned().unwrap_or_default();
+    assert!(
+        banner.starts_with("xfwd: bridge eth4 eth5 |")
+            && banner.contains("poll busy")
+            && banner.contains("fdb 1024 entries, ageing 7 s"),
+        "{banner}"
+    );
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
+    stop_clean(&mut x);
+    let _ = std::fs::remove_dir_all(&dir);
+}

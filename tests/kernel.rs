@@ -71,6 +71,26 @@ fn kernel_bridge_bridges_and_leaves_the_box_as_it_found_it() {
     let out = r.boxns.command(XFWD).args(["kernel", "undo", "bridge"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(snapshot(&r), before, "the box changed after --keep and undo");
+
+    // From the bridge's file: its ports and its ageing (ip link's centiseconds).
+    let dir = std::env::temp_dir().join(format!("xfwd-kernel-br-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("b.toml");
+    std::fs::write(&file, "ports = [\"eth4\", \"eth5\"]\nageing = \"7s\"\n").unwrap();
+    let out = r
+        .boxns
+        .command(XFWD)
+        .args(["kernel", "bridge", "--config", file.to_str().unwrap(), "--keep"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let link = r.boxns.ip(&["-d", "link", "show", "xfwdbr0"]).unwrap();
+    assert!(String::from_utf8_lossy(&link.stdout).contains("ageing_time 700 "), "{link:?}");
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
+    let out = r.boxns.command(XFWD).args(["kernel", "undo", "bridge"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(snapshot(&r), before, "the box changed after the file's bridge and undo");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -184,7 +184,7 @@ fn a_bridge_answers_a_sighup_and_an_abstract_notify_socket() {
     assert_eq!(field(&next(&manager, &mut x), "RELOADING"), Some("1"));
     let done = next(&manager, &mut x);
     assert_eq!(field(&done, "STATUS"), Some("forwarding: bridge eth4 eth5; nothing to reload"), "{done}");
-    common::wait_line(&mut x, "xfwd: SIGHUP: a bridge has no file", 0);
+    common::wait_line(&mut x, "xfwd: SIGHUP: a bridge reads nothing again", 0);
     x.proc.signal(libc::SIGTERM);
     assert_eq!(field(&next(&manager, &mut x), "STOPPING"), Some("1"));
     assert!(x.proc.wait_timeout(EVENTUALLY).unwrap().success());

@@ -1,9 +1,11 @@
-//! xfwd's configuration: the router's TOML file ([`router`]) and the duration and core-list
+//! xfwd's configuration: the router's TOML file ([`router`]), the bridge's ([`bridge`]) and the duration and core-list
 //! values the command line accepts, parsed with errors that say what is expected. (The poll,
 //! XDP and zero-copy modes are the data plane's own, `xfwd_dataplane::io::options`.)
 
+pub mod bridge;
 pub mod router;
 
+pub use bridge::BridgeConfig;
 pub use router::{ConfigError, RouterConfig};
 
 pub use xfwd_dataplane::io::settings::{parse_cores, parse_duration, ValueError};

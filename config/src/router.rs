@@ -64,7 +64,7 @@ pub struct Pos {
     pub col: usize,
 }
 
-fn pos_of(text: &str, offset: usize) -> Pos {
+pub(crate) fn pos_of(text: &str, offset: usize) -> Pos {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
@@ -140,7 +140,7 @@ struct RawFib {
 
 /// A table of worker options (`[workers]`, `[aqm]`): its keys and values with their places,
 /// read by the table of [`xfwd_dataplane::io::settings`].
-type RawOptions = std::collections::BTreeMap<Spanned<String>, Spanned<toml::Value>>;
+pub(crate) type RawOptions = std::collections::BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -175,13 +175,13 @@ struct RawLimits {
     rfc1812_martians: Option<bool>,
 }
 
-struct Ctx<'a> {
-    path: &'a Path,
-    text: &'a str,
+pub(crate) struct Ctx<'a> {
+    pub(crate) path: &'a Path,
+    pub(crate) text: &'a str,
 }
 
 impl Ctx<'_> {
-    fn err(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn err(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
         let p = pos_of(self.text, span.start);
         ConfigError { path: self.path.to_owned(), line: p.line, col: p.col, message: message.into() }
     }
@@ -781,8 +781,13 @@ fn fib_of(cx: &Ctx, raw: &RawConfig) -> Result<FibSource, ConfigError> {
 /// Checked together ([`WorkerOptions::check`]) once merged with the command line's, by the
 /// caller: a flag may make right what the file alone would not.
 fn options_of(cx: &Ctx, raw: &RawConfig) -> Result<Layer, ConfigError> {
+    options_in(cx, &raw.workers, &raw.aqm)
+}
+
+/// The worker options of a file's `[workers]` and `[aqm]` tables (the router's, the bridge's).
+pub(crate) fn options_in(cx: &Ctx, workers: &RawOptions, aqm: &RawOptions) -> Result<Layer, ConfigError> {
     let mut layer = Layer::default();
-    for (table, entries) in [("workers", &raw.workers), ("aqm", &raw.aqm)] {
+    for (table, entries) in [("workers", workers), ("aqm", aqm)] {
         for (key, value) in entries {
             let name = format!("{table}.{}", key.get_ref());
             let Some(opt) = Opt::by_key(&name) else {

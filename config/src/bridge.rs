@@ -1,0 +1,163 @@
+//! The bridge's TOML file, for a bridge run as a service (`xfwd bridge --config FILE`): its
+//! ports, the FDB's ageing and size, and the same `[workers]` and `[aqm]` tables as the
+//! router's. Flags given beside it win over it. Parsed from text like the router's file, each
+//! error at its `file:line:col` with what to write instead.
+//!
+//! ```toml
+//! ports = ["eth4", "eth5"]
+//! ageing = "300s"        # default 300s
+//! fdb_size = 65536       # default 65536
+//! [workers]
+//! queues = 2
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use xfwd_dataplane::io::settings::Layer;
+
+use crate::router::{options_in, pos_of, ConfigError, Ctx, Pos, RawOptions};
+
+/// A validated bridge configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeConfig {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// The ports, in file order, each with its place in the file.
+    pub ports: Vec<(String, Pos)>,
+    /// FDB ageing time, if the file sets it.
+    pub ageing: Option<Duration>,
+    /// FDB capacity in entries, if the file sets it.
+    pub fdb_size: Option<usize>,
+    /// The worker options the file sets.
+    pub options: Layer,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBridge {
+    ports: Spanned<Vec<Spanned<String>>>,
+    ageing: Option<Spanned<String>>,
+    fdb_size: Option<Spanned<i64>>,
+    #[serde(default)]
+    workers: RawOptions,
+    #[serde(default)]
+    aqm: RawOptions,
+}
+
+impl BridgeConfig {
+    /// Validates `text`, the bridge file `path` (named in errors only: the caller reads it).
+    pub fn parse(path: &Path, text: &str) -> Result<BridgeConfig, ConfigError> {
+        let cx = Ctx { path, text };
+        let raw: RawBridge = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            cx.err(span, e.message().trim().replace('\n', " "))
+        })?;
+        let list = raw.ports.get_ref();
+        if list.len() < 2 {
+            return Err(cx.err(raw.ports.span(), "a bridge needs two or more ports, e.g. ports = [\"eth4\", \"eth5\"]"));
+        }
+        let mut ports: Vec<(String, Pos)> = Vec::new();
+        for p in list {
+            let name = p.get_ref();
+            if name.is_empty() || name.len() > 15 || name.contains(['/', ' ']) {
+                return Err(cx.err(
+                    p.span(),
+                    format!("`{name}` is not an interface name (1 to 15 characters, no '/' or space)"),
+                ));
+            }
+            if ports.iter().any(|(n, _)| n == name) {
+                return Err(cx.err(p.span(), format!("port {name} is listed twice")));
+            }
+            ports.push((name.clone(), pos_of(text, p.span().start)));
+        }
+        let ageing = raw
+            .ageing
+            .map(|a| match crate::parse_duration(a.get_ref()) {
+                Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+                Ok(_) => Err(cx.err(a.span(), "ageing must be at least 1s")),
+                Err(e) => Err(cx.err(a.span(), format!("ageing: {e}"))),
+            })
+            .transpose()?;
+        let fdb_size = raw
+            .fdb_size
+            .map(|n| match usize::try_from(*n.get_ref()) {
+                Ok(v) if v >= 1 => Ok(v),
+                _ => Err(cx.err(n.span(), "fdb_size must be at least 1 (entries)")),
+            })
+            .transpose()?;
+        let options = options_in(&cx, &raw.workers, &raw.aqm)?;
+        Ok(BridgeConfig { path: path.to_owned(), ports, ageing, fdb_size, options })
+    }
+
+    /// The ports' names, in order.
+    pub fn port_names(&self) -> Vec<String> {
+        self.ports.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Checks that every port exists (`exists(name)`), reporting the first that does not at its
+    /// place in the file.
+    pub fn check_ports(&self, exists: impl Fn(&str) -> bool) -> Result<(), ConfigError> {
+        match self.ports.iter().find(|(n, _)| !exists(n)) {
+            Some((name, at)) => Err(ConfigError {
+                path: self.path.clone(),
+                line: at.line,
+                col: at.col,
+                message: format!("port {name} does not exist in this network namespace (see `ip link show`)"),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<BridgeConfig, String> {
+        BridgeConfig::parse(Path::new("b.toml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_ports_ageing_size_and_worker_options() {
+        let c =
+            parse("ports = [\"eth4\", \"eth5\"]\nageing = \"5m\"\nfdb_size = 1024\n[workers]\nqueues = 2\n").unwrap();
+        assert_eq!(c.port_names(), ["eth4", "eth5"]);
+        assert_eq!(c.ports[1].1, Pos { line: 1, col: 18 });
+        assert_eq!((c.ageing, c.fdb_size), (Some(Duration::from_secs(300)), Some(1024)));
+        assert!(c.options.has(xfwd_dataplane::io::settings::Opt::Queues));
+        let d = parse("ports = [\"a\", \"b\", \"c\"]\n").unwrap();
+        assert_eq!((d.ageing, d.fdb_size, d.ports.len()), (None, None, 3));
+    }
+
+    #[test]
+    fn errors_name_the_place_and_the_fix() {
+        for (text, want) in [
+            ("ports = [\"eth4\"]\n", "b.toml:1:9: a bridge needs two or more ports"),
+            ("ports = [\"eth4\", \"eth4\"]\n", "b.toml:1:18: port eth4 is listed twice"),
+            ("ports = [\"eth4\", \"a b\"]\n", "b.toml:1:18: `a b` is not an interface name"),
+            ("ports = [\"a\", \"b\"]\nageing = \"often\"\n", "b.toml:2:10: ageing: "),
+            ("ports = [\"a\", \"b\"]\nageing = \"0s\"\n", "b.toml:2:10: ageing must be at least 1s"),
+            ("ports = [\"a\", \"b\"]\nfdb_size = 0\n", "b.toml:2:12: fdb_size must be at least 1"),
+            ("ports = [\"a\", \"b\"]\n[workers]\nqueue = 2\n", "b.toml:3:1: unknown field `queue`, expected one of"),
+            ("ports = [\"a\", \"b\"]\nlearning = false\n", "b.toml:2:1: unknown field `learning`"),
+            ("ageing = \"5m\"\n", "missing field `ports`"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_missing_port_is_reported_where_it_is_written() {
+        let c = parse("ports = [\"lo\",\n  \"xfwd-nope\"]\n").unwrap();
+        let e = c.check_ports(|n| n == "lo").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "b.toml:2:3: port xfwd-nope does not exist in this network namespace (see `ip link show`)"
+        );
+        assert!(c.check_ports(|_| true).is_ok());
+    }
+}
