@@ -8,6 +8,7 @@ pub mod config_file;
 pub mod control;
 pub mod doctor;
 pub mod kernel;
+pub mod log;
 pub mod metrics;
 pub mod notify;
 pub mod privs;

@@ -273,7 +273,7 @@ fn print_queue_irqs(ports: &[String]) {
         );
     }
     if xfwd::doctor::irqbalance_running() {
-        eprintln!(
+        xfwd::elog!(
             "xfwd: warning: irqbalance runs and may move the ports' interrupts away from the workers' cores (systemctl stop irqbalance; see xfwd doctor)"
         );
     }
@@ -334,7 +334,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{}", error_line(&e, verbose));
+            xfwd::elog!("{}", error_line(&e, verbose));
             let usage = e.downcast_ref::<StartError>().is_some_and(|s| s.is_usage())
                 || e.downcast_ref::<xfwd_config::ConfigError>().is_some()
                 || e.downcast_ref::<xfwd::UsageError>().is_some();
@@ -602,12 +602,12 @@ fn reload(
     let new = match config_file::load(path) {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("xfwd: reload refused: {e}; the running tables are unchanged");
+            xfwd::elog!("xfwd: reload refused: {e}; the running tables are unchanged");
             return "the last reload was refused (see the log)";
         }
     };
     if let Some(why) = running.needs_restart(&new, settings) {
-        eprintln!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
+        xfwd::elog!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
         return "the last reload was refused (see the log)";
     }
     match fwd.reload_router(&new.routes, &new.routes6, new.neighbors.clone(), new.neighbors6.clone(), new.limits) {
@@ -622,7 +622,7 @@ fn reload(
             "reloaded"
         }
         Err(e) => {
-            eprintln!("xfwd: reload refused: {e}; the running tables are unchanged");
+            xfwd::elog!("xfwd: reload refused: {e}; the running tables are unchanged");
             "the last reload was refused (see the log)"
         }
     }
@@ -642,7 +642,7 @@ fn run(
     let view = fwd.view();
     let settings = running_settings(&fwd, cfg, origins);
     for warning in &fwd.warnings {
-        eprintln!("xfwd: warning: {warning}");
+        xfwd::elog!("xfwd: warning: {warning}");
     }
     println!("  queue  core");
     for (q, c) in fwd.cores.iter().enumerate() {
@@ -699,7 +699,7 @@ fn run(
     while !sig.stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(20));
         if !fwd.workers_alive() {
-            eprintln!("xfwd: error: a worker stopped unexpectedly; shutting down");
+            xfwd::elog!("xfwd: error: a worker stopped unexpectedly; shutting down");
             failed = true;
             break;
         }
@@ -725,7 +725,7 @@ fn run(
             warn_fast_errors(&view, &mut warned_fast_errors);
             match watch.check(&view) {
                 Err(gone) => {
-                    eprintln!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
+                    xfwd::elog!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
                     failed = true;
                     break;
                 }
@@ -739,8 +739,9 @@ fn run(
             if last.elapsed() >= every {
                 let now = view.report();
                 let dt = last.elapsed();
+                let stamp = xfwd::log::stamp();
                 for (p, before) in now.ports.iter().zip(&prev.ports) {
-                    println!("{}", render::port_line(p, Some(before), dt));
+                    println!("{stamp}{}", render::port_line(p, Some(before), dt));
                 }
                 std::io::stdout().flush()?;
                 prev = now;
@@ -789,7 +790,7 @@ fn warn_unbound_queues(view: &LiveView, workers: usize, layout: &Layout, warned:
         } else {
             format!("sockets on 0..{}", workers.saturating_sub(1))
         };
-        eprintln!(
+        xfwd::elog!(
             "xfwd: warning: {name}: {missed} frame(s) arrived on a queue without an AF_XDP socket (highest queue index {index}, \
              {sockets}, driver {driver}) and went to the kernel; {way_out} (see `xfwd show stats`, xdp pass-no-socket)"
         );
@@ -809,7 +810,7 @@ fn warn_too_long(view: &LiveView, said: &mut [(u64, Option<Instant>)]) {
         }
         (*count, *at) = (n, Some(Instant::now()));
         let name = &info.name;
-        eprintln!(
+        xfwd::elog!(
             "xfwd: warning: {name}: {n} frame(s) in all were longer than the {MAX_FRAME} bytes an AF_XDP socket of xfwd takes and were dropped (xdp drop-too-long in `xfwd show stats`); set the MTU back with `ip link set dev {name} mtu {MAX_MTU}`"
         );
     }
@@ -830,9 +831,9 @@ fn warn_redirects(view: &LiveView, said: &mut [bool]) {
         said[p] = takes;
         let name = &info.name;
         if takes {
-            eprintln!("xfwd: {name} takes redirected frames again: the XDP path forwards what is routed out of it");
+            xfwd::elog!("xfwd: {name} takes redirected frames again: the XDP path forwards what is routed out of it");
         } else {
-            eprintln!(
+            xfwd::elog!(
                 "xfwd: warning: {name} no longer takes frames an XDP program redirects to it (no ndo-xmit in its XDP features): the workers forward what is routed out of it until it does; a veth needs NAPI at its peer (`ethtool -K PEER gro on`, or an XDP program there)"
             );
         }
@@ -853,7 +854,7 @@ fn warn_fast_errors(view: &LiveView, said: &mut (u64, Option<Instant>)) {
     }
     *said = (n, Some(Instant::now()));
     let last = fast.last_error.lock().ok().and_then(|l| l.clone()).unwrap_or_default();
-    eprintln!(
+    xfwd::elog!(
         "xfwd: warning: the XDP path could not write the program's tables ({n} failed write(s) in all; last: {last}); the program keeps the entries it had and the next change tries again (`xfwd show stats`: xdp path)"
     );
 }
@@ -888,9 +889,9 @@ impl PortWatch {
             if up != self.carrier[p] {
                 self.carrier[p] = up;
                 if up {
-                    eprintln!("xfwd: {}: link up; forwarding again", info.name);
+                    xfwd::elog!("xfwd: {}: link up; forwarding again", info.name);
                 } else {
-                    eprintln!("xfwd: warning: {}: link down; frames to it wait in its TX ring, then count as tx-ring-full, until it returns", info.name);
+                    xfwd::elog!("xfwd: warning: {}: link down; frames to it wait in its TX ring, then count as tx-ring-full, until it returns", info.name);
                 }
             }
             if (now.mac, now.mtu) != (self.mac[p], self.mtu[p]) {
@@ -912,7 +913,7 @@ fn follow_ports(fwd: &Forwarder, view: &LiveView, changed: &[usize], running: Op
         let Ok(now) = xfwd_dataplane::io::PortInfo::read(&view.ports[p].name) else { continue };
         let name = &now.name;
         if now.mtu > MAX_MTU {
-            eprintln!(
+            xfwd::elog!(
                 "xfwd: warning: {name}: MTU {} is above the {MAX_MTU} bytes an AF_XDP frame of xfwd carries: longer frames cannot enter xfwd's sockets and are dropped where they arrive, counted (xdp drop-too-long in `xfwd show stats`) but without an ICMP error; set it back with `ip link set dev {name} mtu {MAX_MTU}` (or lower)",
                 now.mtu
             );
@@ -939,7 +940,11 @@ fn follow_ports(fwd: &Forwarder, view: &LiveView, changed: &[usize], running: Op
                 );
             }
             Err(e) => {
-                eprintln!("xfwd: error: {name}: MAC {} MTU {}: the tables could not be rebuilt: {e}", now.mac, now.mtu)
+                xfwd::elog!(
+                    "xfwd: error: {name}: MAC {} MTU {}: the tables could not be rebuilt: {e}",
+                    now.mac,
+                    now.mtu
+                )
             }
         }
     }

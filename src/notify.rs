@@ -70,7 +70,7 @@ impl Notifier {
         let Some(sock) = &self.sock else { return };
         if let Err(e) = sock.send(msg.as_bytes()) {
             if !self.failed.replace(true) {
-                eprintln!("xfwd: warning: telling the service manager ({}) failed: {e}", first_line(msg));
+                crate::elog!("xfwd: warning: telling the service manager ({}) failed: {e}", first_line(msg));
             }
         }
     }

@@ -511,6 +511,10 @@ fn one_queue_fed_from_two_cpus_keeps_two_workers_busy_with_per_cpu_sockets() {
     // (TCP closing) are through.
     common::settled(&control);
     stop_clean(&mut x);
+    // The --stats lines, not to the journal here, carry the time (RFC 3339, UTC).
+    let stamped = x.seen.iter().find_map(|l| l.split_once(" eth4: rx ").map(|(t, _)| t.to_owned()));
+    let t = stamped.unwrap_or_else(|| panic!("no --stats line for eth4: {:#?}", x.seen));
+    assert!(t.len() == 24 && t.ends_with('Z') && t.as_bytes()[10] == b'T' && t.starts_with("20"), "{t}");
     for port in ["eth4", "eth5"] {
         let line = format!("queues 0-1 on {port}: frames total");
         assert!(x.seen.iter().any(|l| l.starts_with(&line)), "no frame accounting for {port}: {:#?}", x.seen);

@@ -148,3 +148,35 @@ fn generate_writes_a_man_page_per_command_and_completions_for_three_shells() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Under systemd's journal (`$JOURNAL_STREAM` naming the very stream stderr is), each line
+/// carries its priority (`<3>` for an error), so `journalctl -p err` finds it; elsewhere, even
+/// with the variable set for another stream, the line is as written.
+#[test]
+fn lines_to_the_journal_carry_their_priority() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let run_with = |journal: &dyn Fn(&std::fs::Metadata) -> String| -> String {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) writes two descriptors into a two-int array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors are ours, each taken over by one File.
+        let (mut read, write) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
+        let stream = journal(&write.metadata().unwrap());
+        let mut child = Command::new(XFWD)
+            .args(["bridge", "xfwd-nope0", "xfwd-nope1", "--control", "/tmp/xfwd-cli-journal.sock"])
+            .env("JOURNAL_STREAM", stream)
+            .stderr(write)
+            .spawn()
+            .unwrap();
+        child.wait().unwrap();
+        let mut err = String::new();
+        read.read_to_string(&mut err).unwrap();
+        err
+    };
+    let err = run_with(&|m| format!("{}:{}", m.dev(), m.ino()));
+    assert!(err.starts_with("<3>xfwd: error: xfwd-nope0: no such interface"), "{err}");
+    let err = run_with(&|m| format!("{}:{}", m.dev(), m.ino() + 1));
+    assert!(err.starts_with("xfwd: error: xfwd-nope0"), "{err}");
+}
