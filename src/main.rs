@@ -164,7 +164,8 @@ struct RouterArgs {
     /// The configuration file.
     #[arg(long)]
     config: PathBuf,
-    /// Validate the file (and that its interfaces exist) and exit: 0 if good, 2 if not.
+    /// Validate the file, and that its interfaces exist, are up and have an MTU xfwd carries, and
+    /// exit: 0 if good, 2 if not.
     #[arg(long)]
     check: bool,
     /// With --check: the file alone, not the interfaces (for CI, or a machine other than the
@@ -184,7 +185,8 @@ struct BridgeArgs {
     /// given beside it win).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Validate the file (and that its ports exist) and exit: 0 if good, 2 if not.
+    /// Validate the file, and that its ports exist, are up and have an MTU xfwd carries, and exit:
+    /// 0 if good, 2 if not.
     #[arg(long, requires = "config")]
     check: bool,
     /// With --check: the file alone, not the ports.
@@ -410,6 +412,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     }
     let (workers, origins) = worker_options(&w.options, file.as_ref().map(|f| &f.options), &ports)?;
     if args.check {
+        start_would_take(&ports)?;
         println!(
             "{}: ok: {} port(s)",
             args.config.as_deref().unwrap_or(std::path::Path::new("-")).display(),
@@ -471,6 +474,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     let w = &args.workers;
     let (workers, origins) = worker_options(&w.options, Some(&c.options), &c.ports())?;
     if args.check {
+        start_would_take(&c.ports())?;
         println!("{}: ok: {} interface(s), {routes_from}", args.config.display(), c.interfaces.len());
         return Ok(ExitCode::SUCCESS);
     }
@@ -494,6 +498,14 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
     }
     let status = format!("router {}", args.config.display());
     run(fwd, control, &cfg, (w, &origins), &sig, &status, Some((&args.config, c)))
+}
+
+/// `--check` where the ports are: what start-up would refuse of them (one down, an MTU above
+/// what an AF_XDP frame of xfwd carries), as start-up words it.
+fn start_would_take(ports: &[String]) -> anyhow::Result<()> {
+    xfwd_dataplane::io::port::check_ports(ports, xfwd_dataplane::io::xsk::MAX_MTU)
+        .map(drop)
+        .map_err(|e| xfwd::UsageError(e.to_string()).into())
 }
 
 /// Starts the forwarder with the control socket bound and, before any thread runs, every

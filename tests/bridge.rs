@@ -201,13 +201,22 @@ fn unusable_ports_are_refused_with_one_line_and_nothing_attached() {
         &["bridge", "eth4", "eth5", "--cores", "irq", "--control", &c],
         "--cores irq: eth4 has no interrupt per RX queue that the kernel names",
     );
+    // The same two refusals from a file's --check, which starts nothing.
+    let file = std::env::temp_dir().join(format!("xfwd-refusals-{}.toml", std::process::id()));
+    std::fs::write(&file, "ports = [\"eth4\", \"eth5\"]\n").unwrap();
+    let check = ["bridge", "--config", file.to_str().unwrap(), "--check"];
     r.boxns.ip(&["link", "set", "eth5", "down"]).unwrap();
     expect_refusal(&r, &["bridge", "eth4", "eth5", "--control", &c], "eth5: is administratively down");
+    expect_refusal(&r, &check, "eth5: is administratively down");
     r.boxns.ip(&["link", "set", "eth5", "up"]).unwrap();
     // veth takes a 3000-byte MTU (the host side too), and a 2 KiB frame cannot carry it.
     r.boxns.ip(&["link", "set", "eth5", "mtu", "3000"]).unwrap();
     expect_refusal(&r, &["bridge", "eth4", "eth5", "--control", &c], "eth5: MTU 3000 is larger");
+    expect_refusal(&r, &check, "eth5: MTU 3000 is larger");
     r.boxns.ip(&["link", "set", "eth5", "mtu", "1500"]).unwrap();
+    let out = r.boxns.command(XFWD).args(check).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_file(&file);
 
     // A device without native XDP (a Linux bridge device), native mode forced: refused after
     // eth4 was already attached. (The bpf_link would go with the process anyway; the check
