@@ -135,7 +135,7 @@ fn an_unknown_user_is_refused_in_one_line_with_exit_code_2() {
     assert_eq!(err.lines().count(), 1, "one line: {err}");
 }
 
-/// The capabilities the README lists are enough to start: xfwd run with a bounding set of only
+/// The capabilities docs/robustness.md lists are enough to start: xfwd run with a bounding set of only
 /// those forwards.
 #[test]
 fn the_documented_capabilities_are_enough() {

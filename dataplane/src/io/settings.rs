@@ -639,8 +639,9 @@ macro_rules! worker_options {
 }
 
 worker_options! {
-    /// Router: af-xdp forwards every frame in the workers; xdp forwards IPv4 through resolved
-    /// next hops in the XDP program and the rest in the workers [default: af-xdp].
+    /// af-xdp forwards every frame in the workers; xdp forwards the common case in the XDP
+    /// program (the router: IPv4 and IPv6 through resolved next hops; the bridge: known
+    /// stations, and floods) and the rest in the workers [default: af-xdp].
     path: DataPath = (DataPath::AfXdp), Path, flag "path", file "workers.path";
     /// Workers, one per queue id [default: the smallest RX queue count of the ports, capped by cores].
     queues: u32 = auto, Queues, flag "queues", file "workers.queues";
