@@ -33,6 +33,45 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long `xfwd show` waits for an answer.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `xfwd reload` waits for the reload it asked for (a large routes file takes a while
+/// to read and build).
+pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The reloads of a running xfwd, for `xfwd reload` to ask for one and wait until it is done:
+/// it raises the same flag SIGHUP does, and the main loop, once it has reloaded (or refused),
+/// counts the reload and leaves its outcome here.
+#[derive(Debug)]
+pub struct Reloads {
+    /// Set by SIGHUP and by a `reload` request; taken by the main loop.
+    pub asked: Arc<std::sync::atomic::AtomicBool>,
+    done: std::sync::Mutex<(u64, Result<String, String>)>,
+    changed: std::sync::Condvar,
+}
+
+impl Reloads {
+    /// Reloads asked for through `asked`.
+    pub fn new(asked: Arc<std::sync::atomic::AtomicBool>) -> Arc<Reloads> {
+        Arc::new(Reloads { asked, done: std::sync::Mutex::new((0, Ok(String::new()))), changed: Default::default() })
+    }
+
+    /// The main loop: a reload is over, with this outcome (`Err`: refused, and why).
+    pub fn finished(&self, outcome: Result<String, String>) {
+        let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        *d = (d.0 + 1, outcome);
+        self.changed.notify_all();
+    }
+
+    /// Asks for a reload and waits for the first one that ends after the asking, up to
+    /// `timeout`; `None` if none did.
+    pub fn request(&self, timeout: Duration) -> Option<Result<String, String>> {
+        let d = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        let asked_at = d.0;
+        self.asked.store(true, Ordering::Relaxed);
+        let (d, _) =
+            self.changed.wait_timeout_while(d, timeout, |d| d.0 == asked_at).unwrap_or_else(|e| e.into_inner());
+        (d.0 != asked_at).then(|| d.1.clone())
+    }
+}
 
 /// A bound control socket; the file is removed on drop.
 #[derive(Debug)]
@@ -60,18 +99,30 @@ impl ControlServer {
             std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
         }
         let listener = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
-        if let Some(gid) = group {
+        // Its owner's alone (whatever the umask), or its group's too.
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        let shared = group.map_or(Ok(()), |gid| {
+            std::os::unix::fs::chown(path, None, Some(gid)).with_context(|| {
+                format!(
+                    "giving {} to group {gid} (xfwd must be in that group, e.g. SupplementaryGroups= in a unit, or hold CAP_CHOWN)",
+                    path.display()
+                )
+            })
+        });
+        let made = shared.and_then(|()| {
             use std::os::unix::fs::PermissionsExt;
-            std::os::unix::fs::chown(path, None, Some(gid))
-                .with_context(|| format!("giving {} to group {gid}", path.display()))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-                .with_context(|| format!("chmod 0660 {}", path.display()))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .with_context(|| format!("chmod {mode:o} {}", path.display()))
+        });
+        if let Err(e) = made {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
         }
         Ok(ControlServer { path: path.to_owned(), listener: Some(listener) })
     }
 
     /// Answers requests about `view` from a background thread.
-    pub fn serve(&mut self, view: Arc<LiveView>) -> Result<()> {
+    pub fn serve(&mut self, view: Arc<LiveView>, reloads: Arc<Reloads>) -> Result<()> {
         let listener = self.listener.take().context("the control socket is already served")?;
         std::thread::Builder::new().name("xfwd-control".into()).spawn(move || {
             let busy = Arc::new(AtomicUsize::new(0));
@@ -83,9 +134,9 @@ impl ControlServer {
                     continue;
                 }
                 busy.fetch_add(1, Ordering::Relaxed);
-                let (view, done) = (Arc::clone(&view), Arc::clone(&busy));
+                let (view, done, reloads) = (Arc::clone(&view), Arc::clone(&busy), Arc::clone(&reloads));
                 let spawned = std::thread::Builder::new().name("xfwd-control-client".into()).spawn(move || {
-                    let _ = serve(stream, &view);
+                    let _ = serve(stream, &view, &reloads);
                     done.fetch_sub(1, Ordering::Relaxed);
                 });
                 if spawned.is_err() {
@@ -134,7 +185,7 @@ fn read_request(mut stream: &UnixStream) -> Result<String, String> {
     }
 }
 
-fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
+fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads) -> std::io::Result<()> {
     stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
     let line = match read_request(&stream) {
         Ok(line) => line,
@@ -143,6 +194,11 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
     let request = line.trim();
     let (what, as_json) = request.strip_suffix("-json").map_or((request, false), |w| (w, true));
     let answer = match what {
+        "reload" => match reloads.request(RELOAD_TIMEOUT) {
+            Some(Ok(done)) => format!("{done}\n"),
+            Some(Err(why)) => format!("error: reload refused: {why}\n"),
+            None => format!("error: the reload did not end within {RELOAD_TIMEOUT:?}; see xfwd's log\n"),
+        },
         "stats" if as_json => show::stats_json(&view.report()),
         "stats" => render::stats_detail(&view.report(), &view.ports_now(), false),
         "stats-all" => render::stats_detail(&view.report(), &view.ports_now(), true),
@@ -172,6 +228,11 @@ fn serve(stream: UnixStream, view: &LiveView) -> std::io::Result<()> {
 /// error (`error: …`: a question this xfwd has no table for, an unknown request, too many
 /// clients) is returned as one.
 pub fn query(path: &Path, request: &str) -> Result<String> {
+    query_within(path, request, QUERY_TIMEOUT)
+}
+
+/// [`query`], waiting up to `timeout` for the answer.
+pub fn query_within(path: &Path, request: &str, timeout: Duration) -> Result<String> {
     let mut s = UnixStream::connect(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
             "{}: permission denied: only the socket's owner and group may ask (run as root, or start xfwd with --control-group GROUP and join that group)",
@@ -182,11 +243,11 @@ pub fn query(path: &Path, request: &str) -> Result<String> {
             path.display()
         )),
     })?;
-    s.set_read_timeout(Some(QUERY_TIMEOUT))?;
-    s.set_write_timeout(Some(QUERY_TIMEOUT))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
     let stalled = || {
         format!(
-            "{}: xfwd accepted the question but gave no answer within {QUERY_TIMEOUT:?} (is it stopped, e.g. by SIGSTOP, or swamped?)",
+            "{}: xfwd accepted the question but gave no answer within {timeout:?} (is it stopped, e.g. by SIGSTOP, or swamped?)",
             path.display()
         )
     };

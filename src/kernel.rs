@@ -353,7 +353,7 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             let ageing = file.as_ref().and_then(|f| f.ageing).unwrap_or(std::time::Duration::from_secs(300));
             if let Some(n) = file.as_ref().and_then(|f| f.fdb_size) {
                 println!(
-                    "xfwd: note: fdb_size = {n} has no counterpart in the kernel's bridge here; its table is unbounded"
+                    "xfwd: note: fdb_size = {n} is not applied to the kernel's bridge (its fdb_max_learned, Linux 6.8+, is left as it is: unbounded unless set)"
                 );
             }
             for (i, p) in ports.iter().enumerate() {

@@ -50,7 +50,8 @@ struct Cli {
 enum Cmd {
     /// Learning bridge between two or more ports.
     Bridge(BridgeArgs),
-    /// IPv4 and IPv6 router configured by a TOML file (schema: config/README.md).
+    /// IPv4 and IPv6 router configured by a TOML file (schema: config/README.md, installed as
+    /// /usr/share/doc/xfwd/config.md).
     Router(RouterArgs),
     /// Ask a running xfwd for its counters or tables.
     Show {
@@ -58,6 +59,14 @@ enum Cmd {
         what: Show,
         /// The running xfwd's control socket.
         #[arg(long, global = true, default_value = control::DEFAULT_PATH)]
+        control: PathBuf,
+    },
+    /// Ask a running xfwd to read its file again and wait for the outcome: exit 0 when applied
+    /// (or, for a bridge, nothing to apply), 1 when refused, with why (as SIGHUP, but waited
+    /// for: the units' ExecReload).
+    Reload {
+        /// The running xfwd's control socket.
+        #[arg(long, default_value = control::DEFAULT_PATH)]
         control: PathBuf,
     },
     /// The A/B run: the kernel path against xfwd (and variants, and the bare wire) on a rig it
@@ -195,8 +204,8 @@ struct BridgeArgs {
     /// FDB ageing time (e.g. 300s, 5m) [default: 300s].
     #[arg(long, value_parser = xfwd_config::parse_duration)]
     ageing: Option<Duration>,
-    /// FDB capacity in entries [default: 65536].
-    #[arg(long)]
+    /// FDB capacity in entries, 1 to 16777216 [default: 65536].
+    #[arg(long, value_parser = xfwd_config::bridge::parse_fdb_size)]
     fdb_size: Option<usize>,
     #[command(flatten)]
     workers: WorkerArgs,
@@ -322,6 +331,12 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             })
         }
+        Cmd::Reload { control } => {
+            control::query_within(&control, "reload", control::RELOAD_TIMEOUT + Duration::from_secs(10)).map(|text| {
+                print!("{text}");
+                ExitCode::SUCCESS
+            })
+        }
         Cmd::Kernel { cmd } => xfwd::kernel::run(cmd),
         Cmd::Doctor(args) => xfwd::doctor::run(&args),
         Cmd::Load(args) => xfwd::remote::load(&args).map(|()| ExitCode::SUCCESS),
@@ -390,7 +405,7 @@ fn xsk_mode(fwd: &Forwarder) -> &'static str {
 }
 
 fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
-    let sig = signals()?;
+    let hup = hup_flag()?;
     let file = args.config.as_deref().map(config_file::load_bridge).transpose()?;
     let ports = file.as_ref().map_or_else(|| args.ports.clone(), |f| f.port_names());
     let w = &args.workers;
@@ -427,7 +442,8 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         workers,
         mode: Mode::Bridge { fdb_size, ageing_s: u32::try_from(ageing.as_secs()).unwrap_or(u32::MAX).max(1) },
     };
-    let (fwd, control) = start(&cfg, w, &origins)?;
+    let sig = signals(hup)?;
+    let (fwd, control) = start(&cfg, w, &origins, &sig)?;
     println!(
         "xfwd: bridge {} | {} queue(s), poll {}, {}, fdb {} entries, ageing {} s",
         ports.join(" "),
@@ -442,9 +458,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
-    // Before the file is read: a SIGHUP from an eager `systemctl reload` must not kill a router
-    // that is still starting (it reloads once ready instead).
-    let sig = signals()?;
+    let hup = hup_flag()?;
     let c = config_file::load(&args.config)?;
     if args.parse_only {
         // The worker options merged and checked as at start, but `cores = irq`, which reads the
@@ -479,7 +493,8 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let cfg = ForwarderConfig { ports: c.ports(), workers, mode: Mode::Router(Box::new(c.setup())) };
-    let (fwd, control) = start(&cfg, w, &origins)?;
+    let sig = signals(hup)?;
+    let (fwd, control) = start(&cfg, w, &origins, &sig)?;
     println!(
         "xfwd: router {} | {} queue(s), poll {}, {}, {routes_from}",
         args.config.display(),
@@ -514,6 +529,7 @@ fn start(
     cfg: &ForwarderConfig,
     w: &WorkerArgs,
     origins: &Origins,
+    sig: &Signals,
 ) -> anyhow::Result<(Forwarder, control::ControlServer)> {
     privs::check_for_start().map_err(xfwd::UsageError)?;
     let user = w.user.as_deref().map(privs::User::lookup).transpose().map_err(|e| xfwd::UsageError(e.to_string()))?;
@@ -548,7 +564,7 @@ fn start(
         StartError::Refused(r) => anyhow::Error::new(xfwd::UsageError(word(&r, origins))),
         e => e.into(),
     })?;
-    control.serve(fwd.view())?;
+    control.serve(fwd.view(), Arc::clone(&sig.reloads))?;
     if let Some(m) = metrics {
         let addr = m.local_addr()?;
         m.serve(fwd.view())?;
@@ -574,23 +590,30 @@ fn start(
 struct Signals {
     /// SIGINT or SIGTERM: stop.
     stop: Arc<AtomicBool>,
-    /// SIGHUP: reload (the router's file; the bridge has none and says so).
-    hup: Arc<AtomicBool>,
+    /// SIGHUP or `xfwd reload`: reload (the router's file; the bridge reads nothing again and
+    /// says so), and the outcome for `xfwd reload`.
+    reloads: Arc<control::Reloads>,
     /// The service manager, when there is one (`$NOTIFY_SOCKET`).
     notify: xfwd::notify::Notifier,
 }
 
-/// Registers SIGINT, SIGTERM and SIGHUP (first thing: none may kill xfwd while it starts) and
-/// connects to the service manager.
-fn signals() -> anyhow::Result<Signals> {
+/// SIGHUP, registered first thing: a reload asked for while xfwd still reads its file (an
+/// eager `systemctl reload`) must not kill it (SIGHUP's default action); it runs once ready.
+fn hup_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
+    Ok(hup)
+}
+
+/// Registers SIGINT and SIGTERM once the file is read (until then they stop xfwd as they stop
+/// any program, even in a read that hangs) and connects to the service manager.
+fn signals(hup: Arc<AtomicBool>) -> anyhow::Result<Signals> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let hup = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))?;
-    let notify = xfwd::notify::Notifier::from_env()?;
-    Ok(Signals { stop, hup, notify })
+    let notify = xfwd::notify::Notifier::from_env();
+    Ok(Signals { stop, reloads: control::Reloads::new(hup), notify })
 }
 
 /// The worker options a router runs with, for a reload to compare with its file: the queue
@@ -604,39 +627,38 @@ fn running_settings(fwd: &Forwarder, cfg: &ForwarderConfig, origins: &Origins) -
     xfwd_config::router::Running { options, origins: origins.clone() }
 }
 
-/// SIGHUP: reads the file again and applies routes, neighbours and limits, or says why not.
+/// SIGHUP (or `xfwd reload`): reads the file again and applies routes, neighbours and limits;
+/// what was applied, or why not (also said on stderr).
 fn reload(
     fwd: &Forwarder,
     path: &std::path::Path,
     running: &mut RouterConfig,
     settings: &xfwd_config::router::Running,
-) -> &'static str {
+) -> Result<String, String> {
+    let refused = |why: String| {
+        xfwd::elog!("xfwd: warning: reload refused: {why}");
+        Err(why)
+    };
     let new = match config_file::load(path) {
         Ok(n) => n,
-        Err(e) => {
-            xfwd::elog!("xfwd: reload refused: {e}; the running tables are unchanged");
-            return "the last reload was refused (see the log)";
-        }
+        Err(e) => return refused(format!("{e}; the running tables are unchanged")),
     };
     if let Some(why) = running.needs_restart(&new, settings) {
-        xfwd::elog!("xfwd: reload refused: {why}; restart xfwd to apply it (the running tables are unchanged)");
-        return "the last reload was refused (see the log)";
+        return refused(format!("{why}; restart xfwd to apply it (the running tables are unchanged)"));
     }
     match fwd.reload_router(&new.routes, &new.routes6, new.neighbors.clone(), new.neighbors6.clone(), new.limits) {
         Ok(()) => {
-            println!(
-                "xfwd: reloaded {}: {} static route(s), {} static neighbor(s)",
+            let done = format!(
+                "reloaded {}: {} static route(s), {} static neighbor(s)",
                 path.display(),
                 new.routes.len() + new.routes6.len(),
                 new.neighbors.len() + new.neighbors6.len()
             );
+            println!("xfwd: {done}");
             *running = new;
-            "reloaded"
+            Ok(done)
         }
-        Err(e) => {
-            xfwd::elog!("xfwd: reload refused: {e}; the running tables are unchanged");
-            "the last reload was refused (see the log)"
-        }
+        Err(e) => refused(format!("{e}; the running tables are unchanged")),
     }
 }
 
@@ -715,19 +737,23 @@ fn run(
             failed = true;
             break;
         }
-        if sig.hup.swap(false, Ordering::Relaxed) {
+        if sig.reloads.asked.swap(false, Ordering::Relaxed) {
             sig.notify.reloading();
-            let outcome = match router.as_mut() {
-                Some((path, running)) => reload(&fwd, path, running, &settings),
+            let (outcome, said) = match router.as_mut() {
+                Some((path, running)) => {
+                    let o = reload(&fwd, path, running, &settings);
+                    let said = if o.is_ok() { "reloaded" } else { "the last reload was refused (see the log)" };
+                    (o, said)
+                }
                 None => {
-                    println!(
-                        "xfwd: SIGHUP: a bridge reads nothing again (its ports, ageing, FDB size and worker options take a restart); nothing changed"
-                    );
-                    "nothing to reload"
+                    let why = "a bridge reads nothing again (its ports, ageing, FDB size and worker options take a restart); nothing changed";
+                    println!("xfwd: SIGHUP: {why}");
+                    (Ok(format!("nothing to reload: {why}")), "nothing to reload")
                 }
             };
             std::io::stdout().flush()?;
-            sig.notify.ready(&format!("forwarding: {status}; {outcome}"));
+            sig.notify.ready(&format!("forwarding: {status}; {said}"));
+            sig.reloads.finished(outcome);
         }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();

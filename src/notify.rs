@@ -34,20 +34,26 @@ fn address(value: &str) -> io::Result<SocketAddr> {
 }
 
 impl Notifier {
-    /// Connects to `$NOTIFY_SOCKET` if it is set; a notifier that does nothing otherwise.
-    pub fn from_env() -> io::Result<Notifier> {
-        let sock = match std::env::var_os("NOTIFY_SOCKET") {
-            None => None,
-            Some(v) => {
-                let v = v.to_string_lossy();
-                let addr = address(&v)?;
-                let sock = UnixDatagram::unbound()?;
-                sock.connect_addr(&addr)
-                    .map_err(|e| io::Error::new(e.kind(), format!("NOTIFY_SOCKET={v}: connecting: {e}")))?;
-                Some(sock)
-            }
+    /// Connects to `$NOTIFY_SOCKET` if it is set; a notifier that does nothing otherwise, or
+    /// when the socket cannot be reached (said once: xfwd forwards all the same, as a program
+    /// using sd_notify(3) does when it fails).
+    pub fn from_env() -> Notifier {
+        let connect = |v: &str| -> io::Result<UnixDatagram> {
+            let sock = UnixDatagram::unbound()?;
+            sock.connect_addr(&address(v)?)?;
+            Ok(sock)
         };
-        Ok(Notifier { sock, failed: std::cell::Cell::new(false) })
+        let sock = std::env::var_os("NOTIFY_SOCKET").and_then(|v| {
+            let v = v.to_string_lossy();
+            connect(&v)
+                .map_err(|e| {
+                    crate::elog!(
+                        "xfwd: warning: NOTIFY_SOCKET={v}: {e}; the service manager will not hear when xfwd is ready (a unit of Type=notify then times out: check NotifyAccess= and the socket)"
+                    )
+                })
+                .ok()
+        });
+        Notifier { sock, failed: std::cell::Cell::new(false) }
     }
 
     /// Forwarding: `READY=1`.

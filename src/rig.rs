@@ -510,6 +510,8 @@ impl Rig {
     /// for it to be ready ([`XfwdProcess::wait_ready`]).
     pub fn spawn_xfwd(&self, exe: &str, args: &[&str], env: &[(&str, &str)]) -> Result<XfwdProcess> {
         let mut cmd = self.boxns.command(exe);
+        // Not the test runner's service manager or journal, unless a test gives its own.
+        cmd.env_remove("NOTIFY_SOCKET").env_remove("JOURNAL_STREAM");
         cmd.args(args).envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut proc = Spawned { child: cmd.spawn().context("starting xfwd")? };
         let (tx, lines) = mpsc::channel();

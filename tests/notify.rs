@@ -9,6 +9,7 @@ mod common;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::{control_path, in_netns, root_or_skip, serial, show, EVENTUALLY, XFWD};
 use xfwd::rig::{Rig, XfwdProcess};
@@ -51,6 +52,34 @@ fn next(manager: &UnixDatagram, x: &mut XfwdProcess) -> String {
                 }
             }
             Err(e) => panic!("the manager's socket: {e}"),
+        }
+    }
+}
+
+/// The named pipe `path` opened for writing once xfwd has opened it for reading (until then a
+/// non-blocking open fails with ENXIO); a failure if xfwd exits first or takes longer than
+/// [`EVENTUALLY`].
+fn open_when_read(path: &Path, x: &mut XfwdProcess) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let start = std::time::Instant::now();
+    loop {
+        match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(path) {
+            Ok(f) => {
+                // Writes may block again: the pipe holds less than a file may be.
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+                // SAFETY: fcntl on a descriptor this File owns, clearing O_NONBLOCK.
+                unsafe { libc::fcntl(fd, libc::F_SETFL, 0) };
+                return f;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                let exited = x.proc.child.try_wait().unwrap();
+                if exited.is_some() || start.elapsed() > EVENTUALLY {
+                    x.collect();
+                    panic!("xfwd never opened {} (exit: {exited:?}): {:#?}", path.display(), x.seen);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => panic!("{}: {e}", path.display()),
         }
     }
 }
@@ -108,6 +137,28 @@ fn a_service_manager_hears_ready_then_reloading_and_ready_around_a_sighup_then_s
     assert!(field(&refused, "STATUS").unwrap().contains("refused"), "{refused}");
     assert!(show(&control, "routes").contains("198.19.1.0/24"), "the running table kept");
 
+    // `xfwd reload` (the unit's ExecReload): returns once the file is applied, or refused.
+    std::fs::write(
+        &config,
+        base.clone() + NEW_ROUTE + "[[route]]\nprefix = \"198.19.3.0/24\"\nvia = \"198.18.10.1\"\n",
+    )
+    .unwrap();
+    let reload = || Command::new(XFWD).args(["reload", "--control", &control]).output().unwrap();
+    let out = reload();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("reloaded "), "{out:?}");
+    assert!(show(&control, "routes").contains("198.19.3.0/24"), "xfwd reload returned before the route was in");
+    std::fs::write(&config, base.clone() + "[[route]]\nprefix = \"198.19.4.0/24\"\n").unwrap();
+    let out = reload();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("xfwd: error: reload refused: ") && err.contains("router.toml:"), "{err}");
+    // Each came with its states, as a SIGHUP's.
+    for _ in 0..2 {
+        assert_eq!(field(&next(&manager, &mut x), "RELOADING"), Some("1"));
+        assert_eq!(field(&next(&manager, &mut x), "READY"), Some("1"));
+    }
+
     x.proc.signal(libc::SIGTERM);
     let stopping = next(&manager, &mut x);
     assert_eq!(field(&stopping, "STOPPING"), Some("1"), "{stopping}");
@@ -136,8 +187,8 @@ fn a_sighup_while_the_router_reads_its_file_is_a_reload_once_ready() {
     let mut x =
         r.spawn_xfwd(XFWD, &router_args(&config, &control), &[("NOTIFY_SOCKET", sock.to_str().unwrap())]).unwrap();
     let text = std::fs::read_to_string(RIG_CONFIG).unwrap();
-    // Opening a pipe for writing returns once its reader has opened it: xfwd is reading now.
-    let mut pipe = std::fs::OpenOptions::new().write(true).open(&config).unwrap();
+    // Opening a pipe for writing succeeds once its reader has opened it: xfwd is reading now.
+    let mut pipe = open_when_read(&config, &mut x);
     x.proc.signal(libc::SIGHUP);
     std::io::Write::write_all(&mut pipe, text.as_bytes()).unwrap();
     drop(pipe);
@@ -147,7 +198,7 @@ fn a_sighup_while_the_router_reads_its_file_is_a_reload_once_ready() {
     x.wait_ready().unwrap();
     // The SIGHUP was kept: the file is read again once forwarding.
     assert_eq!(field(&next(&manager, &mut x), "RELOADING"), Some("1"));
-    let mut pipe = std::fs::OpenOptions::new().write(true).open(&config).unwrap();
+    let mut pipe = open_when_read(&config, &mut x);
     std::io::Write::write_all(&mut pipe, (text + NEW_ROUTE).as_bytes()).unwrap();
     drop(pipe);
     let done = next(&manager, &mut x);

@@ -325,7 +325,7 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
     // A broken file is refused with its position; the running tables stay.
     write_config(&dir, "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"192.0.2.1\"\n");
     x.proc.signal(libc::SIGHUP);
-    let refused = common::wait_line(&mut x, "xfwd: reload refused", 0);
+    let refused = common::wait_line(&mut x, "xfwd: warning: reload refused", 0);
     assert!(
         refused.contains("router.toml:") && refused.contains("192.0.2.1 is not on any connected subnet"),
         "{:#?}",
@@ -336,7 +336,7 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
     let text = std::fs::read_to_string(RIG_CONFIG).unwrap().replace("198.18.31.1/24", "198.18.32.1/24");
     std::fs::write(&config, text).unwrap();
     x.proc.signal(libc::SIGHUP);
-    let refused = common::wait_line(&mut x, "xfwd: reload refused", 1);
+    let refused = common::wait_line(&mut x, "xfwd: warning: reload refused", 1);
     assert!(refused.contains("reload refused: interfaces or their addresses changed; restart"), "{:#?}", x.seen);
     // Settings are compared with what runs: one queue written out is no change (reloaded);
     // queue management off while flow queues run is refused, saying so.
@@ -345,7 +345,7 @@ fn sighup_applies_a_new_route_without_losing_frames_and_refuses_a_broken_file() 
     common::wait_line(&mut x, "xfwd: reloaded", 10);
     write_config(&dir, "\n[aqm]\nmode = \"off\"\n");
     x.proc.signal(libc::SIGHUP);
-    let refused = common::wait_line(&mut x, "xfwd: reload refused", 2);
+    let refused = common::wait_line(&mut x, "xfwd: warning: reload refused", 2);
     assert!(refused.contains("[aqm] mode = off (running: fq-codel) cannot change while xfwd runs"), "{refused}");
     stop_clean(&mut x);
     std::fs::remove_dir_all(&dir).unwrap();

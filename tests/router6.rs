@@ -350,7 +350,7 @@ fn sighup_applies_a_new_ipv6_route_and_static_neighbour() {
     // A broken IPv6 route is refused with its position; the running tables stay.
     std::fs::write(&config, base + "\n[[route]]\nprefix = \"2001:2:0:3000::/52\"\nvia = \"fe80::1\"\n").unwrap();
     x.proc.signal(libc::SIGHUP);
-    let refused = wait_line(&mut x, "xfwd: reload refused", 0);
+    let refused = wait_line(&mut x, "xfwd: warning: reload refused", 0);
     assert!(refused.contains("router.toml:") && refused.contains("say which interface"), "{refused}");
     Rig::ping_until(&r.h1, "2001:2:0:2000::2", common::PATH_UP).unwrap();
     stop_clean(&mut x);

@@ -20,6 +20,18 @@ use xfwd_dataplane::io::settings::Layer;
 
 use crate::router::{options_in, pos_of, ConfigError, Ctx, Pos, RawOptions};
 
+/// The most FDB entries a bridge may be given (`fdb_size`, `--fdb-size`): 16 Mi stations, far
+/// beyond any segment, and a table that still fits in memory.
+pub const FDB_MAX: usize = 1 << 24;
+
+/// `--fdb-size`: 1 to [`FDB_MAX`] entries.
+pub fn parse_fdb_size(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=FDB_MAX).contains(&n) => Ok(n),
+        _ => Err(format!("`{text}`: give a number of entries from 1 to {FDB_MAX}, e.g. 65536")),
+    }
+}
+
 /// A validated bridge configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BridgeConfig {
@@ -84,8 +96,8 @@ impl BridgeConfig {
         let fdb_size = raw
             .fdb_size
             .map(|n| match usize::try_from(*n.get_ref()) {
-                Ok(v) if v >= 1 => Ok(v),
-                _ => Err(cx.err(n.span(), "fdb_size must be at least 1 (entries)")),
+                Ok(v) if (1..=FDB_MAX).contains(&v) => Ok(v),
+                _ => Err(cx.err(n.span(), format!("fdb_size must be 1 to {FDB_MAX} (entries)"))),
             })
             .transpose()?;
         let options = options_in(&cx, &raw.workers, &raw.aqm)?;
@@ -140,7 +152,8 @@ mod tests {
             ("ports = [\"eth4\", \"a b\"]\n", "b.toml:1:18: `a b` is not an interface name"),
             ("ports = [\"a\", \"b\"]\nageing = \"often\"\n", "b.toml:2:10: ageing: "),
             ("ports = [\"a\", \"b\"]\nageing = \"0s\"\n", "b.toml:2:10: ageing must be at least 1s"),
-            ("ports = [\"a\", \"b\"]\nfdb_size = 0\n", "b.toml:2:12: fdb_size must be at least 1"),
+            ("ports = [\"a\", \"b\"]\nfdb_size = 0\n", "b.toml:2:12: fdb_size must be 1 to 16777216"),
+            ("ports = [\"a\", \"b\"]\nfdb_size = 99999999999\n", "b.toml:2:12: fdb_size must be 1 to 16777216"),
             ("ports = [\"a\", \"b\"]\n[workers]\nqueue = 2\n", "b.toml:3:1: unknown field `queue`, expected one of"),
             ("ports = [\"a\", \"b\"]\nlearning = false\n", "b.toml:2:1: unknown field `learning`"),
             ("ageing = \"5m\"\n", "missing field `ports`"),
