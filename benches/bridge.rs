@@ -60,6 +60,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(BATCH as u64));
     for (name, stations) in [("4k_macs", 4096u32), ("64k_macs", 65536u32)] {
         let (fdb, frames) = setup(stations, 1 << 16);
+        let pol = xfwd_dataplane::l2::Policies::uniform(2);
         let batches: Vec<&[([u8; 64], PortId)]> = frames.chunks(BATCH).collect();
         // As the worker does it (a prefetch stage BridgeDecide::PREFETCH_DISTANCE frames ahead of
         // the decisions), and without the stage, to see what it buys.
@@ -81,7 +82,7 @@ fn bench(c: &mut Criterion) {
                                 prefetch(black_box(&batch[k + dist].0[..]), &fdb);
                             }
                             let (f, port) = &batch[k];
-                            black_box(decide(black_box(&f[..]), *port, &fdb, Seconds(2)));
+                            black_box(decide(black_box(&f[..]), *port, &fdb, Seconds(2), &pol));
                         }
                     },
                     BatchSize::SmallInput,

@@ -28,6 +28,9 @@ use xfwd_dataplane::l3::{
 };
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::ethernet::ETHERTYPE_IPV4;
+
+/// A plain two-port bridge's settings (made once, outside the measured batches).
+static POLICIES: std::sync::LazyLock<l2::Policies> = std::sync::LazyLock::new(|| l2::Policies::uniform(2));
 use xfwd_dataplane::wire::{EthernetFrame, MacAddr};
 use xfwd_dataplane::PortId;
 
@@ -198,7 +201,7 @@ fn router6_batch(
 #[inline(never)]
 fn bridge_batch(frames: &[([u8; 64], PortId)], fdb: &Fdb) {
     for (f, p) in frames {
-        black_box(l2::decide(&f[..], *p, fdb, Seconds(2)));
+        black_box(l2::decide(&f[..], *p, fdb, Seconds(2), &POLICIES));
     }
 }
 
@@ -214,7 +217,7 @@ fn bridge_pipeline(frames: &[([u8; 64], PortId)], fdb: &Fdb) {
         if let Some((ahead, _)) = frames.get(k + d) {
             l2::prefetch(&ahead[..], fdb);
         }
-        black_box(l2::decide(&f[..], *p, fdb, Seconds(2)));
+        black_box(l2::decide(&f[..], *p, fdb, Seconds(2), &POLICIES));
     }
 }
 

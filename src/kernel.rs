@@ -143,6 +143,11 @@ pub fn router_commands(c: &RouterConfig) -> (Vec<String>, Vec<String>) {
 /// Feeds `lines` to `ip -batch -` (with `-force`: keep going past an error, as an undo must),
 /// in network namespace `netns` when one is named (`ip -n NETNS`).
 pub fn ip_batch_in(netns: Option<&str>, lines: &[String], force: bool) -> Result<()> {
+    batch_in("ip", netns, lines, force)
+}
+
+/// Runs `lines` through `tool -batch -` (`ip`, or `bridge` for FDB entries).
+fn batch_in(tool: &str, netns: Option<&str>, lines: &[String], force: bool) -> Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
@@ -153,13 +158,13 @@ pub fn ip_batch_in(netns: Option<&str>, lines: &[String], force: bool) -> Result
     if let Some(ns) = netns {
         args.splice(0..0, ["-n", ns]);
     }
-    let mut child = Command::new("ip")
+    let mut child = Command::new(tool)
         .args(&args)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(if force { Stdio::null() } else { Stdio::piped() })
         .spawn()
-        .context("running ip (iproute2)")?;
+        .with_context(|| format!("running {tool} (iproute2)"))?;
     {
         let mut stdin = child.stdin.take().context("ip stdin")?;
         for l in lines {
@@ -168,9 +173,26 @@ pub fn ip_batch_in(netns: Option<&str>, lines: &[String], force: bool) -> Result
     }
     let out = child.wait_with_output()?;
     if !out.status.success() && !force {
-        bail!("ip -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!("{tool} -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(())
+}
+
+/// The `ip` command that gives bridge port `port` the settings `pol`, where any differ from a
+/// Linux bridge port's defaults.
+fn bridge_port_command(port: &str, pol: &xfwd_dataplane::l2::PortPolicy) -> Option<String> {
+    if pol.is_default() {
+        return None;
+    }
+    let on = |b: bool| if b { "on" } else { "off" };
+    Some(format!(
+        "link set {port} type bridge_slave learning {} flood {} mcast_flood {} bcast_flood {} isolated {}",
+        on(pol.learning),
+        on(pol.flood),
+        on(pol.mcast_flood),
+        on(pol.bcast_flood),
+        on(pol.isolated)
+    ))
 }
 
 fn ip_batch(lines: &[String], force: bool) -> Result<()> {
@@ -373,11 +395,23 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
             let stop = signal_flag()?;
             let mut apply = vec![format!("link add {name} type bridge ageing_time {}", ageing.as_millis() / 10)];
             apply.extend(ports.iter().map(|p| format!("link set {p} master {name}")));
+            // Each port's settings as xfwd applies them (l2::policy), and the static stations,
+            // sticky so that learning never moves them, as xfwd's never move.
+            let settings = file.as_ref().map(|f| (f.port_settings.clone(), f.statics.clone())).unwrap_or_default();
+            apply.extend(ports.iter().zip(&settings.0).filter_map(|(p, pol)| bridge_port_command(p, pol)));
             apply.push(format!("link set {name} up"));
+            let fdb: Vec<String> = settings
+                .1
+                .iter()
+                .map(|(mac, i)| format!("fdb add {mac} dev {} master static sticky", ports[*i]))
+                .collect();
             let undo = vec![format!("link del {name}")];
             println!("xfwd: kernel bridge {name}:");
             print_commands(&apply, 40);
-            if let Err(e) = ip_batch(&apply, false) {
+            for l in fdb.iter().take(40) {
+                println!("  bridge {l}");
+            }
+            if let Err(e) = ip_batch(&apply, false).and_then(|()| batch_in("bridge", None, &fdb, false)) {
                 ip_batch(&undo, true)?;
                 return Err(e.context("building the bridge (undone)"));
             }

@@ -366,7 +366,9 @@ fn generate(what: Generate, dir: &std::path::Path) -> anyhow::Result<()> {
     use anyhow::Context;
     use clap::CommandFactory;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut cmd = Cli::command();
+    // No `help` subcommand in the man pages (a page would list xfwd-help(1), which has none):
+    // `man` is the help there. The completions keep it.
+    let mut cmd = if matches!(what, Generate::Man) { without_help(Cli::command()) } else { Cli::command() };
     cmd.build();
     match what {
         Generate::Completions => {
@@ -379,6 +381,12 @@ fn generate(what: Generate, dir: &std::path::Path) -> anyhow::Result<()> {
         Generate::Man => man_pages(&cmd, "xfwd", dir)?,
     }
     Ok(())
+}
+
+/// `cmd` and its subcommands without the `help` subcommand clap adds.
+fn without_help(cmd: clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+    names.iter().fold(cmd.disable_help_subcommand(true), |c, n| c.mut_subcommand(n, without_help))
 }
 
 /// Writes `NAME.1` for `cmd`, then a page for each visible subcommand (`NAME-SUB.1`).
@@ -414,6 +422,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         let flags = w.options.layer();
         let (options, origins) = WorkerOptions::merge(&[&file.options, &flags]);
         options.check().map_err(|r| xfwd::UsageError(word(&r, &origins)))?;
+        settings_fit_path(&bridge_settings(Some(file)), options.path)?;
         println!("{}: ok: {} port(s) (not looked for: --parse-only)", file.path.display(), ports.len());
         return Ok(ExitCode::SUCCESS);
     }
@@ -426,6 +435,8 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         })?;
     }
     let (workers, origins) = worker_options(&w.options, file.as_ref().map(|f| &f.options), &ports)?;
+    let settings = bridge_settings(file.as_ref());
+    settings_fit_path(&settings, workers.path)?;
     if args.check {
         start_would_take(&ports)?;
         println!(
@@ -440,7 +451,11 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     let cfg = ForwarderConfig {
         ports: ports.clone(),
         workers,
-        mode: Mode::Bridge { fdb_size, ageing_s: u32::try_from(ageing.as_secs()).unwrap_or(u32::MAX).max(1) },
+        mode: Mode::Bridge {
+            fdb_size,
+            ageing_s: u32::try_from(ageing.as_secs()).unwrap_or(u32::MAX).max(1),
+            settings: settings.clone(),
+        },
     };
     let sig = signals(hup)?;
     let (fwd, control) = start(&cfg, w, &origins, &sig)?;
@@ -453,8 +468,60 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         fwd.view().fdb.capacity(),
         ageing.as_secs().max(1)
     );
+    if !settings.is_default() {
+        println!("xfwd: bridge ports: {}", describe_settings(&settings, &ports));
+    }
     let status = format!("bridge {}", ports.join(" "));
     run(fwd, control, &cfg, (w, &origins), &sig, &status, None)
+}
+
+/// The file's per-port settings and static stations (the defaults without a file).
+fn bridge_settings(file: Option<&xfwd_config::bridge::BridgeConfig>) -> xfwd_dataplane::io::config::BridgeSettings {
+    file.map_or_else(Default::default, |f| xfwd_dataplane::io::config::BridgeSettings {
+        ports: f.port_settings.clone(),
+        statics: f.statics.iter().map(|&(mac, i)| (mac, xfwd_dataplane::PortId(i as u8))).collect(),
+    })
+}
+
+/// Refuses per-port settings with the XDP path, whose program bridges without them (start-up
+/// refuses it too; said here for --check).
+fn settings_fit_path(
+    settings: &xfwd_dataplane::io::config::BridgeSettings,
+    path: xfwd_dataplane::io::options::DataPath,
+) -> anyhow::Result<()> {
+    if !settings.is_default() && path == xfwd_dataplane::io::options::DataPath::Xdp {
+        let e = xfwd_dataplane::io::config::Request::XdpPathBridgeSettings;
+        return Err(xfwd::UsageError(e.to_string()).into());
+    }
+    Ok(())
+}
+
+/// What differs from a plain learning bridge, per port: `eth4: isolated; eth6: learning off,
+/// mcast_flood off; 1 static entry`.
+fn describe_settings(settings: &xfwd_dataplane::io::config::BridgeSettings, ports: &[String]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for (name, p) in ports.iter().zip(&settings.ports) {
+        let mut off: Vec<&str> = Vec::new();
+        for (on, what) in [
+            (p.learning, "learning off"),
+            (p.flood, "flood off"),
+            (p.mcast_flood, "mcast_flood off"),
+            (p.bcast_flood, "bcast_flood off"),
+            (!p.isolated, "isolated"),
+        ] {
+            if !on {
+                off.push(what);
+            }
+        }
+        if !off.is_empty() {
+            parts.push(format!("{name}: {}", off.join(", ")));
+        }
+    }
+    let n = settings.statics.len();
+    if n > 0 {
+        parts.push(format!("{n} static entr{}", if n == 1 { "y" } else { "ies" }));
+    }
+    parts.join("; ")
 }
 
 fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {

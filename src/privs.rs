@@ -49,25 +49,48 @@ pub struct User {
     pub gid: u32,
 }
 
+/// Calls a reentrant database lookup (`getpwnam_r` and the like) with a buffer that grows
+/// while the entry does not fit (`ERANGE`, e.g. a group with many members); `Ok(false)` when
+/// there is no such entry.
+fn lookup_with(
+    what: &'static str,
+    mut call: impl FnMut(&mut [libc::c_char]) -> (i32, bool),
+) -> Result<bool, PrivError> {
+    let mut len = 16 * 1024;
+    loop {
+        let mut buf = vec![0 as libc::c_char; len];
+        match call(&mut buf) {
+            (0, found) => return Ok(found),
+            (libc::ERANGE, _) if len < 16 * 1024 * 1024 => len *= 4,
+            // "Not found" as some C libraries report it.
+            (libc::ENOENT | libc::ESRCH | libc::EBADF | libc::EPERM, _) => return Ok(false),
+            (rc, _) => return Err(PrivError::Sys { what, cause: std::io::Error::from_raw_os_error(rc).to_string() }),
+        }
+    }
+}
+
 impl User {
     /// Looks `name` (a login name or a numeric uid) up in the password database.
     pub fn lookup(name: &str) -> Result<User, PrivError> {
         let missing = || PrivError::NoSuchUser(name.to_owned());
+        let c = CString::new(name).map_err(|_| missing())?;
+        let uid = name.parse::<u32>().ok();
         // SAFETY: passwd is plain data; all-zero is a valid value to be filled in.
         let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut buf = vec![0 as libc::c_char; 16 * 1024];
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        let rc = if let Ok(uid) = name.parse::<u32>() {
-            // SAFETY: every pointer is valid for the length given; `found` receives &pw or null.
-            unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) }
-        } else {
-            let c = CString::new(name).map_err(|_| missing())?;
-            // SAFETY: `c` is NUL-terminated; the other pointers are valid for the length given.
-            unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) }
-        };
-        if rc != 0 || found.is_null() {
+        let found = lookup_with("reading the password database", |buf| {
+            let mut found: *mut libc::passwd = std::ptr::null_mut();
+            let rc = match uid {
+                // SAFETY: every pointer is valid for the length given; `found` receives &pw or null.
+                Some(uid) => unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) },
+                // SAFETY: `c` is NUL-terminated; the other pointers are valid for the length given.
+                None => unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) },
+            };
+            (rc, !found.is_null())
+        })?;
+        if !found {
             return Err(missing());
         }
+        // pw_uid and pw_gid are plain fields of `pw`, valid after the buffer is gone.
         Ok(User { name: name.to_owned(), uid: pw.pw_uid, gid: pw.pw_gid })
     }
 }
@@ -81,11 +104,13 @@ pub fn group_id(name: &str) -> Result<u32, PrivError> {
     let c = CString::new(name).map_err(|_| missing())?;
     // SAFETY: group is plain data; all-zero is a valid value to be filled in.
     let mut gr: libc::group = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    let mut found: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: `c` is NUL-terminated; the other pointers are valid for the length given.
-    let rc = unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found) };
-    if rc != 0 || found.is_null() {
+    let found = lookup_with("reading the group database", |buf| {
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: `c` is NUL-terminated; the other pointers are valid for the length given.
+        let rc = unsafe { libc::getgrnam_r(c.as_ptr(), &mut gr, buf.as_mut_ptr(), buf.len(), &mut found) };
+        (rc, !found.is_null())
+    })?;
+    if !found {
         return Err(missing());
     }
     Ok(gr.gr_gid)
@@ -266,6 +291,28 @@ mod tests {
         assert_eq!(missing(&FOR_START, &caps::CapsHashSet::new()).len(), 4);
         assert_eq!(group_id("4321").unwrap(), 4321);
         assert!(matches!(group_id("xfwd-no-such-group"), Err(PrivError::NoSuchGroup(_))));
+    }
+
+    #[test]
+    fn a_database_entry_too_big_for_the_buffer_is_read_with_a_bigger_one() {
+        // A group with thousands of members does not fit 16 KiB: ERANGE, then a bigger buffer.
+        let mut lens = Vec::new();
+        let found = lookup_with("test", |buf| {
+            lens.push(buf.len());
+            if buf.len() < 200 * 1024 {
+                (libc::ERANGE, false)
+            } else {
+                (0, true)
+            }
+        });
+        assert!(matches!(found, Ok(true)));
+        assert_eq!(lens, [16 * 1024, 64 * 1024, 256 * 1024]);
+        // Beyond 16 MiB, or another error: said, not taken for "no such entry".
+        let e = lookup_with("reading the group database", |_| (libc::ERANGE, false)).unwrap_err();
+        assert!(e.to_string().starts_with("reading the group database: "), "{e}");
+        let e = lookup_with("reading the group database", |_| (libc::EIO, false)).unwrap_err();
+        assert!(e.to_string().contains("Input/output error"), "{e}");
+        assert!(matches!(lookup_with("x", |_| (0, false)), Ok(false)));
     }
 
     #[test]

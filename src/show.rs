@@ -33,8 +33,11 @@ pub struct FdbEntry {
     pub mac: String,
     /// The port it was last seen on.
     pub port: String,
-    /// Seconds since it was last seen.
+    /// Seconds since it was last seen (0 for a static entry).
     pub age_s: u32,
+    /// A static entry (the bridge file's `[[static]]`): never ages, never moves.
+    #[serde(rename = "static", default)]
+    pub is_static: bool,
 }
 
 /// `show neighbors --json`.
@@ -135,7 +138,7 @@ pub fn fdb(view: &LiveView) -> Fdb {
     let entries = view
         .fdb_entries()
         .into_iter()
-        .map(|(e, port)| FdbEntry { mac: e.mac.to_string(), port, age_s: e.age })
+        .map(|(e, port)| FdbEntry { mac: e.mac.to_string(), port, age_s: e.age, is_static: e.is_static })
         .collect();
     Fdb { version: VERSION, entries, capacity: view.fdb.capacity() }
 }
@@ -399,7 +402,8 @@ pub fn neighbors_text(n: &Neighbors) -> String {
 pub fn fdb_text(f: &Fdb) -> String {
     let mut s = format!("{:<17}  {:<12}  {:>6}\n", "mac", "port", "age(s)");
     for e in &f.entries {
-        let _ = writeln!(s, "{:<17}  {:<12}  {:>6}", e.mac, e.port, e.age_s);
+        let age = if e.is_static { "static".to_owned() } else { e.age_s.to_string() };
+        let _ = writeln!(s, "{:<17}  {:<12}  {:>6}", e.mac, e.port, age);
     }
     let _ = writeln!(s, "{} of {} entries", f.entries.len(), f.capacity);
     s
@@ -528,10 +532,14 @@ mod tests {
         );
         let f = Fdb {
             version: VERSION,
-            entries: vec![FdbEntry { mac: "02:00:00:00:33:02".into(), port: "eth5".into(), age_s: 3 }],
+            entries: vec![
+                FdbEntry { mac: "02:00:00:00:33:02".into(), port: "eth5".into(), age_s: 3, is_static: false },
+                FdbEntry { mac: "02:00:00:00:33:03".into(), port: "eth4".into(), age_s: 0, is_static: true },
+            ],
             capacity: 65536,
         };
         assert_eq!(fdb_text(&f).lines().nth(1), Some("02:00:00:00:33:02  eth5               3"));
-        assert!(fdb_text(&f).ends_with("1 of 65536 entries\n"));
+        assert_eq!(fdb_text(&f).lines().nth(2), Some("02:00:00:00:33:03  eth4          static"));
+        assert!(fdb_text(&f).ends_with("2 of 65536 entries\n"));
     }
 }

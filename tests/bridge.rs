@@ -228,8 +228,7 @@ fn unusable_ports_are_refused_with_one_line_and_nothing_attached() {
 
     // Another tool's XDP program on eth4 (a 3-line program compiled here, with the clang the
     // build uses): named with its id and name, and how to see and free it.
-    let dir = std::env::temp_dir().join(format!("xfwd-foreign-xdp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::TempDir::new("foreign-xdp");
     let (src, obj) = (dir.join("pass.c"), dir.join("pass.o"));
     std::fs::write(
         &src,
@@ -257,7 +256,6 @@ fn unusable_ports_are_refused_with_one_line_and_nothing_attached() {
         "{err}"
     );
     r.boxns.ip(&["link", "set", "dev", "eth4", "xdpgeneric", "off"]).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
 
     // No carrier is a warning, not an error: take the host end down.
     r.h2.ip(&["link", "set", "eth0", "down"]).unwrap();
@@ -717,8 +715,7 @@ fn a_bridge_file_sets_ports_and_table_and_a_flag_beside_it_wins() {
     }
     let _g = serial();
     let r = Rig::bridge(1).unwrap();
-    let dir = std::env::temp_dir().join(format!("xfwd-bridge-file-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::TempDir::new("bridge-file");
     let file = dir.join("b.toml");
     std::fs::write(
         &file,
@@ -737,5 +734,98 @@ fn a_bridge_file_sets_ports_and_table_and_a_flag_beside_it_wins() {
     );
     Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     stop_clean(&mut x);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Per-port settings and static stations from the bridge's file act alike in xfwd and in the
+/// kernel's bridge built from the same file (`xfwd kernel bridge --config`), scenario by
+/// scenario: what one arm carries the other carries, what one stops the other stops.
+#[test]
+fn port_settings_and_static_stations_act_alike_in_xfwd_and_the_kernel() {
+    if !root_or_skip("port_settings_and_static_stations_act_alike_in_xfwd_and_the_kernel") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let dir = common::TempDir::new("bridge-ports");
+    let h2_mac = mac_of(&r.h2, "eth0");
+    let ports = "ports = [\"eth4\", \"eth5\"]\n";
+    // eth5 neither learns h2 nor takes unknown unicast: h1's requests to h2 (unknown) go
+    // nowhere, though the ARP broadcast and h2's answers pass.
+    let quiet = "[port.eth5]\nlearning = false\nflood = false\n";
+    let pinned = format!("[[static]]\nmac = \"{h2_mac}\"\nport = \"eth5\"\n");
+    let isolated = "[port.eth4]\nisolated = true\n[port.eth5]\nisolated = true\n";
+    let scenarios: [(&str, String, bool, &str); 3] = [
+        ("quiet", format!("{ports}{quiet}"), false, "not-flooded"),
+        ("quiet-pinned", format!("{ports}{quiet}{pinned}"), true, ""),
+        ("isolated", format!("{ports}{isolated}"), false, "not-flooded"),
+    ];
+    let fresh = || {
+        for h in [&r.h1, &r.h2] {
+            h.ip(&["neigh", "flush", "all"]).unwrap();
+        }
+    };
+    let pings = |what: &str| {
+        let out = r.h1.command("ping").args(["-c", "3", "-i", "0.3", "-W", "1", rig::H2_ADDR]).output().unwrap();
+        let n = common::answered(&String::from_utf8_lossy(&out.stdout));
+        eprintln!("{what}: {n} of 3 answered");
+        n
+    };
+    for (tag, text, carries, dropped) in &scenarios {
+        let file = dir.join(format!("{tag}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let file = file.to_str().unwrap();
+
+        // xfwd.
+        fresh();
+        let c = control_path(&format!("br-{tag}"));
+        let mut x = r.start_xfwd(XFWD, &["bridge", "--config", file, "--control", &c]).unwrap();
+        assert!(x.seen.iter().any(|l| l.starts_with("xfwd: bridge ports: ")), "{tag}: {:?}", x.seen);
+        if *carries {
+            Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
+            let fdb = common::show(&c, "fdb");
+            let line = fdb.lines().find(|l| l.starts_with(&h2_mac)).unwrap_or_default();
+            assert!(line.ends_with("static"), "{tag}: {fdb}");
+        } else {
+            assert_eq!(pings(&format!("{tag}, xfwd")), 0, "{tag}: xfwd carried what its settings stop");
+            let s = stats(&c);
+            let n: u64 =
+                s.ports.iter().map(|p| p.total.drops.iter().find(|(r, _)| r == dropped).map_or(0, |d| d.1)).sum();
+            assert!(
+                n > 0,
+                "{tag}: no {dropped} drop counted: {:?}",
+                s.ports.iter().map(|p| &p.total.drops).collect::<Vec<_>>()
+            );
+        }
+        stop_clean(&mut x);
+
+        // The kernel's bridge from the same file.
+        fresh();
+        let out = r.boxns.command(XFWD).args(["kernel", "bridge", "--config", file, "--keep"]).output().unwrap();
+        assert!(out.status.success(), "{tag}: {}", String::from_utf8_lossy(&out.stderr));
+        let said = String::from_utf8_lossy(&out.stdout);
+        if *carries {
+            assert!(said.contains(&format!("bridge fdb add {h2_mac} dev eth5 master static sticky")), "{said}");
+            Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
+        } else {
+            assert!(said.contains("type bridge_slave"), "{said}");
+            assert_eq!(pings(&format!("{tag}, kernel")), 0, "{tag}: the kernel carried what the settings stop");
+        }
+        let out = r.boxns.command(XFWD).args(["kernel", "undo", "bridge"]).output().unwrap();
+        assert!(out.status.success());
+    }
+
+    // The XDP path bridges without these settings: refused, at --check too, with the fix.
+    let file = dir.join("isolated.toml");
+    for extra in [&["--check"][..], &[]] {
+        let out = r
+            .boxns
+            .command(XFWD)
+            .args(["bridge", "--config", file.to_str().unwrap(), "--path", "xdp"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("applied on the AF_XDP path only; drop --path xdp"), "{err}");
+    }
 }

@@ -1,5 +1,7 @@
 //! Command-line behaviour that needs no root: usage errors and their exit codes.
 
+mod common;
+
 use std::process::Command;
 
 const XFWD: &str = env!("CARGO_BIN_EXE_xfwd");
@@ -129,8 +131,7 @@ fn a_mistyped_port_gets_the_name_it_is_a_slip_from() {
 /// options.
 #[test]
 fn generate_writes_a_man_page_per_command_and_completions_for_three_shells() {
-    let dir = std::env::temp_dir().join(format!("xfwd-cli-generate-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::TempDir::new("cli-generate");
     let man = dir.join("man");
     let out = Command::new(XFWD).args(["generate", "man", man.to_str().unwrap()]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -141,6 +142,10 @@ fn generate_writes_a_man_page_per_command_and_completions_for_three_shells() {
     let router = std::fs::read_to_string(man.join("xfwd-router.1")).unwrap();
     assert!(router.contains("parse\\-only") && router.contains("xfwd router"), "{router}");
     assert!(!man.join("xfwd-generate.1").exists(), "the packaging command has no page of its own");
+    for page in ["xfwd", "xfwd-show", "xfwd-kernel"] {
+        let text = std::fs::read_to_string(man.join(format!("{page}.1"))).unwrap();
+        assert!(!text.contains("help(1)"), "{page}.1 names a help page that does not exist");
+    }
 
     let comp = dir.join("completions");
     let out = Command::new(XFWD).args(["generate", "completions", comp.to_str().unwrap()]).output().unwrap();
@@ -149,7 +154,6 @@ fn generate_writes_a_man_page_per_command_and_completions_for_three_shells() {
         let text = std::fs::read_to_string(comp.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(text.contains("parse-only") && text.contains("neighbors"), "{file}");
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Under systemd's journal (`$JOURNAL_STREAM` naming the very stream stderr is), each line

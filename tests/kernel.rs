@@ -73,8 +73,7 @@ fn kernel_bridge_bridges_and_leaves_the_box_as_it_found_it() {
     assert_eq!(snapshot(&r), before, "the box changed after --keep and undo");
 
     // From the bridge's file: its ports and its ageing (ip link's centiseconds).
-    let dir = std::env::temp_dir().join(format!("xfwd-kernel-br-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::TempDir::new("kernel-br");
     let file = dir.join("b.toml");
     std::fs::write(&file, "ports = [\"eth4\", \"eth5\"]\nageing = \"7s\"\n").unwrap();
     let out = r
@@ -90,7 +89,6 @@ fn kernel_bridge_bridges_and_leaves_the_box_as_it_found_it() {
     let out = r.boxns.command(XFWD).args(["kernel", "undo", "bridge"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(snapshot(&r), before, "the box changed after the file's bridge and undo");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -101,8 +99,7 @@ fn kernel_refuses_what_xfwd_refuses() {
     let _g = serial();
     let r = Rig::router(1).unwrap();
     let before = snapshot(&r);
-    let dir = std::env::temp_dir().join(format!("xfwd-kernel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::TempDir::new("kernel");
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[[interface]]\nname = \"eth5\"\naddresses = [\"198.18.10.2/24\"]\n[[route]]\nprefix = \"10.0.0.1/8\"\nvia = \"198.18.10.1\"\n").unwrap();
     let out = r.boxns.command(XFWD).args(["kernel", "router", "--config", bad.to_str().unwrap()]).output().unwrap();
@@ -122,5 +119,4 @@ fn kernel_refuses_what_xfwd_refuses() {
     let out = r.boxns.command(XFWD).args(["kernel", "bridge", "eth4", "eth5"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(r.boxns.ip(&["link", "show", "xfwdbr0"]).is_ok(), "the user's bridge survives");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -8,7 +8,7 @@ mod common;
 
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::{control_path, in_netns, root_or_skip, serial, show, EVENTUALLY, XFWD};
@@ -16,24 +16,6 @@ use xfwd::rig::{Rig, XfwdProcess};
 
 const RIG_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
 const NEW_ROUTE: &str = "\n[[route]]\nprefix = \"198.19.1.0/24\"\nvia = \"198.18.10.1\"\n";
-
-/// A folder of the test's own, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("xfwd-notify-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The service manager's end: the next state xfwd sent, waited for up to [`EVENTUALLY`]; a
 /// failure with xfwd's exit status and output if it exits first.
@@ -99,11 +81,11 @@ fn a_service_manager_hears_ready_then_reloading_and_ready_around_a_sighup_then_s
     }
     let _g = serial();
     let r = Rig::router(1).unwrap();
-    let dir = Dir::new("states");
-    let config = dir.0.join("router.toml");
+    let dir = common::TempDir::new("notify-states");
+    let config = dir.join("router.toml");
     let base = std::fs::read_to_string(RIG_CONFIG).unwrap();
     std::fs::write(&config, &base).unwrap();
-    let sock = dir.0.join("notify");
+    let sock = dir.join("notify");
     let manager = UnixDatagram::bind(&sock).unwrap();
     let control = control_path("notify-states");
     let mut x =
@@ -176,12 +158,12 @@ fn a_sighup_while_the_router_reads_its_file_is_a_reload_once_ready() {
     }
     let _g = serial();
     let r = Rig::router(1).unwrap();
-    let dir = Dir::new("fifo");
-    let config = dir.0.join("router.toml");
+    let dir = common::TempDir::new("notify-fifo");
+    let config = dir.join("router.toml");
     let c = std::ffi::CString::new(config.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo(3) on a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "{}", std::io::Error::last_os_error());
-    let sock = dir.0.join("notify");
+    let sock = dir.join("notify");
     let manager = UnixDatagram::bind(&sock).unwrap();
     let control = control_path("notify-fifo");
     let mut x =

@@ -9,14 +9,26 @@
 //! fdb_size = 65536       # default 65536
 //! [workers]
 //! queues = 2
+//! [port.eth5]            # a port's settings, as `bridge link set` has them (defaults shown
+//! learning = true        # but isolated): learn its sources,
+//! flood = true           # flood unknown unicast out of it,
+//! mcast_flood = true     # multicast,
+//! bcast_flood = true     # broadcast;
+//! isolated = true        # reach only the ports that are not isolated
+//! [[static]]             # a station that never ages and never moves
+//! mac = "02:00:00:00:00:01"
+//! port = "eth4"
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
 use xfwd_dataplane::io::settings::Layer;
+use xfwd_dataplane::l2::PortPolicy;
+use xfwd_dataplane::wire::MacAddr;
 
 use crate::router::{options_in, pos_of, ConfigError, Ctx, Pos, RawOptions};
 
@@ -45,6 +57,10 @@ pub struct BridgeConfig {
     pub fdb_size: Option<usize>,
     /// The worker options the file sets.
     pub options: Layer,
+    /// Each port's settings, in port order (the defaults where `[port.NAME]` is absent).
+    pub port_settings: Vec<PortPolicy>,
+    /// Static stations: a MAC and the index of its port in `ports`.
+    pub statics: Vec<(MacAddr, usize)>,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +73,27 @@ struct RawBridge {
     workers: RawOptions,
     #[serde(default)]
     aqm: RawOptions,
+    #[serde(default)]
+    port: BTreeMap<Spanned<String>, RawPort>,
+    #[serde(default, rename = "static")]
+    statics: Vec<RawStatic>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPort {
+    learning: Option<bool>,
+    flood: Option<bool>,
+    mcast_flood: Option<bool>,
+    bcast_flood: Option<bool>,
+    isolated: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStatic {
+    mac: Spanned<String>,
+    port: Spanned<String>,
 }
 
 impl BridgeConfig {
@@ -101,7 +138,48 @@ impl BridgeConfig {
             })
             .transpose()?;
         let options = options_in(&cx, &raw.workers, &raw.aqm)?;
-        Ok(BridgeConfig { path: path.to_owned(), ports, ageing, fdb_size, options })
+        let index = |name: &Spanned<String>, what: &str| {
+            ports.iter().position(|(n, _)| n == name.get_ref()).ok_or_else(|| {
+                let listed: Vec<&str> = ports.iter().map(|(n, _)| n.as_str()).collect();
+                cx.err(
+                    name.span(),
+                    format!("{what} {} is not one of the ports ({})", name.get_ref(), listed.join(", ")),
+                )
+            })
+        };
+        let mut port_settings = vec![PortPolicy::default(); ports.len()];
+        for (name, rp) in &raw.port {
+            let d = PortPolicy::default();
+            port_settings[index(name, "[port.NAME]:")?] = PortPolicy {
+                learning: rp.learning.unwrap_or(d.learning),
+                flood: rp.flood.unwrap_or(d.flood),
+                mcast_flood: rp.mcast_flood.unwrap_or(d.mcast_flood),
+                bcast_flood: rp.bcast_flood.unwrap_or(d.bcast_flood),
+                isolated: rp.isolated.unwrap_or(d.isolated),
+            };
+        }
+        let mut statics: Vec<(MacAddr, usize)> = Vec::new();
+        for st in &raw.statics {
+            let mac: MacAddr = st
+                .mac
+                .get_ref()
+                .parse()
+                .map_err(|e: xfwd_dataplane::wire::ethernet::ParseMacError| cx.err(st.mac.span(), e.to_string()))?;
+            if mac.is_multicast() || mac.is_zero() {
+                return Err(
+                    cx.err(st.mac.span(), format!("{mac} is not a station address (group bit set or all zeroes)"))
+                );
+            }
+            if statics.iter().any(|(m, _)| *m == mac) {
+                return Err(cx.err(st.mac.span(), format!("{mac} is given twice; a station sits behind one port")));
+            }
+            statics.push((mac, index(&st.port, "static entry's port")?));
+        }
+        if let (Some(n), true) = (fdb_size, statics.len() > fdb_size.unwrap_or(usize::MAX)) {
+            let at = raw.statics[n].mac.span();
+            return Err(cx.err(at, format!("{} static entries and fdb_size = {n}: raise fdb_size", statics.len())));
+        }
+        Ok(BridgeConfig { path: path.to_owned(), ports, ageing, fdb_size, options, port_settings, statics })
     }
 
     /// The ports' names, in order.
@@ -157,10 +235,34 @@ mod tests {
             ("ports = [\"a\", \"b\"]\n[workers]\nqueue = 2\n", "b.toml:3:1: unknown field `queue`, expected one of"),
             ("ports = [\"a\", \"b\"]\nlearning = false\n", "b.toml:2:1: unknown field `learning`"),
             ("ageing = \"5m\"\n", "missing field `ports`"),
+            ("ports = [\"a\", \"b\"]\n[port.c]\nflood = false\n", "b.toml:2:7: [port.NAME]: c is not one of the ports (a, b)"),
+            ("ports = [\"a\", \"b\"]\n[port.a]\nflooding = false\n", "b.toml:3:1: unknown field `flooding`, expected one of `learning`, `flood`"),
+            ("ports = [\"a\", \"b\"]\n[port.a]\nflood = 0\n", "b.toml:3:9: invalid type: integer `0`, expected a boolean"),
+            ("ports = [\"a\", \"b\"]\n[[static]]\nmac = \"02:00:00:00:00:01\"\nport = \"c\"\n", "b.toml:4:8: static entry's port c is not one of the ports"),
+            ("ports = [\"a\", \"b\"]\n[[static]]\nmac = \"01:00:5e:00:00:01\"\nport = \"a\"\n", "b.toml:3:7: 01:00:5e:00:00:01 is not a station address"),
+            ("ports = [\"a\", \"b\"]\n[[static]]\nmac = \"02:00:00:00:01\"\nport = \"a\"\n", "b.toml:3:7: "),
+            ("ports = [\"a\", \"b\"]\n[[static]]\nmac = \"02:00:00:00:00:01\"\nport = \"a\"\n[[static]]\nmac = \"02:00:00:00:00:01\"\nport = \"b\"\n", "b.toml:6:7: 02:00:00:00:00:01 is given twice"),
+            ("ports = [\"a\", \"b\"]\nfdb_size = 1\n[[static]]\nmac = \"02:00:00:00:00:01\"\nport = \"a\"\n[[static]]\nmac = \"02:00:00:00:00:02\"\nport = \"b\"\n", "b.toml:7:7: 2 static entries and fdb_size = 1: raise fdb_size"),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn reads_each_ports_settings_and_the_static_stations() {
+        let c = parse(
+            "ports = [\"eth4\", \"eth5\", \"eth6\"]\n[port.eth6]\nlearning = false\nmcast_flood = false\n[port.eth4]\nisolated = true\n[[static]]\nmac = \"02:00:00:00:00:01\"\nport = \"eth5\"\n",
+        )
+        .unwrap();
+        let d = PortPolicy::default();
+        assert_eq!(
+            c.port_settings,
+            [PortPolicy { isolated: true, ..d }, d, PortPolicy { learning: false, mcast_flood: false, ..d },]
+        );
+        assert_eq!(c.statics, [(MacAddr([2, 0, 0, 0, 0, 1]), 1)]);
+        let plain = parse("ports = [\"a\", \"b\"]\n").unwrap();
+        assert_eq!((plain.port_settings, plain.statics), (vec![d, d], vec![]));
     }
 
     #[test]

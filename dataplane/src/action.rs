@@ -20,8 +20,9 @@ pub enum Action {
         /// Bytes to send.
         len: u16,
     },
-    /// Send the frame out of every port except the one it came in on.
-    Flood,
+    /// Send the frame out of each of these ports (never the one it came in on; the bridge's
+    /// per-port settings chose them).
+    Flood(crate::l2::PortSet),
     /// Drop it, for this reason.
     Drop(Reason),
     /// The frame is answered instead of forwarded: send the first `len` bytes of the decision's

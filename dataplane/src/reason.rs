@@ -91,11 +91,17 @@ pub enum Reason {
     /// Router: IPv4 options that run past the header or have a length below 2: answered with
     /// Parameter Problem, as the kernel does.
     Ipv4BadOption,
+    /// Bridge: from an isolated port to a station behind another isolated port (`isolated`):
+    /// isolated ports reach only the ports that are not.
+    Isolated,
+    /// Bridge: a flood that no port takes (every other port has that kind of flooding off, or
+    /// is isolated from the ingress).
+    NotFlooded,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 35;
+    pub const COUNT: usize = 37;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -134,6 +140,8 @@ impl Reason {
         Reason::LocalSource,
         Reason::SourceRouted,
         Reason::Ipv4BadOption,
+        Reason::Isolated,
+        Reason::NotFlooded,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -173,6 +181,8 @@ impl Reason {
             Reason::UnsupportedRoute => "unsupported-route",
             Reason::LocalSource => "local-source",
             Reason::SourceRouted => "source-routed",
+            Reason::Isolated => "isolated",
+            Reason::NotFlooded => "not-flooded",
             Reason::Ipv4BadOption => "ipv4-bad-option",
         }
     }

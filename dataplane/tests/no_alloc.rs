@@ -165,18 +165,19 @@ fn the_kernels_route_types_and_equal_cost_paths_allocate_nothing() {
 #[test]
 fn the_bridge_decision_allocates_nothing_learning_or_forwarding() {
     let fdb = Fdb::new(4096, 300);
+    let pol = l2::Policies::uniform(2);
     let (a, _) = udp("198.19.1.1", 64);
     let mut b = a;
     b[0..6].copy_from_slice(&H1.0);
     b[6..12].copy_from_slice(&GW.0);
     let (_, allocated) = allocations(|| {
         for s in 0..100 {
-            l2::decide(&a[..60], PortId(0), &fdb, Seconds(s));
-            l2::decide(&b[..60], PortId(1), &fdb, Seconds(s));
+            l2::decide(&a[..60], PortId(0), &fdb, Seconds(s), &pol);
+            l2::decide(&b[..60], PortId(1), &fdb, Seconds(s), &pol);
         }
     });
     assert_eq!(allocated, 0);
-    assert_eq!(l2::decide(&b[..60], PortId(1), &fdb, Seconds(100)).action, Action::Forward(PortId(0)));
+    assert_eq!(l2::decide(&b[..60], PortId(1), &fdb, Seconds(100), &pol).action, Action::Forward(PortId(0)));
 }
 
 #[test]

@@ -30,9 +30,36 @@ pub enum Mode {
         fdb_size: usize,
         /// FDB ageing time, seconds.
         ageing_s: u32,
+        /// Per-port settings and static stations.
+        settings: BridgeSettings,
     },
     /// IPv4 router (boxed: it is much larger than the bridge's settings).
     Router(Box<RouterSetup>),
+}
+
+/// A bridge's per-port settings (as `bridge link set` gives them) and its static stations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BridgeSettings {
+    /// Each port's settings, in port order; empty for the defaults everywhere.
+    pub ports: Vec<crate::l2::PortPolicy>,
+    /// Stations that never age and never move: a MAC and its port.
+    pub statics: Vec<(MacAddr, crate::PortId)>,
+}
+
+impl BridgeSettings {
+    /// Whether this is a plain learning bridge: every port at its defaults, no static entry.
+    pub fn is_default(&self) -> bool {
+        self.ports.iter().all(|p| p.is_default()) && self.statics.is_empty()
+    }
+
+    /// The settings as the decision reads them, for `n` ports.
+    pub fn policies(&self, n: usize) -> crate::l2::Policies {
+        if self.ports.is_empty() {
+            crate::l2::Policies::uniform(n)
+        } else {
+            crate::l2::Policies::new(&self.ports)
+        }
+    }
 }
 
 /// The router's configuration, in port order.
@@ -115,6 +142,24 @@ pub enum Request {
     /// An FDB of no entries.
     #[error("--fdb-size must be at least 1")]
     FdbSize,
+    /// Bridge settings that do not match its ports (a caller's bug: the config checks first).
+    #[error("the bridge's per-port settings name {given} ports and {ports} are bridged")]
+    BridgeSettings {
+        /// Ports in the settings.
+        given: usize,
+        /// Ports bridged.
+        ports: usize,
+    },
+    /// Per-port settings or static entries with `--path xdp`, whose program bridges without
+    /// them.
+    #[error("per-port bridge settings (learning, flooding, isolation) and static entries are applied on the AF_XDP path only; drop --path xdp (or `path = \"xdp\"`), or the settings")]
+    XdpPathBridgeSettings,
+    /// Static entries that do not fit the FDB (their buckets full of other static ones).
+    #[error("static entry {mac}: no room in the FDB for it among the other static entries; raise fdb_size")]
+    StaticsFull {
+        /// The entry that did not fit.
+        mac: MacAddr,
+    },
     /// A router whose ports' addresses do not match its ports.
     #[error("every port needs its addresses")]
     Addresses,

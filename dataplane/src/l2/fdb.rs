@@ -51,6 +51,8 @@ const VALID: u64 = 1 << 63;
 const MAC_MASK: u64 = (1 << 48) - 1;
 const PORT_SHIFT: u32 = 48;
 const PORT_MASK: u64 = 0xff;
+/// The last-seen second of a static entry ([`Fdb::pin`]): never ages, never moves.
+const STATIC: u32 = u32::MAX;
 
 #[repr(C, align(64))]
 struct Bucket {
@@ -68,6 +70,8 @@ pub enum Learn {
     Moved,
     /// The address is new and its bucket is full of live entries: not learnt.
     Full,
+    /// The address is a static entry on another port: not moved.
+    Pinned,
 }
 
 /// One live entry, for display.
@@ -77,8 +81,10 @@ pub struct FdbEntry {
     pub mac: MacAddr,
     /// The port it was last seen on.
     pub port: PortId,
-    /// Seconds since it was last seen.
+    /// Seconds since it was last seen (0 for a static entry).
     pub age: u32,
+    /// A static entry ([`Fdb::pin`]): never ages, never moves.
+    pub is_static: bool,
 }
 
 /// The shared forwarding database. See the module documentation.
@@ -178,7 +184,7 @@ impl Fdb {
 
     #[inline]
     fn live(&self, seen: u32, now: Seconds) -> bool {
-        seen != 0 && now.since(Seconds(seen)) <= self.ageing
+        seen == STATIC || (seen != 0 && now.since(Seconds(seen)) <= self.ageing)
     }
 
     /// Brings the table lines `mac` may sit in towards the cache, for a decision to come.
@@ -260,7 +266,8 @@ impl Fdb {
         if let Some((b, i, k)) = self.find(m) {
             if k == want {
                 let seen = &self.meta[b].seen[i];
-                if seen.load(Relaxed) != now.0 {
+                let last = seen.load(Relaxed);
+                if last != now.0 && last != STATIC {
                     seen.store(now.0, Relaxed);
                 }
                 return Learn::Known;
@@ -300,10 +307,13 @@ impl Fdb {
         for _ in 0..4 {
             if let Some((b, i, k)) = candidates.iter().find_map(|&b| self.find_in(b, m).map(|(i, k)| (b, i, k))) {
                 let key = &self.buckets[b].keys[i];
+                let seen = &self.meta[b].seen[i];
+                if seen.load(Relaxed) == STATIC {
+                    return if k == want { Learn::Known } else { Learn::Pinned };
+                }
                 if k != want && key.compare_exchange(k, want, Relaxed, Relaxed).is_err() {
                     continue;
                 }
-                let seen = &self.meta[b].seen[i];
                 if seen.load(Relaxed) != now.0 {
                     seen.store(now.0, Relaxed);
                 }
@@ -329,6 +339,26 @@ impl Fdb {
         Learn::Known
     }
 
+    /// Puts `mac` on `port` for good (a static entry, given at start): it never ages and
+    /// learning never moves it. False when both its buckets are full of static entries and live
+    /// ones (so pin before traffic flows).
+    pub fn pin(&self, mac: MacAddr, port: PortId) -> bool {
+        let m = mac.to_u64();
+        let want = VALID | (u64::from(port.0) << PORT_SHIFT) | m;
+        let place = self.place(m);
+        let found = place.buckets.iter().find_map(|&b| self.find_in(b, m).map(|(i, _)| (b, i)));
+        let slot = found.or_else(|| {
+            place.buckets.iter().find_map(|&b| self.reusable_in(b, Seconds(STATIC - 1)).0.map(|(i, _)| (b, i)))
+        });
+        let Some((b, i)) = slot else {
+            return false;
+        };
+        self.buckets[b].keys[i].store(want, Relaxed);
+        self.meta[b].seen[i].store(STATIC, Relaxed);
+        self.set_tag(b, i, place.tag);
+        true
+    }
+
     /// Number of live entries (walks the table: for display, not the packet path).
     pub fn len(&self, now: Seconds) -> usize {
         self.entries(now).len()
@@ -350,7 +380,8 @@ impl Fdb {
                     out.push(FdbEntry {
                         mac: MacAddr::from_u64(k & MAC_MASK),
                         port: PortId(((k >> PORT_SHIFT) & PORT_MASK) as u8),
-                        age: now.since(Seconds(s)),
+                        age: if s == STATIC { 0 } else { now.since(Seconds(s)) },
+                        is_static: s == STATIC,
                     });
                 }
             }
@@ -368,6 +399,31 @@ mod tests {
     fn mac(i: u32) -> MacAddr {
         let b = i.to_be_bytes();
         MacAddr([0x02, 0x00, b[0], b[1], b[2], b[3]])
+    }
+
+    #[test]
+    fn a_static_entry_never_ages_and_never_moves() {
+        let fdb = Fdb::new(64, 300);
+        assert_eq!(fdb.learn(mac(1), PortId(0), Seconds(1)), Learn::New);
+        assert!(fdb.pin(mac(1), PortId(2)), "a learnt entry becomes static where it is pinned");
+        assert!(fdb.pin(mac(3), PortId(1)));
+        assert_eq!(fdb.learn(mac(1), PortId(0), Seconds(5)), Learn::Pinned);
+        assert_eq!(fdb.learn(mac(1), PortId(2), Seconds(6)), Learn::Known);
+        let far = Seconds(1_000_000);
+        assert_eq!(fdb.lookup(mac(1), far), Some(PortId(2)));
+        assert_eq!(fdb.lookup(mac(3), far), Some(PortId(1)));
+        assert!(!fdb.refresh(mac(3), PortId(0), far));
+        let e = fdb.entries(far);
+        assert_eq!(e.len(), 2);
+        assert!(e.iter().all(|e| e.is_static && e.age == 0), "{e:?}");
+        // Static entries are never reused for new stations: a full bucket stays theirs.
+        let small = Fdb::new(8, 300);
+        let mut pinned = 0;
+        for i in 0..100 {
+            pinned += usize::from(small.pin(mac(i), PortId(0)));
+        }
+        assert_eq!(pinned, 8, "one bucket of eight, two choices of the same one");
+        assert_eq!(small.learn(mac(1000), PortId(1), far), Learn::Full);
     }
 
     #[test]
@@ -441,7 +497,7 @@ mod tests {
         assert_eq!(fdb.lookup(mac(1), Seconds(302)), None, "301 s old has aged out");
         assert_eq!(fdb.lookup(mac(2), Seconds(302)), Some(PortId(1)));
         let e = fdb.entries(Seconds(302));
-        assert_eq!(e, vec![FdbEntry { mac: mac(2), port: PortId(1), age: 52 }]);
+        assert_eq!(e, vec![FdbEntry { mac: mac(2), port: PortId(1), age: 52, is_static: false }]);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 pub mod bridge;
 pub mod fdb;
+pub mod policy;
 
 pub use bridge::{decide, prefetch, Verdict};
 pub use fdb::{Fdb, FdbEntry, Learn};
+pub use policy::{FloodKind, Policies, PortPolicy, PortSet};

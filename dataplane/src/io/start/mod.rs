@@ -99,7 +99,7 @@ impl Forwarder {
         let (workers, counters) = make_workers(sockets, &shared, &plan, stamp_key, cfg.workers.poll, &stop, clock);
         let xdp_modes = attach(&ports, &mut xdp, plan.xdp_mode, zero_copy)?;
         let fast = fast_path(cfg, &ports, &xdp_modes, (&shared, clock), &xdp, &mut warnings)?;
-        let Shared { fdb, router, frame_max } = shared;
+        let Shared { fdb, router, frame_max, .. } = shared;
         let (arp, router_view, router_control, kernel_sync) = match router {
             Some(r) => {
                 let (ready, view, control, sync) = open_arp(r, &ports, plan.queues, &stop, clock, &xdp)?;
@@ -204,6 +204,8 @@ fn core_count() -> usize {
 /// What the workers share: the FDB (a small unused one in router mode) and the router's pieces.
 struct Shared {
     fdb: Arc<Fdb>,
+    /// The bridge's port settings (the defaults in router mode).
+    policies: crate::l2::Policies,
     router: Option<RouterParts>,
     /// The longest frame each port sends (bridge; its MTU, an Ethernet header and a VLAN tag).
     frame_max: Arc<[std::sync::atomic::AtomicU32]>,
@@ -213,11 +215,17 @@ impl Shared {
     fn new(plan: &Plan<'_>, ports: &[PortInfo]) -> Result<Shared, StartError> {
         let frame_max = ports.iter().map(|p| std::sync::atomic::AtomicU32::new(super::frame_max(p.mtu))).collect();
         Ok(match &plan.role {
-            Role::Bridge { fdb_size, ageing_s } => {
-                Shared { fdb: Arc::new(Fdb::new(*fdb_size, *ageing_s)), router: None, frame_max }
+            Role::Bridge { fdb_size, ageing_s, settings } => {
+                let fdb = Fdb::new(*fdb_size, *ageing_s);
+                if let Some((mac, _)) = settings.statics.iter().find(|(mac, port)| !fdb.pin(*mac, *port)) {
+                    return Err(StartError::Request(Request::StaticsFull { mac: *mac }));
+                }
+                let policies = settings.policies(ports.len());
+                Shared { fdb: Arc::new(fdb), policies, router: None, frame_max }
             }
             Role::Router(r) => Shared {
                 fdb: Arc::new(Fdb::new(8, 1)),
+                policies: crate::l2::Policies::uniform(ports.len()),
                 router: Some(RouterParts::new(r, ports, plan.queues)?),
                 frame_max,
             },
@@ -473,7 +481,11 @@ fn make_workers(
         let stop = Arc::clone(stop);
         jobs.push(match &shared.router {
             None => {
-                let decide = BridgeDecide { fdb: Arc::clone(&shared.fdb), frame_max: Arc::clone(&shared.frame_max) };
+                let decide = BridgeDecide {
+                    fdb: Arc::clone(&shared.fdb),
+                    frame_max: Arc::clone(&shared.frame_max),
+                    policies: shared.policies.clone(),
+                };
                 let w = Worker::new(sockets, decide, qc, stop, poll, clock)
                     .drive_busy_poll(busy_poll)
                     .manage_queues(plan.aqm.zip(stamp_key));

@@ -34,8 +34,17 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
         return Err(Request::TooManyPorts { given: cfg.ports.len(), max: MAX_PORTS }.into());
     }
     cfg.workers.check()?;
-    if let Mode::Bridge { fdb_size: 0, .. } = cfg.mode {
-        return Err(Request::FdbSize.into());
+    if let Mode::Bridge { fdb_size, settings, .. } = &cfg.mode {
+        if *fdb_size == 0 {
+            return Err(Request::FdbSize.into());
+        }
+        let bad_static = settings.statics.iter().any(|(_, p)| p.index() >= cfg.ports.len());
+        if (!settings.ports.is_empty() && settings.ports.len() != cfg.ports.len()) || bad_static {
+            return Err(Request::BridgeSettings { given: settings.ports.len(), ports: cfg.ports.len() }.into());
+        }
+        if !settings.is_default() && cfg.workers.path == super::super::options::DataPath::Xdp {
+            return Err(Request::XdpPathBridgeSettings.into());
+        }
     }
     Ok(())
 }
@@ -185,6 +194,8 @@ pub enum Role<'a> {
         fdb_size: usize,
         /// FDB ageing time, seconds.
         ageing_s: u32,
+        /// Per-port settings and static stations.
+        settings: &'a crate::io::config::BridgeSettings,
     },
     /// IPv4 router.
     Router(RouterPlan<'a>),
@@ -226,7 +237,9 @@ impl<'a> Plan<'a> {
         let cores = worker_cores(w, queues, ncores)?;
         let layout = socket_layout(per_cpu, &cores, queues, ncores, &mut warnings);
         let role = match &cfg.mode {
-            Mode::Bridge { fdb_size, ageing_s } => Role::Bridge { fdb_size: *fdb_size, ageing_s: *ageing_s },
+            Mode::Bridge { fdb_size, ageing_s, settings } => {
+                Role::Bridge { fdb_size: *fdb_size, ageing_s: *ageing_s, settings }
+            }
             Mode::Router(setup) => Role::Router(RouterPlan::new(setup, ports)?),
         };
         let busy = w.poll == PollMode::Busy;
@@ -675,7 +688,7 @@ mod tests {
         ForwarderConfig {
             ports: ports.iter().map(|p| (*p).to_owned()).collect(),
             workers: WorkerOptions { busy_poll_budget: 64, aqm: AqmMode::Codel, ..WorkerOptions::default() },
-            mode: Mode::Bridge { fdb_size: 4096, ageing_s: 300 },
+            mode: Mode::Bridge { fdb_size: 4096, ageing_s: 300, settings: Default::default() },
         }
     }
 
@@ -865,7 +878,10 @@ mod tests {
             w.aqm = AqmMode::Off
         });
         assert!(check_request(&cfg).is_ok(), "off: the settings do not matter");
-        let cfg = ForwarderConfig { mode: Mode::Bridge { fdb_size: 0, ageing_s: 300 }, ..bridge(&["a", "b"]) };
+        let cfg = ForwarderConfig {
+            mode: Mode::Bridge { fdb_size: 0, ageing_s: 300, settings: Default::default() },
+            ..bridge(&["a", "b"])
+        };
         assert_eq!(usage(check_request(&cfg)), "--fdb-size must be at least 1");
     }
 

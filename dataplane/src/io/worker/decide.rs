@@ -69,6 +69,8 @@ pub struct BridgeDecide {
     /// The longest frame each port sends, by port: followed at run time
     /// ([`crate::io::Forwarder::port_changed`]).
     pub frame_max: Arc<[AtomicU32]>,
+    /// The ports' settings (learning, flooding, isolation).
+    pub policies: l2::Policies,
 }
 
 impl Decide for BridgeDecide {
@@ -85,7 +87,7 @@ impl Decide for BridgeDecide {
         counters: &PortCounters,
         _scratch: &mut [u8; SCRATCH_LEN],
     ) -> Action {
-        let v = l2::decide(frame, ingress, &self.fdb, Seconds::from_ms(now_ms));
+        let v = l2::decide(frame, ingress, &self.fdb, Seconds::from_ms(now_ms), &self.policies);
         if v.learn == Some(Learn::Full) {
             counters.fdb_full.inc();
         }
@@ -212,6 +214,7 @@ mod tests {
         let mut d = BridgeDecide {
             fdb: Arc::new(Fdb::new(16, 300)),
             frame_max: vec![AtomicU32::new(1518), AtomicU32::new(1418)].into(),
+            policies: l2::Policies::uniform(2),
         };
         let counters = PortCounters::default();
         let mut scratch = [0u8; SCRATCH_LEN];
@@ -225,7 +228,7 @@ mod tests {
         };
         // h2 is learnt on port 1 (MTU 1400: 1418-byte frames at most, tag included).
         let mut learn = frame(h1, h2, 60);
-        assert_eq!(d.decide(&mut learn, PortId(1), 0, &counters, &mut scratch), Action::Flood);
+        assert_eq!(d.decide(&mut learn, PortId(1), 0, &counters, &mut scratch), Action::Flood(l2::PortSet(0b01)));
         let mut at_limit = frame(h2, h1, 1418);
         assert_eq!(d.decide(&mut at_limit, PortId(0), 0, &counters, &mut scratch), Action::Forward(PortId(1)));
         let mut over = frame(h2, h1, 1419);

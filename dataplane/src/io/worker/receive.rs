@@ -149,9 +149,9 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
                 }
                 self.queue_tx(desc, p, port.index(), at);
             }
-            Action::Flood => {
+            Action::Flood(set) => {
                 self.counters.ports[p].flooded.inc();
-                self.flood(desc, p, at);
+                self.flood(desc, p, set, at);
             }
             Action::Drop(reason) => {
                 self.counters.ports[p].drop(reason);
@@ -207,27 +207,27 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
         }
     }
 
-    /// Queues `desc` (received on `ingress`, arrived at `at`) for every other port: copies for
-    /// all but the last, the original for the last.
-    fn flood(&mut self, desc: X::Desc, ingress: usize, at: u64) {
+    /// Queues `desc` (received on `ingress`, arrived at `at`) for every port of `set` but the
+    /// ingress: copies for all but the last, the original for the last.
+    fn flood(&mut self, desc: X::Desc, ingress: usize, set: crate::l2::PortSet, at: u64) {
         let nports = self.sockets.ports.len();
         let u = self.sockets.ports[ingress].pool;
         let len = desc.len();
+        let outs = set.without(ingress).0 & crate::l2::PortSet::first(nports).0;
+        let outs = crate::l2::PortSet(outs);
         // Ports the frame is too long for are left out, each counted.
-        for _ in (0..nports).filter(|&out| out != ingress && !self.decide.fits(len, out)) {
+        for _ in outs.iter().filter(|&out| !self.decide.fits(len, out)) {
             self.counters.ports[ingress].drop(crate::Reason::TooBigToForward);
         }
-        let Some(last) = (0..nports).rev().find(|&out| out != ingress && self.decide.fits(len, out)) else {
-            if (0..nports).all(|out| out == ingress) {
+        let fit = crate::l2::PortSet(outs.iter().filter(|&out| self.decide.fits(len, out)).fold(0, |m, o| m | 1 << o));
+        let Some(last) = fit.highest() else {
+            if outs.is_empty() {
                 self.counters.ports[ingress].drop(crate::Reason::NoEgress);
             }
             self.free[u].push(desc);
             return;
         };
-        for out in 0..nports {
-            if out == ingress || out == last || !self.decide.fits(len, out) {
-                continue;
-            }
+        for out in fit.without(last).iter() {
             match self.copy_frame(&desc, u, self.sockets.ports[out].pool) {
                 Some(copy) => self.push_tx(out, copy, at),
                 None => self.counters.ports[out].drop(crate::Reason::NoFreeFrame),

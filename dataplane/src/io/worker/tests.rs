@@ -90,7 +90,7 @@ impl Decide for Scripted {
         match Kind::ALL[usize::from(frame[KIND])] {
             Kind::Forward => Action::Forward(port),
             Kind::Drop => Action::Drop(Reason::NoRoute),
-            Kind::Flood => Action::Flood,
+            Kind::Flood => Action::Flood(crate::l2::PortSet::first(self.ports)),
             Kind::Reply => {
                 scratch[..ANSWER_LEN].fill(ANSWER);
                 scratch[ID..ID + 4].copy_from_slice(&frame[ID..ID + 4]);
