@@ -126,6 +126,7 @@ impl ControlServer {
         let listener = self.listener.take().context("the control socket is already served")?;
         std::thread::Builder::new().name("xfwd-control".into()).spawn(move || {
             let busy = Arc::new(AtomicUsize::new(0));
+            let cleared: Arc<Cleared> = Arc::default();
             for stream in listener.incoming().flatten() {
                 if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
                     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
@@ -135,8 +136,9 @@ impl ControlServer {
                 }
                 busy.fetch_add(1, Ordering::Relaxed);
                 let (view, done, reloads) = (Arc::clone(&view), Arc::clone(&busy), Arc::clone(&reloads));
+                let cleared = Arc::clone(&cleared);
                 let spawned = std::thread::Builder::new().name("xfwd-control-client".into()).spawn(move || {
-                    let _ = serve(stream, &view, &reloads);
+                    let _ = serve(stream, &view, &reloads, &cleared);
                     done.fetch_sub(1, Ordering::Relaxed);
                 });
                 if spawned.is_err() {
@@ -185,7 +187,10 @@ fn read_request(mut stream: &UnixStream) -> Result<String, String> {
     }
 }
 
-fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads) -> std::io::Result<()> {
+/// The report `xfwd clear stats` took and when (RFC 3339): `show stats` counts from it.
+type Cleared = std::sync::Mutex<Option<(xfwd_dataplane::io::Report, String)>>;
+
+fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads, cleared: &Cleared) -> std::io::Result<()> {
     stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
     let line = match read_request(&stream) {
         Ok(line) => line,
@@ -193,7 +198,33 @@ fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads) -> std::io::Res
     };
     let request = line.trim();
     let (what, as_json) = request.strip_suffix("-json").map_or((request, false), |w| (w, true));
+    // `xfwd show stats` asks for `show-stats…`: the counters since the last `clear-stats`.
+    // `stats…` (top, monitor, bench, scripts) and the metrics endpoint count from start, so
+    // that nothing reading rates sees a counter go back.
+    let shown = |all: bool| {
+        let now = view.report();
+        let report = match &*cleared.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((base, at)) => now.since(base, at),
+            None => now,
+        };
+        if as_json {
+            show::stats_json(&report)
+        } else {
+            render::stats_detail(&report, &view.ports_now(), all)
+        }
+    };
     let answer = match what {
+        "clear-stats" => {
+            let at = crate::log::rfc3339(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
+            );
+            *cleared.lock().unwrap_or_else(|e| e.into_inner()) = Some((view.report(), at.clone()));
+            format!(
+                "counters cleared at {at}: `xfwd show stats` counts from now (the metrics endpoint, --stats lines, top and monitor count from start)\n"
+            )
+        }
+        "show-stats" => shown(false),
+        "show-stats-all" => shown(true),
         "reload" => match reloads.request(RELOAD_TIMEOUT) {
             Some(Ok(done)) => format!("{done}\n"),
             Some(Err(why)) => format!("error: reload refused: {why}\n"),
@@ -218,7 +249,7 @@ fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads) -> std::io::Res
             .map(|n| if as_json { show::json(&n) } else { show::neighbors_text(&n) })
             .unwrap_or_default(),
         _ => format!(
-            "error: unknown request `{request}` (stats, fdb, routes, neighbors, each also with -json: stats-json …)\n"
+            "error: unknown request `{request}` (stats, fdb, routes, neighbors, each also with -json: stats-json …; show-stats, the same since clear-stats)\n"
         ),
     };
     (&stream).write_all(answer.as_bytes())

@@ -61,6 +61,15 @@ enum Cmd {
         #[arg(long, global = true, default_value = control::DEFAULT_PATH)]
         control: PathBuf,
     },
+    /// Clear a running xfwd's counters as `xfwd show stats` shows them (it then counts from
+    /// the clear; the metrics endpoint, --stats lines, top and monitor count from start).
+    Clear {
+        #[command(subcommand)]
+        what: Clear,
+        /// The running xfwd's control socket.
+        #[arg(long, global = true, default_value = control::DEFAULT_PATH)]
+        control: PathBuf,
+    },
     /// Ask a running xfwd to read its file again and wait for the outcome: exit 0 when applied
     /// (or, for a bridge, nothing to apply), 1 when refused, with why (as SIGHUP, but waited
     /// for: the units' ExecReload).
@@ -109,6 +118,12 @@ enum Cmd {
 enum Generate {
     Man,
     Completions,
+}
+
+#[derive(Subcommand, Debug)]
+enum Clear {
+    /// The counters `xfwd show stats` shows.
+    Stats,
 }
 
 #[derive(Subcommand, Debug)]
@@ -319,8 +334,8 @@ fn main() -> ExitCode {
         Cmd::Router(args) => router(args),
         Cmd::Show { what, control } => {
             let (req, json) = match what {
-                Show::Stats { json: false, all: true } => ("stats-all", false),
-                Show::Stats { json, .. } => ("stats", json),
+                Show::Stats { json: false, all: true } => ("show-stats-all", false),
+                Show::Stats { json, .. } => ("show-stats", json),
                 Show::Fdb { json } => ("fdb", json),
                 Show::Routes { json } => ("routes", json),
                 Show::Neighbors { json } => ("neighbors", json),
@@ -331,6 +346,10 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             })
         }
+        Cmd::Clear { what: Clear::Stats, control } => control::query(&control, "clear-stats").map(|text| {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }),
         Cmd::Reload { control } => {
             control::query_within(&control, "reload", control::RELOAD_TIMEOUT + Duration::from_secs(10)).map(|text| {
                 print!("{text}");

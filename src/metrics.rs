@@ -1056,6 +1056,7 @@ mod tests {
             zero_copy: Some(router),
             rt_priority: router.then_some(10),
             aqm: router.then(|| "fq-codel".into()),
+            cleared: None,
         }
     }
 

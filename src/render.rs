@@ -165,6 +165,9 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
         }
     };
     let mut s = String::new();
+    if let Some(at) = &r.cleared {
+        let _ = writeln!(s, "counters since they were cleared at {at} (xfwd clear stats)");
+    }
     for (i, p) in r.ports.iter().enumerate() {
         let t = &p.total;
         let info = ports.get(i);

@@ -829,3 +829,31 @@ fn port_settings_and_static_stations_act_alike_in_xfwd_and_the_kernel() {
         assert!(err.contains("applied on the AF_XDP path only; drop --path xdp"), "{err}");
     }
 }
+
+/// `xfwd clear stats`: `show stats` counts from the clear and says since when; the raw
+/// `stats-json` request (top, monitor, bench, the metrics endpoint) still counts from start.
+#[test]
+fn clear_stats_restarts_what_show_stats_counts_and_nothing_else() {
+    if !root_or_skip("clear_stats_restarts_what_show_stats_counts_and_nothing_else") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    let c = control_path("br-clear");
+    let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--control", &c]).unwrap();
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
+    r.h1.exec(&["ping", "-c", "10", "-i", "0.05", "-W", "2", rig::H2_ADDR]).unwrap();
+    let before = stats(&c).ports[0].total.rx_frames;
+    assert!(before >= 10, "{before}");
+    let out = Command::new(XFWD).args(["clear", "stats", "--control", &c]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.starts_with("counters cleared at "), "{out:?}");
+    let after = stats(&c);
+    assert!(after.ports[0].total.rx_frames < 10, "{} frames counted after the clear", after.ports[0].total.rx_frames);
+    assert!(after.cleared.is_some());
+    assert!(common::show(&c, "stats").starts_with("counters since they were cleared at "));
+    let raw: xfwd_dataplane::io::Report =
+        serde_json::from_str(&xfwd::control::query(std::path::Path::new(&c), "stats-json").unwrap()).unwrap();
+    assert!(raw.ports[0].total.rx_frames >= before && raw.cleared.is_none());
+    stop_clean(&mut x);
+}

@@ -566,6 +566,69 @@ impl PortSnapshot {
     }
 }
 
+impl PortSnapshot {
+    /// What was counted since `base`, an earlier snapshot of the same counters (each count
+    /// less its value in `base`; never below zero).
+    pub fn since(&self, base: &PortSnapshot) -> PortSnapshot {
+        let x = &self.xsk;
+        let b = &base.xsk;
+        PortSnapshot {
+            rx_frames: self.rx_frames.saturating_sub(base.rx_frames),
+            rx_bytes: self.rx_bytes.saturating_sub(base.rx_bytes),
+            tx_frames: self.tx_frames.saturating_sub(base.tx_frames),
+            tx_bytes: self.tx_bytes.saturating_sub(base.tx_bytes),
+            flooded: self.flooded.saturating_sub(base.flooded),
+            fdb_full: self.fdb_full.saturating_sub(base.fdb_full),
+            icmp_sent: self.icmp_sent.saturating_sub(base.icmp_sent),
+            ecn_marked: self.ecn_marked.saturating_sub(base.ecn_marked),
+            gleaned: self.gleaned.saturating_sub(base.gleaned),
+            drops: named_since(&self.drops, &base.drops),
+            kicks: self.kicks.saturating_sub(base.kicks),
+            kick_again: self.kick_again.saturating_sub(base.kick_again),
+            kick_busy: self.kick_busy.saturating_sub(base.kick_busy),
+            kick_error: self.kick_error.saturating_sub(base.kick_error),
+            xsk: XskSnapshot {
+                rx_dropped: x.rx_dropped.saturating_sub(b.rx_dropped),
+                rx_ring_full: x.rx_ring_full.saturating_sub(b.rx_ring_full),
+                fill_ring_empty: x.fill_ring_empty.saturating_sub(b.fill_ring_empty),
+                tx_ring_empty: x.tx_ring_empty.saturating_sub(b.tx_ring_empty),
+                rx_invalid: x.rx_invalid.saturating_sub(b.rx_invalid),
+                tx_invalid: x.tx_invalid.saturating_sub(b.tx_invalid),
+            },
+        }
+    }
+}
+
+/// (name, count) lists: each count less the count of the same name in `base` (absent: 0).
+pub fn named_since(now: &[(String, u64)], base: &[(String, u64)]) -> Vec<(String, u64)> {
+    now.iter()
+        .map(|(n, v)| (n.clone(), v.saturating_sub(base.iter().find(|(m, _)| m == n).map_or(0, |b| b.1))))
+        .collect()
+}
+
+impl QueueSnapshot {
+    /// What the worker counted since `base`, an earlier snapshot of it: its counters less
+    /// their values then; its gauges (FQ backlog, high water, flows) and its time accounting
+    /// as they are now.
+    pub fn since(&self, base: &QueueSnapshot) -> QueueSnapshot {
+        let mut q = self.clone();
+        for (p, b) in q.ports.iter_mut().zip(&base.ports) {
+            *p = p.since(b);
+        }
+        q.sleeps = q.sleeps.saturating_sub(base.sleeps);
+        q.rt_yields = q.rt_yields.saturating_sub(base.rt_yields);
+        for (s, b) in q.sojourn.iter_mut().zip(&base.sojourn) {
+            *s = s.saturating_sub(*b);
+        }
+        q.sojourn_ns = q.sojourn_ns.saturating_sub(base.sojourn_ns);
+        q.unstamped = q.unstamped.saturating_sub(base.unstamped);
+        q.fq_collisions = q.fq_collisions.saturating_sub(base.fq_collisions);
+        q.icmp_rate_limited = q.icmp_rate_limited.saturating_sub(base.icmp_rate_limited);
+        q.xsk_reads = q.xsk_reads.saturating_sub(base.xsk_reads);
+        q
+    }
+}
+
 /// Where one pool's frames are ([`PoolGauges::snapshot`]): `fill` split into `fill_ring`,
 /// `rx_ring` and `rx_kernel`, `tx` into `tx_ring`, `completion` and `tx_kernel`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -684,6 +747,25 @@ pub mod named {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn counts_since_a_base_subtract_by_name_and_never_go_below_zero() {
+        let base = PortSnapshot {
+            rx_frames: 10,
+            drops: vec![("runt".into(), 2), ("no-route".into(), 5)],
+            ..Default::default()
+        };
+        let now = PortSnapshot {
+            rx_frames: 14,
+            drops: vec![("runt".into(), 3), ("no-route".into(), 5)],
+            ..Default::default()
+        };
+        let d = now.since(&base);
+        assert_eq!((d.rx_frames, d.drops.clone()), (4, vec![("runt".into(), 1), ("no-route".into(), 0)]));
+        assert_eq!(base.since(&now).rx_frames, 0);
+        assert_eq!(named_since(&[("a".into(), 3)], &[]), [("a".to_owned(), 3)]);
+    }
+
     use super::*;
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]

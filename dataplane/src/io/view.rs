@@ -142,6 +142,41 @@ pub struct Report {
     /// before xfwd said).
     #[serde(default)]
     pub aqm: Option<String>,
+    /// When the counters were last cleared (`xfwd clear stats`), RFC 3339 UTC: they count from
+    /// then ([`Report::since`]). Absent: from start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleared: Option<String>,
+}
+
+impl Report {
+    /// What was counted since `base`, an earlier report of the same forwarder, cleared at
+    /// `at`: the ports' counters (the workers' and the XDP program's), the workers', the
+    /// foreign frames and the ARP and neighbour discovery counters, each less its value in
+    /// `base`. Gauges (tables, frames, FQ backlog) are as they are now; so are the kernel
+    /// mirror's and the XDP path's own reports, which count from start.
+    pub fn since(&self, base: &Report, at: &str) -> Report {
+        let mut r = self.clone();
+        for p in &mut r.ports {
+            let Some(b) = base.ports.iter().find(|b| b.name == p.name) else {
+                continue;
+            };
+            p.total = p.total.since(&b.total);
+            for (q, bq) in p.per_queue.iter_mut().zip(&b.per_queue) {
+                *q = q.since(bq);
+            }
+            p.xdp = crate::stats::named_since(&p.xdp, &b.xdp);
+        }
+        for q in &mut r.queues {
+            if let Some(b) = base.queues.iter().find(|b| b.queue == q.queue) {
+                *q = q.since(b);
+            }
+        }
+        r.xdp_foreign = r.xdp_foreign.saturating_sub(base.xdp_foreign);
+        r.arp = crate::stats::named_since(&r.arp, &base.arp);
+        r.ndp = crate::stats::named_since(&r.ndp, &base.ndp);
+        r.cleared = Some(at.to_owned());
+        r
+    }
 }
 
 /// Where one UMEM's frames are, at one instant.
@@ -225,6 +260,7 @@ impl LiveView {
             zero_copy: Some(self.zero_copy),
             rt_priority: self.rt_priority,
             aqm: Some(self.aqm.name().to_owned()),
+            cleared: None,
         }
     }
 
