@@ -63,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
         Action::Reply { len: l, .. } => assert!(usize::from(l) <= SCRATCH_LEN && usize::from(l) <= 14 + 1280),
         Action::ForwardTrimmed { len: l, .. } => assert!(usize::from(l) <= len),
         Action::Forward(p) | Action::Glean { port: p, .. } => assert!(p.index() < 2),
-        Action::Flood => panic!("a router never floods"),
+        Action::Flood(_) => panic!("a router never floods"),
         Action::Drop(_) => {}
     }
     assert_eq!(frame.len(), len, "decisions never resize the frame in place");
