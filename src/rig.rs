@@ -771,8 +771,8 @@ pub fn iperf3_tcp(
 /// [`iperf3_tcp`], leaving out the first `omit` seconds of each flow (TCP's slow start).
 ///
 /// Nothing of the run outlives it, whatever way it ends: every server and client is waited
-/// for (a client is killed [`CLIENT_GRACE`] after its planned end, a one-off server
-/// [`SERVER_EXIT_GRACE`] after the last client). What may remain is the kernel closing the
+/// for (a client is killed `CLIENT_GRACE` after its planned end, a one-off server
+/// `SERVER_EXIT_GRACE` after the last client). What may remain is the kernel closing the
 /// run's connections; the next run clears those from the fixed client ports before it binds
 /// them ([`free_client_ports`]). Each process writes into a file, not a pipe: 450 clients
 /// would hold 900 pipe ends in this process (near the usual limit of 1024 open files), and a

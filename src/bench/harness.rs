@@ -134,7 +134,7 @@ pub struct BenchArgs {
     /// them as it would from a NIC. `xdp` sets --box-gro (a veth port needs NAPI to take them).
     #[arg(long, value_enum, default_value = "trafgen")]
     pub sender: Sender,
-    /// Output folder (default: a fresh xfwd-bench-<time> in the current folder).
+    /// Output folder (default: a fresh `xfwd-bench-<time>` in the current folder).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -1301,7 +1301,7 @@ pub fn rtt_idle(arm: &ArmResult) -> Option<f64> {
     percentile(&all, 50.0)
 }
 
-/// The default output folder: xfwd-bench-<unix time> in the current folder.
+/// The default output folder: `xfwd-bench-<unix time>` in the current folder.
 pub fn default_out() -> PathBuf {
     let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     PathBuf::from(format!("xfwd-bench-{t}"))

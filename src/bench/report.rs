@@ -153,7 +153,7 @@ pub struct RunResult {
     pub cpu: Vec<Sample>,
     /// Per-core averages over the run.
     pub cpu_avg: Vec<Shares>,
-    /// xfwd arms: frames received per port and queue ([port][queue]).
+    /// xfwd arms: frames received per port and queue (`[port][queue]`).
     pub queue_rx: Vec<Vec<u64>>,
     /// Jain's fairness index over the bytes each flow's server received in the measured time
     /// (in reports from before it was said, over the senders' rates).

@@ -1,5 +1,5 @@
 //! The facts `xfwd doctor` reads about a port and the system, and the pure parsers of the text
-//! they come as (ethtool's output, /proc files, `ip -j`). Reading is in [`super::gather`];
+//! they come as (ethtool's output, /proc files, `ip -j`). Reading is in the `gather_*` functions of [`super`];
 //! everything here is tested on fixtures without root.
 
 use serde::Serialize;

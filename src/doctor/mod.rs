@@ -3,7 +3,7 @@
 //! It changes nothing: it reads sysfs and /proc, runs `ethtool -i/-l/-k` and `ip -d -j link`
 //! (all read-only), and asks the kernel's `netdev` netlink family what each driver advertises.
 //! [`facts`] parses what is read, [`quirks`] knows what drivers do that they do not advertise,
-//! [`assess`] turns facts into findings; this module reads and prints.
+//! [`assess`](mod@assess) turns facts into findings; this module reads and prints.
 //!
 //! Exit codes: 0 when xfwd can run on these ports, 1 when it cannot (an `error` finding), 2 for
 //! bad usage (a port that does not exist).
