@@ -7,7 +7,9 @@
 //! 2. a churn of route changes at a paced rate (10,000 a second: deletes and re-adds of 50,000
 //!    of the prefixes, through `ip -batch`) while a TCP flow crosses the box, and the
 //!    distribution of the delay from a batch's first notification read to the workers' table
-//!    switch, as `xfwd show stats` reports it.
+//!    switch, as `xfwd show stats` reports it, with one `xfwd show routes` (the kernel's tables
+//!    listed, a slice at a time between batches) in the middle of it;
+//! 3. how long `xfwd show routes` takes over the whole table, beside `ip route show table all`.
 //!
 //! ```sh
 //! cargo build --release && sudo target/release/examples/kernel_scale [ROUTES] [RATE] [SECONDS]
@@ -151,6 +153,20 @@ fn main() {
         status_kib(pid, "VmHWM:") >> 10
     );
 
+    // 3 (before the churn, which runs it again): `show routes` over the whole table, beside
+    // `ip route show table all`.
+    let listed = |what: &str| {
+        let t = Instant::now();
+        let out = Command::new(&exe).args(["show", "routes", "--control", &control]).output().unwrap();
+        let lines = out.stdout.iter().filter(|b| **b == b'\n').count();
+        println!("{what}: xfwd show routes: {lines} lines in {:.2} s", t.elapsed().as_secs_f64());
+    };
+    listed("show routes, idle");
+    let t = Instant::now();
+    let out = r.boxns.ip(&["route", "show", "table", "all"]).unwrap();
+    let lines = out.stdout.iter().filter(|b| **b == b'\n').count();
+    println!("ip route show table all: {lines} lines in {:.2} s", t.elapsed().as_secs_f64());
+
     // 2. Churn under traffic.
     let churn: Vec<String> = table
         .iter()
@@ -163,6 +179,11 @@ fn main() {
     let before = stats(&control)["kernel"].clone();
     let (took, tcp) = std::thread::scope(|s| {
         let tcp = s.spawn(|| rig::iperf3_tcp(&r.h1, &r.h2, "198.18.10.1", 1, 1, secs as u32 + 2));
+        // A listing in the middle of the churn: the changes must not wait behind it.
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_secs(secs as u64 / 2));
+            listed("show routes, during the churn");
+        });
         std::thread::sleep(Duration::from_millis(500));
         let took = paced(&r, &churn, rate);
         (took, tcp.join().unwrap())

@@ -243,11 +243,19 @@ fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads, cleared: &Clear
         "fdb" if as_json => show::json(&show::fdb(view)),
         "fdb" => show::fdb_text(&show::fdb(view)),
         "routes" => {
-            show::routes(view).map(|r| if as_json { show::json(&r) } else { show::routes_text(&r) }).unwrap_or_default()
+            match show::routes(view) {
+                Some(Ok(r)) if as_json => show::json(&r),
+                Some(Ok(r)) => show::routes_text(&r),
+                Some(Err(why)) => format!("error: {why}\n"),
+                None => String::new(),
+            }
         }
-        "neighbors" => show::neighbors(view)
-            .map(|n| if as_json { show::json(&n) } else { show::neighbors_text(&n) })
-            .unwrap_or_default(),
+        "neighbors" => match show::neighbors(view) {
+            Some(Ok(n)) if as_json => show::json(&n),
+            Some(Ok(n)) => show::neighbors_text(&n),
+            Some(Err(why)) => format!("error: {why}\n"),
+            None => String::new(),
+        },
         _ => format!(
             "error: unknown request `{request}` (stats, fdb, routes, neighbors, each also with -json: stats-json …; show-stats, the same since clear-stats)\n"
         ),

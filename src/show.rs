@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use xfwd_dataplane::io::LiveView;
 use xfwd_dataplane::l3::tables::{FamilyTables, NextHop, RouteOrigin, Special};
 use xfwd_dataplane::l3::NhKind;
+use xfwd_dataplane::routes::mirror::{KernelType, Listed, Use, TABLE_LOCAL, TABLE_MAIN};
+use xfwd_dataplane::routes::rtnl::{Dump, KernelNeighbor, Message, Rtnl, RtnlError};
 
 /// The version of the JSON below: raised when a field changes meaning or goes; new fields may
 /// come without it.
@@ -45,6 +47,10 @@ pub struct FdbEntry {
 pub struct Neighbors {
     /// [`VERSION`].
     pub version: u32,
+    /// Where they come from: `config` (xfwd resolves them) or `kernel` (the kernel's table, as
+    /// `ip neigh` lists it, each with whether xfwd's holds it).
+    #[serde(default = "config_source")]
+    pub source: String,
     /// IPv4 neighbours, then IPv6 ones.
     pub entries: Vec<Neighbor>,
     /// The IPv4 table's capacity.
@@ -62,10 +68,25 @@ pub struct Neighbor {
     pub dst: IpAddr,
     /// The port it was resolved on.
     pub dev: String,
-    /// Its MAC address.
+    /// Its MAC address (none while the kernel resolves it, or after it failed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub lladdr: String,
-    /// `PERMANENT` (configured) or `REACHABLE` (resolved), as `ip neigh` names them.
+    /// As `ip neigh` names it: xfwd's own `PERMANENT` (configured) or `REACHABLE` (resolved);
+    /// in kernel mode the kernel's (`STALE`, `DELAY`, `PROBE`, `INCOMPLETE`, `FAILED`, …).
     pub state: String,
+    /// The kernel marks it a router (IPv6).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub router: bool,
+    /// xfwd's table holds it: the workers forward to this MAC.
+    #[serde(default = "yes")]
+    pub held: bool,
+    /// Kernel mode: where xfwd's table and the kernel's differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+fn config_source() -> String {
+    "config".into()
 }
 
 /// `show routes --json`.
@@ -119,6 +140,28 @@ pub struct Route {
     pub nexthops: Vec<Hop>,
     /// False for a route out of an interface xfwd does not own: nobody forwards it.
     pub forwarded: bool,
+    /// Kernel mode: the metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<u32>,
+    /// Kernel mode: the scope where not global (`link`, `host`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Kernel mode, IPv6: the router preference (`medium`, `high`, `low`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pref: Option<String>,
+    /// Kernel mode, IPv4: the TOS a route selects by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// Kernel mode: the nexthop object it names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nhid: Option<u32>,
+    /// Kernel mode: whether xfwd takes this route for its prefix (false: another of lower
+    /// metric is taken, or it is one xfwd never takes; `note` says which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used: Option<bool>,
+    /// Kernel mode: what xfwd does with it that `ip route` does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A member of an equal-cost route.
@@ -131,6 +174,14 @@ pub struct Hop {
     pub dev: String,
     /// How many times the group repeats it.
     pub weight: usize,
+    /// False for a member out of an interface xfwd does not own: the flows hashed to it are
+    /// dropped.
+    #[serde(default = "yes")]
+    pub forwarded: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The learnt stations.
@@ -143,8 +194,74 @@ pub fn fdb(view: &LiveView) -> Fdb {
     Fdb { version: VERSION, entries, capacity: view.fdb.capacity() }
 }
 
-/// The neighbours; `None` on a bridge.
-pub fn neighbors(view: &LiveView) -> Option<Neighbors> {
+/// The neighbours; `None` on a bridge. In kernel mode, the kernel's table as `ip neigh` lists
+/// it (read at the request), each entry with whether xfwd's holds it, then what only xfwd's
+/// holds; an error if the kernel's cannot be read.
+pub fn neighbors(view: &LiveView) -> Option<Result<Neighbors, String>> {
+    let r = view.router.as_ref()?;
+    let own = own_neighbors(view)?;
+    if r.kernel.is_none() {
+        return Some(Ok(own));
+    }
+    let mut kernel = Vec::new();
+    let dumped = Rtnl::open().map_err(RtnlError::from).and_then(|mut n| {
+        n.dump(Dump::Neighbors, |m| {
+            if let Message::Neighbor(k) = m {
+                kernel.push(k);
+            }
+        })
+    });
+    if let Err(e) = dumped {
+        return Some(Err(format!("cannot read the kernel's neighbours: {e}")));
+    }
+    Some(Ok(with_kernel(own, &kernel, &|i| {
+        view.ports
+            .iter()
+            .find(|p| p.ifindex == i)
+            .map(|p| (p.name.clone(), true))
+            .unwrap_or_else(|| (xfwd_dataplane::io::port::name_of(i).unwrap_or_else(|| format!("if{i}")), false))
+    })))
+}
+
+/// The kernel's neighbours `kernel` as `ip neigh` lists them (not the `NOARP` and `NONE` ones
+/// it hides), each with whether xfwd's table `own` holds it, then the entries only `own`
+/// holds; `dev` names an interface and says whether it is a port.
+fn with_kernel(own: Neighbors, kernel: &[KernelNeighbor], dev: &dyn Fn(u32) -> (String, bool)) -> Neighbors {
+    let mut mine = own.entries;
+    let mut entries = Vec::new();
+    for k in kernel.iter().filter(|k| !matches!(k.state, "NOARP" | "NONE")) {
+        let (name, port) = dev(k.ifindex);
+        let lladdr = k.lladdr.map(|m| m.to_string()).unwrap_or_default();
+        let held = mine.iter().position(|o| o.dev == name && o.dst == k.ip).map(|i| mine.remove(i));
+        let note = match (&held, port) {
+            (_, false) => Some("not a port: xfwd does not use it".to_owned()),
+            (Some(o), true) if o.lladdr != lladdr => Some(format!("xfwd's table has {}", o.lladdr)),
+            (Some(_), true) => None,
+            (None, true) if k.mac.is_some() => Some("not in xfwd's table yet".to_owned()),
+            (None, true) => None,
+        };
+        entries.push(Neighbor {
+            family: if k.ip.is_ipv6() { "inet6" } else { "inet" }.into(),
+            dst: k.ip,
+            dev: name,
+            lladdr,
+            state: k.state.into(),
+            router: k.router,
+            held: held.is_some(),
+            note,
+        });
+    }
+    for mut o in mine {
+        o.note = Some("xfwd's own: not in the kernel's table".into());
+        entries.push(o);
+    }
+    // IPv4 first, each family in the kernel's order.
+    entries.sort_by_key(|e| e.family != "inet");
+    Neighbors { source: "kernel".into(), entries, ..own }
+}
+
+/// xfwd's own neighbour tables; `None` on a bridge.
+fn own_neighbors(view: &LiveView) -> Option<Neighbors> {
     let r = view.router.as_ref()?;
     let dev = |p: xfwd_dataplane::PortId| view.ports.get(p.index()).map_or("?", |p| p.name.as_str()).to_owned();
     let state = |s: bool| if s { "PERMANENT" } else { "REACHABLE" }.to_owned();
@@ -158,6 +275,9 @@ pub fn neighbors(view: &LiveView) -> Option<Neighbors> {
             dev: dev(n.port),
             lladdr: n.mac.to_string(),
             state: state(n.is_static),
+            router: false,
+            held: true,
+            note: None,
         })
         .collect();
     // A link-local neighbour's key carries its port; shown as `ip neigh` shows it.
@@ -167,8 +287,17 @@ pub fn neighbors(view: &LiveView) -> Option<Neighbors> {
         dev: dev(n.port),
         lladdr: n.mac.to_string(),
         state: state(n.is_static),
+        router: false,
+        held: true,
+        note: None,
     }));
-    Some(Neighbors { version: VERSION, entries, capacity: r.neighbors.capacity(), capacity6: r.neighbors6.capacity() })
+    Some(Neighbors {
+        version: VERSION,
+        source: config_source(),
+        entries,
+        capacity: r.neighbors.capacity(),
+        capacity6: r.neighbors6.capacity(),
+    })
 }
 
 /// The name `ip route` gives a route's protocol (`rtm_protocol`).
@@ -237,6 +366,13 @@ fn family_routes<F, G, S, P>(
             mtu: None,
             nexthops: Vec::new(),
             forwarded: true,
+            metric: None,
+            scope: None,
+            pref: None,
+            tos: None,
+            nhid: None,
+            used: None,
+            note: None,
         };
         if let RouteOrigin::Kernel { protocol, local_table } = origin {
             r.protocol = Some(proto_name(*protocol));
@@ -276,7 +412,7 @@ fn family_routes<F, G, S, P>(
                                 NhKind::Gateway(g) => Some(g.into()),
                                 _ => None,
                             };
-                            Hop { gateway, dev: dev_of(h.port), weight }
+                            Hop { gateway, dev: dev_of(h.port), weight, forwarded: true }
                         })
                         .collect();
                     (r.dev, r.prefsrc, r.mtu) = (None, None, None);
@@ -289,21 +425,208 @@ fn family_routes<F, G, S, P>(
     }
 }
 
-/// The routes; `None` on a bridge.
-pub fn routes(view: &LiveView) -> Option<Routes> {
+/// How long `show routes` waits for the kernel-mirror thread's listing (it builds it between
+/// batches of changes, a slice at a time: well under a second for a million routes).
+const LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The routes; `None` on a bridge; an error when the kernel-mirror thread does not answer.
+pub fn routes(view: &LiveView) -> Option<Result<Routes, String>> {
     let r = view.router.as_ref()?;
     let t = r.tables.load();
+    if let Some(ask) = &r.kernel_routes {
+        let Some(listed) = xfwd_dataplane::routes::kernel::ask_listing(ask, LISTING_WAIT) else {
+            return Some(Err(format!("the kernel-mirror thread did not list the routes within {LISTING_WAIT:?}")));
+        };
+        let mut names = std::collections::HashMap::new();
+        let mut name = |i: u32| -> String {
+            names
+                .entry(i)
+                .or_insert_with(|| xfwd_dataplane::io::port::name_of(i).unwrap_or_else(|| format!("if{i}")))
+                .clone()
+        };
+        let routes = listed.iter().map(|l| kernel_route(l, &mut name)).collect();
+        return Some(Ok(Routes {
+            version: VERSION,
+            source: "kernel".into(),
+            routes,
+            fib_bytes: t.v4.fib.memory(),
+            fib6_bytes: t.v6.fib.memory(),
+        }));
+    }
     let dev_of = |p: xfwd_dataplane::PortId| t.ports.get(p.index()).map_or("?", |p| p.name.as_str()).to_owned();
     let mut routes = Vec::new();
     family_routes("inet", &t.v4, &dev_of, |h| Some(h.src.into()), |p| p.addr().to_string(), &mut routes);
     family_routes("inet6", &t.v6, &dev_of, |_| None, |p| p.addr().to_string(), &mut routes);
-    Some(Routes {
+    Some(Ok(Routes {
         version: VERSION,
         source: if r.kernel.is_some() { "kernel" } else { "config" }.into(),
         routes,
         fib_bytes: t.v4.fib.memory(),
         fib6_bytes: t.v6.fib.memory(),
-    })
+    }))
+}
+
+/// A route type's name as `ip route` writes it (`rtm_type`).
+fn type_name(k: KernelType) -> String {
+    match k {
+        KernelType::Unicast => "unicast".into(),
+        KernelType::Local => "local".into(),
+        KernelType::Broadcast => "broadcast".into(),
+        KernelType::Anycast => "anycast".into(),
+        KernelType::Blackhole => "blackhole".into(),
+        KernelType::Unreachable => "unreachable".into(),
+        KernelType::Prohibit => "prohibit".into(),
+        KernelType::Other(5) => "multicast".into(),
+        KernelType::Other(9) => "throw".into(),
+        KernelType::Other(10) => "nat".into(),
+        KernelType::Other(11) => "xresolve".into(),
+        KernelType::Other(n) => n.to_string(),
+    }
+}
+
+/// A route scope's name as `ip route` writes it (`rtm_scope`); `None` for global.
+fn scope_name(s: u8) -> Option<String> {
+    match s {
+        0 => None,
+        200 => Some("site".into()),
+        253 => Some("link".into()),
+        254 => Some("host".into()),
+        255 => Some("nowhere".into()),
+        n => Some(n.to_string()),
+    }
+}
+
+/// A routing table's name as `ip route` writes it; `None` for main.
+fn table_name(t: u32) -> Option<String> {
+    match t {
+        TABLE_MAIN => None,
+        TABLE_LOCAL => Some("local".into()),
+        253 => Some("default".into()),
+        n => Some(n.to_string()),
+    }
+}
+
+/// A kernel route, as `ip route` lists it, and what xfwd makes of it.
+fn kernel_route(l: &Listed, name: &mut dyn FnMut(u32) -> String) -> Route {
+    let v6 = l.dst.is_ipv6();
+    let host = if v6 { 128 } else { 32 };
+    let dst = match l.len {
+        0 => "default".to_owned(),
+        n if n == host => l.dst.to_string(),
+        n => format!("{}/{n}", l.dst),
+    };
+    let multipath = l.paths.len() > 1;
+    let single = if multipath { None } else { l.paths.first() };
+    let on_port = l.paths.iter().any(|(_, port)| *port);
+    let taken = l.used == Use::Taken;
+    let other_type = matches!(l.kind, KernelType::Other(n) if n != 5);
+    let note = match l.used {
+        Use::Tos => Some("not used by xfwd: it selects by TOS"),
+        Use::Source => Some("not used by xfwd: it is source-specific"),
+        Use::NoPath => Some("not used: no usable path (an unknown nexthop object?)"),
+        Use::Shadowed => None,
+        Use::Taken if l.unsupported || other_type => Some("not forwarded by xfwd: answered as for no route"),
+        Use::Taken if l.kind == KernelType::Unicast && !on_port => {
+            Some("not forwarded: out of an interface xfwd does not own")
+        }
+        Use::Taken => None,
+    };
+    Route {
+        family: if v6 { "inet6" } else { "inet" }.into(),
+        kind: type_name(l.kind),
+        dst,
+        origin: "kernel".into(),
+        gateway: single.and_then(|(p, _)| p.gw),
+        dev: single.map(|(p, _)| name(p.ifindex)),
+        prefsrc: l.prefsrc,
+        protocol: (l.protocol != 3).then(|| proto_name(l.protocol)),
+        table: table_name(l.table),
+        mtu: (l.mtu != 0).then_some(l.mtu),
+        nexthops: if multipath {
+            l.paths
+                .iter()
+                .map(|(p, port)| Hop {
+                    gateway: p.gw,
+                    dev: name(p.ifindex),
+                    weight: usize::from(p.weight),
+                    forwarded: *port,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        forwarded: taken && note.is_none(),
+        // The kernel sends no metric 0 for an IPv4 route; IPv6 routes always have one.
+        metric: (v6 || l.metric != 0).then_some(l.metric),
+        scope: scope_name(l.scope),
+        pref: l.pref.map(|p| match p {
+            0 => "medium".into(),
+            1 => "high".into(),
+            3 => "low".into(),
+            n => n.to_string(),
+        }),
+        tos: (l.tos != 0).then_some(l.tos),
+        nhid: l.nh_id,
+        used: Some(taken),
+        note: note.map(Into::into),
+    }
+}
+
+/// A kernel route as `ip route show table all` prints it (multipath members on lines of their
+/// own), xfwd's note after two spaces and in brackets.
+pub fn kernel_route_line(r: &Route) -> String {
+    let mut s = String::new();
+    if r.kind != "unicast" {
+        let _ = write!(s, "{} ", r.kind);
+    }
+    s.push_str(&r.dst);
+    if let Some(id) = r.nhid {
+        let _ = write!(s, " nhid {id}");
+    }
+    if let Some(t) = r.tos {
+        let _ = write!(s, " tos 0x{t:02x}");
+    }
+    if let Some(g) = &r.gateway {
+        let _ = write!(s, " {}", via(&r.family, g));
+    }
+    if let Some(d) = &r.dev {
+        let _ = write!(s, " dev {d}");
+    }
+    if let Some(t) = &r.table {
+        let _ = write!(s, " table {t}");
+    }
+    if let Some(p) = &r.protocol {
+        let _ = write!(s, " proto {p}");
+    }
+    if let Some(sc) = &r.scope {
+        let _ = write!(s, " scope {sc}");
+    }
+    if let Some(src) = &r.prefsrc {
+        let _ = write!(s, " src {src}");
+    }
+    if let Some(m) = r.metric {
+        let _ = write!(s, " metric {m}");
+    }
+    if let Some(m) = r.mtu {
+        let _ = write!(s, " mtu {m}");
+    }
+    if let Some(p) = &r.pref {
+        let _ = write!(s, " pref {p}");
+    }
+    if let Some(n) = &r.note {
+        let _ = write!(s, "  [{n}]");
+    }
+    for h in &r.nexthops {
+        s.push_str("\n\tnexthop");
+        if let Some(g) = &h.gateway {
+            let _ = write!(s, " {}", via(&r.family, g));
+        }
+        let _ = write!(s, " dev {} weight {}", h.dev, h.weight);
+        if !h.forwarded {
+            s.push_str("  [not forwarded: out of an interface xfwd does not own]");
+        }
+    }
+    s
 }
 
 /// A gateway as `ip route` writes it: `inet6` before an IPv6 gateway of an IPv4 route.
@@ -368,10 +691,16 @@ pub fn route_line(r: &Route) -> String {
 /// `show routes`: a line a route, then the counts.
 pub fn routes_text(r: &Routes) -> String {
     let mut s = String::new();
+    let kernel = r.source == "kernel";
     for route in &r.routes {
-        let _ = writeln!(s, "{}", route_line(route));
+        let line = if kernel { kernel_route_line(route) } else { route_line(route) };
+        let _ = writeln!(s, "{line}");
     }
-    let from = if r.source == "kernel" { " (mirrored from the kernel)" } else { "" };
+    let from = if kernel {
+        " (mirrored from the kernel: every route of its tables, as `ip route show table all`)"
+    } else {
+        ""
+    };
     let count = |f: &str| r.routes.iter().filter(|x| x.family == f).count();
     let _ = writeln!(
         s,
@@ -390,10 +719,28 @@ pub fn neighbors_text(n: &Neighbors) -> String {
     for family in ["inet", "inet6"] {
         let of: Vec<&Neighbor> = n.entries.iter().filter(|e| e.family == family).collect();
         for e in &of {
-            let _ = writeln!(s, "{} dev {} lladdr {} {}", e.dst, e.dev, e.lladdr, e.state);
+            let _ = writeln!(s, "{}", neighbor_line(e));
         }
         let (what, cap) = if family == "inet" { ("entries", n.capacity) } else { ("IPv6 entries", n.capacity6) };
-        let _ = writeln!(s, "{} of {cap} {what}", of.len());
+        let held = of.iter().filter(|e| e.held).count();
+        let whose = if n.source == "kernel" { " in xfwd's table (the lines above are the kernel's)" } else { "" };
+        let _ = writeln!(s, "{held} of {cap} {what}{whose}");
+    }
+    s
+}
+
+/// A neighbour as `ip neigh` prints it, xfwd's note after two spaces and in brackets.
+pub fn neighbor_line(e: &Neighbor) -> String {
+    let mut s = format!("{} dev {}", e.dst, e.dev);
+    if !e.lladdr.is_empty() {
+        let _ = write!(s, " lladdr {}", e.lladdr);
+    }
+    if e.router {
+        s.push_str(" router");
+    }
+    let _ = write!(s, " {}", e.state);
+    if let Some(n) = &e.note {
+        let _ = write!(s, "  [{n}]");
     }
     s
 }
@@ -428,6 +775,8 @@ pub fn json<T: Serialize>(value: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use xfwd_dataplane::routes::mirror::KernelPath;
+    use xfwd_dataplane::wire::MacAddr;
 
     fn route(kind: &str, dst: &str, origin: &str) -> Route {
         Route {
@@ -443,6 +792,13 @@ mod tests {
             mtu: None,
             nexthops: Vec::new(),
             forwarded: true,
+            metric: None,
+            scope: None,
+            pref: None,
+            tos: None,
+            nhid: None,
+            used: None,
+            note: None,
         }
     }
 
@@ -469,8 +825,8 @@ mod tests {
         e.dev = None;
         e.protocol = Some("static".into());
         e.nexthops = vec![
-            Hop { gateway: Some("198.18.30.2".parse().unwrap()), dev: "eth4".into(), weight: 1 },
-            Hop { gateway: Some("fe80::1".parse().unwrap()), dev: "eth5".into(), weight: 2 },
+            Hop { gateway: Some("198.18.30.2".parse().unwrap()), dev: "eth4".into(), weight: 1, forwarded: true },
+            Hop { gateway: Some("fe80::1".parse().unwrap()), dev: "eth5".into(), weight: 2, forwarded: true },
         ];
         assert_eq!(
             route_line(&e),
@@ -489,6 +845,83 @@ mod tests {
         assert_eq!(route_line(&b), "blackhole 198.19.1.0/24");
     }
 
+    fn listed(dst: &str, len: u8, kind: KernelType, paths: &[(Option<&str>, u32, u16, bool)]) -> Listed {
+        Listed {
+            table: TABLE_MAIN,
+            dst: dst.parse().unwrap(),
+            len,
+            tos: 0,
+            metric: 0,
+            kind,
+            protocol: 3,
+            scope: 0,
+            prefsrc: None,
+            pref: None,
+            mtu: 0,
+            nh_id: None,
+            has_source: false,
+            unsupported: false,
+            paths: paths
+                .iter()
+                .map(|&(gw, ifindex, weight, port)| {
+                    (KernelPath { gw: gw.map(|g| g.parse().unwrap()), ifindex, weight }, port)
+                })
+                .collect(),
+            used: Use::Taken,
+        }
+    }
+
+    #[test]
+    fn kernel_routes_print_as_ip_route_show_table_all_prints_them() {
+        let mut name = |i: u32| ["lo", "eth4", "eth5"][i as usize - 1].to_owned();
+        let mut line = |l: &Listed| kernel_route_line(&kernel_route(l, &mut name));
+
+        let mut c = listed("198.18.30.0", 24, KernelType::Unicast, &[(None, 2, 1, true)]);
+        (c.protocol, c.scope, c.prefsrc) = (2, 253, Some("198.18.30.1".parse().unwrap()));
+        assert_eq!(line(&c), "198.18.30.0/24 dev eth4 proto kernel scope link src 198.18.30.1");
+
+        let mut l = listed("127.0.0.1", 32, KernelType::Local, &[(None, 1, 1, false)]);
+        (l.table, l.protocol, l.scope, l.prefsrc) = (TABLE_LOCAL, 2, 254, Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(line(&l), "local 127.0.0.1 dev lo table local proto kernel scope host src 127.0.0.1");
+
+        let mut m = listed("198.19.6.0", 24, KernelType::Unicast, &[(Some("198.18.30.2"), 2, 1, true)]);
+        (m.metric, m.mtu, m.prefsrc) = (5, 1300, Some("198.18.30.1".parse().unwrap()));
+        assert_eq!(line(&m), "198.19.6.0/24 via 198.18.30.2 dev eth4 src 198.18.30.1 metric 5 mtu 1300");
+
+        let mut e =
+            listed("0.0.0.0", 0, KernelType::Unicast, &[(Some("198.18.30.2"), 2, 1, true), (None, 1, 2, false)]);
+        (e.protocol, e.metric, e.used) = (4, 20, Use::Shadowed);
+        assert_eq!(
+            line(&e),
+            "default proto static metric 20\n\tnexthop via 198.18.30.2 dev eth4 weight 1\n\tnexthop dev lo weight 2  [not forwarded: out of an interface xfwd does not own]"
+        );
+
+        let mut t = listed("198.19.7.0", 24, KernelType::Unicast, &[(Some("198.18.30.2"), 2, 1, true)]);
+        (t.tos, t.used, t.nh_id) = (0x10, Use::Tos, Some(7));
+        assert_eq!(
+            line(&t),
+            "198.19.7.0/24 nhid 7 tos 0x10 via 198.18.30.2 dev eth4  [not used by xfwd: it selects by TOS]"
+        );
+
+        let mut mc = listed("ff00::", 8, KernelType::Other(5), &[(None, 3, 1, true)]);
+        (mc.table, mc.protocol, mc.metric, mc.pref) = (TABLE_LOCAL, 2, 256, Some(0));
+        assert_eq!(line(&mc), "multicast ff00::/8 dev eth5 table local proto kernel metric 256 pref medium");
+        let mut h = listed("2001:2:1::", 48, KernelType::Unicast, &[(Some("2001:2:0:30::2"), 2, 1, true)]);
+        (h.metric, h.pref) = (1024, Some(1));
+        assert_eq!(line(&h), "2001:2:1::/48 via 2001:2:0:30::2 dev eth4 metric 1024 pref high");
+        let mut v = listed("::1", 128, KernelType::Local, &[(None, 1, 1, false)]);
+        (v.table, v.protocol, v.pref) = (TABLE_LOCAL, 2, Some(0));
+        assert_eq!(line(&v), "local ::1 dev lo table local proto kernel metric 0 pref medium");
+
+        let f = listed("198.19.2.0", 24, KernelType::Unicast, &[(None, 1, 1, false)]);
+        let r = kernel_route(&f, &mut name);
+        assert!(!r.forwarded && r.used == Some(true), "{r:?}");
+        assert_eq!(
+            kernel_route_line(&r),
+            "198.19.2.0/24 dev lo  [not forwarded: out of an interface xfwd does not own]"
+        );
+    }
+
     #[test]
     fn the_json_names_every_field_and_leaves_out_what_a_route_has_not() {
         let mut r = route("unicast", "10.0.0.0/8", "static");
@@ -502,25 +935,82 @@ mod tests {
         assert_eq!(back, r);
     }
 
+    fn neighbor(dst: &str, lladdr: &str, state: &str) -> Neighbor {
+        let dst: IpAddr = dst.parse().unwrap();
+        Neighbor {
+            family: if dst.is_ipv6() { "inet6" } else { "inet" }.into(),
+            dst,
+            dev: "eth4".into(),
+            lladdr: lladdr.into(),
+            state: state.into(),
+            router: false,
+            held: true,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn kernel_mode_lists_the_kernels_neighbours_as_ip_neigh_and_says_where_xfwd_differs() {
+        let own = Neighbors {
+            version: VERSION,
+            source: config_source(),
+            entries: vec![
+                neighbor("198.18.30.2", "02:00:00:00:30:02", "REACHABLE"),
+                neighbor("198.18.30.3", "02:00:00:00:30:03", "REACHABLE"),
+                neighbor("198.18.30.4", "02:00:00:00:30:04", "PERMANENT"),
+                neighbor("fe80::1", "02:00:00:00:30:01", "REACHABLE"),
+            ],
+            capacity: 4096,
+            capacity6: 4096,
+        };
+        let mac = |m: &str| Some(m.parse::<MacAddr>().unwrap());
+        let k = |ifindex, ip: &str, state, lladdr: Option<MacAddr>| KernelNeighbor {
+            ifindex,
+            ip: ip.parse().unwrap(),
+            mac: if matches!(state, "FAILED" | "INCOMPLETE") { None } else { lladdr },
+            failed: state == "FAILED",
+            state,
+            lladdr,
+            router: false,
+        };
+        let kernel = [
+            k(4, "198.18.30.2", "STALE", mac("02:00:00:00:30:02")),
+            k(4, "198.18.30.3", "REACHABLE", mac("02:00:00:00:30:33")),
+            k(4, "198.18.30.5", "DELAY", mac("02:00:00:00:30:05")),
+            k(4, "198.18.30.6", "FAILED", None),
+            k(4, "198.18.30.7", "NOARP", mac("02:00:00:00:30:07")),
+            k(9, "198.19.2.2", "REACHABLE", mac("02:00:00:00:30:09")),
+            KernelNeighbor { router: true, ..k(4, "fe80::1", "REACHABLE", mac("02:00:00:00:30:01")) },
+        ];
+        let dev = |i: u32| if i == 4 { ("eth4".to_owned(), true) } else { ("other0".to_owned(), false) };
+        let n = with_kernel(own, &kernel, &dev);
+        assert_eq!(
+            neighbors_text(&n),
+            "198.18.30.2 dev eth4 lladdr 02:00:00:00:30:02 STALE\n\
+             198.18.30.3 dev eth4 lladdr 02:00:00:00:30:33 REACHABLE  [xfwd's table has 02:00:00:00:30:03]\n\
+             198.18.30.5 dev eth4 lladdr 02:00:00:00:30:05 DELAY  [not in xfwd's table yet]\n\
+             198.18.30.6 dev eth4 FAILED\n\
+             198.19.2.2 dev other0 lladdr 02:00:00:00:30:09 REACHABLE  [not a port: xfwd does not use it]\n\
+             198.18.30.4 dev eth4 lladdr 02:00:00:00:30:04 PERMANENT  [xfwd's own: not in the kernel's table]\n\
+             3 of 4096 entries in xfwd's table (the lines above are the kernel's)\n\
+             fe80::1 dev eth4 lladdr 02:00:00:00:30:01 router REACHABLE\n\
+             1 of 4096 IPv6 entries in xfwd's table (the lines above are the kernel's)\n"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&n)).unwrap();
+        assert_eq!(v["source"], "kernel");
+        let failed = &v["entries"][3];
+        assert!(failed.get("lladdr").is_none() && failed["held"] == false, "{failed}");
+        assert_eq!(v["entries"][6]["router"], true);
+    }
+
     #[test]
     fn neighbors_and_fdb_print_with_their_counts() {
         let n = Neighbors {
             version: VERSION,
+            source: config_source(),
             entries: vec![
-                Neighbor {
-                    family: "inet".into(),
-                    dst: "198.18.30.2".parse().unwrap(),
-                    dev: "eth4".into(),
-                    lladdr: "02:00:00:00:30:02".into(),
-                    state: "REACHABLE".into(),
-                },
-                Neighbor {
-                    family: "inet6".into(),
-                    dst: "fe80::2".parse().unwrap(),
-                    dev: "eth4".into(),
-                    lladdr: "02:00:00:00:30:02".into(),
-                    state: "PERMANENT".into(),
-                },
+                neighbor("198.18.30.2", "02:00:00:00:30:02", "REACHABLE"),
+                neighbor("fe80::2", "02:00:00:00:30:02", "PERMANENT"),
             ],
             capacity: 4096,
             capacity6: 4096,

@@ -73,9 +73,12 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     // Connected routes from the kernel's addresses; the kernel resolves the neighbours.
     Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
     let routes = show(&control, "routes");
-    assert!(routes.contains("198.18.30.0/24 dev eth4 src 198.18.30.1 proto kernel"), "{routes}");
-    assert!(routes.contains("local 198.18.30.1/32 dev eth4 proto kernel table local"), "{routes}");
-    assert!(routes.contains("(mirrored from the kernel)"), "{routes}");
+    assert!(routes.contains("198.18.30.0/24 dev eth4 proto kernel scope link src 198.18.30.1"), "{routes}");
+    assert!(
+        routes.contains("local 198.18.30.1 dev eth4 table local proto kernel scope host src 198.18.30.1"),
+        "{routes}"
+    );
+    assert!(routes.contains("(mirrored from the kernel"), "{routes}");
     let neigh = r.boxns.ip(&["neigh", "show", "198.18.30.2"]).unwrap();
     assert!(String::from_utf8_lossy(&neigh.stdout).contains("lladdr"), "the kernel resolved h2");
     // The kernel does not forward: the next answer is xfwd's.
@@ -85,7 +88,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     // `ip route add` reaches the workers.
     r.boxns.ip(&["route", "add", "198.19.0.0/16", "via", "198.18.30.2", "proto", "static"]).unwrap();
     let routes = routes_until(&control, |s| s.contains("198.19.0.0/16"));
-    assert!(routes.contains("198.19.0.0/16 via 198.18.30.2 dev eth4 src 198.18.30.1 proto static"), "{routes}");
+    assert!(routes.contains("198.19.0.0/16 via 198.18.30.2 dev eth4 proto static\n"), "{routes}");
     Rig::ping_until(&r.h1, "198.19.1.1", common::PATH_UP).unwrap();
 
     // The kernel's route types, answered as the kernel answers them.
@@ -110,7 +113,10 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     r.boxns.ip(&["link", "set", "other0", "up"]).unwrap();
     r.boxns.ip(&["route", "add", "198.19.2.0/24", "dev", "other0"]).unwrap();
     let routes = routes_until(&control, |s| s.contains("198.19.2.0/24"));
-    assert!(routes.contains("198.19.2.0/24 dev (not a port)") && routes.contains("not forwarded"), "{routes}");
+    assert!(
+        routes.contains("198.19.2.0/24 dev other0 scope link  [not forwarded: out of an interface xfwd does not own]"),
+        "{routes}"
+    );
     let out = ping(&r.h1, &["-c", "1", "-W", "1", "198.19.2.1"]);
     assert!(out.contains("Destination Net Unreachable"), "{out}");
 
@@ -120,7 +126,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     r.h2.ip(&["addr", "add", "198.18.40.1/32", "dev", "lo"]).unwrap();
     r.boxns.ip(&["nexthop", "add", "id", "7", "via", "198.18.30.2", "dev", "eth4"]).unwrap();
     r.boxns.ip(&["route", "add", "198.18.40.0/24", "nhid", "7"]).unwrap();
-    routes_until(&control, |s| s.contains("198.18.40.0/24 via 198.18.30.2"));
+    routes_until(&control, |s| s.contains("198.18.40.0/24 nhid 7 via 198.18.30.2 dev eth4"));
     Rig::ping_until(&r.h1, "198.18.40.1", common::PATH_UP).unwrap();
     r.boxns.ip(&["nexthop", "del", "id", "7"]).unwrap();
     routes_until(&control, |s| !s.contains("198.18.40.0/24"));
@@ -130,7 +136,7 @@ fn the_kernels_routes_are_forwarded_by_xfwd_as_they_change() {
     // A route's MTU: Fragmentation Needed names it.
     r.h2.ip(&["addr", "add", "198.18.41.1/32", "dev", "lo"]).unwrap();
     r.boxns.ip(&["route", "add", "198.18.41.0/24", "via", "198.18.30.2", "mtu", "1300"]).unwrap();
-    routes_until(&control, |s| s.contains("198.18.41.0/24 via 198.18.30.2 dev eth4 src 198.18.30.1 mtu 1300"));
+    routes_until(&control, |s| s.contains("198.18.41.0/24 via 198.18.30.2 dev eth4 mtu 1300"));
     Rig::ping_until(&r.h1, "198.18.41.1", common::PATH_UP).unwrap();
     let out = ping(&r.h1, &["-c", "1", "-W", "1", "-M", "do", "-s", "1400", "198.18.41.1"]);
     assert!(out.contains("Frag needed and DF set (mtu = 1300)"), "{out}");
@@ -187,7 +193,9 @@ fn equal_cost_routes_spread_flows_over_two_next_hops_each_flow_on_one() {
     let mut x = start(&r, &control);
     let routes = show(&control, "routes");
     assert!(
-        routes.contains("198.19.0.0/16 nexthop via 198.18.30.2 dev eth4 nexthop via 198.18.30.3 dev eth4"),
+        routes.contains(
+            "198.19.0.0/16\n\tnexthop via 198.18.30.2 dev eth4 weight 1\n\tnexthop via 198.18.30.3 dev eth4 weight 1\n"
+        ),
         "{routes}"
     );
     // Resolve both next hops (the kernel does), then count.
@@ -232,7 +240,8 @@ fn the_kernels_neighbour_entries_are_used_as_they_change() {
         .ip(&["neigh", "replace", "198.18.30.9", "lladdr", "02:00:00:00:30:09", "dev", "eth4", "nud", "permanent"])
         .unwrap();
     let start_t = Instant::now();
-    while !show(&control, "neighbors").contains("198.18.30.9 dev eth4 lladdr 02:00:00:00:30:09") {
+    // The kernel's line with no note after it: xfwd's table holds the same MAC.
+    while !show(&control, "neighbors").contains("198.18.30.9 dev eth4 lladdr 02:00:00:00:30:09 PERMANENT\n") {
         assert!(start_t.elapsed() < common::EVENTUALLY, "{}", show(&control, "neighbors"));
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -258,6 +267,31 @@ fn the_kernels_neighbour_entries_are_used_as_they_change() {
     let arp = |n: &str| s.arp.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
     assert_eq!(arp("requests-received"), 0, "the kernel answers ARP, not xfwd: {:?}", s.arp);
     assert!(arp("requests-sent") >= 1 && arp("unresolved") >= 1, "asked the kernel, which gave up: {:?}", s.arp);
+
+    // `show neighbors` lists the kernel's table as `ip neigh` does, its states included
+    // (h1's REACHABLE or STALE, the one that failed above), less xfwd's notes and counts.
+    let records = |text: &str| {
+        let mut v: Vec<String> = text
+            .lines()
+            .filter(|l| !l.contains(" entries") && !l.contains("[xfwd's own"))
+            .map(|l| l.split("  [").next().unwrap_or(l).trim_end().to_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let ip_neigh = || records(&String::from_utf8_lossy(&r.boxns.ip(&["neigh", "show"]).unwrap().stdout));
+    let mut text = String::new();
+    let t = Instant::now();
+    while t.elapsed() < common::EVENTUALLY {
+        text = show(&control, "neighbors");
+        if records(&text) == ip_neigh() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(records(&text), ip_neigh(), "{text}");
+    // The kernel gave up on it, or asks again: either way a state xfwd's own table never has.
+    assert!(text.contains("198.18.30.9 dev eth4 FAILED") || text.contains("198.18.30.9 dev eth4 INCOMPLETE"), "{text}");
     stop_clean(&mut x);
 }
 
@@ -284,6 +318,132 @@ fn ipv6_routes_and_neighbours_come_from_the_kernel_too() {
     assert!(out.contains("No route") || out.contains("Unreachable"), "{out}");
     let n = show(&control, "neighbors");
     assert!(n.contains("2001:2:0:30::2 dev eth4"), "the kernel resolved h2: {n}");
+    stop_clean(&mut x);
+}
+
+/// `ip route show table all` (both families) or `xfwd show routes` as records: a multipath
+/// route's member lines joined to it, trailing blanks and xfwd's `  [note]`s left out, sorted
+/// (the kernel lists IPv6 routes in its tree's order).
+fn route_records(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let line = line.split("  [").next().unwrap_or(line).trim_end();
+        match out.last_mut() {
+            Some(last) if line.starts_with(char::is_whitespace) => {
+                last.push_str(" | ");
+                last.push_str(line.trim());
+            }
+            _ => out.push(line.to_owned()),
+        }
+    }
+    out.sort();
+    out
+}
+
+/// In kernel mode `show routes` lists the kernel's tables as `ip route show table all` does —
+/// every metric, the local table, multicast, link-local and loopback routes, TOS, source and
+/// preference, nexthop objects and multipath — each record the same, and says in JSON which
+/// route xfwd takes for each prefix and why it takes none.
+#[test]
+fn show_routes_in_kernel_mode_lists_what_ip_route_lists() {
+    if !root_or_skip("show_routes_in_kernel_mode_lists_what_ip_route_lists") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig6();
+    for (a, dev) in [("2001:2:0:10::2/64", "eth5"), ("2001:2:0:30::1/64", "eth4")] {
+        r.boxns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"]).unwrap();
+    }
+    r.boxns.ip(&["link", "set", "lo", "up"]).unwrap();
+    let control = control_path("kf-list");
+    let mut x = start(&r, &control);
+    ip_batch(
+        &r.boxns,
+        "route add 198.19.0.0/16 proto static metric 20 nexthop via 198.18.30.2 nexthop via 198.18.30.3 weight 2\n\
+         route add 198.19.6.0/24 via 198.18.30.2 mtu 1300 src 198.18.30.1\n\
+         route add 198.19.6.0/24 via 198.18.30.3 metric 5\n\
+         route add 198.19.7.0/24 tos 0x10 via 198.18.30.2\n\
+         route add blackhole 198.19.8.0/24\n\
+         route add 198.19.9.0/24 dev lo\n\
+         nexthop add id 7 via 198.18.30.2 dev eth4\n\
+         route add 198.18.40.0/24 nhid 7\n",
+    );
+    r.boxns.ip(&["-6", "route", "add", "2001:2:1::/48", "via", "2001:2:0:30::2", "pref", "high"]).unwrap();
+    r.boxns
+        .ip(&[
+            "-6",
+            "route",
+            "add",
+            "2001:2:2::/48",
+            "nexthop",
+            "via",
+            "2001:2:0:30::2",
+            "dev",
+            "eth4",
+            "nexthop",
+            "via",
+            "2001:2:0:10::1",
+            "dev",
+            "eth5",
+        ])
+        .unwrap();
+    let ip = |family: &str| {
+        let out = r.boxns.ip(&[family, "route", "show", "table", "all"]).unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let kernel = || route_records(&(ip("-4") + &ip("-6")));
+    // Less the last line, the counts.
+    let xfwd =
+        |s: &str| route_records(&s.lines().filter(|l| !l.contains(" routes, FIB ")).collect::<Vec<_>>().join("\n"));
+    let mut text = String::new();
+    let until = Instant::now();
+    while until.elapsed() < common::EVENTUALLY {
+        text = show(&control, "routes");
+        if xfwd(&text) == kernel() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (k, x6) = (kernel(), xfwd(&text));
+    let only_kernel: Vec<&String> = k.iter().filter(|l| !x6.contains(l)).collect();
+    let only_xfwd: Vec<&String> = x6.iter().filter(|l| !k.contains(l)).collect();
+    assert!(
+        only_kernel.is_empty() && only_xfwd.is_empty(),
+        "ip route only: {only_kernel:#?}\nxfwd only: {only_xfwd:#?}\n{text}"
+    );
+    for want in [
+        "local 127.0.0.1 dev lo table local",
+        "local ::1 dev lo table local",
+        "multicast ff00::/8 dev eth4 table local",
+        "fe80::/64 dev eth5 proto kernel metric 256",
+    ] {
+        assert!(text.contains(want), "the premise: {want} listed\n{text}");
+    }
+    assert!(
+        text.contains("198.19.9.0/24 dev lo scope link  [not forwarded: out of an interface xfwd does not own]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("198.19.7.0/24 tos 0x10 via 198.18.30.2 dev eth4  [not used by xfwd: it selects by TOS]"),
+        "{text}"
+    );
+
+    let json: xfwd::show::Routes = serde_json::from_str(&common::show_json(&control, "routes")).unwrap();
+    let find = |dst: &str, metric: Option<u32>| {
+        json.routes
+            .iter()
+            .find(|r| r.dst == dst && r.metric == metric && r.tos.is_none())
+            .unwrap_or_else(|| panic!("{dst} {metric:?}"))
+    };
+    assert_eq!((find("198.19.6.0/24", None).used, find("198.19.6.0/24", None).mtu), (Some(true), Some(1300)));
+    assert_eq!(find("198.19.6.0/24", Some(5)).used, Some(false), "a higher metric: not taken");
+    let ecmp = find("198.19.0.0/16", Some(20));
+    assert_eq!(ecmp.nexthops.iter().map(|h| h.weight).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(find("198.18.40.0/24", None).nhid, Some(7));
+    assert!(!find("198.19.9.0/24", None).forwarded);
+    assert_eq!(find("2001:2:1::/48", Some(1024)).pref.as_deref(), Some("high"));
+    let tos = json.routes.iter().find(|r| r.tos == Some(0x10)).unwrap();
+    assert_eq!((tos.used, tos.forwarded), (Some(false), false));
     stop_clean(&mut x);
 }
 

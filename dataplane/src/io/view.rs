@@ -35,6 +35,8 @@ pub struct RouterView {
     pub ndp: Arc<ArpCounters>,
     /// Kernel mode: what the thread that mirrors the kernel's routes counts.
     pub kernel: Option<Arc<crate::routes::kernel::SyncCounters>>,
+    /// Kernel mode: where to ask for the kernel's routes as `ip route` lists them.
+    pub kernel_routes: Option<crossbeam_channel::Sender<crate::routes::kernel::ListingAsk>>,
 }
 
 /// The name, among a port's XDP counters (`--path xdp`), of the frames the program redirected

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use serde::{Deserialize, Serialize};
 
 use super::rtnl::{rule_not_followed, rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
@@ -37,7 +37,7 @@ use crate::io::xdp::{LocalKind, LocalMaps};
 use crate::l3::{PortSpec, RouterTables};
 use crate::resolve::thread::Control as ArpControl;
 use crate::routes::incremental::Incremental;
-use crate::routes::mirror::{Applied, Mirror, TABLE_MAIN};
+use crate::routes::mirror::{Applied, ListCursor, Listed, Mirror, TABLE_MAIN};
 use crate::stats::Counter;
 
 /// How many times a dump the kernel marks interrupted is read again before giving up.
@@ -323,6 +323,26 @@ pub fn first_sync(
     Ok(Synced { mirror, events, dumps, tables, neighbors, local, counters })
 }
 
+/// Where the kernel-mirror thread sends the kernel's routes as `ip route` lists them, once
+/// asked through [`KernelSync::listings`] (kernel mode's `show routes`).
+pub type ListingAsk = Sender<Arc<Vec<Listed>>>;
+
+/// Asks the kernel-mirror thread behind `listings` for the kernel's routes as listed and waits
+/// at most `wait` for them; `None` if it did not answer (stopped, or busy that long).
+pub fn ask_listing(listings: &Sender<ListingAsk>, wait: Duration) -> Option<Arc<Vec<Listed>>> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    listings.send(tx).ok()?;
+    rx.recv_timeout(wait).ok()
+}
+
+/// A listing being built a slice at a time, and who waits for it.
+#[derive(Debug, Default)]
+struct Listing {
+    cursor: ListCursor,
+    routes: Vec<Listed>,
+    waiting: Vec<ListingAsk>,
+}
+
 /// The thread that follows the kernel (module documentation).
 pub struct KernelSync {
     mirror: Mirror,
@@ -341,6 +361,8 @@ pub struct KernelSync {
     local_maps: LocalMaps,
     local_now: BTreeMap<IpAddr, LocalKind>,
     counters: Arc<SyncCounters>,
+    asks: (Sender<ListingAsk>, Receiver<ListingAsk>),
+    listing: Listing,
 }
 
 impl std::fmt::Debug for KernelSync {
@@ -378,8 +400,33 @@ impl KernelSync {
             local_maps,
             local_now,
             counters,
+            asks: crossbeam_channel::unbounded(),
+            listing: Listing::default(),
         };
         (sync, neighbors)
+    }
+
+    /// Where to ask for the kernel's routes as listed: send a [`ListingAsk`]; the thread
+    /// builds the listing between batches of changes, 20,000 routes at a time, so
+    /// that no change waits behind a pass over a full table.
+    pub fn listings(&self) -> Sender<ListingAsk> {
+        self.asks.0.clone()
+    }
+
+    /// Takes the requests for a listing and builds a slice of it; sends it once whole.
+    fn list_step(&mut self) {
+        self.listing.waiting.extend(self.asks.1.try_iter());
+        if self.listing.waiting.is_empty() {
+            return;
+        }
+        let l = &mut self.listing;
+        if self.mirror.list_step(&mut l.cursor, DISPLAY_SLICE, &mut l.routes) {
+            let done = std::mem::take(&mut self.listing);
+            let routes = Arc::new(done.routes);
+            for w in done.waiting {
+                let _ = w.send(Arc::clone(&routes));
+            }
+        }
     }
 
     /// Hands the kernel's neighbour entries to the ARP thread (those on the ports).
@@ -397,7 +444,9 @@ impl KernelSync {
         // of them came from the kernel, rather than a refresh of the display list).
         let mut waiting: Option<(Instant, bool)> = None;
         while !stop.load(Ordering::Relaxed) {
-            let building = self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY;
+            let building = (self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY)
+                || !self.listing.waiting.is_empty()
+                || !self.asks.1.is_empty();
             let timeout = if waiting.is_some() || building {
                 1
             } else if self.resync_due.is_some() {
@@ -454,6 +503,7 @@ impl KernelSync {
                 // The mirror is incomplete until the resynchronisation succeeds.
                 continue;
             }
+            self.list_step();
             if changed {
                 if self.stage(limits) {
                     // Built whole and published.

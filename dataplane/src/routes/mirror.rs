@@ -94,6 +94,12 @@ pub struct KernelRoute<P, A> {
     /// Something xfwd cannot forward as the kernel would: an encapsulation, a gateway of
     /// another family than IPv4 and IPv6 (`via` an MPLS label, say).
     pub unsupported: bool,
+    /// Scope (`rtm_scope`: 0 global, 253 link, 254 host, ...), for display.
+    pub scope: u8,
+    /// Preferred source address (`RTA_PREFSRC`), for display.
+    pub prefsrc: Option<IpAddr>,
+    /// IPv6 router preference (`RTA_PREF`: 0 medium, 1 high, 3 low), for display.
+    pub pref: Option<u8>,
 }
 
 /// An IPv4 kernel route: its gateways are IPv4 addresses, or IPv6 ones (RFC 5549, `via inet6`).
@@ -205,9 +211,10 @@ impl<A: Copy> Paths<A> {
     }
 }
 
-/// A route as the mirror keeps it, its table, prefix, TOS and metric in its key: 40 bytes for
-/// an IPv4 route with one path, against 64 and a heap block for the message's form (a full
-/// table is a million of them).
+/// A route as the mirror keeps it, its table, prefix, TOS and metric in its key: 48 bytes for
+/// a route with one path (`size_of`, with or without the display fields, which fill what was
+/// padding), against a heap block more for the message's form (a full table is a million of
+/// them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stored<A> {
     paths: Paths<A>,
@@ -217,11 +224,25 @@ struct Stored<A> {
     protocol: u8,
     has_source: bool,
     unsupported: bool,
+    /// For display: scope, IPv6 preference (`NO_PREF`: none), preferred source (an index
+    /// into [`Mirror::srcs`] plus one; 0: none).
+    scope: u8,
+    pref: u8,
+    src: u16,
 }
 
+/// [`Stored::pref`] of a route without one (IPv4).
+const NO_PREF: u8 = u8::MAX;
+/// Distinct preferred sources kept for display (they are the box's addresses: a handful);
+/// past this many, a route's is not shown.
+const MAX_SRCS: usize = 4096;
+
 impl<A: Copy> Stored<A> {
-    fn of<P>(r: KernelRoute<P, A>) -> Stored<A> {
+    fn of<P>(r: KernelRoute<P, A>, src: u16) -> Stored<A> {
         Stored {
+            scope: r.scope,
+            pref: r.pref.unwrap_or(NO_PREF),
+            src,
             paths: Paths::new(r.paths),
             nh_id: r.nh_id,
             mtu: r.mtu,
@@ -233,6 +254,70 @@ impl<A: Copy> Stored<A> {
     }
 }
 
+/// A kernel route as `ip route` lists it, with what xfwd makes of it (kernel mode's `show
+/// routes`): every route of the tables mirrored, every metric, whether xfwd uses it or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// Routing table.
+    pub table: u32,
+    /// Destination address and prefix length.
+    pub dst: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+    /// IPv4 TOS.
+    pub tos: u8,
+    /// Metric.
+    pub metric: u32,
+    /// Type.
+    pub kind: KernelType,
+    /// Who installed it (`rtm_protocol`).
+    pub protocol: u8,
+    /// Scope (`rtm_scope`).
+    pub scope: u8,
+    /// Preferred source.
+    pub prefsrc: Option<IpAddr>,
+    /// IPv6 router preference (0 medium, 1 high, 3 low).
+    pub pref: Option<u8>,
+    /// MTU metric (0: none).
+    pub mtu: u32,
+    /// Nexthop object.
+    pub nh_id: Option<u32>,
+    /// Whether it is source-specific (IPv6 `from`).
+    pub has_source: bool,
+    /// An encapsulation or a gateway xfwd cannot forward through.
+    pub unsupported: bool,
+    /// Its paths, each with whether its interface is a port of xfwd's.
+    pub paths: Vec<(KernelPath<IpAddr>, bool)>,
+    /// What xfwd makes of it.
+    pub used: Use,
+}
+
+/// What xfwd makes of a kernel route ([`Listed::used`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// The route the workers take for its table and prefix, as the kernel does.
+    Taken,
+    /// A usable route of the same table and prefix with a lower metric is taken instead, by
+    /// the kernel too.
+    Shadowed,
+    /// Never taken by xfwd: it has a TOS.
+    Tos,
+    /// Never taken by xfwd: it is source-specific.
+    Source,
+    /// Never taken: its nexthop object is unknown, or it has no path.
+    NoPath,
+}
+
+/// How far a listing built a slice at a time ([`Mirror::list_step`]) has got.
+#[derive(Debug, Clone, Default)]
+pub struct ListCursor {
+    after4: Option<Key4>,
+    done4: bool,
+    after6: Option<Key6>,
+    /// The table and prefix whose route was taken last (the next ones of it are shadowed).
+    taken: Option<(u32, IpAddr, u8)>,
+}
+
 /// The mirror (see the module documentation).
 #[derive(Debug, Clone)]
 pub struct Mirror {
@@ -242,6 +327,8 @@ pub struct Mirror {
     routes4: BTreeMap<Key4, Stored<IpAddr>>,
     routes6: BTreeMap<Key6, Stored<Ipv6Addr>>,
     nexthops: HashMap<u32, Nexthop>,
+    /// The preferred source addresses routes name, for display ([`Stored::src`]).
+    srcs: Vec<IpAddr>,
     /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), by
     /// the last walk of each family.
     ignored4: std::cell::Cell<usize>,
@@ -282,6 +369,7 @@ impl Mirror {
             routes4: BTreeMap::new(),
             routes6: BTreeMap::new(),
             nexthops: HashMap::new(),
+            srcs: Vec::new(),
             ignored4: std::cell::Cell::new(0),
             ignored6: std::cell::Cell::new(0),
             dirty: Dirty { all: true, ..Dirty::default() },
@@ -381,7 +469,8 @@ impl Mirror {
                 let key = (route.table, route.prefix, route.tos, route.metric);
                 let (prefix, table) = (route.prefix, route.table);
                 let changed = if add {
-                    let new = Stored::of(route);
+                    let src = self.intern_src(route.prefsrc);
+                    let new = Stored::of(route, src);
                     self.routes4.insert(key, new.clone()).as_ref() != Some(&new)
                 } else {
                     self.routes4.remove(&key).is_some()
@@ -500,7 +589,21 @@ impl Mirror {
         }
     }
 
+    /// The index [`Stored::src`] keeps for `a`.
+    fn intern_src(&mut self, a: Option<IpAddr>) -> u16 {
+        let Some(a) = a else { return 0 };
+        if let Some(i) = self.srcs.iter().position(|x| *x == a) {
+            return i as u16 + 1;
+        }
+        if self.srcs.len() >= MAX_SRCS {
+            return 0;
+        }
+        self.srcs.push(a);
+        self.srcs.len() as u16
+    }
+
     fn apply6(&mut self, add: bool, replace: bool, route: KernelRoute6) -> Applied {
+        let src = self.intern_src(route.prefsrc);
         let gateway = route.paths.iter().any(|p| p.gw.is_some());
         // Routes on link are one per interface (fe80::/64 on every port); gateway routes
         // of one prefix and metric are one route, their paths siblings.
@@ -514,7 +617,7 @@ impl Mirror {
             for k in old {
                 self.routes6.remove(&k);
             }
-            self.routes6.insert(key, Stored::of(route));
+            self.routes6.insert(key, Stored::of(route, src));
             return Applied::Changed;
         }
         if add {
@@ -534,9 +637,9 @@ impl Mirror {
                         Applied::Changed
                     }
                 }
-                Some(old) if *old == Stored::of(route.clone()) => Applied::Unchanged,
+                Some(old) if *old == Stored::of(route.clone(), src) => Applied::Unchanged,
                 _ => {
-                    self.routes6.insert(key, Stored::of(route));
+                    self.routes6.insert(key, Stored::of(route, src));
                     Applied::Changed
                 }
             };
@@ -723,6 +826,117 @@ impl Mirror {
         out
     }
 
+    /// Appends to `out` at most `budget` routes of the listing `cursor` has got to (IPv4, then
+    /// IPv6, each by table, prefix and metric); true once it holds them all. A listing built
+    /// over several calls sees each route as it was when its slice was taken.
+    pub fn list_step(&self, cursor: &mut ListCursor, budget: usize, out: &mut Vec<Listed>) -> bool {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut n = 0;
+        if !cursor.done4 {
+            let range = match cursor.after4 {
+                Some(k) => self.routes4.range((Excluded(k), Unbounded)),
+                None => self.routes4.range(..),
+            };
+            for (k, r) in range {
+                if n == budget {
+                    return false;
+                }
+                let (table, p, tos, metric) = *k;
+                let never = if tos != 0 { Some(Use::Tos) } else { r.has_source.then_some(Use::Source) };
+                let used = self.use_of(cursor, (table, p.addr().into(), p.prefix_len()), never, || {
+                    self.resolve(r, Some).is_some()
+                });
+                out.push(self.listed(table, p.addr().into(), p.prefix_len(), tos, metric, r, used));
+                cursor.after4 = Some(*k);
+                n += 1;
+            }
+            cursor.done4 = true;
+            cursor.taken = None;
+        }
+        let range = match cursor.after6 {
+            Some(k) => self.routes6.range((Excluded(k), Unbounded)),
+            None => self.routes6.range(..),
+        };
+        for (k, r) in range {
+            if n == budget {
+                return false;
+            }
+            let (table, p, metric, _) = *k;
+            let never = r.has_source.then_some(Use::Source);
+            let pick = |a: IpAddr| match a {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            };
+            let used = self
+                .use_of(cursor, (table, p.addr().into(), p.prefix_len()), never, || self.resolve(r, pick).is_some());
+            out.push(self.listed(table, p.addr().into(), p.prefix_len(), 0, metric, r, used));
+            cursor.after6 = Some(*k);
+            n += 1;
+        }
+        true
+    }
+
+    /// Whether the next route of `group` (table, prefix) is taken, as [`Mirror::usable`]
+    /// decides: the first usable one of each group.
+    fn use_of(
+        &self,
+        cursor: &mut ListCursor,
+        group: (u32, IpAddr, u8),
+        never: Option<Use>,
+        resolves: impl FnOnce() -> bool,
+    ) -> Use {
+        if let Some(u) = never {
+            return u;
+        }
+        if !resolves() {
+            return Use::NoPath;
+        }
+        if cursor.taken == Some(group) {
+            return Use::Shadowed;
+        }
+        cursor.taken = Some(group);
+        Use::Taken
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn listed<A: Copy + Into<IpAddr>>(
+        &self,
+        table: u32,
+        dst: IpAddr,
+        len: u8,
+        tos: u8,
+        metric: u32,
+        r: &Stored<A>,
+        used: Use,
+    ) -> Listed {
+        Listed {
+            table,
+            dst,
+            len,
+            tos,
+            metric,
+            kind: r.kind,
+            protocol: r.protocol,
+            scope: r.scope,
+            prefsrc: r.src.checked_sub(1).and_then(|i| self.srcs.get(usize::from(i))).copied(),
+            pref: (r.pref != NO_PREF).then_some(r.pref),
+            mtu: r.mtu,
+            nh_id: r.nh_id,
+            has_source: r.has_source,
+            unsupported: r.unsupported,
+            paths: r
+                .paths
+                .as_slice()
+                .iter()
+                .map(|p| {
+                    let path = KernelPath { gw: p.gw.map(Into::into), ifindex: p.ifindex, weight: p.weight };
+                    (path, self.port_of(p.ifindex).is_some())
+                })
+                .collect(),
+            used,
+        }
+    }
+
     /// Routes held (all tables mirrored, all metrics).
     pub fn len(&self) -> usize {
         self.routes4.len() + self.routes6.len()
@@ -738,6 +952,12 @@ impl Mirror {
 mod tests {
     use super::*;
     use crate::wire::MacAddr;
+
+    #[test]
+    fn a_stored_route_stays_48_bytes() {
+        assert_eq!(std::mem::size_of::<Stored<IpAddr>>(), 48);
+        assert_eq!(std::mem::size_of::<Stored<Ipv6Addr>>(), 48);
+    }
 
     fn spec(name: &str) -> PortSpec {
         crate::l3::testing::port(name, MacAddr([2, 0, 0, 0, 0, 1]), &[])
@@ -763,6 +983,9 @@ mod tests {
             nh_id: None,
             mtu: 0,
             unsupported: false,
+            scope: 0,
+            prefsrc: None,
+            pref: None,
         }
     }
 
@@ -782,11 +1005,67 @@ mod tests {
             nh_id: None,
             mtu: 0,
             unsupported: false,
+            scope: 0,
+            prefsrc: None,
+            pref: None,
         }
     }
 
     fn add4(m: &mut Mirror, r: KernelRoute4) -> Applied {
         m.apply(Event::Route4 { add: true, route: r })
+    }
+
+    #[test]
+    fn the_listing_holds_every_route_says_which_is_taken_and_is_the_same_in_slices() {
+        let mut m = mirror();
+        let gw = |g| [(Some(g), 4)];
+        let mut a = r4(TABLE_MAIN, "198.19.6.0/24", 0, KernelType::Unicast, &gw("198.18.30.2"));
+        (a.mtu, a.prefsrc, a.scope) = (1300, Some("198.18.30.1".parse().unwrap()), 0);
+        add4(&mut m, a);
+        add4(&mut m, r4(TABLE_MAIN, "198.19.6.0/24", 5, KernelType::Unicast, &gw("198.18.30.3")));
+        let mut t = r4(TABLE_MAIN, "198.19.7.0/24", 0, KernelType::Unicast, &gw("198.18.30.2"));
+        t.tos = 0x10;
+        add4(&mut m, t);
+        let mut o = r4(TABLE_MAIN, "198.19.8.0/24", 0, KernelType::Unicast, &[]);
+        o.nh_id = Some(99);
+        add4(&mut m, o);
+        let mut l = r4(TABLE_LOCAL, "127.0.0.1/32", 0, KernelType::Local, &[(None, 1)]);
+        (l.scope, l.prefsrc) = (254, Some("127.0.0.1".parse().unwrap()));
+        add4(&mut m, l);
+        add4(&mut m, r4(TABLE_MAIN, "198.19.9.0/24", 0, KernelType::Unicast, &[(None, 1)]));
+        let mut v6 = r6("2001:2:1::/48", 1024, &[(Some("2001:2::2"), 4)]);
+        v6.pref = Some(1);
+        m.apply(Event::Route6 { add: true, replace: false, route: v6 });
+        let mut mc = r6("ff00::/8", 256, &[(None, 5)]);
+        (mc.table, mc.kind) = (TABLE_LOCAL, KernelType::Other(5));
+        m.apply(Event::Route6 { add: true, replace: false, route: mc });
+
+        let mut whole = Vec::new();
+        assert!(m.list_step(&mut ListCursor::default(), usize::MAX, &mut whole));
+        assert_eq!(whole.len(), m.len(), "every route, every metric, both tables and families");
+        let find =
+            |dst: &str, metric: u32| whole.iter().find(|r| r.dst.to_string() == dst && r.metric == metric).unwrap();
+        let a = find("198.19.6.0", 0);
+        assert_eq!((a.used, a.mtu, a.prefsrc), (Use::Taken, 1300, Some("198.18.30.1".parse().unwrap())));
+        assert_eq!(a.paths, [(KernelPath { gw: Some("198.18.30.2".parse().unwrap()), ifindex: 4, weight: 1 }, true)]);
+        assert_eq!(find("198.19.6.0", 5).used, Use::Shadowed);
+        assert_eq!((find("198.19.7.0", 0).used, find("198.19.7.0", 0).tos), (Use::Tos, 0x10));
+        assert_eq!(find("198.19.8.0", 0).used, Use::NoPath, "an unknown nexthop object");
+        let lo = find("127.0.0.1", 0);
+        assert_eq!((lo.table, lo.scope, lo.paths[0].1), (TABLE_LOCAL, 254, false), "on an interface not a port");
+        assert_eq!(find("198.19.9.0", 0).used, Use::Taken, "taken, its path not a port's: the display says so");
+        let v6 = find("2001:2:1::", 1024);
+        assert_eq!((v6.pref, v6.len, v6.used), (Some(1), 48, Use::Taken));
+        assert_eq!(find("ff00::", 256).kind, KernelType::Other(5));
+
+        for budget in [1, 2, 3] {
+            let (mut cursor, mut sliced, mut steps) = (ListCursor::default(), Vec::new(), 0);
+            while !m.list_step(&mut cursor, budget, &mut sliced) {
+                steps += 1;
+            }
+            assert_eq!(sliced, whole, "slices of {budget}");
+            assert!(steps >= whole.len() / budget - 1, "{steps} steps of {budget}");
+        }
     }
 
     #[test]

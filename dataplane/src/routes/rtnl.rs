@@ -73,6 +73,28 @@ pub struct KernelNeighbor {
     pub mac: Option<MacAddr>,
     /// The kernel gave up resolving it (`NUD_FAILED`).
     pub failed: bool,
+    /// Its state as `ip neigh` names it (`REACHABLE`, `STALE`, `FAILED`, …), for display.
+    pub state: &'static str,
+    /// Its link-layer address whatever the state, for display.
+    pub lladdr: Option<MacAddr>,
+    /// The neighbour is a router (`NTF_ROUTER`, IPv6), for display.
+    pub router: bool,
+}
+
+/// A neighbour state's name as `ip neigh` prints it.
+fn state_name(s: NeighbourState) -> &'static str {
+    match s {
+        NeighbourState::Incomplete => "INCOMPLETE",
+        NeighbourState::Reachable => "REACHABLE",
+        NeighbourState::Stale => "STALE",
+        NeighbourState::Delay => "DELAY",
+        NeighbourState::Probe => "PROBE",
+        NeighbourState::Failed => "FAILED",
+        NeighbourState::Noarp => "NOARP",
+        NeighbourState::Permanent => "PERMANENT",
+        NeighbourState::None => "NONE",
+        _ => "UNKNOWN",
+    }
 }
 
 /// A policy rule (`ip rule`): priority, table, and whether it selects by anything.
@@ -468,6 +490,7 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
         table,
         protocol,
         kind,
+        scope,
         flags: rflags,
         ..
     } = header;
@@ -478,6 +501,7 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
     let mut table = u32::from(table);
     let (mut dst, mut gw, mut oif, mut metric, mut mtu, mut nh_id) = (None, None, 0u32, 0u32, 0u32, None);
     let mut multipath = None;
+    let (mut prefsrc, mut pref) = (None, None);
     // An encapsulation, or a gateway that is no IP address (RTA_VIA of another family): not
     // forwardable by xfwd as the kernel would. An IPv6 gateway of an IPv4 route (RTA_VIA,
     // RFC 5549) is a gateway like another.
@@ -496,6 +520,8 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
             RouteAttribute::Priority(p) => metric = p,
             RouteAttribute::NhId(i) => nh_id = Some(i),
             RouteAttribute::MultiPath(m) => multipath = Some(m),
+            RouteAttribute::PrefSource(a) => prefsrc = gateway_ip(Some(a)),
+            RouteAttribute::Preference(p) => pref = Some(u8::from(p)),
             RouteAttribute::Metrics(ms) => {
                 for m in ms {
                     if let RouteMetric::Mtu(v) = m {
@@ -525,6 +551,9 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
         nh_id,
         mtu,
         unsupported,
+        scope: u8::from(scope),
+        prefsrc,
+        pref,
     };
     match (address_family, dst) {
         (AddressFamily::Inet, d @ (Some(RouteAddress::Inet(_)) | None)) => {
@@ -608,6 +637,9 @@ struct Common {
     nh_id: Option<u32>,
     mtu: u32,
     unsupported: bool,
+    scope: u8,
+    prefsrc: Option<IpAddr>,
+    pref: Option<u8>,
 }
 
 impl Common {
@@ -624,6 +656,9 @@ impl Common {
             nh_id: self.nh_id,
             mtu: self.mtu,
             unsupported: self.unsupported,
+            scope: self.scope,
+            prefsrc: self.prefsrc,
+            pref: self.pref,
         }
     }
 }
@@ -693,6 +728,9 @@ fn neighbor(n: NeighbourMessage, add: bool) -> Option<Message> {
         ip: ip?,
         mac: if usable { lladdr } else { None },
         failed: add && n.header.state == NeighbourState::Failed,
+        state: state_name(n.header.state),
+        lladdr,
+        router: n.header.flags.contains(NeighbourFlags::Router),
     }))
 }
 

@@ -537,7 +537,7 @@ fn open_arp(
         ),
         None => None,
     };
-    let (sync, sync_counters) = match r.kernel {
+    let (sync, sync_counters, listings) = match r.kernel {
         Some(synced) => {
             let counters = Arc::clone(&synced.counters);
             let (sync, neighbors) = KernelSync::new(
@@ -549,9 +549,10 @@ fn open_arp(
             );
             // Queued before the ARP thread starts: it begins with the kernel's entries.
             sync.send_neighbors(neighbors);
-            (Some(sync), Some(counters))
+            let listings = sync.listings();
+            (Some(sync), Some(counters), Some(listings))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let counters = Arc::new(ArpCounters::default());
     let arp_ports = ports.iter().map(|p| ArpPort { ifindex: p.ifindex }).collect();
@@ -588,6 +589,7 @@ fn open_arp(
         arp: counters,
         ndp,
         kernel: sync_counters,
+        kernel_routes: listings,
     };
     let control = RouterControl {
         specs: std::sync::Mutex::new(r.specs),
