@@ -426,8 +426,9 @@ fn family_routes<F, G, S, P>(
 }
 
 /// How long `show routes` waits for the kernel-mirror thread's listing (it builds it between
-/// batches of changes, a slice at a time: well under a second for a million routes).
-const LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// batches of changes, a slice at a time: under two seconds for a million routes), short of
+/// the client's [`crate::control::QUERY_TIMEOUT`] so that the client reads why.
+const LISTING_WAIT: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// The routes; `None` on a bridge; an error when the kernel-mirror thread does not answer.
 pub fn routes(view: &LiveView) -> Option<Result<Routes, String>> {
