@@ -280,16 +280,18 @@ fn the_kernels_neighbour_entries_are_used_as_they_change() {
         v
     };
     let ip_neigh = || records(&String::from_utf8_lossy(&r.boxns.ip(&["neigh", "show"]).unwrap().stdout));
-    let mut text = String::new();
+    // Compared read against read: states change between two reads (INCOMPLETE to FAILED).
+    let (mut text, mut kernel) = (String::new(), Vec::new());
     let t = Instant::now();
     while t.elapsed() < common::EVENTUALLY {
         text = show(&control, "neighbors");
-        if records(&text) == ip_neigh() {
+        kernel = ip_neigh();
+        if records(&text) == kernel {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(records(&text), ip_neigh(), "{text}");
+    assert_eq!(records(&text), kernel, "{text}");
     // The kernel gave up on it, or asks again: either way a state xfwd's own table never has.
     assert!(text.contains("198.18.30.9 dev eth4 FAILED") || text.contains("198.18.30.9 dev eth4 INCOMPLETE"), "{text}");
     stop_clean(&mut x);
@@ -395,16 +397,18 @@ fn show_routes_in_kernel_mode_lists_what_ip_route_lists() {
     // Less the last line, the counts.
     let xfwd =
         |s: &str| route_records(&s.lines().filter(|l| !l.contains(" routes, FIB ")).collect::<Vec<_>>().join("\n"));
-    let mut text = String::new();
+    // Compared read against read (the mirror follows the kernel within milliseconds).
+    let (mut text, mut k) = (String::new(), Vec::new());
     let until = Instant::now();
     while until.elapsed() < common::EVENTUALLY {
         text = show(&control, "routes");
-        if xfwd(&text) == kernel() {
+        k = kernel();
+        if xfwd(&text) == k {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (k, x6) = (kernel(), xfwd(&text));
+    let x6 = xfwd(&text);
     let only_kernel: Vec<&String> = k.iter().filter(|l| !x6.contains(l)).collect();
     let only_xfwd: Vec<&String> = x6.iter().filter(|l| !k.contains(l)).collect();
     assert!(
