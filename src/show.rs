@@ -14,8 +14,10 @@ use xfwd_dataplane::routes::mirror::{KernelType, Listed, Use, TABLE_LOCAL, TABLE
 use xfwd_dataplane::routes::rtnl::{Dump, KernelNeighbor, Message, Rtnl, RtnlError};
 
 /// The version of the JSON below: raised when a field changes meaning or goes; new fields may
-/// come without it.
-pub const VERSION: u32 = 1;
+/// come without it. 2: in kernel mode `routes` lists every kernel route (not only those xfwd
+/// takes: see `used`) with `dst` as `ip -j route` gives it (`default`, a host route's address
+/// alone), and `neighbors` the kernel's entries, whose `lladdr` is absent while unresolved.
+pub const VERSION: u32 = 2;
 
 /// `show fdb --json`.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
