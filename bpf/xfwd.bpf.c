@@ -284,11 +284,14 @@ struct {
 } xfwd_neigh6 SEC(".maps");
 
 /* A port's MAC, 1 in `ready` once its xfwd_egress entry is set and while its driver takes
- * redirected frames, and the longest frame it sends (its MTU, an Ethernet header and a VLAN
- * tag: what the kernel lets through a redirect; io::frame_max). Mirrored in io/xdp.rs. */
+ * redirected frames, 1 in `isolated` for a bridge port set isolated (l2::PortPolicy: it
+ * reaches no other isolated port), and the longest frame it sends (its MTU, an Ethernet header
+ * and a VLAN tag: what the kernel lets through a redirect; io::frame_max). Mirrored in
+ * io/xdp.rs. */
 struct xfwd_port_mac {
 	__u8 mac[6];
-	__u16 ready;
+	__u8 ready;
+	__u8 isolated;
 	__u32 max_frame;
 };
 
@@ -678,7 +681,11 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
  * decide) to the known port of its destination, or floods it to every other port when the
  * destination is unknown or a group and every port takes redirected frames. Anything else
  * returns -1, untouched, for the workers: a source they must learn or move, a group source,
- * a destination behind the ingress port (dropped there as same-segment), an egress not ready.
+ * a destination behind the ingress port (dropped there as same-segment), an egress not ready,
+ * known unicast between two isolated ports (dropped there as isolated). The loader turns
+ * flooding here off (XFWD_CONFIG_FLOOD 0) where a port's settings make a flood's ports other
+ * than all but the ingress, and a port that does not learn never has stations of its own
+ * here but its static ones: the workers apply those settings.
  * The 802.1D link-local groups never get here (the kernel's, above). */
 static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 {
@@ -687,7 +694,7 @@ static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 	__u32 len = (__u32)(data_end - data);
 	struct xfwd_mac_key key = {};
 	struct xfwd_station *src, *dst;
-	struct xfwd_port_mac *out;
+	struct xfwd_port_mac *out, *in;
 	__u32 slot = XFWD_CONFIG_FLOOD;
 	__u32 *flood, port;
 	__u64 now;
@@ -713,6 +720,11 @@ static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 			out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
 			if (!out || !out->ready || len > out->max_frame)
 				return -1; /* not ready, or too long for it: the workers count the drop */
+			if (out->isolated) {
+				in = bpf_map_lookup_elem(&xfwd_port_macs, &in_port);
+				if (!in || in->isolated)
+					return -1; /* isolated to isolated: the workers count the drop */
+			}
 			return send(in_port, port, 0, XFWD_FORWARDED);
 		}
 	}

@@ -61,8 +61,8 @@ fn main() {
         XdpProgram::load(std::slice::from_ref(&lo), (mode, DataPath::AfXdp), Steer::ByQueue, None).expect("load");
     let mut p = XdpProgram::load(&[lo], (mode, DataPath::Xdp), Steer::ByQueue, None).expect("load");
     let mut maps = p.fast_maps().expect("maps");
-    maps.set_port(PortId(0), ifindex, ETH5, true, xfwd_dataplane::io::frame_max(1500)).expect("port 0");
-    maps.set_port(PortId(1), ifindex, ETH4, true, xfwd_dataplane::io::frame_max(1500)).expect("port 1");
+    maps.set_port(PortId(0), ifindex, ETH5, (true, false), xfwd_dataplane::io::frame_max(1500)).expect("port 0");
+    maps.set_port(PortId(1), ifindex, ETH4, (true, false), xfwd_dataplane::io::frame_max(1500)).expect("port 1");
     for (gw, gw6) in gws.iter().zip(&gws6) {
         maps.set_neighbor(*gw, PortId(1), ETH5).expect("neighbour");
         maps.set_neighbor6(Key6::global(*gw6), PortId(1), ETH5).expect("neighbour");

@@ -441,7 +441,6 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         let flags = w.options.layer();
         let (options, origins) = WorkerOptions::merge(&[&file.options, &flags]);
         options.check().map_err(|r| xfwd::UsageError(word(&r, &origins)))?;
-        settings_fit_path(&bridge_settings(Some(file)), options.path)?;
         println!("{}: ok: {} port(s) (not looked for: --parse-only)", file.path.display(), ports.len());
         return Ok(ExitCode::SUCCESS);
     }
@@ -455,7 +454,6 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
     }
     let (workers, origins) = worker_options(&w.options, file.as_ref().map(|f| &f.options), &ports)?;
     let settings = bridge_settings(file.as_ref());
-    settings_fit_path(&settings, workers.path)?;
     if args.check {
         start_would_take(&ports)?;
         println!(
@@ -500,19 +498,6 @@ fn bridge_settings(file: Option<&xfwd_config::bridge::BridgeConfig>) -> xfwd_dat
         ports: f.port_settings.clone(),
         statics: f.statics.iter().map(|&(mac, i)| (mac, xfwd_dataplane::PortId(i as u8))).collect(),
     })
-}
-
-/// Refuses per-port settings with the XDP path, whose program bridges without them (start-up
-/// refuses it too; said here for --check).
-fn settings_fit_path(
-    settings: &xfwd_dataplane::io::config::BridgeSettings,
-    path: xfwd_dataplane::io::options::DataPath,
-) -> anyhow::Result<()> {
-    if !settings.is_default() && path == xfwd_dataplane::io::options::DataPath::Xdp {
-        let e = xfwd_dataplane::io::config::Request::XdpPathBridgeSettings;
-        return Err(xfwd::UsageError(e.to_string()).into());
-    }
-    Ok(())
 }
 
 /// What differs from a plain learning bridge, per port: `eth4: isolated; eth6: learning off,

@@ -196,8 +196,8 @@ mod xdp_path {
         n6.insert(Key6::global(ip6("2001:2:0:30::7")), HOST, PortId(1), false).unwrap();
         let mut maps: FastMaps = p.fast_maps().unwrap();
         // Both ports are `lo` to the devmap: BPF_PROG_TEST_RUN redirects nothing.
-        maps.set_port(PortId(0), ifindex, ETH5, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
-        maps.set_port(PortId(1), ifindex, ETH4, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
+        maps.set_port(PortId(0), ifindex, ETH5, (true, false), xfwd_dataplane::io::frame_max(1500)).unwrap();
+        maps.set_port(PortId(1), ifindex, ETH4, (true, false), xfwd_dataplane::io::frame_max(1500)).unwrap();
         maps.load(&t, &n, &n6).unwrap();
         maps.set_path(true).unwrap();
         World { p, maps, lo: ifindex, t, n, n6 }
@@ -420,9 +420,9 @@ mod xdp_path {
         }
         let mut w = world();
         let frame = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
-        w.maps.set_port(PortId(1), w.lo, ETH4, false, xfwd_dataplane::io::frame_max(1500)).unwrap();
+        w.maps.set_port(PortId(1), w.lo, ETH4, (false, false), xfwd_dataplane::io::frame_max(1500)).unwrap();
         assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap(), (XDP_PASS, frame.clone()), "to the workers, untouched");
-        w.maps.set_port(PortId(1), w.lo, ETH4, true, xfwd_dataplane::io::frame_max(1500)).unwrap();
+        w.maps.set_port(PortId(1), w.lo, ETH4, (true, false), xfwd_dataplane::io::frame_max(1500)).unwrap();
         assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap().0, XDP_REDIRECT, "ready again: the program's");
         assert_eq!(counts(&w.p), [("pass-no-socket", 1), ("xdp-forwarded", 1)]);
     }
@@ -494,7 +494,7 @@ mod bridge_xdp_path {
         let (p, lo) = load(ProgramMode::Bridge, DataPath::Xdp);
         let maps = p.fast_maps().unwrap();
         for port in [PortId(0), PortId(1)] {
-            maps.set_port(port, lo, NO_MAC, true, max_frame).unwrap();
+            maps.set_port(port, lo, NO_MAC, (true, false), max_frame).unwrap();
         }
         maps.set_station(A, PortId(0)).unwrap();
         maps.set_station(B, PortId(1)).unwrap();
@@ -537,13 +537,36 @@ mod bridge_xdp_path {
             assert_eq!(run(f), XDP_PASS, "{why}");
         }
         // A port that takes no redirects: nothing to it, and no flooding, in the program.
-        maps.set_port(PortId(1), lo, NO_MAC, false, 100).unwrap();
+        maps.set_port(PortId(1), lo, NO_MAC, (false, false), 100).unwrap();
         maps.set_flood(0).unwrap();
         assert_eq!(run(&to_b), XDP_PASS, "egress not ready");
         assert_eq!(run(&eth(MacAddr::BROADCAST, A, 60)), XDP_PASS, "flooding left to the workers");
         let n = |c: XdpCounter| counts(&p).iter().find(|(k, _)| *k == c.name()).map_or(0, |(_, v)| *v);
         assert_eq!((n(XdpCounter::Forwarded), n(XdpCounter::Flooded)), (2, 2));
         assert_eq!(n(XdpCounter::PassNoSocket), 1 + workers.len() as u64 + 2);
+    }
+
+    #[test]
+    fn known_unicast_between_two_isolated_ports_goes_to_the_workers() {
+        if !crate::common::root_or_skip("known_unicast_between_two_isolated_ports_goes_to_the_workers") {
+            return;
+        }
+        let (mut p, maps, lo) = world(100);
+        let mut run = |f: &[u8]| p.test_run(f, lo, 0).unwrap().0;
+        let to_b = eth(B, A, 60);
+        let isolate = |which: [bool; 2]| {
+            for (i, iso) in which.into_iter().enumerate() {
+                maps.set_port(PortId(i as u8), lo, NO_MAC, (true, iso), 100).unwrap();
+            }
+        };
+        isolate([true, false]);
+        assert_eq!(run(&to_b), XDP_REDIRECT, "from an isolated port to one that is not");
+        isolate([false, true]);
+        assert_eq!(run(&to_b), XDP_REDIRECT, "to an isolated port from one that is not");
+        isolate([true, true]);
+        assert_eq!(run(&to_b), XDP_PASS, "isolated to isolated: the workers drop it as isolated");
+        isolate([false, false]);
+        assert_eq!(run(&to_b), XDP_REDIRECT);
     }
 
     #[test]

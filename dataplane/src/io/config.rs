@@ -150,10 +150,6 @@ pub enum Request {
         /// Ports bridged.
         ports: usize,
     },
-    /// Per-port settings or static entries with `--path xdp`, whose program bridges without
-    /// them.
-    #[error("per-port bridge settings (learning, flooding, isolation) and static entries are applied on the AF_XDP path only; drop --path xdp (or `path = \"xdp\"`), or the settings")]
-    XdpPathBridgeSettings,
     /// Static entries that do not fit the FDB (their buckets full of other static ones).
     #[error("static entry {mac}: no room in the FDB for it among the other static entries; raise fdb_size")]
     StaticsFull {

@@ -162,6 +162,7 @@ struct RouterSync {
 struct BridgeSync {
     fdb: Arc<Fdb>,
     clock: Clock,
+    policies: crate::l2::Policies,
     written: HashMap<MacAddr, PortId>,
 }
 
@@ -185,12 +186,15 @@ pub enum Source {
         /// Whether a new table is swapped in whole.
         whole: bool,
     },
-    /// The bridge's FDB, on the workers' clock.
+    /// The bridge's FDB, on the workers' clock, and its ports' settings.
     Bridge {
         /// The workers' FDB.
         fdb: Arc<Fdb>,
         /// Their clock.
         clock: Clock,
+        /// The ports' settings: isolation is the program's to apply to known unicast; floods
+        /// are left to the workers unless every flood goes everywhere.
+        policies: crate::l2::Policies,
     },
 }
 
@@ -260,7 +264,9 @@ impl FastSync {
                     written6: HashMap::new(),
                 }))
             }
-            Source::Bridge { fdb, clock } => Tables::Bridge(BridgeSync { fdb, clock, written: HashMap::new() }),
+            Source::Bridge { fdb, clock, policies } => {
+                Tables::Bridge(BridgeSync { fdb, clock, policies, written: HashMap::new() })
+            }
         };
         let written_max = vec![0; ports.len()];
         let mut sync =
@@ -373,16 +379,23 @@ impl FastSync {
     }
 
     /// Every port as an egress: its devmap entry, MAC and longest frame, ready where it takes
-    /// redirected frames; the bridge floods in the program only while every port does, frames
-    /// that every port takes.
+    /// redirected frames, isolated as the bridge's settings say; the bridge floods in the
+    /// program only while every port takes redirected frames and every flood goes to every
+    /// port but its ingress (no port keeps a kind of flood out, at most one is isolated),
+    /// frames that every port takes.
     fn write_ports(&mut self) -> Result<(), XdpError> {
         let takes = |i: usize| self.counters.takes_redirects.get(i).is_none_or(|t| t.load(Ordering::Relaxed));
+        let isolated = |i: usize| match &self.tables {
+            Tables::Bridge(b) => b.policies.is_isolated(PortId(i as u8)),
+            Tables::Router(_) => false,
+        };
         let max: Vec<u32> = self.frame_max.iter().map(|m| m.load(Ordering::Relaxed)).collect();
         for (i, (&mac, &ifindex)) in self.macs.iter().zip(&self.ifindexes).enumerate() {
-            self.maps.set_port(PortId(i as u8), ifindex, mac, takes(i), max.get(i).copied().unwrap_or(0))?;
+            let flags = (takes(i), isolated(i));
+            self.maps.set_port(PortId(i as u8), ifindex, mac, flags, max.get(i).copied().unwrap_or(0))?;
         }
-        if let Tables::Bridge(_) = self.tables {
-            let all = (0..self.ifindexes.len()).all(takes);
+        if let Tables::Bridge(b) = &self.tables {
+            let all = (0..self.ifindexes.len()).all(takes) && b.policies.floods_everywhere();
             self.maps.set_flood(if all { max.iter().copied().min().unwrap_or(0) } else { 0 })?;
         }
         self.written_max = max;

@@ -154,6 +154,19 @@ impl Policies {
         self.learning.contains(port.index())
     }
 
+    /// Whether `port` is isolated.
+    pub fn is_isolated(&self, port: PortId) -> bool {
+        self.isolated.contains(port.index())
+    }
+
+    /// Whether every flood goes to every port but its ingress, whatever its kind and ingress
+    /// (as with the defaults: each kind flooded everywhere, and isolation, which only keeps
+    /// isolated ports from each other, on at most one port).
+    pub fn floods_everywhere(&self) -> bool {
+        let all = self.ports.0;
+        self.flood.iter().all(|s| s.0 & all == all) && (self.isolated.0 & all).count_ones() < 2
+    }
+
     /// Whether a frame received on `from` may go out of `to` (isolation).
     #[inline(always)]
     pub fn reaches(&self, from: PortId, to: PortId) -> bool {
@@ -192,6 +205,34 @@ mod tests {
         assert_eq!((PortSet(0b1010_0001).highest(), PortSet(0).highest()), (Some(7), None));
         assert_eq!(PortSet(1 << 63).iter().collect::<Vec<_>>(), [63]);
         assert_eq!(Policies::uniform(64).flood_set(PortId(63), FloodKind::Unknown), PortSet(u64::MAX >> 1));
+    }
+
+    #[test]
+    fn floods_everywhere_is_every_flood_set_being_all_but_the_ingress() {
+        let with = |f: fn(&mut PortPolicy), on: &[usize]| {
+            let mut ports = vec![PortPolicy::default(); 3];
+            for &i in on {
+                f(&mut ports[i]);
+            }
+            Policies::new(&ports)
+        };
+        let cases: [(Policies, bool); 6] = [
+            (Policies::uniform(3), true),
+            (with(|p| p.learning = false, &[0, 1, 2]), true),
+            (with(|p| p.isolated = true, &[1]), true),
+            (with(|p| p.isolated = true, &[0, 2]), false),
+            (with(|p| p.mcast_flood = false, &[2]), false),
+            (with(|p| p.flood = false, &[0]), false),
+        ];
+        for (p, want) in cases {
+            let by_sets = (0..3).all(|i| {
+                [FloodKind::Unknown, FloodKind::Multicast, FloodKind::Broadcast]
+                    .iter()
+                    .all(|&k| p.flood_set(PortId(i), k) == PortSet(0b111).without(usize::from(i)))
+            });
+            assert_eq!((p.floods_everywhere(), by_sets), (want, want), "{p:?}");
+        }
+        assert!(with(|p| p.isolated = true, &[0, 2]).is_isolated(P2));
     }
 
     #[test]

@@ -354,7 +354,7 @@ fn fast_path(
             neighbors6: Arc::clone(&r.neighbors6),
             whole: r.kernel.is_none(),
         },
-        None => Source::Bridge { fdb: Arc::clone(&shared.fdb), clock },
+        None => Source::Bridge { fdb: Arc::clone(&shared.fdb), clock, policies: shared.policies.clone() },
     };
     let frame_max = || Arc::clone(&shared.frame_max);
     let takes = vec![true; ports.len()];

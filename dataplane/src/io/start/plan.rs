@@ -42,9 +42,6 @@ pub fn check_request(cfg: &ForwarderConfig) -> Result<(), StartError> {
         if (!settings.ports.is_empty() && settings.ports.len() != cfg.ports.len()) || bad_static {
             return Err(Request::BridgeSettings { given: settings.ports.len(), ports: cfg.ports.len() }.into());
         }
-        if !settings.is_default() && cfg.workers.path == super::super::options::DataPath::Xdp {
-            return Err(Request::XdpPathBridgeSettings.into());
-        }
     }
     Ok(())
 }
