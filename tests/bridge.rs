@@ -377,16 +377,14 @@ fn zero_copy_falls_back_on_veth_or_refuses_when_forced_and_huge_pages_back_the_u
         "reserve them with sysctl vm.nr_hugepages",
     );
     drop(_reserved);
-    let _reserved = HugePages::reserve(16);
+    // One worker, two ports, 8,192 frames of 2 KiB: 16 MiB, eight 2 MiB pages, and no more:
+    // veth says it has no zero-copy, so no zero-copy bind is tried first (its UMEM, freed
+    // late by the kernel after the failed bind, took eight more pages for a while).
+    let _reserved = HugePages::reserve(8);
     let free = huge_pages_free();
-    assert!(free >= 8, "the kernel reserved {free} huge pages");
+    assert_eq!(free, 8, "the premise: the kernel reserved eight huge pages, all free");
     let mut x = r.start_xfwd(XFWD, &["bridge", "eth4", "eth5", "--huge-pages", "--control", &c]).unwrap();
-    // One worker, two ports, 8,192 frames of 2 KiB: 16 MiB, eight 2 MiB pages. The zero-copy
-    // bind tried first made a UMEM too, on eight more; the kernel gives them back from a work
-    // queue after that socket closed (a socket whose bind failed has no pool, and
-    // xdp_put_umem defers its release), which a busy machine runs late: seen in 2 of 7 runs of
-    // the whole file, sixteen pages still held when xfwd said ready.
-    common::until(common::EVENTUALLY, "the UMEM on eight huge pages", || free - huge_pages_free() == 8);
+    common::until(common::EVENTUALLY, "the UMEM on the eight huge pages", || huge_pages_free() == 0);
     Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
     r.h2.exec(&["ping", "-c", "20", "-i", "0.01", "-W", "1", rig::H1_ADDR]).unwrap();
     stop_clean(&mut x);

@@ -89,7 +89,7 @@ impl Forwarder {
         // The stamp's key: drawn for each start, never leaves the box.
         let stamp_key = plan.aqm.map(|_| random_key());
         let mut xdp = load_program(&ports, &plan, (&shared, cfg.workers.path), stamp_key)?;
-        let (sockets, zero_copy) = open_sockets(cfg, &plan, &xdp, &mut warnings)?;
+        let (sockets, zero_copy) = open_sockets(cfg, &plan, (&ports, &xdp), &mut warnings)?;
         let pools = sockets
             .iter()
             .flat_map(|s| &s.pools)
@@ -399,20 +399,39 @@ fn no_redirects(port: &PortInfo, features: DevFeatures) -> String {
     format!("{name} ({driver}) does not take frames an XDP program redirects to it (its XDP features: {}; no ndo-xmit); {fix}", features.xdp_names())
 }
 
+/// The first of `ports` whose driver says, through the netdev family, that it has no AF_XDP
+/// zero-copy; `None` where none does or the family cannot say.
+fn says_no_zero_copy(ports: &[PortInfo]) -> Option<usize> {
+    let mut netdev = Netdev::open().ok().flatten()?;
+    ports.iter().position(|p| netdev.dev(p.ifindex).is_ok_and(|f| !f.zero_copy()))
+}
+
 /// Step 4: the UMEMs and every worker's sockets, bound and registered in the program's XSKMAP:
 /// per queue, a UMEM for each worker ([`Layout::PerQueue`]), or per port, a UMEM for all the
 /// workers on queue 0, each worker's socket registered for the CPUs it serves
 /// ([`Layout::PerCpu`]). The
-/// first bind settles zero-copy against copy mode for all ([`plan::BindMode`]). Returns the
-/// sockets by worker and whether they are zero-copy.
+/// first bind settles zero-copy against copy mode for all ([`plan::BindMode`]), unless a
+/// port's driver says beforehand that it has no zero-copy. Returns the sockets by worker and
+/// whether they are zero-copy.
 fn open_sockets(
     cfg: &ForwarderConfig,
     plan: &Plan<'_>,
-    xdp: &XdpProgram,
+    (ports, xdp): (&[PortInfo], &XdpProgram),
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<QueueSockets>, bool), StartError> {
     let mode = plan::bind_mode(cfg.workers.zero_copy, plan.xdp_mode)?;
     let mut zero_copy = mode.tries_zero_copy();
+    // Under auto, a driver that says it has no AF_XDP zero-copy (the netdev family's XDP
+    // features, Linux 6.3+) is taken at its word: every socket binds in copy mode at once.
+    // Trying first would make a UMEM that the kernel frees late after the failed bind — twice
+    // the memory for a while, twice the huge pages with --huge-pages. Without the family, the
+    // first bind decides, as before.
+    if mode == plan::BindMode::PreferZeroCopy {
+        if let Some(p) = says_no_zero_copy(ports) {
+            warnings.push(plan::fallback_warning(&ports[p].name));
+            zero_copy = false;
+        }
+    }
     // Each UMEM: the queue its sockets bind, its workers and its ports.
     let all_ports: Vec<usize> = (0..cfg.ports.len()).collect();
     let umems: Vec<(u32, Vec<u32>, Vec<usize>)> = match plan.layout {
