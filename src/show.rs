@@ -305,14 +305,23 @@ fn own_neighbors(view: &LiveView) -> Option<Neighbors> {
 /// The name `ip route` gives a route's protocol (`rtm_protocol`).
 fn proto_name(p: u8) -> String {
     match p {
+        0 => "unspec".into(),
+        1 => "redirect".into(),
         2 => "kernel".into(),
         3 => "boot".into(),
         4 => "static".into(),
+        8 => "gated".into(),
         9 => "ra".into(),
+        10 => "mrt".into(),
         11 => "zebra".into(),
         12 => "bird".into(),
+        13 => "dnrouted".into(),
+        14 => "xorp".into(),
+        15 => "ntk".into(),
         16 => "dhcp".into(),
+        18 => "keepalived".into(),
         42 => "babel".into(),
+        99 => "openr".into(),
         186 => "bgp".into(),
         187 => "isis".into(),
         188 => "ospf".into(),

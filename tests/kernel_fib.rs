@@ -367,6 +367,8 @@ fn show_routes_in_kernel_mode_lists_what_ip_route_lists() {
          route add 198.19.7.0/24 tos 0x10 via 198.18.30.2\n\
          route add blackhole 198.19.8.0/24\n\
          route add 198.19.9.0/24 dev lo\n\
+         route add 198.19.10.0/24 via 198.18.30.2 proto keepalived\n\
+         route add 198.19.11.0/24 via 198.18.30.2 proto 200\n\
          nexthop add id 7 via 198.18.30.2 dev eth4\n\
          route add 198.18.40.0/24 nhid 7\n",
     );
