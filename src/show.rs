@@ -231,10 +231,15 @@ pub fn neighbors(view: &LiveView) -> Option<Result<Neighbors, String>> {
 fn with_kernel(own: Neighbors, kernel: &[KernelNeighbor], dev: &dyn Fn(u32) -> (String, bool)) -> Neighbors {
     let mut mine = own.entries;
     let mut entries = Vec::new();
-    for k in kernel.iter().filter(|k| !matches!(k.state, "NOARP" | "NONE")) {
+    for k in kernel {
         let (name, port) = dev(k.ifindex);
         let lladdr = k.lladdr.map(|m| m.to_string()).unwrap_or_default();
         let held = mine.iter().position(|o| o.dev == name && o.dst == k.ip).map(|i| mine.remove(i));
+        if matches!(k.state, "NOARP" | "NONE") {
+            // Hidden, as `ip neigh` hides them, with xfwd's copy of them (multicast and
+            // broadcast entries the kernel's table holds without asking).
+            continue;
+        }
         let note = match (&held, port) {
             (_, false) => Some("not a port: xfwd does not use it".to_owned()),
             (Some(o), true) if o.lladdr != lladdr => Some(format!("xfwd's table has {}", o.lladdr)),
@@ -584,6 +589,34 @@ fn kernel_route(l: &Listed, name: &mut dyn FnMut(u32) -> String) -> Route {
     }
 }
 
+/// A TOS as `ip route` writes it: its name in iproute2's `rt_dsfield` (the DSCP classes), else
+/// in hexadecimal.
+fn tos_name(t: u8) -> String {
+    const NAMES: [(u8, &str); 20] = [
+        (0x28, "AF11"),
+        (0x30, "AF12"),
+        (0x38, "AF13"),
+        (0x48, "AF21"),
+        (0x50, "AF22"),
+        (0x58, "AF23"),
+        (0x68, "AF31"),
+        (0x70, "AF32"),
+        (0x78, "AF33"),
+        (0x88, "AF41"),
+        (0x90, "AF42"),
+        (0x98, "AF43"),
+        (0x20, "CS1"),
+        (0x40, "CS2"),
+        (0x60, "CS3"),
+        (0x80, "CS4"),
+        (0xa0, "CS5"),
+        (0xc0, "CS6"),
+        (0xe0, "CS7"),
+        (0xb8, "EF"),
+    ];
+    NAMES.iter().find(|(v, _)| *v == t).map_or_else(|| format!("0x{t:02x}"), |(_, n)| (*n).to_owned())
+}
+
 /// A kernel route as `ip route show table all` prints it (multipath members on lines of their
 /// own), xfwd's note after two spaces and in brackets.
 pub fn kernel_route_line(r: &Route) -> String {
@@ -596,7 +629,7 @@ pub fn kernel_route_line(r: &Route) -> String {
         let _ = write!(s, " nhid {id}");
     }
     if let Some(t) = r.tos {
-        let _ = write!(s, " tos 0x{t:02x}");
+        let _ = write!(s, " tos {}", tos_name(t));
     }
     if let Some(g) = &r.gateway {
         let _ = write!(s, " {}", via(&r.family, g));
@@ -914,6 +947,8 @@ mod tests {
             line(&t),
             "198.19.7.0/24 nhid 7 tos 0x10 via 198.18.30.2 dev eth4  [not used by xfwd: it selects by TOS]"
         );
+        t.tos = 0x20;
+        assert!(line(&t).starts_with("198.19.7.0/24 nhid 7 tos CS1 via"), "a DSCP class by its rt_dsfield name");
 
         let mut mc = listed("ff00::", 8, KernelType::Other(5), &[(None, 3, 1, true)]);
         (mc.table, mc.protocol, mc.metric, mc.pref) = (TABLE_LOCAL, 2, 256, Some(0));
@@ -970,6 +1005,8 @@ mod tests {
                 neighbor("198.18.30.2", "02:00:00:00:30:02", "REACHABLE"),
                 neighbor("198.18.30.3", "02:00:00:00:30:03", "REACHABLE"),
                 neighbor("198.18.30.4", "02:00:00:00:30:04", "PERMANENT"),
+                // A kernel NOARP entry xfwd took too: hidden with it.
+                neighbor("198.18.30.7", "02:00:00:00:30:07", "REACHABLE"),
                 neighbor("fe80::1", "02:00:00:00:30:01", "REACHABLE"),
             ],
             capacity: 4096,

@@ -365,6 +365,7 @@ fn show_routes_in_kernel_mode_lists_what_ip_route_lists() {
          route add 198.19.6.0/24 via 198.18.30.2 mtu 1300 src 198.18.30.1\n\
          route add 198.19.6.0/24 via 198.18.30.3 metric 5\n\
          route add 198.19.7.0/24 tos 0x10 via 198.18.30.2\n\
+         route add 198.19.7.0/24 tos 0x20 via 198.18.30.2\n\
          route add blackhole 198.19.8.0/24\n\
          route add 198.19.9.0/24 dev lo\n\
          route add 198.19.10.0/24 via 198.18.30.2 proto keepalived\n\

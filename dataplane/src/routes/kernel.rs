@@ -492,6 +492,9 @@ impl KernelSync {
                 changed |= std::mem::take(&mut l.1);
                 l.0
             };
+            // The mirror is always a whole dump (a resync replaces it only once its dump
+            // completes): a listing is answered even while a resynchronisation is due.
+            self.list_step();
             if resync || self.resync_due.is_some_and(|due| now >= due) {
                 if self.resync(limits) {
                     self.counters.record(waiting.map_or(now, |w| w.0).elapsed());
@@ -503,7 +506,6 @@ impl KernelSync {
                 // The mirror is incomplete until the resynchronisation succeeds.
                 continue;
             }
-            self.list_step();
             if changed {
                 if self.stage(limits) {
                     // Built whole and published.

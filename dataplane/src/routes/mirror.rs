@@ -297,8 +297,9 @@ pub struct Listed {
 pub enum Use {
     /// The route the workers take for its table and prefix, as the kernel does.
     Taken,
-    /// A usable route of the same table and prefix with a lower metric is taken instead, by
-    /// the kernel too.
+    /// Another usable route of the same table and prefix is taken instead: one of lower
+    /// metric (by the kernel too), or, for routes on link of one prefix and metric on several
+    /// interfaces (each port's `fe80::/64`, `ff00::/8`), the first (the kernel keeps each).
     Shadowed,
     /// Never taken by xfwd: it has a TOS.
     Tos,

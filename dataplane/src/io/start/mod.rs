@@ -400,10 +400,11 @@ fn no_redirects(port: &PortInfo, features: DevFeatures) -> String {
 }
 
 /// The first of `ports` whose driver says, through the netdev family, that it has no AF_XDP
-/// zero-copy; `None` where none does or the family cannot say.
+/// zero-copy; `None` where none does or the family cannot say (a driver that reports no XDP
+/// feature at all says nothing).
 fn says_no_zero_copy(ports: &[PortInfo]) -> Option<usize> {
     let mut netdev = Netdev::open().ok().flatten()?;
-    ports.iter().position(|p| netdev.dev(p.ifindex).is_ok_and(|f| !f.zero_copy()))
+    ports.iter().position(|p| netdev.dev(p.ifindex).is_ok_and(|f| f.xdp_features != 0 && !f.zero_copy()))
 }
 
 /// Step 4: the UMEMs and every worker's sockets, bound and registered in the program's XSKMAP:
