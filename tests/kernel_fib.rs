@@ -370,6 +370,10 @@ fn show_routes_in_kernel_mode_lists_what_ip_route_lists() {
          route add 198.19.9.0/24 dev lo\n\
          route add 198.19.10.0/24 via 198.18.30.2 proto keepalived\n\
          route add 198.19.11.0/24 via 198.18.30.2 proto 200\n\
+         route add 198.19.13.0/24 via 198.18.30.2\n\
+         route append 198.19.13.0/24 via 198.18.30.3\n\
+         route add 198.19.14.0/24 via 198.18.30.2\n\
+         route prepend 198.19.14.0/24 via 198.18.30.3\n\
          nexthop add id 7 via 198.18.30.2 dev eth4\n\
          route add 198.18.40.0/24 nhid 7\n",
     );
@@ -449,6 +453,17 @@ fn show_routes_in_kernel_mode_lists_what_ip_route_lists() {
     assert_eq!(find("198.18.40.0/24", None).nhid, Some(7));
     assert!(!find("198.19.9.0/24", None).forwarded);
     assert_eq!(find("2001:2:1::/48", Some(1024)).pref.as_deref(), Some("high"));
+    // Two routes of one key (`ip route append`, `prepend`): both listed, the kernel's first used.
+    let via = |dst: &str, gw: &str| {
+        let gw: std::net::IpAddr = gw.parse().unwrap();
+        json.routes
+            .iter()
+            .find(|r| r.dst == dst && r.gateway == Some(gw))
+            .unwrap_or_else(|| panic!("{dst} via {gw}"))
+            .used
+    };
+    assert_eq!((via("198.19.13.0/24", "198.18.30.2"), via("198.19.13.0/24", "198.18.30.3")), (Some(true), Some(false)));
+    assert_eq!((via("198.19.14.0/24", "198.18.30.3"), via("198.19.14.0/24", "198.18.30.2")), (Some(true), Some(false)));
     let tos = json.routes.iter().find(|r| r.tos == Some(0x10)).unwrap();
     assert_eq!((tos.used, tos.forwarded), (Some(false), false));
     stop_clean(&mut x);

@@ -8,7 +8,11 @@
 //!
 //! - Of the routes for one prefix in one table (they differ by metric, and IPv4 by TOS), the
 //!   lowest metric is used, as the kernel does; routes with a TOS are not used (counted in
-//!   [`Mirror::ignored`]), nor are source-specific IPv6 routes.
+//!   [`Mirror::ignored`]), nor are source-specific IPv6 routes, which are kept apart from the
+//!   others (a plain route of the same prefix and metric stays a route of its own).
+//! - IPv4 routes of one table, prefix, TOS and metric (`ip route append`, `prepend`) are kept
+//!   in the kernel's order, which the message's flags give ([`Place`]); the first is used, and
+//!   deleting it uncovers the next.
 //! - The kernel looks the local table up first, then the main one. The mirror merges both
 //!   into one longest-prefix match where a local-table route wins a tie; the two differ only
 //!   when the local table holds a prefix that a longer main route would split, which the
@@ -123,6 +127,19 @@ pub enum Nexthop {
     Group(Vec<(u32, u16)>),
 }
 
+/// Where a new IPv4 route goes among the kernel's routes of the same table, prefix, TOS and
+/// metric, which the kernel keeps in order and looks up first to last (`ip route append` and
+/// `prepend` make such lists; the first is the one used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// After them: a dump (in the kernel's order), `NLM_F_APPEND`, or a new one (`NLM_F_EXCL`).
+    Last,
+    /// Before them: a notification with neither flag (`ip route prepend`).
+    First,
+    /// In the first one's place (`NLM_F_REPLACE`).
+    Replace,
+}
+
 /// What changed in the kernel, from one rtnetlink message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -130,6 +147,8 @@ pub enum Event {
     Route4 {
         /// New (else deleted).
         add: bool,
+        /// Where a new route goes among those of the same table, prefix, TOS and metric.
+        place: Place,
         /// The route.
         route: KernelRoute4,
     },
@@ -327,6 +346,12 @@ pub struct Mirror {
     up: HashMap<u32, bool>,
     routes4: BTreeMap<Key4, Stored<IpAddr>>,
     routes6: BTreeMap<Key6, Stored<Ipv6Addr>>,
+    /// IPv4 routes after the first of their key (same table, prefix, TOS and metric), in the
+    /// kernel's order: not used while the first is there.
+    later4: BTreeMap<Key4, Vec<Stored<IpAddr>>>,
+    /// Source-specific IPv6 routes (`from`), never used, apart from the others so that one of
+    /// them and a plain route of the same prefix and metric stay two routes, as in the kernel.
+    sourced6: BTreeMap<Key6, Stored<Ipv6Addr>>,
     nexthops: HashMap<u32, Nexthop>,
     /// The preferred source addresses routes name, for display ([`Stored::src`]).
     srcs: Vec<IpAddr>,
@@ -369,6 +394,8 @@ impl Mirror {
             up: HashMap::new(),
             routes4: BTreeMap::new(),
             routes6: BTreeMap::new(),
+            later4: BTreeMap::new(),
+            sourced6: BTreeMap::new(),
             nexthops: HashMap::new(),
             srcs: Vec::new(),
             ignored4: std::cell::Cell::new(0),
@@ -442,6 +469,8 @@ impl Mirror {
         self.dirty = Dirty { all: true, ..Dirty::default() };
         self.routes4.clear();
         self.routes6.clear();
+        self.later4.clear();
+        self.sourced6.clear();
         self.nexthops.clear();
         self.up.clear();
         for (_, s) in &mut self.ports {
@@ -463,19 +492,15 @@ impl Mirror {
     /// Applies one event.
     pub fn apply(&mut self, e: Event) -> Applied {
         match e {
-            Event::Route4 { add, route } => {
+            Event::Route4 { add, place, route } => {
                 if !self.wanted(route.table) {
                     return Applied::Unchanged;
                 }
                 let key = (route.table, route.prefix, route.tos, route.metric);
                 let (prefix, table) = (route.prefix, route.table);
-                let changed = if add {
-                    let src = self.intern_src(route.prefsrc);
-                    let new = Stored::of(route, src);
-                    self.routes4.insert(key, new.clone()).as_ref() != Some(&new)
-                } else {
-                    self.routes4.remove(&key).is_some()
-                };
+                let src = self.intern_src(route.prefsrc);
+                let new = Stored::of(route, src);
+                let changed = if add { self.add4(key, new, place) } else { self.remove4(key, &new) };
                 if changed {
                     self.dirty.v4.insert(prefix);
                     self.dirty.local |= table == TABLE_LOCAL;
@@ -511,8 +536,18 @@ impl Mirror {
                 self.touch_users(id);
                 self.nexthops.remove(&id);
                 // The kernel deletes the routes that used it, silently.
-                self.routes4.retain(|_, r| r.nh_id != Some(id));
+                let gone: Vec<Key4> =
+                    self.routes4.iter().filter(|(_, r)| r.nh_id == Some(id)).map(|(k, _)| *k).collect();
+                for list in self.later4.values_mut() {
+                    list.retain(|r| r.nh_id != Some(id));
+                }
+                self.later4.retain(|_, l| !l.is_empty());
+                for k in gone {
+                    self.routes4.remove(&k);
+                    self.promote4(k);
+                }
                 self.routes6.retain(|_, r| r.nh_id != Some(id));
+                self.sourced6.retain(|_, r| r.nh_id != Some(id));
                 for nh in self.nexthops.values_mut() {
                     if let Nexthop::Group(m) = nh {
                         m.retain(|(member, _)| *member != id);
@@ -590,6 +625,67 @@ impl Mirror {
         }
     }
 
+    /// Adds `new` to the routes of `key` at `place`; whether anything changed.
+    fn add4(&mut self, key: Key4, new: Stored<IpAddr>, place: Place) -> bool {
+        let Some(first) = self.routes4.get_mut(&key) else {
+            self.routes4.insert(key, new);
+            return true;
+        };
+        match place {
+            Place::Replace => std::mem::replace(first, new.clone()) != new,
+            // The same route told again (a notification, then a dump that lists it).
+            _ if *first == new => false,
+            Place::First => {
+                let was = std::mem::replace(first, new);
+                self.later4.entry(key).or_default().insert(0, was);
+                true
+            }
+            Place::Last => {
+                let later = self.later4.entry(key).or_default();
+                if later.contains(&new) {
+                    return false;
+                }
+                later.push(new);
+                true
+            }
+        }
+    }
+
+    /// Removes the route of `key` that `gone` describes (its paths, type and object), else
+    /// the first, as the kernel deletes; the next one, if any, takes its place. Whether
+    /// anything changed.
+    fn remove4(&mut self, key: Key4, gone: &Stored<IpAddr>) -> bool {
+        let same = |r: &Stored<IpAddr>| r.paths == gone.paths && r.kind == gone.kind && r.nh_id == gone.nh_id;
+        let Some(first) = self.routes4.get(&key) else {
+            return false;
+        };
+        if !same(first) {
+            if let Some(later) = self.later4.get_mut(&key) {
+                if let Some(i) = later.iter().position(same) {
+                    later.remove(i);
+                    if later.is_empty() {
+                        self.later4.remove(&key);
+                    }
+                    return true;
+                }
+            }
+        }
+        self.routes4.remove(&key);
+        self.promote4(key);
+        true
+    }
+
+    /// Moves the next route of `key`, if any, into the first's empty place.
+    fn promote4(&mut self, key: Key4) {
+        if let Some(later) = self.later4.get_mut(&key) {
+            let next = later.remove(0);
+            if later.is_empty() {
+                self.later4.remove(&key);
+            }
+            self.routes4.insert(key, next);
+        }
+    }
+
     /// The index [`Stored::src`] keeps for `a`.
     fn intern_src(&mut self, a: Option<IpAddr>) -> u16 {
         let Some(a) = a else { return 0 };
@@ -605,6 +701,22 @@ impl Mirror {
 
     fn apply6(&mut self, add: bool, replace: bool, route: KernelRoute6) -> Applied {
         let src = self.intern_src(route.prefsrc);
+        if route.has_source {
+            // Never used: kept for the listing, changing nothing the workers read.
+            Self::apply6_in(&mut self.sourced6, add, replace, route, src);
+            return Applied::Unchanged;
+        }
+        Self::apply6_in(&mut self.routes6, add, replace, route, src)
+    }
+
+    /// [`Mirror::apply6`] on one of the two maps.
+    fn apply6_in(
+        routes6: &mut BTreeMap<Key6, Stored<Ipv6Addr>>,
+        add: bool,
+        replace: bool,
+        route: KernelRoute6,
+        src: u16,
+    ) -> Applied {
         let gateway = route.paths.iter().any(|p| p.gw.is_some());
         // Routes on link are one per interface (fe80::/64 on every port); gateway routes
         // of one prefix and metric are one route, their paths siblings.
@@ -614,15 +726,15 @@ impl Mirror {
             // A replacement takes the place of whatever the prefix and metric held.
             let all =
                 (route.table, route.prefix, route.metric, 0)..=(route.table, route.prefix, route.metric, u32::MAX);
-            let old: Vec<Key6> = self.routes6.range(all).map(|(k, _)| *k).collect();
+            let old: Vec<Key6> = routes6.range(all).map(|(k, _)| *k).collect();
             for k in old {
-                self.routes6.remove(&k);
+                routes6.remove(&k);
             }
-            self.routes6.insert(key, Stored::of(route, src));
+            routes6.insert(key, Stored::of(route, src));
             return Applied::Changed;
         }
         if add {
-            return match self.routes6.get_mut(&key) {
+            return match routes6.get_mut(&key) {
                 Some(old) if gateway && old.nh_id.is_none() && route.nh_id.is_none() => {
                     let mut paths = old.paths.as_slice().to_vec();
                     let before = paths.len();
@@ -640,16 +752,16 @@ impl Mirror {
                 }
                 Some(old) if *old == Stored::of(route.clone(), src) => Applied::Unchanged,
                 _ => {
-                    self.routes6.insert(key, Stored::of(route, src));
+                    routes6.insert(key, Stored::of(route, src));
                     Applied::Changed
                 }
             };
         }
-        let Some(old) = self.routes6.get_mut(&key) else {
+        let Some(old) = routes6.get_mut(&key) else {
             return Applied::Unchanged;
         };
         if !gateway {
-            self.routes6.remove(&key);
+            routes6.remove(&key);
             return Applied::Changed;
         }
         // Only the paths the message names go; none of them held: nothing changes (a
@@ -664,7 +776,7 @@ impl Mirror {
             return Applied::Unchanged;
         }
         if left.is_empty() {
-            self.routes6.remove(&key);
+            routes6.remove(&key);
         } else {
             old.paths = Paths::new(left);
         }
@@ -784,7 +896,7 @@ impl Mirror {
     /// Routes seen but not used (TOS, source-specific, unknown types or nexthop objects), as
     /// the last walks of [`Mirror::routes4_iter`] and [`Mirror::routes6`] found them.
     pub fn ignored(&self) -> usize {
-        self.ignored4.get() + self.ignored6.get()
+        self.ignored4.get() + self.ignored6.get() + self.sourced6.len()
     }
 
     /// The IPv6 routes the workers use: per prefix and table, the usable route of lowest
@@ -848,6 +960,15 @@ impl Mirror {
                     self.resolve(r, Some).is_some()
                 });
                 out.push(self.listed(table, p.addr().into(), p.prefix_len(), tos, metric, r, used));
+                // The routes after the first of the key, in the kernel's order: never used.
+                for r in self.later4.get(k).into_iter().flatten() {
+                    let used = match never {
+                        Some(u) => u,
+                        None if self.resolve(r, Some).is_none() => Use::NoPath,
+                        None => Use::Shadowed,
+                    };
+                    out.push(self.listed(table, p.addr().into(), p.prefix_len(), tos, metric, r, used));
+                }
                 cursor.after4 = Some(*k);
                 n += 1;
             }
@@ -873,6 +994,10 @@ impl Mirror {
             out.push(self.listed(table, p.addr().into(), p.prefix_len(), 0, metric, r, used));
             cursor.after6 = Some(*k);
             n += 1;
+        }
+        // The source-specific ones last, all at once (a handful where there are any).
+        for ((table, p, metric, _), r) in &self.sourced6 {
+            out.push(self.listed(*table, p.addr().into(), p.prefix_len(), 0, *metric, r, Use::Source));
         }
         true
     }
@@ -940,7 +1065,10 @@ impl Mirror {
 
     /// Routes held (all tables mirrored, all metrics).
     pub fn len(&self) -> usize {
-        self.routes4.len() + self.routes6.len()
+        self.routes4.len()
+            + self.routes6.len()
+            + self.later4.values().map(Vec::len).sum::<usize>()
+            + self.sourced6.len()
     }
 
     /// Whether no route is held.
@@ -1013,7 +1141,7 @@ mod tests {
     }
 
     fn add4(m: &mut Mirror, r: KernelRoute4) -> Applied {
-        m.apply(Event::Route4 { add: true, route: r })
+        m.apply(Event::Route4 { add: true, place: Place::Last, route: r })
     }
 
     #[test]
@@ -1070,6 +1198,69 @@ mod tests {
     }
 
     #[test]
+    fn routes_of_one_key_keep_the_kernels_order_and_the_first_is_used() {
+        let mut m = mirror();
+        let r = |g: &str| r4(TABLE_MAIN, "198.19.0.0/16", 0, KernelType::Unicast, &[(Some(g), 4)]);
+        let gw = |m: &Mirror| m.effective4("198.19.0.0/16".parse().unwrap()).unwrap().paths[0].gw.unwrap();
+        let at = |g: &str| -> IpAddr { g.parse().unwrap() };
+        let put = |m: &mut Mirror, place, g: &str| m.apply(Event::Route4 { add: true, place, route: r(g) });
+        let del = |m: &mut Mirror, g: &str| m.apply(Event::Route4 { add: false, place: Place::Last, route: r(g) });
+        put(&mut m, Place::Last, "198.18.30.2");
+        // `ip route append`: a second route of the key, after the first, which stays used.
+        assert_eq!(put(&mut m, Place::Last, "198.18.30.3"), Applied::Changed);
+        assert_eq!((gw(&m), m.len()), (at("198.18.30.2"), 2));
+        assert_eq!(put(&mut m, Place::Last, "198.18.30.3"), Applied::Unchanged, "told again by a dump");
+        let mut listed = Vec::new();
+        m.list_step(&mut ListCursor::default(), usize::MAX, &mut listed);
+        assert_eq!(listed.iter().map(|l| l.used).collect::<Vec<_>>(), [Use::Taken, Use::Shadowed]);
+        // Deleting the first: the next takes its place.
+        del(&mut m, "198.18.30.2");
+        assert_eq!((gw(&m), m.len()), (at("198.18.30.3"), 1));
+        // `ip route prepend`: before the others, used.
+        put(&mut m, Place::First, "198.18.30.4");
+        assert_eq!((gw(&m), m.len()), (at("198.18.30.4"), 2));
+        // Deleting a later one leaves the first.
+        del(&mut m, "198.18.30.3");
+        assert_eq!((gw(&m), m.len()), (at("198.18.30.4"), 1));
+        // `ip route replace`: in the first one's place.
+        put(&mut m, Place::Last, "198.18.30.3");
+        put(&mut m, Place::Replace, "198.18.30.5");
+        assert_eq!((gw(&m), m.len()), (at("198.18.30.5"), 2));
+        // A deletion that names none of them takes the first, as the kernel's does.
+        del(&mut m, "198.18.30.9");
+        assert_eq!((gw(&m), m.len()), (at("198.18.30.3"), 1));
+        del(&mut m, "198.18.30.3");
+        assert!(m.effective4("198.19.0.0/16".parse().unwrap()).is_none() && m.is_empty());
+    }
+
+    #[test]
+    fn a_source_specific_ipv6_route_and_a_plain_one_of_the_same_prefix_stay_two() {
+        for source_first in [true, false] {
+            let mut m = mirror();
+            let mut sourced = r6("2001:2:5::/64", 1024, &[(Some("2001:2::2"), 4)]);
+            sourced.has_source = true;
+            let plain = r6("2001:2:5::/64", 1024, &[(Some("2001:2::3"), 4)]);
+            let add = |m: &mut Mirror, r| m.apply(Event::Route6 { add: true, replace: false, route: r });
+            if source_first {
+                assert_eq!(add(&mut m, sourced.clone()), Applied::Unchanged, "never used: nothing to rebuild");
+                add(&mut m, plain.clone());
+            } else {
+                add(&mut m, plain.clone());
+                add(&mut m, sourced.clone());
+            }
+            let used = m.routes6();
+            assert_eq!(used.len(), 1, "{used:?}");
+            assert_eq!(used[0].paths.iter().map(|p| p.gw).collect::<Vec<_>>(), [Some("2001:2::3".parse().unwrap())]);
+            assert_eq!((m.len(), m.ignored()), (2, 1));
+            let mut listed = Vec::new();
+            m.list_step(&mut ListCursor::default(), usize::MAX, &mut listed);
+            assert_eq!(listed.iter().map(|l| l.used).collect::<Vec<_>>(), [Use::Taken, Use::Source]);
+            m.apply(Event::Route6 { add: false, replace: false, route: sourced });
+            assert_eq!((m.len(), m.routes6().len()), (1, 1));
+        }
+    }
+
+    #[test]
     fn the_lowest_metric_wins_and_deleting_it_uncovers_the_next() {
         let mut m = mirror();
         assert_eq!(
@@ -1082,9 +1273,13 @@ mod tests {
         assert_eq!(got[0].paths[0].gw, Some("198.18.30.3".parse().unwrap()));
         assert_eq!(got[0].paths[0].port, Some(PortId(0)));
         let del = r4(TABLE_MAIN, "198.19.0.0/16", 10, KernelType::Unicast, &[]);
-        assert_eq!(m.apply(Event::Route4 { add: false, route: del.clone() }), Applied::Changed);
+        assert_eq!(m.apply(Event::Route4 { add: false, place: Place::Last, route: del.clone() }), Applied::Changed);
         assert_eq!(m.routes4()[0].paths[0].gw, Some("198.18.30.2".parse().unwrap()));
-        assert_eq!(m.apply(Event::Route4 { add: false, route: del }), Applied::Unchanged, "already gone");
+        assert_eq!(
+            m.apply(Event::Route4 { add: false, place: Place::Last, route: del }),
+            Applied::Unchanged,
+            "already gone"
+        );
         // The same route again changes nothing.
         assert_eq!(
             add4(&mut m, r4(TABLE_MAIN, "198.19.0.0/16", 20, KernelType::Unicast, &[(Some("198.18.30.2"), 4)])),

@@ -16,8 +16,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, RawFd};
 
 use netlink_packet_core::{
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer, NlasIterator, NLM_F_CREATE, NLM_F_DUMP,
-    NLM_F_DUMP_INTR, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlaBuffer, NlasIterator, NLM_F_APPEND, NLM_F_CREATE,
+    NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_EXCL, NLM_F_MULTIPART, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -33,7 +33,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use crate::l3::{Prefix, Prefix6};
-use crate::routes::mirror::{Event, KernelPath, KernelRoute, KernelType, Nexthop};
+use crate::routes::mirror::{Event, KernelPath, KernelRoute, KernelType, Nexthop, Place};
 use crate::wire::MacAddr;
 
 const RTM_NEWNEXTHOP: u16 = 104;
@@ -562,7 +562,11 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
                 _ => Ipv4Addr::UNSPECIFIED,
             };
             let paths = of_family(&raw, Some);
-            Some(Message::Event(Event::Route4 { add, route: common.route(Prefix::truncate(addr, len), paths) }))
+            Some(Message::Event(Event::Route4 {
+                add,
+                place: place4(flags),
+                route: common.route(Prefix::truncate(addr, len), paths),
+            }))
         }
         (AddressFamily::Inet6, d @ (Some(RouteAddress::Inet6(_)) | None)) => {
             let addr = match d {
@@ -577,6 +581,19 @@ fn route(r: RouteMessage, add: bool, flags: u16) -> Option<Message> {
             Some(Message::Event(Event::Route6 { add, replace, route }))
         }
         _ => None,
+    }
+}
+
+/// Where a new IPv4 route goes among those of its key, as the message's flags say: a dump
+/// lists them in order (`NLM_F_MULTI`), the kernel tells an append (`NLM_F_APPEND`), a new key
+/// (`NLM_F_EXCL`), a replacement (`NLM_F_REPLACE`), and a prepend with none of them.
+fn place4(flags: u16) -> Place {
+    if flags & NLM_F_REPLACE != 0 {
+        Place::Replace
+    } else if flags & (NLM_F_MULTIPART | NLM_F_APPEND | NLM_F_EXCL) != 0 {
+        Place::Last
+    } else {
+        Place::First
     }
 }
 
@@ -837,6 +854,17 @@ pub fn rule_not_followed(r: &Rule, table: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_new_ipv4_routes_place_comes_from_the_messages_flags() {
+        let create = netlink_packet_core::NLM_F_CREATE;
+        assert_eq!(place4(NLM_F_MULTIPART), Place::Last, "a dump, in the kernel's order");
+        assert_eq!(place4(create | NLM_F_EXCL), Place::Last, "ip route add");
+        assert_eq!(place4(NLM_F_APPEND), Place::Last, "ip route append");
+        assert_eq!(place4(NLM_F_REPLACE), Place::Replace, "ip route replace");
+        assert_eq!(place4(0), Place::First, "ip route prepend");
+    }
+
     use super::*;
     use netlink_packet_route::route::{RouteNextHop, RouteProtocol};
 
@@ -973,7 +1001,7 @@ mod tests {
         };
         m.attributes.push(RouteAttribute::MultiPath(vec![hop("198.18.30.2", 4, 0), hop("198.18.30.3", 4, 1)]));
         let b = new_route_bytes(m);
-        let Some(Message::Event(Event::Route4 { add: true, route })) = parse(&b) else { panic!("{:?}", parse(&b)) };
+        let Some(Message::Event(Event::Route4 { add: true, route, .. })) = parse(&b) else { panic!("{:?}", parse(&b)) };
         assert_eq!((route.table, route.metric, route.mtu, route.protocol), (254, 20, 1400, 12));
         assert_eq!(route.prefix.to_string(), "198.19.0.0/16");
         let paths: Vec<_> = route.paths.iter().map(|p| (p.gw.unwrap().to_string(), p.ifindex, p.weight)).collect();
