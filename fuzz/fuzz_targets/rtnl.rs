@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use xfwd_dataplane::routes::rtnl::{parse, Message};
-use xfwd_dataplane::routes::mirror::{Mirror, TABLE_MAIN};
+use xfwd_dataplane::routes::mirror::{ListCursor, Mirror, TABLE_MAIN};
 use xfwd_dataplane::l3::{testing, PortSpec};
 use xfwd_dataplane::wire::MacAddr;
 
@@ -39,5 +39,9 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = m.routes6();
         let _ = m.local_addresses();
+        // `show routes` lists every route held, each once.
+        let mut listed = Vec::new();
+        assert!(m.list_step(&mut ListCursor::default(), usize::MAX, &mut listed));
+        assert_eq!(listed.len(), m.len());
     }
 });
