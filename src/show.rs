@@ -229,12 +229,15 @@ pub fn neighbors(view: &LiveView) -> Option<Result<Neighbors, String>> {
 /// it hides), each with whether xfwd's table `own` holds it, then the entries only `own`
 /// holds; `dev` names an interface and says whether it is a port.
 fn with_kernel(own: Neighbors, kernel: &[KernelNeighbor], dev: &dyn Fn(u32) -> (String, bool)) -> Neighbors {
-    let mut mine = own.entries;
+    // xfwd's entries by port and address, each taken once (tables of many thousands).
+    let mut mine: Vec<Option<Neighbor>> = own.entries.into_iter().map(Some).collect();
+    let index: std::collections::HashMap<(String, IpAddr), usize> =
+        mine.iter().enumerate().filter_map(|(i, o)| o.as_ref().map(|o| ((o.dev.clone(), o.dst), i))).collect();
     let mut entries = Vec::new();
     for k in kernel {
         let (name, port) = dev(k.ifindex);
         let lladdr = k.lladdr.map(|m| m.to_string()).unwrap_or_default();
-        let held = mine.iter().position(|o| o.dev == name && o.dst == k.ip).map(|i| mine.remove(i));
+        let held = index.get(&(name.clone(), k.ip)).and_then(|&i| mine[i].take());
         if matches!(k.state, "NOARP" | "NONE") {
             // Hidden, as `ip neigh` hides them, with xfwd's copy of them (multicast and
             // broadcast entries the kernel's table holds without asking).
@@ -258,7 +261,7 @@ fn with_kernel(own: Neighbors, kernel: &[KernelNeighbor], dev: &dyn Fn(u32) -> (
             note,
         });
     }
-    for mut o in mine {
+    for mut o in mine.into_iter().flatten() {
         o.note = Some("xfwd's own: not in the kernel's table".into());
         entries.push(o);
     }

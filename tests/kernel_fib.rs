@@ -280,17 +280,8 @@ fn the_kernels_neighbour_entries_are_used_as_they_change() {
         v
     };
     let ip_neigh = || records(&String::from_utf8_lossy(&r.boxns.ip(&["neigh", "show"]).unwrap().stdout));
-    // Compared read against read: states change between two reads (INCOMPLETE to FAILED).
-    let (mut text, mut kernel) = (String::new(), Vec::new());
-    let t = Instant::now();
-    while t.elapsed() < common::EVENTUALLY {
-        text = show(&control, "neighbors");
-        kernel = ip_neigh();
-        if records(&text) == kernel {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // States change between two reads (INCOMPLETE to FAILED).
+    let (text, kernel) = until_alike(&control, "neighbors", records, ip_neigh);
     assert_eq!(records(&text), kernel, "{text}");
     // The kernel gave up on it, or asks again: either way a state xfwd's own table never has.
     assert!(text.contains("198.18.30.9 dev eth4 FAILED") || text.contains("198.18.30.9 dev eth4 INCOMPLETE"), "{text}");
@@ -321,6 +312,24 @@ fn ipv6_routes_and_neighbours_come_from_the_kernel_too() {
     let n = show(&control, "neighbors");
     assert!(n.contains("2001:2:0:30::2 dev eth4"), "the kernel resolved h2: {n}");
     stop_clean(&mut x);
+}
+
+/// Reads `xfwd show WHAT` and then the kernel's records until the first, as `records`, is the
+/// second (or [`common::EVENTUALLY`] passes), each pair read in one turn: the last pair.
+fn until_alike(
+    control: &str,
+    what: &str,
+    records: impl Fn(&str) -> Vec<String>,
+    kernel: impl Fn() -> Vec<String>,
+) -> (String, Vec<String>) {
+    let start = Instant::now();
+    loop {
+        let (text, k) = (show(control, what), kernel());
+        if records(&text) == k || start.elapsed() > common::EVENTUALLY {
+            return (text, k);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// `ip route show table all` (both families) or `xfwd show routes` as records: a multipath
@@ -404,17 +413,8 @@ fn show_routes_in_kernel_mode_lists_what_ip_route_lists() {
     // Less the last line, the counts.
     let xfwd =
         |s: &str| route_records(&s.lines().filter(|l| !l.contains(" routes, FIB ")).collect::<Vec<_>>().join("\n"));
-    // Compared read against read (the mirror follows the kernel within milliseconds).
-    let (mut text, mut k) = (String::new(), Vec::new());
-    let until = Instant::now();
-    while until.elapsed() < common::EVENTUALLY {
-        text = show(&control, "routes");
-        k = kernel();
-        if xfwd(&text) == k {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // The mirror follows the kernel within milliseconds.
+    let (text, k) = until_alike(&control, "routes", xfwd, kernel);
     let x6 = xfwd(&text);
     let only_kernel: Vec<&String> = k.iter().filter(|l| !x6.contains(l)).collect();
     let only_xfwd: Vec<&String> = x6.iter().filter(|l| !k.contains(l)).collect();

@@ -747,6 +747,7 @@ pub mod named {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn counts_since_a_base_subtract_by_name_and_never_go_below_zero() {
@@ -765,8 +766,6 @@ mod tests {
         assert_eq!(base.since(&now).rx_frames, 0);
         assert_eq!(named_since(&[("a".into(), 3)], &[]), [("a".to_owned(), 3)]);
     }
-
-    use super::*;
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Counts {
