@@ -12,6 +12,13 @@
  * UDP checksum updated for it (RFC 1624) when the frame has one. The loader
  * (dataplane/src/io/frame_gen.rs) sets gen_cfg before load (read-only after)
  * and writes gen_hdr.
+ *
+ * gen_redirect is the other sender's hop, for kernels that refuse live frames:
+ * attached to a helper veth in the client host, it redirects every frame a
+ * packet socket (trafgen) sent into it on to the client's port, so that the
+ * port's peer (the box) receives each as an XDP frame, as from a NIC, and
+ * veth's copy of the socket buffer into a page is paid in the helper's poll,
+ * in the client host.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -97,6 +104,16 @@ int gen_xdp(struct xdp_md *ctx)
 		udp[3] = csum ? csum : 0xffff;
 	}
 	return XDP_TX;
+}
+
+/* Where gen_redirect sends every frame: the client's port (set before load). */
+const volatile __u32 redirect_ifindex SEC(".rodata.redirect") = 0;
+
+SEC("xdp")
+int gen_redirect(struct xdp_md *ctx)
+{
+	/* XDP_REDIRECT, or XDP_ABORTED (traced) when the target is not set. */
+	return bpf_redirect(redirect_ifindex, 0);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -24,6 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use xfwd_dataplane::io::frame_gen;
 use xfwd_dataplane::io::poll_time::PollPort;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -190,6 +191,99 @@ impl Netns {
     /// Writes `value` to a sysfs or procfs file as seen from inside the namespace.
     pub fn write_file(&self, path: &str, value: &str) -> Result<()> {
         self.exec(&["sh", "-c", &format!("echo {value} > {path}")]).map(|_| ())
+    }
+
+    /// Runs `f` on a thread of its own that has entered the namespace (setns moves only the
+    /// calling thread), for work done through system calls in the namespace's view: ifindexes,
+    /// XDP attachments, BPF test runs out of its devices. Join the handle for `f`'s result.
+    pub fn spawn_inside<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<std::thread::JoinHandle<Result<T>>> {
+        let ns = match self.here {
+            true => None,
+            false => {
+                let path = format!("/run/netns/{}", self.name);
+                Some(std::fs::File::open(&path).with_context(|| format!("opening {path}"))?)
+            }
+        };
+        let name = self.name.clone();
+        Ok(std::thread::spawn(move || {
+            // SAFETY: setns(2) with an open namespace file: it moves only this thread, which
+            // ends with `f`.
+            if ns.is_some_and(|ns| unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0) {
+                bail!("entering {name}: {}", std::io::Error::last_os_error());
+            }
+            f()
+        }))
+    }
+
+    /// [`Netns::spawn_inside`], joined.
+    pub fn inside<T: Send + 'static>(&self, f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+        self.spawn_inside(f)?.join().map_err(|_| anyhow::anyhow!("a thread in {} panicked", self.name))?
+    }
+
+    /// Builds the hop of `xfwd bench --sender trafgen-xdp` in this host: a veth pair
+    /// [`HOP_DEV`]–`gen1` of `queues` queues (XPS as on `eth0`), whose `gen1` has an XDP program
+    /// that redirects every frame on out of `eth0`. A packet socket's frames sent into
+    /// [`HOP_DEV`] then reach `eth0`'s peer as XDP frames, as from a NIC, and veth's copy of each
+    /// socket buffer into a page is paid in `gen1`'s poll, in this host. `eth0`'s peer needs
+    /// NAPI (GRO on, or an XDP program). Removed on drop.
+    pub fn xdp_hop(&self, queues: u32) -> Result<XdpHop> {
+        let q = queues.to_string();
+        self.ip(&[
+            "link",
+            "add",
+            "name",
+            HOP_DEV,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "gen1",
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ])?;
+        let mut hop = XdpHop { ns: Netns::attach(self.name.clone()), _redirect: None };
+        for dev in [HOP_DEV, "gen1"] {
+            // No IPv6 on the hop (on a dual-stack host it would send reports through it).
+            self.write_file(&format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1")?;
+        }
+        for k in (0..queues).filter(|_| queues > 1) {
+            self.write_file(&format!("/sys/class/net/{HOP_DEV}/queues/tx-{k}/xps_cpus"), &format!("{:x}", 1u64 << k))?;
+        }
+        let redirect = self.inside(|| {
+            let (from, to) = (frame_gen::ifindex("gen1")?, frame_gen::ifindex("eth0")?);
+            Ok(frame_gen::Redirect::attach(from, to)?)
+        })?;
+        hop._redirect = Some(redirect);
+
+        for dev in ["gen1", HOP_DEV] {
+            self.ip(&["link", "set", dev, "up"])?;
+        }
+        Ok(hop)
+    }
+}
+
+/// The device of [`Netns::xdp_hop`] that a sender sends into.
+pub const HOP_DEV: &str = "gen0";
+
+/// [`Netns::xdp_hop`]'s veth pair and XDP program, removed on drop (the program detaches with
+/// its link; the pair goes with the namespace too, should the drop come after it).
+pub struct XdpHop {
+    ns: Netns,
+    _redirect: Option<frame_gen::Redirect>,
+}
+
+impl Drop for XdpHop {
+    fn drop(&mut self) {
+        let _ = self.ns.ip(&["link", "del", HOP_DEV]);
     }
 }
 

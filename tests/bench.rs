@@ -9,7 +9,9 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use common::{root_or_skip, serial, XFWD};
+use std::os::unix::process::CommandExt;
+
+use common::{refuse_bpf_test_runs, root_or_skip, serial, XFWD};
 use xfwd::bench::report::Report;
 
 fn run_bench(out: &std::path::Path, extra: &[&str]) -> Vec<Report> {
@@ -336,6 +338,72 @@ fn an_xfwd_arm_can_route_by_the_kernels_routes_beside_the_kernel_arm() {
     for arm in &r.arms {
         let run = &arm.runs[0];
         assert!(run.flows_bps.iter().all(|b| b.is_finite() && *b > 0.0), "{}: {:?}", arm.name, run.flows_bps);
+    }
+    assert_rig_removed(pid);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_live_frame_sender_is_refused_at_preflight_where_the_kernel_refuses_live_frames() {
+    if !root_or_skip("the_live_frame_sender_is_refused_at_preflight_where_the_kernel_refuses_live_frames") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut cmd = Command::new(XFWD);
+    cmd.args(["bench", "--mode", "router", "--frame", "64", "--sender", "xdp", "--out", dir.to_str().unwrap()]);
+    // As a kernel that refuses live frames answers: EPERM to every test run.
+    // SAFETY: the hook runs between fork and exec and makes two system calls, no allocation.
+    unsafe { cmd.pre_exec(refuse_bpf_test_runs) };
+    let res = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(2), "{err}");
+    // One line: what the kernel refused and what to use instead.
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    for said in ["--sender xdp", "refuses live frames", "Operation not permitted", "--sender trafgen-xdp", "--box-gro"]
+    {
+        assert!(lines[0].contains(said), "{said}: {err}");
+    }
+    // Before anything was built: no output folder, no rig.
+    assert!(!dir.exists());
+    assert!(res.stdout.is_empty(), "{}", String::from_utf8_lossy(&res.stdout));
+}
+
+#[test]
+fn the_trafgen_xdp_sender_gives_every_arm_a_box_figure() {
+    if !root_or_skip("the_trafgen_xdp_sender_gives_every_arm_a_box_figure") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-trafgen-xdp-{}", std::process::id()));
+    let args = [
+        "--arm",
+        "kernel,xfwd,xfwd:path=xdp",
+        "--frame",
+        "64",
+        "--rate",
+        "20000",
+        "--flows",
+        "16",
+        "--sender",
+        "trafgen-xdp",
+        "--runs",
+        "1",
+        "--time",
+        "2",
+    ];
+    let (res, r, pid) = bench_router(&dir, &args);
+    assert_all_runs_passed(&res, &r);
+    assert!(r.conditions.endpoints.contains("helper veth whose XDP program redirects"), "{}", r.conditions.endpoints);
+    assert!(r.conditions.offloads.contains("the box's ports GRO on"), "{}", r.conditions.offloads);
+    for arm in &r.arms {
+        let run = &arm.runs[0];
+        assert!(run.offered_pps > 0.0 && run.packets > 0, "{}: {run:?}", arm.name);
+        // Every arm's box polls took the frames (nine in ten at least, or no figure): the
+        // kernel arm's too, through the NAPI its GRO gives it.
+        let c = run.box_cost.unwrap_or_else(|| panic!("{}: box not timed: {run:?}", arm.name));
+        assert!(run.box_us_per_packet().is_some(), "{}: {c:?} for {} packets", arm.name, run.packets);
     }
     assert_rig_removed(pid);
     std::fs::remove_dir_all(&dir).unwrap();

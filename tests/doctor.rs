@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{root_or_skip, serial, xdp_attached, XFWD};
+use std::os::unix::process::CommandExt;
+
+use common::{refuse_bpf_test_runs, root_or_skip, serial, xdp_attached, XFWD};
 use xfwd::rig::Rig;
 
 fn doctor(r: &Rig, args: &[&str]) -> (Option<i32>, String, String) {
@@ -52,6 +54,28 @@ fn doctor_reports_the_rigs_ports_and_changes_nothing() {
         assert!(f["code"].is_string() && f["text"].is_string() && f["fix"].is_string(), "{f}");
     }
     assert!(v["findings"].as_array().unwrap().iter().any(|f| f["code"] == "copy-mode" && f["port"] == "eth4"));
+    // Whether the kernel runs the bench generator's live frames: asked (root), and a finding
+    // exactly where it refuses them.
+    let live = v["system"]["live_frames"].as_bool().unwrap_or_else(|| panic!("not asked: {}", v["system"]));
+    let refused = |v: &serde_json::Value| {
+        v["findings"].as_array().unwrap().iter().find(|f| f["code"] == "live-frames-refused").cloned()
+    };
+    assert_eq!(refused(&v).is_some(), !live, "{}", v["findings"]);
+    // A kernel that refuses them (as some of this kind do): said, with the other sender, and
+    // no reason to fail.
+    let mut cmd = r.boxns.command(XFWD);
+    cmd.args(["doctor", "eth4", "eth5", "--json"]);
+    // SAFETY: the hook runs between fork and exec and makes two system calls, no allocation.
+    unsafe { cmd.pre_exec(refuse_bpf_test_runs) };
+    let res = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&res.stdout);
+    assert_eq!(res.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&res.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["system"]["live_frames"], false, "{}", v["system"]);
+    let f = refused(&v).unwrap_or_else(|| panic!("{}", v["findings"]));
+    assert_eq!(f["severity"], "info");
+    assert!(f["text"].as_str().unwrap().contains("Operation not permitted"), "{f}");
+    assert!(f["fix"].as_str().unwrap().starts_with("xfwd bench --sender trafgen-xdp"), "{f}");
 
     // An MTU no UMEM frame carries: an error finding with its fix, exit 1.
     r.boxns.ip(&["link", "set", "eth5", "mtu", "3000"]).unwrap();

@@ -129,9 +129,12 @@ pub struct BenchArgs {
     pub box_gro: bool,
     /// Packet-rate test: what sends the frames. `trafgen` writes them to a packet socket: they
     /// reach the box as socket buffers, which an XDP program on a veth port sees only after
-    /// the kernel has copied each into a page. `xdp` is xfwd's own generator (BPF_PROG_TEST_RUN
-    /// live frames): they reach the box as a NIC driver's frames do, and each path receives
-    /// them as it would from a NIC. `xdp` sets --box-gro (a veth port needs NAPI to take them).
+    /// the kernel has copied each into a page. `trafgen-xdp` sends trafgen's frames into a
+    /// helper veth in the client host whose XDP program redirects them on into the client's
+    /// port: they reach the box as XDP frames, as from a NIC, and that copy is the client's.
+    /// `xdp` is xfwd's own generator (BPF_PROG_TEST_RUN live frames, which some kernels
+    /// refuse): the same for the box, without trafgen. Both set --box-gro (a veth port needs
+    /// NAPI to take XDP frames).
     #[arg(long, value_enum, default_value = "trafgen")]
     pub sender: Sender,
     /// Output folder (default: a fresh `xfwd-bench-<time>` in the current folder).
@@ -145,8 +148,24 @@ pub enum Sender {
     /// trafgen (netsniff-ng), through a packet socket.
     #[default]
     Trafgen,
-    /// xfwd's XDP frame generator (`xfwd_dataplane::io::frame_gen`).
+    /// trafgen into a helper veth in the client host whose XDP program redirects each frame
+    /// into the client's port ([`Netns::xdp_hop`]): the box receives XDP frames.
+    TrafgenXdp,
+    /// xfwd's XDP frame generator (`xfwd_dataplane::io::frame_gen`, live frames).
     Xdp,
+}
+
+impl Sender {
+    /// Whether the box receives the frames as XDP frames (as from a NIC), which a veth port
+    /// takes only with NAPI.
+    fn xdp_frames(self) -> bool {
+        matches!(self, Sender::TrafgenXdp | Sender::Xdp)
+    }
+
+    /// The option's value, as given on the command line.
+    fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self).map(|v| v.get_name().to_owned()).unwrap_or_default()
+    }
 }
 
 /// Marks an xfwd arm with `fib=kernel` among its arguments: the box's kernel gets the rig's
@@ -695,8 +714,9 @@ fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<()
     let file = file.0.display().to_string();
     let secs = args.time.to_string();
     let cpus = r.queues.to_string();
+    let dev = if args.sender == Sender::TrafgenXdp { rig::HOP_DEV } else { "eth0" };
     let mut cmd: Vec<&str> =
-        vec!["timeout", "-s", "INT", &secs, "trafgen", "--dev", "eth0", "--conf", &file, "--cpus", &cpus, "-Q", "-C"];
+        vec!["timeout", "-s", "INT", &secs, "trafgen", "--dev", dev, "--conf", &file, "--cpus", &cpus, "-Q", "-C"];
     let rate = format!("{}pps", args.rate);
     if args.rate > 0 {
         cmd.extend(["-b", rate.as_str()]);
@@ -733,23 +753,16 @@ fn generate_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Resul
         wire_len: size as usize,
     };
     let (frame, udp_off) = udp_frame(&spec)?;
-    let ns = PathBuf::from("/run/netns").join(p.client.name());
     let threads = r.queues.max(1);
     // At least one frame a second each: 0 would mean flat out.
     let per_thread = if args.rate == 0 { 0 } else { (args.rate / u64::from(threads)).max(1) };
     let time = Duration::from_secs(u64::from(args.time));
     let flows = args.flows;
     let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let senders: Vec<_> = (0..threads as usize)
+    let senders = (0..threads as usize)
         .map(|k| {
-            let (frame, ns, core) = (frame.clone(), ns.clone(), cores.get(k % cores.len().max(1)).copied());
-            std::thread::spawn(move || -> Result<u64> {
-                let file = std::fs::File::open(&ns).with_context(|| format!("{}", ns.display()))?;
-                // SAFETY: setns(2) with an open namespace file: it moves only this thread, which
-                // ends with the run.
-                if unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) } != 0 {
-                    bail!("entering {}: {}", ns.display(), std::io::Error::last_os_error());
-                }
+            let (frame, core) = (frame.clone(), cores.get(k % cores.len().max(1)).copied());
+            p.client.spawn_inside(move || -> Result<u64> {
                 if let Some(core) = core {
                     core_affinity::set_for_current(core);
                 }
@@ -758,7 +771,7 @@ fn generate_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Resul
                 pace(time, per_thread, |n| g.send(eth0, n).map_err(anyhow::Error::from))
             })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     let mut sent = 0;
     for s in senders {
         sent += s.join().map_err(|_| anyhow::anyhow!("a frame sender panicked"))??;
@@ -923,6 +936,9 @@ struct Bench<'a> {
     /// The router file of an xfwd arm with `fib=kernel`.
     kernel_config: String,
     control: String,
+    /// `--sender trafgen-xdp`: the clients' hops (the rig's, and the wire's), removed before
+    /// the rigs (fields drop in this order).
+    hops: Vec<rig::XdpHop>,
     rig: Rig,
     wire: Option<Rig>,
     /// The box ports' NAPI poll timer (`None`: it could not start, and the box's own time is
@@ -1085,12 +1101,20 @@ impl<'a> Bench<'a> {
                 (true, IpVersion::V6) => Some(Rig::wire6(args.queues)?),
             },
             poll: None,
+            hops: Vec::new(),
         };
         if hosts_napi(args, arms) {
             bench.rig.hosts_napi()?;
         }
-        if let (Some(w), Sender::Xdp) = (&bench.wire, args.sender) {
+        if let (Some(w), true) = (&bench.wire, args.sender.xdp_frames()) {
             w.hosts_napi()?;
+        }
+        if args.sender == Sender::TrafgenXdp {
+            let rigs = std::iter::once((&bench.rig, false)).chain(bench.wire.as_ref().map(|w| (w, true)));
+            for (r, is_wire) in rigs {
+                let hop = endpoints(mode, r, is_wire, args.ip)?.client.xdp_hop(args.queues)?;
+                bench.hops.push(hop);
+            }
         }
         if box_gro(args) {
             bench.rig.box_gro()?;
@@ -1149,15 +1173,15 @@ fn run_arms(
 }
 
 /// Whether the hosts get NAPI ([`Rig::hosts_napi`]): an XDP path arm redirects into them, and
-/// the XDP generator sends out of the client (on the wire, straight into the server).
+/// an XDP sender sends out of the client (on the wire, straight into the server).
 fn hosts_napi(args: &BenchArgs, arms: &[(String, Arm)]) -> bool {
-    xdp_path(arms) || args.sender == Sender::Xdp
+    xdp_path(arms) || args.sender.xdp_frames()
 }
 
 /// Whether the box's ports get GRO on ([`Rig::box_gro`]): asked for, or needed by the XDP
-/// generator, whose frames a veth port without NAPI drops.
+/// senders, whose frames a veth port without NAPI drops.
 fn box_gro(args: &BenchArgs) -> bool {
-    args.box_gro || args.sender == Sender::Xdp
+    args.box_gro || args.sender.xdp_frames()
 }
 
 /// Whether an arm runs xfwd's XDP path, which needs NAPI at the hosts ([`Rig::hosts_napi`]).
@@ -1226,6 +1250,7 @@ fn endpoints_said(args: &BenchArgs) -> String {
             rig::ENDPOINT_NICE
         ),
         Some(_) if args.sender == Sender::Xdp => "xfwd's XDP frame generator (BPF_PROG_TEST_RUN live frames, XDP_TX out of the client's eth0: the box receives frames as from a NIC, not socket buffers) on its queues' CPUs, in every arm".into(),
+        Some(_) if args.sender == Sender::TrafgenXdp => "trafgen from the client host on its queues' CPUs, at normal priority, into a helper veth whose XDP program redirects each frame into the client's eth0 (the box receives frames as from a NIC, not socket buffers; veth's copy of each socket buffer is the client's), in every arm".into(),
         Some(_) => "trafgen from the client host on its queues' CPUs, at normal priority, in every arm".into(),
     }
 }
@@ -1318,7 +1343,23 @@ pub fn preset(args: &mut BenchArgs) {
 
 /// Checks what the harness needs before building anything (a refusal is a usage error).
 pub fn preflight(args: &BenchArgs, out: &Path) -> Result<()> {
-    preflight_inner(args, out).map_err(|e| crate::UsageError(format!("{e:#}")).into())
+    preflight_inner(args, out).map_err(|e| crate::UsageError(format!("{e:#}")))?;
+    if args.sender == Sender::Xdp {
+        live_frames_allowed().map_err(crate::UsageError)?;
+    }
+    Ok(())
+}
+
+/// Whether the kernel runs the live frames of `--sender xdp` (one frame, out of `lo`), asked
+/// before any rig is built; `Err` is the one line that says what was refused and what to use.
+fn live_frames_allowed() -> std::result::Result<(), String> {
+    match frame_gen::live_frames() {
+        Ok(()) => Ok(()),
+        Err(e @ frame_gen::GenError::LiveFramesRefused(_)) => Err(format!(
+            "--sender xdp: {e}; use --sender trafgen-xdp (the box gets the same XDP frames: trafgen's, redirected into the client's port by an XDP program, veth's copy of each socket buffer paid in the client host) or --sender trafgen --box-gro (the box's veth then copies each frame into a page before its XDP program sees it, a cost no NIC has: the XDP paths' box µs includes it)"
+        )),
+        Err(e) => Err(format!("--sender xdp: could not ask the kernel whether it runs live frames: {e}")),
+    }
 }
 
 fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
@@ -1328,8 +1369,8 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     if args.runs == 0 || args.time == 0 || args.flows == 0 || args.queues == 0 {
         bail!("--runs, --time, --flows and --queues must be at least 1");
     }
-    if args.sender == Sender::Xdp && args.frame.is_none() {
-        bail!("--sender xdp sends the frames of a packet-rate test: give --frame (64)");
+    if args.sender != Sender::Trafgen && args.frame.is_none() {
+        bail!("--sender {} sends the frames of a packet-rate test: give --frame (64)", args.sender.name());
     }
     if args.omit >= args.time && args.frame.is_none() {
         bail!("--omit must be shorter than --time");
@@ -1517,8 +1558,17 @@ mod tests {
         );
         // It sends a packet-rate test's frames: refused without one.
         let e = preflight_inner(&bench_args(&["--sender", "xdp"]), Path::new(".")).unwrap_err();
-        assert!(e.to_string().contains("give --frame"), "{e}");
+        assert!(e.to_string().contains("--sender xdp sends the frames of a packet-rate test"), "{e}");
         preflight_inner(&gen, Path::new(".")).unwrap();
+        // trafgen through the client's XDP hop: the same NAPI for the box, said as what it is.
+        let hop = bench_args(&["--frame", "64", "--sender", "trafgen-xdp"]);
+        let h = conditions(&hop, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes());
+        assert!(h.endpoints.starts_with("trafgen from the client host"), "{}", h.endpoints);
+        assert!(h.endpoints.contains("helper veth whose XDP program redirects each frame"), "{}", h.endpoints);
+        assert!(h.offloads.contains("the box's ports GRO on"), "{}", h.offloads);
+        let e = preflight_inner(&bench_args(&["--sender", "trafgen-xdp"]), Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("--sender trafgen-xdp sends the frames"), "{e}");
+        preflight_inner(&hop, Path::new(".")).unwrap();
         assert!(c.queueing.ends_with("xfwd arms: as each says below"), "{}", c.queueing);
     }
 

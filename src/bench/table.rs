@@ -49,6 +49,9 @@ pub fn render(report: &Report) -> String {
             let _ = writeln!(s, "{line}");
         }
     }
+    if let Some(line) = polls_line(report) {
+        let _ = writeln!(s, "{line}");
+    }
     failures(&mut s, report);
     comparisons(&mut s, report, columns.tcp);
     for w in &report.warnings {
@@ -215,6 +218,25 @@ fn comparisons(s: &mut String, report: &Report, tcp: bool) {
             let _ = writeln!(s, "{name} vs {}, {}: {verdict}", base.name, fig.figure);
         }
     }
+}
+
+/// How many frames the box ports' polls took each, per arm (the median of its runs; `-` where
+/// not timed), when any arm's were timed: what `box µs` rests on. A poll's own cost (the
+/// schedule, the XDP flush) is shared by its frames, so a sender that hands the box one frame
+/// a poll gives a higher figure than one that hands it a NIC's batches.
+fn polls_line(report: &Report) -> Option<String> {
+    let per_arm: Vec<(&str, Option<f64>)> = report
+        .arms
+        .iter()
+        .map(|a| {
+            let each = a.runs.iter().filter_map(|r| r.box_cost).filter(|c| c.polls > 0);
+            (a.name.as_str(), median(each.map(|c| c.polled_frames as f64 / c.polls as f64).collect()))
+        })
+        .collect();
+    per_arm.iter().any(|(_, f)| f.is_some()).then(|| {
+        let arms: Vec<String> = per_arm.iter().map(|(n, f)| format!("{n} {}", fig(*f))).collect();
+        format!("box polls, frames per poll (median of runs): {}", arms.join(", "))
+    })
 }
 
 /// What an xfwd arm's own counters said, summed over its runs: how its workers ran and what

@@ -375,6 +375,17 @@ fn system_findings(ports: &[PortFacts], sys: &SystemFacts, out: &mut Out) {
             fix,
         );
     }
+    if sys.live_frames == Some(false) {
+        out.add(
+            Info,
+            "live-frames-refused",
+            format!(
+                "the kernel refuses BPF_PROG_TEST_RUN with live frames ({}): `xfwd bench --sender xdp` cannot send here",
+                sys.live_frames_said.as_deref().unwrap_or("no reason given")
+            ),
+            "xfwd bench --sender trafgen-xdp (the same XDP frames for the box, from trafgen through an XDP redirect)",
+        );
+    }
     if !sys.isolated.is_empty() {
         let list = sys.isolated.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
         out.add(
@@ -509,5 +520,25 @@ mod tests {
         assert!(json.pointer("/ports/0/xdp_native").unwrap().is_null());
         let no_xdp = assess(vec![port("e1000e", Some(0))], sys(), 1774);
         assert!(codes(&no_xdp).contains(&"no-native-xdp"));
+    }
+    #[test]
+    fn a_kernel_that_refuses_live_frames_is_a_finding_with_the_other_sender() {
+        let veth = || port("veth", Some(xdp_act::BASIC | xdp_act::REDIRECT | xdp_act::NDO_XMIT));
+        let refused = SystemFacts {
+            live_frames: Some(false),
+            live_frames_said: Some("Operation not permitted (os error 1)".into()),
+            ..sys()
+        };
+        let d = assess(vec![veth()], refused, 1774);
+        let f = d.findings.iter().find(|f| f.code == "live-frames-refused").unwrap();
+        assert_eq!(f.severity, Severity::Info, "xfwd itself runs: only the bench's generator cannot");
+        assert!(f.text.contains("Operation not permitted") && f.text.contains("--sender xdp"), "{}", f.text);
+        assert!(f.fix.starts_with("xfwd bench --sender trafgen-xdp"), "{}", f.fix);
+        assert!(d.can_run());
+        // Allowed, or not asked: nothing to say.
+        for live in [Some(true), None] {
+            let d = assess(vec![veth()], SystemFacts { live_frames: live, ..sys() }, 1774);
+            assert!(!codes(&d).contains(&"live-frames-refused"), "{live:?}");
+        }
     }
 }

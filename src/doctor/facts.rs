@@ -279,6 +279,11 @@ pub struct SystemFacts {
     pub huge_pages: HugePages,
     /// `uname -r`.
     pub kernel: String,
+    /// Whether the kernel runs `BPF_PROG_TEST_RUN` with live frames, which `xfwd bench
+    /// --sender xdp` sends with (`null`: it could not be asked, e.g. without privileges).
+    pub live_frames: Option<bool>,
+    /// What the kernel answered when it refused them, or why it could not be asked.
+    pub live_frames_said: Option<String>,
 }
 
 #[cfg(test)]

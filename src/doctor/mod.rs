@@ -226,6 +226,12 @@ fn gather_port(name: &str, nl: Option<&mut netdev::Netdev>, interrupts: &[facts:
 
 fn gather_system() -> SystemFacts {
     let irqbalance = irqbalance_running();
+    use xfwd_dataplane::io::frame_gen::{self, GenError};
+    let (live_frames, live_frames_said) = match frame_gen::live_frames() {
+        Ok(()) => (Some(true), None),
+        Err(GenError::LiveFramesRefused(said)) => (Some(false), Some(said)),
+        Err(e) => (None, Some(e.to_string())),
+    };
     SystemFacts {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         isolated: cpu_list("/sys/devices/system/cpu/isolated").unwrap_or_default(),
@@ -234,6 +240,8 @@ fn gather_system() -> SystemFacts {
         busy_read: read_num("/proc/sys/net/core/busy_read"),
         huge_pages: facts::parse_meminfo(&read("/proc/meminfo").unwrap_or_default()),
         kernel: read("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        live_frames,
+        live_frames_said,
     }
 }
 

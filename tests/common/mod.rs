@@ -28,6 +28,77 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Says, visibly, that `test` did not run because this machine lacks its premise: a `SKIP:`
+/// line on stderr, and the same line added to the file `$XFWD_SKIP_LOG` names, which
+/// scripts/test prints in its summary (cargo shows a passing test's stderr only with
+/// --nocapture).
+pub fn skip(test: &str, reason: &str) {
+    let line = format!("SKIP: {test}: {reason}");
+    eprintln!("{line}");
+    if let Some(path) = std::env::var_os("XFWD_SKIP_LOG") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+        writeln!(f, "{line}").unwrap();
+    }
+}
+
+/// True when the kernel runs `BPF_PROG_TEST_RUN` with live frames for this process
+/// ([`xfwd_dataplane::io::frame_gen::live_frames`]). Where it refuses them (some machines of
+/// this kind do, to root too) the test is skipped with the kernel's answer; any other error
+/// fails it.
+pub fn live_frames_or_skip(test: &str) -> bool {
+    use xfwd_dataplane::io::frame_gen::{live_frames, GenError};
+    match live_frames() {
+        Ok(()) => true,
+        Err(e @ GenError::LiveFramesRefused(_)) => {
+            skip(test, &e.to_string());
+            false
+        }
+        Err(e) => panic!("{test}: asking whether the kernel runs live frames: {e}"),
+    }
+}
+
+/// Installs, on the calling thread (and what it forks), a seccomp filter under which every
+/// `bpf(BPF_PROG_TEST_RUN, …)` fails with `EPERM` and every other system call runs: how a
+/// kernel that refuses live frames answers, for the tests of that answer on a machine whose
+/// kernel runs them. Async-signal-safe (no allocation), so that it can run between fork and
+/// exec.
+pub fn refuse_bpf_test_runs() -> std::io::Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xC000_00B7;
+    /// `BPF_PROG_TEST_RUN` (include/uapi/linux/bpf.h).
+    const PROG_TEST_RUN: u32 = 10;
+    const LD_ABS_W: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    // struct seccomp_data: nr at 0, arch at 4, args[0] at 16 (its low word first: the
+    // architectures above are little-endian).
+    let filter = [
+        op(LD_ABS_W, 0, 0, 4),
+        op(JEQ_K, 0, 5, AUDIT_ARCH),
+        op(LD_ABS_W, 0, 0, 0),
+        op(JEQ_K, 0, 3, libc::SYS_bpf as u32),
+        op(LD_ABS_W, 0, 0, 16),
+        op(JEQ_K, 0, 1, PROG_TEST_RUN),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr().cast_mut() };
+    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes plain integers; seccomp(2) reads `prog`, which
+    // points at `filter`, both alive for the call. The filter only ever makes calls fail.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &prog) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// True when the test may build namespaces. Without root it says why and returns false, unless
 /// `XFWD_REQUIRE_ROOT_TESTS=1` (set by CI), where it fails instead: a skip must not pass there.
 pub fn root_or_skip(test: &str) -> bool {
@@ -39,7 +110,7 @@ pub fn root_or_skip(test: &str) -> bool {
         std::env::var("XFWD_REQUIRE_ROOT_TESTS").as_deref() != Ok("1"),
         "{test}: needs root (network namespaces, XDP), and XFWD_REQUIRE_ROOT_TESTS=1 forbids skipping"
     );
-    eprintln!("{test}: skipped: needs root for network namespaces and XDP");
+    skip(test, "needs root for network namespaces and XDP");
     false
 }
 
@@ -54,7 +125,7 @@ pub fn cpus_or_skip(test: &str, n: usize) -> bool {
         std::env::var("XFWD_REQUIRE_ROOT_TESTS").as_deref() != Ok("1"),
         "{test}: needs {n} CPUs, this machine has {have}, and XFWD_REQUIRE_ROOT_TESTS=1 forbids skipping"
     );
-    eprintln!("{test}: skipped: needs {n} CPUs, this machine has {have}");
+    skip(test, &format!("needs {n} CPUs, this machine has {have}"));
     false
 }
 
@@ -256,11 +327,21 @@ impl DevCounters {
 
     /// A veth's `rx_queue_N_<stat>`, summed over its receive queues.
     pub fn rx_queues(&self, stat: &str) -> u64 {
+        self.queues("rx_queue_", stat)
+    }
+
+    /// A veth's `tx_queue_N_<stat>` (`xdp_xmit`: frames an XDP program redirected out of it),
+    /// summed over its transmit queues.
+    pub fn tx_queues(&self, stat: &str) -> u64 {
+        self.queues("tx_queue_", stat)
+    }
+
+    fn queues(&self, prefix: &str, stat: &str) -> u64 {
         let suffix = format!("_{stat}");
         self.0
             .iter()
             .filter(|(n, _)| {
-                n.strip_prefix("rx_queue_")
+                n.strip_prefix(prefix)
                     .and_then(|rest| rest.strip_suffix(&suffix))
                     .is_some_and(|q| q.bytes().all(|b| b.is_ascii_digit()))
             })

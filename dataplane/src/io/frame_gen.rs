@@ -14,10 +14,17 @@
 //! flow's source port and the checksum: the kernel recycles a sent frame's page into a later
 //! frame as the receiver left it, and a router rewrote its MACs and TTL (only the first frames
 //! of each run were forwarded before it did).
+//!
+//! Live frames are a kernel facility that a machine may refuse: some kernels answer a live run
+//! with `EPERM` even to root (a security module's policy) while plain test runs work. Whether
+//! it is allowed is a fact of the machine, asked once by [`live_frames`] (one frame, out of
+//! `lo`), so that a caller refuses before it builds anything and says what to use instead:
+//! [`Redirect`], the hop of the other sender that gives the receiver XDP frames without live
+//! frames (a packet socket's frames, redirected on by an XDP program in the sending host).
 
 use std::net::IpAddr;
 
-use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, Object, ObjectBuilder};
 use thiserror::Error;
 
 use crate::wire::ethernet::{self, EthernetFrame};
@@ -29,6 +36,8 @@ use crate::wire::{checksum, MacAddr};
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/frame_gen.bpf.o"));
 /// The section holding `gen_cfg`, as libbpf names its map.
 const RODATA: &str = ".rodata.gen";
+/// The section holding `redirect_ifindex`, as libbpf names its map.
+const RODATA_REDIRECT: &str = ".rodata.redirect";
 /// `BPF_F_TEST_XDP_LIVE_FRAMES`.
 const LIVE_FRAMES: u32 = 1 << 1;
 /// The UDP header's length.
@@ -48,6 +57,32 @@ pub enum GenError {
     /// The kernel refused a run (a kernel without live frames (5.18), a device that is gone).
     #[error("running the frame generator: {0}")]
     Run(String),
+    /// The kernel refuses live frames on this machine (`EPERM`, also to root): a fact of the
+    /// machine, not a fault of the run.
+    #[error("this kernel refuses live frames (BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES: {0})")]
+    LiveFramesRefused(String),
+    /// The redirect hop could not be loaded or attached.
+    #[error("the sender's XDP redirect hop: {0}")]
+    Redirect(String),
+}
+
+/// Whether this kernel runs live frames for the calling thread: one frame of the generator,
+/// out of `lo` of the calling thread's network namespace (which has no XDP transmit: the
+/// frame is dropped there, and nothing is sent). `Ok` when allowed;
+/// [`GenError::LiveFramesRefused`] when the kernel refuses them; any other error when the
+/// question could not be asked (no privileges to load a program, no `lo`).
+pub fn live_frames() -> Result<(), GenError> {
+    let spec = UdpSpec {
+        dst_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        src_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+        src: IpAddr::V4([198, 18, 0, 1].into()),
+        dst: IpAddr::V4([198, 18, 0, 2].into()),
+        sport: 1024,
+        dport: 9,
+        wire_len: 64,
+    };
+    let (frame, off) = udp_frame(&spec)?;
+    FrameGen::new(frame, off, 1)?.send(ifindex("lo")?, 1)
 }
 
 /// One UDP frame's fields.
@@ -210,11 +245,47 @@ impl FrameGen {
             repeat,
             ..Default::default()
         };
-        let output = prog.test_run(input).map_err(|e| GenError::Run(format!("{e:#}")))?;
+        let output = prog.test_run(input).map_err(|e| match e.kind() {
+            libbpf_rs::ErrorKind::PermissionDenied if live => GenError::LiveFramesRefused(format!("{e:#}")),
+            _ => GenError::Run(format!("{e:#}")),
+        })?;
         let verdict = output.return_value;
         let len = output.data.map_or(0, |d| d.len());
         out.truncate(len);
         Ok((verdict, out))
+    }
+}
+
+/// The other sender's hop, for a kernel that refuses live frames: an XDP program on a helper
+/// device (a veth into which a packet socket sends) that redirects every frame out of another
+/// device, whose peer then receives XDP frames, as from a NIC. The helper's own receive (veth's
+/// copy of each socket buffer into a page, which no NIC has) is paid in the helper's poll.
+/// Detached when dropped (a bpf_link), also when the process dies.
+pub struct Redirect {
+    _link: Link,
+    _object: Object,
+}
+
+impl Redirect {
+    /// Attaches the hop to device `from`, sending every frame it receives out of device `to`
+    /// (both ifindexes of the calling thread's network namespace). `from` must take XDP in
+    /// native mode (a veth does), and `to`'s peer must poll (NAPI), or it drops the frames.
+    pub fn attach(from: u32, to: u32) -> Result<Redirect, GenError> {
+        let fail = |e: libbpf_rs::Error| GenError::Redirect(format!("{e:#}"));
+        let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(fail)?;
+        open.maps_mut()
+            .find(|m| m.name() == RODATA_REDIRECT)
+            .ok_or_else(|| GenError::Redirect(format!("no {RODATA_REDIRECT} section")))?
+            .set_initial_value(&to.to_ne_bytes())
+            .map_err(fail)?;
+        let object = open.load().map_err(fail)?;
+        let prog = object
+            .progs_mut()
+            .find(|p| p.name() == "gen_redirect")
+            .ok_or_else(|| GenError::Redirect("no program gen_redirect".into()))?;
+        let from = i32::try_from(from).map_err(|_| GenError::Redirect(format!("ifindex {from}")))?;
+        let link = prog.attach_xdp(from).map_err(fail)?;
+        Ok(Redirect { _link: link, _object: object })
     }
 }
 
