@@ -230,26 +230,7 @@ impl Netns {
     /// socket buffer into a page is paid in `gen1`'s poll, in this host. `eth0`'s peer needs
     /// NAPI (GRO on, or an XDP program). Removed on drop.
     pub fn xdp_hop(&self, queues: u32) -> Result<XdpHop> {
-        let q = queues.to_string();
-        self.ip(&[
-            "link",
-            "add",
-            "name",
-            HOP_DEV,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "gen1",
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-        ])?;
+        veth_pair(self, HOP_DEV, self, "gen1", queues)?;
         let mut hop = XdpHop { ns: Netns::attach(self.name.clone()), _redirect: None };
         for dev in [HOP_DEV, "gen1"] {
             // No IPv6 on the hop (on a dual-stack host it would send reports through it).
@@ -390,35 +371,20 @@ fn namespaces() -> Result<(Netns, Netns, Netns)> {
     Ok((Netns::new(format!("{id}-box"))?, Netns::new(format!("{id}-h1"))?, Netns::new(format!("{id}-h2"))?))
 }
 
+/// A veth pair with `queues` queues each way: `name` in `ns`, `peer` in `other`.
+fn veth_pair(ns: &Netns, name: &str, other: &Netns, peer: &str, queues: u32) -> Result<()> {
+    let q = queues.to_string();
+    let mut args = vec!["link", "add"];
+    args.extend(["name", name, "netns", ns.name(), "numtxqueues", &q, "numrxqueues", &q]);
+    args.extend(["type", "veth", "peer"]);
+    args.extend(["name", peer, "netns", other.name(), "numtxqueues", &q, "numrxqueues", &q]);
+    run("ip", &args)?;
+    Ok(())
+}
+
 /// A veth pair with `queues` queues each way: `eth0` in `host`, `peer` in `other`.
 fn veth(host: &Netns, other: &Netns, peer: &str, queues: u32) -> Result<()> {
-    let q = queues.to_string();
-    run(
-        "ip",
-        &[
-            "link",
-            "add",
-            "eth0",
-            "netns",
-            host.name(),
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            peer,
-            "netns",
-            other.name(),
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-        ],
-    )?;
-    Ok(())
+    veth_pair(host, "eth0", other, peer, queues)
 }
 
 /// Turns IPv6 back on in `ns` for the interfaces made from now on, quietly: no duplicate
