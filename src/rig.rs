@@ -230,6 +230,9 @@ impl Netns {
     /// socket buffer into a page is paid in `gen1`'s poll, in this host. `eth0`'s peer needs
     /// NAPI (GRO on, or an XDP program). Removed on drop.
     pub fn xdp_hop(&self, queues: u32) -> Result<XdpHop> {
+        if self.here {
+            bail!("the sender's XDP hop is built in a rig's host, not in {}", self.name);
+        }
         veth_pair(self, HOP_DEV, self, "gen1", queues)?;
         let mut hop = XdpHop { ns: Netns::attach(self.name.clone()), _redirect: None };
         for dev in [HOP_DEV, "gen1"] {

@@ -348,6 +348,8 @@ fn the_live_frame_sender_is_refused_at_preflight_where_the_kernel_refuses_live_f
     if !root_or_skip("the_live_frame_sender_is_refused_at_preflight_where_the_kernel_refuses_live_frames") {
         return;
     }
+    // Should the refusal not come, it would build a rig: one at a time.
+    let _g = serial();
     let dir = std::env::temp_dir().join(format!("xfwd-bench-refused-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut cmd = Command::new(XFWD);

@@ -270,6 +270,13 @@ fn tx_packets(ns: &Netns, dev: &str) -> u64 {
     ns.link_stat(dev, "tx_packets").unwrap_or(0)
 }
 
+/// What `dev` sent, and what it dropped because its peer's ring was full: a veth counts a
+/// frame its peer could not take (the box's input ring overflowing) in `tx_dropped`, which a
+/// NIC would count as the box's receive drop; it was offered to the box all the same.
+fn tx_offered(ns: &Netns, dev: &str) -> u64 {
+    tx_packets(ns, dev) + ns.link_stat(dev, "tx_dropped").unwrap_or(0)
+}
+
 fn mac(ns: &Netns, dev: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&ns.exec(&["cat", &format!("/sys/class/net/{dev}/address")])?.stdout).trim().to_owned())
 }
@@ -848,7 +855,7 @@ impl Counters {
     fn read(r: &Rig, p: &Endpoints) -> Result<Counters> {
         let busy = busy_jiffies()?;
         let (delivered, offered) =
-            (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_packets(p.client, "eth0"));
+            (rx_packets(&r.h1, "eth0") + rx_packets(&r.h2, "eth0"), tx_offered(p.client, "eth0"));
         Ok(Counters { busy, delivered, offered, server_rx: rx_packets(p.server, "eth0") })
     }
 

@@ -227,10 +227,14 @@ fn gather_port(name: &str, nl: Option<&mut netdev::Netdev>, interrupts: &[facts:
 fn gather_system() -> SystemFacts {
     let irqbalance = irqbalance_running();
     use xfwd_dataplane::io::frame_gen::{self, GenError};
-    let (live_frames, live_frames_said) = match frame_gen::live_frames() {
-        Ok(()) => (Some(true), None),
-        Err(GenError::LiveFramesRefused(said)) => (Some(false), Some(said)),
-        Err(e) => (None, Some(e.to_string())),
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (live_frames, live_frames_said) = match root.then(frame_gen::live_frames) {
+        // Loading the probe needs privileges (libbpf would also say why on stderr).
+        None => (None, Some("not asked: needs root".into())),
+        Some(Ok(())) => (Some(true), None),
+        Some(Err(GenError::LiveFramesRefused(said))) => (Some(false), Some(said)),
+        Some(Err(e)) => (None, Some(e.to_string())),
     };
     SystemFacts {
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -167,6 +167,14 @@ pub fn ifindex(name: &str) -> Result<u32, GenError> {
     }
 }
 
+/// Loads only program `name` of the object's two (each user needs one).
+fn only_program(open: &mut libbpf_rs::OpenObject, name: &str) {
+    for mut p in open.progs_mut() {
+        let this = p.name() == name;
+        p.set_autoload(this);
+    }
+}
+
 /// The loaded generator: one frame, its flows.
 pub struct FrameGen {
     object: Object,
@@ -196,6 +204,7 @@ impl FrameGen {
         hdr.resize(HDR_ROOM, 0);
         let load = |e: libbpf_rs::Error| GenError::Load(format!("{e:#}"));
         let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(load)?;
+        only_program(&mut open, "gen_xdp");
         open.maps_mut()
             .find(|m| m.name() == RODATA)
             .ok_or_else(|| GenError::Load(format!("no {RODATA} section")))?
@@ -273,6 +282,7 @@ impl Redirect {
     pub fn attach(from: u32, to: u32) -> Result<Redirect, GenError> {
         let fail = |e: libbpf_rs::Error| GenError::Redirect(format!("{e:#}"));
         let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(fail)?;
+        only_program(&mut open, "gen_redirect");
         open.maps_mut()
             .find(|m| m.name() == RODATA_REDIRECT)
             .ok_or_else(|| GenError::Redirect(format!("no {RODATA_REDIRECT} section")))?
