@@ -61,6 +61,7 @@
 pub mod action;
 pub mod aqm;
 pub mod io;
+pub mod keyed;
 pub mod l2;
 pub mod l3;
 pub mod load;

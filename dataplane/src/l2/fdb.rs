@@ -42,6 +42,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
+use crate::keyed::{self, Key};
 use crate::time::Seconds;
 use crate::wire::MacAddr;
 use crate::PortId;
@@ -92,6 +93,8 @@ pub struct Fdb {
     buckets: Box<[Bucket]>,
     meta: Box<[Meta]>,
     ageing: u32,
+    /// The placement's secret ([`crate::keyed`]).
+    key: Key,
 }
 
 /// A bucket's other line: a one-byte tag per slot (from the MAC's hash; 0 for never used), so
@@ -128,25 +131,22 @@ impl std::fmt::Debug for Fdb {
     }
 }
 
-#[inline]
-fn hash(mac: u64) -> u64 {
-    // A 64-bit mixer (the murmur3 finaliser): the low bits of MACs are sequential in practice
-    // and the high bits are shared by a vendor, so neither is usable as is.
-    let mut h = mac ^ (mac >> 33);
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
-
 impl Fdb {
     /// A table for at least `capacity` entries (rounded up to a multiple of 8, at least 8)
-    /// whose entries age out after `ageing_s` seconds without a frame from that address.
+    /// whose entries age out after `ageing_s` seconds without a frame from that address, its
+    /// placement keyed by a fresh secret ([`crate::keyed`]: MACs are placed by a keyed hash, as
+    /// the low bits of MACs are sequential in practice and the high bits shared by a vendor,
+    /// and as a known placement lets 16 chosen MACs keep a victim out).
     pub fn new(capacity: usize, ageing_s: u32) -> Fdb {
+        Fdb::with_key(capacity, ageing_s, Key::random())
+    }
+
+    /// [`Fdb::new`] with a given secret: one placement every time (tests, benchmarks).
+    pub fn with_key(capacity: usize, ageing_s: u32, key: Key) -> Fdb {
         let nbuckets = capacity.div_ceil(WAYS).max(1);
         let buckets = (0..nbuckets).map(|_| Bucket { keys: Default::default() }).collect();
         let meta = (0..nbuckets).map(|_| Meta::default()).collect();
-        Fdb { buckets, meta, ageing: ageing_s }
+        Fdb { buckets, meta, ageing: ageing_s, key }
     }
 
     /// Number of slots.
@@ -163,7 +163,7 @@ impl Fdb {
     /// modulo) and its tag (never 0), all from one hash.
     #[inline(always)]
     fn place(&self, mac: u64) -> Place {
-        let h = hash(mac);
+        let h = keyed::hash64(mac, self.key);
         let n = self.buckets.len() as u64;
         let buckets = [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize];
         // The tag from the hash's lowest byte: the bucket indices come from the top bits of
@@ -547,7 +547,10 @@ mod tests {
             }
             learnt += 1;
         }
-        assert!(learnt > 65536 * 3 / 4, "first bucket overflow after only {learnt} entries");
+        // The placement is keyed, so as good as random: two-choice buckets of eight then
+        // refuse first at 69-79 % of capacity (400 simulated tables, median 75 %). A hash
+        // that kept sequential MACs together would refuse far sooner.
+        assert!(learnt > 65536 * 6 / 10, "first bucket overflow after only {learnt} entries");
         // And all of them, inserted regardless of refusals, occupy most of the table.
         for i in 0..65536 {
             fdb.learn(mac(i), PortId(0), Seconds(1));
@@ -627,6 +630,38 @@ mod tests {
         stop.store(true, Relaxed);
         for w in writers {
             w.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn macs_chosen_against_a_known_placement_keep_a_victim_out_only_under_that_key() {
+        // 64 buckets. Against key A (as if it were known, as the unkeyed mixer was to anyone),
+        // search 16 MACs whose two candidate buckets are the victim's two: learnt first, they
+        // fill both, and the victim cannot be learnt. Under any other key the same MACs are
+        // as good as random ones, and the victim is learnt beside them.
+        let (a, b) = (Key::from_words(0x1234, 0x5678), Key::from_words(0x9abc, 0xdef0));
+        let now = Seconds(1);
+        let victim = mac(0xfffff);
+        let target = Fdb::with_key(512, 300, a);
+        let mut want = target.place(victim.to_u64()).buckets;
+        want.sort_unstable();
+        let attackers: Vec<MacAddr> = (0..2_000_000)
+            .map(mac)
+            .filter(|m| {
+                let mut p = target.place(m.to_u64()).buckets;
+                p.sort_unstable();
+                p == want
+            })
+            .take(2 * WAYS)
+            .collect();
+        assert_eq!(attackers.len(), 2 * WAYS, "search too short");
+        for (key, kept_out) in [(a, true), (b, false)] {
+            let fdb = Fdb::with_key(512, 300, key);
+            for m in &attackers {
+                fdb.learn(*m, PortId(1), now);
+            }
+            let learnt = fdb.learn(victim, PortId(0), now);
+            assert_eq!(fdb.lookup(victim, now).is_none(), kept_out, "{key:?}: {learnt:?}");
         }
     }
 }

@@ -22,6 +22,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use std::marker::PhantomData;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
+use crate::keyed::{self, Key};
 use crate::wire::MacAddr;
 use crate::PortId;
 
@@ -121,6 +122,8 @@ pub struct NeighborTable<A = Ipv4Addr> {
     /// stays the same.
     generation: AtomicU64,
     family: PhantomData<A>,
+    /// The placement's secret ([`crate::keyed`]).
+    key: Key,
 }
 
 /// The IPv6 neighbour table.
@@ -130,14 +133,6 @@ impl<A> std::fmt::Debug for NeighborTable<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NeighborTable").field("capacity", &self.slots.len()).finish()
     }
-}
-
-#[inline]
-fn hash(ip: u128) -> u64 {
-    let mut h = ((ip >> 64) as u64 ^ (ip as u64).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    h ^= h >> 29;
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^ (h >> 32)
 }
 
 /// A slot's key, word by word (consistent only inside the seqlock's read).
@@ -161,14 +156,22 @@ impl NeighborTable6 {
 }
 
 impl<A: NeighborAddr> NeighborTable<A> {
-    /// A table for at least `capacity` entries (rounded up to whole 8-slot buckets).
+    /// A table for at least `capacity` entries (rounded up to whole 8-slot buckets), its
+    /// placement keyed by a fresh secret ([`crate::keyed`]: a known placement lets 16 chosen
+    /// addresses keep a gateway out on a large subnet).
     pub fn with_capacity(capacity: usize) -> NeighborTable<A> {
+        NeighborTable::with_key(capacity, Key::random())
+    }
+
+    /// [`NeighborTable::with_capacity`] with a given secret: one placement every time.
+    pub fn with_key(capacity: usize, key: Key) -> NeighborTable<A> {
         let nbuckets = capacity.div_ceil(WAYS).max(1);
         NeighborTable {
             slots: (0..nbuckets * WAYS).map(|_| Slot::default()).collect(),
             nbuckets,
             generation: AtomicU64::new(0),
             family: PhantomData,
+            key,
         }
     }
 
@@ -179,7 +182,7 @@ impl<A: NeighborAddr> NeighborTable<A> {
 
     #[inline]
     fn buckets_of(&self, ip: u128) -> [usize; 2] {
-        let h = hash(ip);
+        let h = keyed::hash128(ip, self.key);
         let n = self.nbuckets as u64;
         [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize]
     }
@@ -448,6 +451,32 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         for r in readers {
             assert!(r.join().unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn addresses_chosen_against_a_known_placement_keep_a_gateway_out_only_under_that_key() {
+        // As the FDB's test: 16 addresses of a large subnet whose candidate buckets are the
+        // gateway's under key A fill them there; under key B the gateway is stored beside them.
+        let (a, b) = (Key::from_words(0x1234, 0x5678), Key::from_words(0x9abc, 0xdef0));
+        let gateway = ip(1);
+        let target: NeighborTable = NeighborTable::with_key(512, a);
+        let sorted = |mut p: [usize; 2]| {
+            p.sort_unstable();
+            p
+        };
+        let want = sorted(target.buckets_of(gateway.key()));
+        let attackers: Vec<Ipv4Addr> =
+            (2..0xffff).map(ip).filter(|i| sorted(target.buckets_of(i.key())) == want).take(2 * WAYS).collect();
+        assert_eq!(attackers.len(), 2 * WAYS, "search too short");
+        for (key, kept_out) in [(a, true), (b, false)] {
+            let t: NeighborTable = NeighborTable::with_key(512, key);
+            for (k, addr) in attackers.iter().enumerate() {
+                t.insert(*addr, mac(k as u32), PortId(1), false).unwrap();
+            }
+            let stored = t.insert(gateway, mac(0xffff), PortId(0), false);
+            assert_eq!(stored.is_err(), kept_out, "{key:?}");
+            assert_eq!(t.lookup(gateway).is_none(), kept_out, "{key:?}");
         }
     }
 }
