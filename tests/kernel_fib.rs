@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{control_path, root_or_skip, serial, show, stats, stop_clean, until, XFWD};
+use common::{control_path, in_netns, mac_bytes, root_or_skip, serial, show, stats, stop_clean, until, XFWD};
 use xfwd::rig::{self, Rig, XfwdProcess};
 
 const KERNEL_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-kernel.toml");
@@ -757,5 +757,57 @@ fn the_xdp_path_follows_the_kernels_route_and_neighbour_churn_without_losing_a_f
     // The requests came in at eth5 (port 0), the replies at eth4.
     let in_program = common::xdp_path_lost_nothing(&before, &s, 0);
     eprintln!("{test}: {rounds} rounds; {in_program} of {REQUESTS} requests forwarded in the program; {path:?}");
+    stop_clean(&mut x);
+}
+
+/// The CPU time (user and system) of `pid`'s thread named `name`, from
+/// /proc/PID/task/TID/schedstat (its first field: ns on the CPU).
+fn thread_cpu(pid: u32, name: &str) -> Duration {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let s = std::fs::read_to_string(task.path().join("schedstat")).unwrap();
+            return Duration::from_nanos(s.split_whitespace().next().unwrap().parse().unwrap());
+        }
+    }
+    panic!("no thread {name} in {pid}");
+}
+
+#[test]
+fn the_arp_thread_started_under_an_arp_flood_rests_once_it_stops() {
+    if !root_or_skip("the_arp_thread_started_under_an_arp_flood_rests_once_it_stops") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    // h2 asks for the box's address on eth4 every 100 µs while xfwd starts: where the kernel
+    // resolves, xfwd's packet sockets keep nothing, and a frame queued on one before its
+    // filter was attached was never read and kept the thread's poll awake for good.
+    let src = mac_bytes(&r.h2, "eth0");
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&src);
+    arp.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    arp.extend_from_slice(&src);
+    arp.extend_from_slice(&[198, 18, 30, 2, 0, 0, 0, 0, 0, 0, 198, 18, 30, 1]);
+    arp.resize(60, 0);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let stop = std::sync::Arc::clone(&stop);
+        in_netns(r.h2.name(), move || common::send_every("eth0", &arp, Duration::from_micros(100), &stop))
+    };
+    let control = control_path("kf-arp-flood");
+    let mut x = start(&r, &control);
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(flood.join().unwrap() > 0);
+    // Resting, it wakes for its timers only: a few ms of CPU in seconds. Spinning, it takes
+    // the whole window (less on a loaded machine, never as little as this bound).
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = x.proc.child.id();
+    let before = thread_cpu(pid, "xfwd-arp");
+    let window = Duration::from_secs(3);
+    std::thread::sleep(window);
+    let used = thread_cpu(pid, "xfwd-arp") - before;
+    assert!(used < window / 10, "xfwd-arp used {used:?} of CPU in {window:?} after the flood stopped");
     stop_clean(&mut x);
 }

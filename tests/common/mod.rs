@@ -168,6 +168,23 @@ fn packet_socket(ifname: &str) -> (i32, libc::sockaddr_ll) {
     (fd, addr)
 }
 
+/// Sends `frame` out of `ifname` of the calling thread's namespace every `interval` until
+/// `stop` is set; returns how many it sent.
+pub fn send_every(ifname: &str, frame: &[u8], interval: Duration, stop: &std::sync::atomic::AtomicBool) -> u64 {
+    let (fd, _) = packet_socket(ifname);
+    let mut sent = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        // SAFETY: `frame` is a valid buffer of the given length; fd is our bound socket.
+        let n = unsafe { libc::send(fd, frame.as_ptr().cast(), frame.len(), 0) };
+        assert_eq!(n, frame.len() as isize, "send: {}", std::io::Error::last_os_error());
+        sent += 1;
+        std::thread::sleep(interval);
+    }
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(fd) };
+    sent
+}
+
 /// Sends each frame once out of `ifname` in namespace `ns`.
 pub fn send_raw(ns: &str, ifname: &str, frames: Vec<Vec<u8>>) {
     let ifname = ifname.to_owned();

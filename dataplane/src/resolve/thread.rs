@@ -93,19 +93,40 @@ struct PacketSocket {
     fd: std::os::fd::OwnedFd,
 }
 
+/// What a [`PacketSocket`] keeps of the frames of its EtherType.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Every one (ARP, where xfwd resolves).
+    All,
+    /// Neighbour solicitations and advertisements only.
+    NeighbourDiscovery,
+    /// None: the socket only sends (the kernel resolves).
+    Nothing,
+}
+
 impl PacketSocket {
-    fn open(ifindex: u32, ethertype: u16) -> io::Result<PacketSocket> {
+    /// A socket on interface `ifindex` for `ethertype`, keeping what `keep` says. The socket is
+    /// made with protocol 0, which receives nothing, and bound to its protocol only once its
+    /// filter is attached: bound first, it would queue whatever arrived in between, which a
+    /// socket that keeps nothing is never read to drain (and, polled, would wake its thread
+    /// without end).
+    fn open(ifindex: u32, ethertype: u16, keep: Keep) -> io::Result<PacketSocket> {
         use std::os::fd::FromRawFd;
         let proto = ethertype.to_be();
         // SAFETY: plain socket(2) call; the result is checked before use.
-        let fd = unsafe {
-            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(proto))
-        };
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh socket that nothing else owns.
         let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        let socket = PacketSocket { fd };
+        match keep {
+            Keep::All => {}
+            Keep::NeighbourDiscovery => socket.only_neighbour_discovery()?,
+            Keep::Nothing => socket.receive_nothing()?,
+        }
+        let fd = &socket.fd;
         // SAFETY: sockaddr_ll is plain data; all-zero is a valid starting value.
         let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         addr.sll_family = libc::AF_PACKET as u16;
@@ -123,7 +144,7 @@ impl PacketSocket {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(PacketSocket { fd })
+        Ok(socket)
     }
 
     /// Keeps only neighbour solicitations and advertisements on the socket (a classic BPF
@@ -263,23 +284,22 @@ pub fn open(
     clock: Clock,
     kernel: Option<Rtnl>,
 ) -> io::Result<ArpReady> {
-    let sockets = ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_ARP)).collect::<io::Result<Vec<_>>>()?;
-    let sockets6 =
-        ports.iter().map(|p| PacketSocket::open(p.ifindex, ETHERTYPE_IPV6)).collect::<io::Result<Vec<_>>>()?;
+    let (keep, keep6) = match kernel {
+        Some(_) => (Keep::Nothing, Keep::Nothing),
+        None => (Keep::All, Keep::NeighbourDiscovery),
+    };
+    let open = |ethertype, keep| -> io::Result<Vec<PacketSocket>> {
+        ports.iter().map(|p| PacketSocket::open(p.ifindex, ethertype, keep)).collect()
+    };
+    let (sockets, sockets6) = (open(ETHERTYPE_ARP, keep)?, open(ETHERTYPE_IPV6, keep6)?);
     let (v4, v6) = (neighbors.v4, neighbors.v6);
     let mut engine =
         ArpEngine::new(Arc::clone(&tables), (Arc::clone(&v4), Arc::clone(&v6)), cfg, Arc::clone(&counters.0));
     let mut engine6 = NdpEngine::new(Arc::clone(&tables), (v6, v4), cfg, Arc::clone(&counters.1));
     if kernel.is_some() {
-        for s in sockets.iter().chain(&sockets6) {
-            s.receive_nothing()?;
-        }
         engine.resolve_by_kernel();
         engine6.resolve_by_kernel();
     } else {
-        for s in &sockets6 {
-            s.only_neighbour_discovery()?;
-        }
         let t = tables.load();
         for ((p, s), spec) in ports.iter().zip(&sockets6).zip(&t.ports) {
             for (a, _) in &spec.addrs6 {
@@ -424,11 +444,15 @@ impl ArpThread {
         }
     }
 
+    /// Waits for a frame on a socket it reads, or [`POLL_MS`]. Where the kernel resolves,
+    /// nothing is read, and nothing is polled: the wait is the timer's alone.
     fn wait(&self) {
+        let read = self.kernel.is_none();
         let mut pfds: Vec<libc::pollfd> = self
             .sockets
             .iter()
             .chain(&self.sockets6)
+            .filter(|_| read)
             .map(|s| libc::pollfd { fd: s.raw(), events: libc::POLLIN, revents: 0 })
             .collect();
         // SAFETY: `pfds` is a valid array of initialised pollfd over our open sockets.
