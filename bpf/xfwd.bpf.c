@@ -231,9 +231,16 @@ struct xfwd_neigh {
 	__u16 pad;
 };
 
+/* The neighbour maps are not preallocated: a preallocated hash map reuses a replaced element
+ * at once, so a frame reading an entry while it was replaced could read another neighbour's
+ * port or MAC. Allocated, a replaced element is freed only after every program that may hold
+ * it has returned (RCU), and the program copies the value once (struct xfwd_neigh n = *neigh)
+ * before it reads either field. Neighbour writes are rare; their allocation costs nothing on
+ * the frames' path. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, XFWD_MAX_NEIGH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
 	__type(value, struct xfwd_neigh);
 } xfwd_neigh4 SEC(".maps");
@@ -279,6 +286,7 @@ struct xfwd_neigh6_key {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, XFWD_MAX_NEIGH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* as xfwd_neigh4's */
 	__type(key, struct xfwd_neigh6_key);
 	__type(value, struct xfwd_neigh);
 } xfwd_neigh6 SEC(".maps");
@@ -514,7 +522,7 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 	unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_port_mac *in, *out;
-	struct xfwd_neigh *neigh;
+	struct xfwd_neigh *neigh, n;
 	struct xfwd_route4 *hop;
 	struct xfwd_lpm4 key;
 	void *fib;
@@ -563,8 +571,11 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	else
 		return -1; /* local, broadcast, special, equal-cost group, IPv6 gateway */
 	neigh = bpf_map_lookup_elem(&xfwd_neigh4, &next);
-	if (!neigh || neigh->port != port)
-		return -1; /* unresolved (or resolved on another port): gleaned */
+	if (!neigh)
+		return -1; /* unresolved: gleaned */
+	n = *neigh; /* once: port and MAC of one entry */
+	if (n.port != port)
+		return -1; /* resolved on another port: gleaned */
 	if (total > hop->mtu)
 		return -1; /* too big: Fragmentation Needed, or dropped */
 	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
@@ -582,7 +593,7 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	sum = (__u16)~sum;
 	ip[10] = sum >> 8;
 	ip[11] = sum & 0xff;
-	__builtin_memcpy(data, neigh->mac, 6);
+	__builtin_memcpy(data, n.mac, 6);
 	__builtin_memcpy(data + 6, out->mac, 6);
 	len = XFWD_ETH_HLEN + total;
 	if (len < 60)
@@ -618,7 +629,7 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_neigh6_key next = {};
 	struct xfwd_port_mac *in, *out;
-	struct xfwd_neigh *neigh;
+	struct xfwd_neigh *neigh, n;
 	struct xfwd_route6 *hop;
 	struct xfwd_lpm6 key;
 	void *fib;
@@ -659,15 +670,18 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 	if (next.addr[0] == 0xfe && (next.addr[1] & 0xc0) == 0x80)
 		next.scope = port + 1; /* a link-local gateway, on the route's port */
 	neigh = bpf_map_lookup_elem(&xfwd_neigh6, &next);
-	if (!neigh || neigh->port != port)
-		return -1; /* unresolved (or on another port): neighbour discovery */
+	if (!neigh)
+		return -1; /* unresolved: neighbour discovery */
+	n = *neigh; /* once: port and MAC of one entry */
+	if (n.port != port)
+		return -1; /* resolved on another port: neighbour discovery */
 	if (total > hop->mtu)
 		return -1; /* too big: Packet Too Big */
 	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
 	if (!out || !out->ready)
 		return -1;
 	ip[7] -= 1;
-	__builtin_memcpy(data, neigh->mac, 6);
+	__builtin_memcpy(data, n.mac, 6);
 	__builtin_memcpy(data + 6, out->mac, 6);
 	len = XFWD_ETH_HLEN + total;
 	if (len < 60)

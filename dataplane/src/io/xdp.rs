@@ -1028,3 +1028,32 @@ fn link_create(prog_fd: RawFd, ifindex: u32, mode: XdpMode) -> Result<OwnedFd, s
     // SAFETY: libbpf returned a fresh fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `BPF_F_NO_PREALLOC` (include/uapi/linux/bpf.h).
+    const NO_PREALLOC: u32 = 1;
+
+    #[test]
+    fn the_neighbour_maps_free_a_replaced_entry_only_after_the_programs_reading_it() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert_ne!(std::env::var("XFWD_REQUIRE_ROOT_TESTS").as_deref(), Ok("1"), "needs root to load a program");
+            eprintln!("SKIP: needs root to load a BPF program");
+            return;
+        }
+        // A preallocated hash map reuses a replaced element at once: a frame reading a
+        // neighbour while it is replaced could take another's MAC. Not preallocated, the
+        // element outlives every program that may hold it.
+        let lo = crate::io::PortInfo::read("lo").unwrap();
+        let p =
+            XdpProgram::load(&[lo], (ProgramMode::Router { local: &[] }, DataPath::Xdp), Steer::ByQueue, None).unwrap();
+        for name in ["xfwd_neigh4", "xfwd_neigh6"] {
+            let map = p.object.maps().find(|m| m.name() == name).unwrap_or_else(|| panic!("no {name}"));
+            let flags = map.info().unwrap().info.map_flags;
+            assert_eq!(flags & NO_PREALLOC, NO_PREALLOC, "{name}: flags {flags:#x}");
+        }
+    }
+}
