@@ -620,6 +620,12 @@ impl Families {
             self.counter(&format!("xfwd_xdp_path_{word}_total"), &format!("XDP path: {help}."), &[], value(x) as f64);
         }
         self.gauge("xfwd_xdp_path_routes", "XDP path: routes in the program's table.", &[], x.routes as f64);
+        self.gauge(
+            "xfwd_xdp_path_left_out",
+            "XDP path: neighbours (router) or stations (bridge) the program's maps have no room for; their frames go to the workers.",
+            &[],
+            x.left_out as f64,
+        );
         for (i, p) in r.ports.iter().enumerate() {
             self.gauge(
                 "xfwd_xdp_path_egress_ready",
@@ -1044,6 +1050,7 @@ mod tests {
             neighbors6: router.then(|| (next() as usize, next() as usize)),
             kernel: router.then_some(kernel),
             xdp_path: router.then(|| FastReport {
+                left_out: 3,
                 routes: next(),
                 swaps: next(),
                 route_writes: next(),

@@ -231,14 +231,14 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
         let _ = if r.neighbors.is_some() {
             writeln!(
                 s,
-                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes{failed}; egress ports taking no redirects (their frames to the workers): {off}",
-                f.routes, f.swaps, f.route_writes, f.neighbor_writes, f.errors
+                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes{failed}, {} neighbours left to the workers (no room in the program's maps); egress ports taking no redirects (their frames to the workers): {off}",
+                f.routes, f.swaps, f.route_writes, f.neighbor_writes, f.errors, f.left_out
             )
         } else {
             writeln!(
                 s,
-                "xdp path: {} station writes, {} stations refreshed from the program's forwarding, {} failed writes{failed}; ports taking no redirects (flooding and their frames to the workers): {off}",
-                f.neighbor_writes, f.refreshed, f.errors
+                "xdp path: {} station writes, {} stations refreshed from the program's forwarding, {} failed writes{failed}, {} stations left to the workers (no room in the program's map); ports taking no redirects (flooding and their frames to the workers): {off}",
+                f.neighbor_writes, f.refreshed, f.errors, f.left_out
             )
         };
     }

@@ -85,6 +85,9 @@ pub struct FastCounters {
     pub last_error: std::sync::Mutex<Option<String>>,
     /// Routes in the program's tables, IPv4 and IPv6.
     pub routes: Counter,
+    /// Neighbours (router) or stations (bridge) the program's maps have no room for now: their
+    /// frames go to the workers.
+    pub left_out: Counter,
 }
 
 impl FastCounters {
@@ -100,6 +103,7 @@ impl FastCounters {
     pub fn snapshot(&self) -> FastReport {
         FastReport {
             routes: self.routes.get(),
+            left_out: self.left_out.get(),
             swaps: self.swaps.get(),
             route_writes: self.route_writes.get(),
             neighbor_writes: self.neighbor_writes.get(),
@@ -122,6 +126,9 @@ impl FastCounters {
 pub struct FastReport {
     /// Routes in the program's tables, IPv4 and IPv6.
     pub routes: u64,
+    /// Neighbours (router) or stations (bridge) the program's maps have no room for now.
+    #[serde(default)]
+    pub left_out: u64,
     /// Route tables swapped in whole.
     pub swaps: u64,
     /// Routes written or removed one by one.
@@ -156,6 +163,8 @@ struct RouterSync {
     generation: (u64, u64),
     written: HashMap<Ipv4Addr, (PortId, MacAddr)>,
     written6: HashMap<Key6, (PortId, MacAddr)>,
+    /// Each family's neighbours the maps had no room for when last written.
+    left_out: (u64, u64),
 }
 
 /// The bridge's stations as the thread last wrote them.
@@ -262,6 +271,7 @@ impl FastSync {
                     generation: (u64::MAX, u64::MAX),
                     written: HashMap::new(),
                     written6: HashMap::new(),
+                    left_out: (0, 0),
                 }))
             }
             Source::Bridge { fdb, clock, policies } => {
@@ -332,15 +342,16 @@ impl FastSync {
         };
         let now = b.fdb.entries(b.clock.now()).into_iter().map(|e| (e.mac, e.port)).collect();
         let maps = &self.maps;
-        let writes = mirror(
+        let m = mirror(
             &mut b.written,
             now,
             MAX_STATIONS,
             |&mac, &port| maps.set_station(mac, port),
             |&mac| maps.remove_station(mac),
         );
-        self.counters.neighbor_writes.add(writes.0);
-        writes.1
+        self.counters.neighbor_writes.add(m.writes);
+        self.counters.left_out.set(m.left_out);
+        m.done
     }
 
     /// Bridge: the stations the program forwarded from since the last check refreshed in the
@@ -416,32 +427,40 @@ impl FastSync {
             return Ok(());
         };
         let maps = &self.maps;
+        // The program's maps hold fewer neighbours than `limits.neighbors` may allow: what
+        // does not fit stays the workers' (counted), and a change to one the maps hold is
+        // written before any new one.
+        let (room4, room6) = maps.neighbor_room();
         let generation = r.neighbors.generation();
         if generation != r.generation.0 {
             let now = export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
-            let (writes, done) = mirror(
+            let m = mirror(
                 &mut r.written,
                 now,
-                usize::MAX,
+                room4,
                 |&a, &(port, mac)| maps.set_neighbor(a, port, mac),
                 |&a| maps.remove_neighbor(a),
             );
-            self.counters.neighbor_writes.add(writes);
-            done?;
+            self.counters.neighbor_writes.add(m.writes);
+            r.left_out.0 = m.left_out;
+            self.counters.left_out.set(r.left_out.0 + r.left_out.1);
+            m.done?;
             r.generation.0 = generation;
         }
         let generation = r.neighbors6.generation();
         if generation != r.generation.1 {
             let now = export::neighbors6(&r.neighbors6).into_iter().map(|(k, port, mac)| (k, (port, mac))).collect();
-            let (writes, done) = mirror(
+            let m = mirror(
                 &mut r.written6,
                 now,
-                usize::MAX,
+                room6,
                 |&k, &(port, mac)| maps.set_neighbor6(k, port, mac),
                 |&k| maps.remove_neighbor6(k),
             );
-            self.counters.neighbor_writes.add(writes);
-            done?;
+            self.counters.neighbor_writes.add(m.writes);
+            r.left_out.1 = m.left_out;
+            self.counters.left_out.set(r.left_out.0 + r.left_out.1);
+            m.done?;
             r.generation.1 = generation;
         }
         Ok(())
@@ -489,17 +508,29 @@ impl FastSync {
     }
 }
 
+/// What [`mirror`] did.
+#[derive(Debug)]
+struct Mirrored {
+    /// Writes and removals made.
+    writes: u64,
+    /// Entries of `now` the map has no room for (within `limit`), or that a failed write left
+    /// out: the workers' alone.
+    left_out: u64,
+    /// The first failure, which stops the writes.
+    done: Result<(), XdpError>,
+}
+
 /// Makes a map that holds `written` hold `now`: removes what is gone (first, to make room),
-/// then writes what is new or changed, up to `limit` entries in all (beyond, new ones are left
-/// out). `written` follows each write that succeeded. Returns the writes and removals made,
-/// and the first failure (which stops the writes).
+/// then writes what changed (a neighbour's new MAC after a failover must reach the program
+/// even when the map is full), then what is new, up to `limit` entries in all; beyond, new
+/// ones are left out and counted. `written` follows each write that succeeded.
 fn mirror<K: Eq + Hash + Copy, V: PartialEq + Copy>(
     written: &mut HashMap<K, V>,
     now: HashMap<K, V>,
     limit: usize,
     set: impl Fn(&K, &V) -> Result<(), XdpError>,
     remove: impl Fn(&K),
-) -> (u64, Result<(), XdpError>) {
+) -> Mirrored {
     let mut writes = 0;
     written.retain(|k, _| {
         let keep = now.contains_key(k);
@@ -509,18 +540,23 @@ fn mirror<K: Eq + Hash + Copy, V: PartialEq + Copy>(
         }
         keep
     });
-    for (k, v) in &now {
-        let known = written.get(k);
-        if known == Some(v) || (known.is_none() && written.len() >= limit) {
+    let changed = now.iter().filter(|(k, v)| written.get(k).is_some_and(|w| w != *v));
+    let changed: Vec<(K, V)> = changed.map(|(k, v)| (*k, *v)).collect();
+    let fresh = now.iter().filter(|(k, _)| !written.contains_key(k)).map(|(k, v)| (*k, *v)).collect::<Vec<_>>();
+    for (k, v) in changed.into_iter().chain(fresh) {
+        let is_new = !written.contains_key(&k);
+        if is_new && written.len() >= limit {
             continue;
         }
-        if let Err(e) = set(k, v) {
-            return (writes, Err(e));
+        if let Err(e) = set(&k, &v) {
+            let left_out = now.keys().filter(|k| !written.contains_key(k)).count() as u64;
+            return Mirrored { writes, left_out, done: Err(e) };
         }
-        written.insert(*k, *v);
+        written.insert(k, v);
         writes += 1;
     }
-    (writes, Ok(()))
+    let left_out = now.len().saturating_sub(written.len()) as u64;
+    Mirrored { writes, left_out, done: Ok(()) }
 }
 
 #[cfg(test)]
@@ -533,7 +569,7 @@ mod tests {
         let removed = std::cell::RefCell::new(Vec::new());
         let mut written: HashMap<u8, u8> = [(1, 10), (2, 20), (3, 30)].into();
         let now: HashMap<u8, u8> = [(2, 20), (3, 31), (4, 40), (5, 50)].into();
-        let (writes, done) = mirror(
+        let m = mirror(
             &mut written,
             now,
             3,
@@ -543,20 +579,54 @@ mod tests {
             },
             |&k| removed.borrow_mut().push(k),
         );
-        assert!(done.is_ok());
+        assert!(m.done.is_ok());
         assert_eq!(removed.into_inner(), [1]);
-        let mut set = set_log.into_inner();
-        set.sort();
-        // 3 changed; of 4 and 5, one is new within the limit of 3 entries.
+        let set = set_log.into_inner();
+        // 3 changed, written first; of 4 and 5, one is new within the limit of 3 entries,
+        // and the other is left out, counted.
         assert_eq!(set.len(), 2, "{set:?}");
-        assert!(set.contains(&(3, 31)));
-        assert_eq!(writes, 3);
+        assert_eq!(set[0], (3, 31), "the change before the new entry: {set:?}");
+        assert_eq!((m.writes, m.left_out), (3, 1));
         assert_eq!(written.len(), 3);
         // A failing write stops there, and what it would have written stays unwritten.
         let mut written: HashMap<u8, u8> = HashMap::new();
-        let (writes, done) =
-            mirror(&mut written, [(7, 70)].into(), usize::MAX, |_, _| Err(XdpError::Limit("full".into())), |_| {});
-        assert!(done.is_err());
-        assert_eq!((writes, written.len()), (0, 0));
+        let m = mirror(&mut written, [(7, 70)].into(), usize::MAX, |_, _| Err(XdpError::Limit("full".into())), |_| {});
+        assert!(m.done.is_err());
+        assert_eq!((m.writes, m.left_out, written.len()), (0, 1, 0));
+    }
+
+    #[test]
+    fn a_full_map_still_takes_a_neighbours_new_mac_before_any_newcomer() {
+        // A map that refuses a fifth entry (E2BIG, as the kernel's does past max_entries) holds
+        // four neighbours; after a failover one of them answers with a new MAC while new
+        // neighbours keep arriving (990, in whatever order a HashMap gives).
+        let mut now: HashMap<u32, u32> = (0..4).map(|k| (k, 100)).collect();
+        now.insert(2, 222);
+        now.extend((10..1000).map(|k| (k, 100)));
+        for limit in [4, usize::MAX] {
+            let mut written: HashMap<u32, u32> = (0..4).map(|k| (k, 100)).collect();
+            let map = std::cell::RefCell::new(written.clone());
+            let m = mirror(
+                &mut written,
+                now.clone(),
+                limit,
+                |&k, &v| {
+                    let mut map = map.borrow_mut();
+                    if !map.contains_key(&k) && map.len() >= 4 {
+                        return Err(XdpError::Limit("E2BIG".into()));
+                    }
+                    map.insert(k, v);
+                    Ok(())
+                },
+                |_| {},
+            );
+            // The change reaches the map first, whatever else happens.
+            assert_eq!(map.borrow().get(&2), Some(&222), "limit {limit}");
+            assert_eq!(written.get(&2), Some(&222));
+            assert_eq!(m.left_out, 990, "limit {limit}: the newcomers are the workers', counted");
+            // Within the map's room (as the XDP path's thread asks) nothing fails; past it,
+            // the map's refusal is reported.
+            assert_eq!(m.done.is_ok(), limit == 4, "limit {limit}");
+        }
     }
 }

@@ -703,6 +703,14 @@ pub struct FastMaps {
     fdb: MapHandle,
 }
 
+impl FastMaps {
+    /// How many IPv4 and IPv6 neighbours the program's maps hold at most (`XFWD_MAX_NEIGH`),
+    /// as the loaded maps say.
+    pub fn neighbor_room(&self) -> (usize, usize) {
+        (self.neigh4.max_entries() as usize, self.neigh6.max_entries() as usize)
+    }
+}
+
 impl std::fmt::Debug for FastMaps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FastMaps").finish_non_exhaustive()
