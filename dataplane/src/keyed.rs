@@ -14,8 +14,8 @@
 //! # The choice
 //!
 //! One 64×64→128-bit multiply by a secret odd factor after a secret XOR, folded (the high half
-//! XOR the low), then the murmur3 finaliser the FDB already used for avalanche: a few cycles,
-//! no table, no per-call state. SipHash (std's `RandomState`) is the textbook keyed hash and
+//! XOR the low), then folded once more by a fixed factor: two multiplies, as the fixed mixer it
+//! replaces had, no table, no per-call state. SipHash (std's `RandomState`) is the textbook keyed hash and
 //! several times slower per lookup, on the path of every frame; this is what fast keyed hashers
 //! (aHash's fallback, foldhash) do. It is not a cryptographic MAC: it keeps placements secret
 //! from someone who sees only which frames flood, which is the attack here. The BPF maps of the
@@ -55,17 +55,20 @@ impl Key {
     }
 }
 
+/// The 128-bit product of `a` and `b`, its halves XORed: every bit of both reaches the
+/// result's middle bits, which the tables take their buckets from.
+#[inline(always)]
+fn folded_multiply(a: u64, b: u64) -> u64 {
+    let m = u128::from(a) * u128::from(b);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
 /// `x` hashed under `key` (see the module documentation).
 #[inline(always)]
 pub fn hash64(x: u64, key: Key) -> u64 {
-    let m = u128::from(x ^ key.0[0]) * u128::from(key.0[1]);
-    let mut h = (m as u64) ^ ((m >> 64) as u64);
-    // The murmur3 finaliser: every input bit reaches the top bits the buckets are taken from.
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
+    // Keyed, then folded once more by a fixed odd constant (PCG's multiplier), so that the
+    // bits of both halves of the keyed product reach the top bits of each 32-bit half.
+    folded_multiply(folded_multiply(x ^ key.0[0], key.0[1]), 0x5851_f42d_4c95_7f2d)
 }
 
 /// A 128-bit key (an IPv6 address; an IPv4 one in the low 32 bits) hashed under `key`: the
