@@ -21,9 +21,9 @@
  *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
  *   xfwd_fib4      router mode, XDP path: one slot holding the IPv4 routes, an LPM trie of
  *                  prefix -> struct xfwd_route4 (0 flags: not here), swapped whole on reloads
- *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) -> port and MAC
+ *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) and port -> MAC
  *   xfwd_fib6      router mode, XDP path: the IPv6 routes as xfwd_fib4 holds the IPv4 ones
- *   xfwd_neigh6    router mode, XDP path: IPv6 neighbour (address and scope) -> port and MAC
+ *   xfwd_neigh6    router mode, XDP path: IPv6 neighbour (address) and port -> MAC
  *   xfwd_port_macs XDP path: port index -> its MAC (router), and whether it can send
  *   xfwd_egress    XDP path: DEVMAP, port index -> ifindex
  *   xfwd_fdb       bridge mode, XDP path: station MAC -> its port and when the program last
@@ -231,6 +231,15 @@ struct xfwd_neigh {
 	__u16 pad;
 };
 
+/* A neighbour as the workers key it (l3::neighbors): an address on a port, the port the route
+ * leaves by. The same address on two ports is two neighbours, as in the kernel's table, so a
+ * host on one port claiming another port's gateway makes an entry of its own port only.
+ * Mirrored in io/xdp.rs (`neighbor_key`). */
+struct xfwd_neigh4_key {
+	__u32 addr;
+	__u32 port;
+};
+
 /* The neighbour maps are not preallocated: a preallocated hash map reuses a replaced element
  * at once, so a frame reading an entry while it was replaced could read another neighbour's
  * port or MAC. Allocated, a replaced element is freed only after every program that may hold
@@ -241,7 +250,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, XFWD_MAX_NEIGH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, __u32);
+	__type(key, struct xfwd_neigh4_key);
 	__type(value, struct xfwd_neigh);
 } xfwd_neigh4 SEC(".maps");
 
@@ -275,12 +284,11 @@ struct {
 	__array(values, struct xfwd_fib6_trie);
 } xfwd_fib6 SEC(".maps");
 
-/* An IPv6 neighbour as the workers key it (l3::Key6): the address, and for a link-local one
- * the port it is on, as 1 + the port (0: a global address, one neighbour wherever it is).
- * Mirrored in io/xdp.rs (`neighbor6_key`). */
+/* An IPv6 neighbour as xfwd_neigh4_key: the address on the port the route leaves by (which
+ * for a link-local one is also what names it). Mirrored in io/xdp.rs (`neighbor_key`). */
 struct xfwd_neigh6_key {
 	__u8 addr[16];
-	__u32 scope;
+	__u32 port;
 };
 
 struct {
@@ -522,11 +530,12 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 	unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_port_mac *in, *out;
+	struct xfwd_neigh4_key next = {};
 	struct xfwd_neigh *neigh, n;
 	struct xfwd_route4 *hop;
 	struct xfwd_lpm4 key;
 	void *fib;
-	__u32 daddr, saddr, next, sum = 0, total, len, port, zero = 0;
+	__u32 daddr, saddr, sum = 0, total, len, port, zero = 0;
 	__u16 old, new;
 
 	if (ip + XFWD_IPV4_MIN_HLEN > data_end)
@@ -565,17 +574,16 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 		return -1; /* no route: Net Unreachable */
 	port = hop->port;
 	if (hop->flags == XFWD_HOP_GATEWAY)
-		next = hop->gateway;
+		next.addr = hop->gateway;
 	else if (hop->flags == XFWD_HOP_ON_LINK)
-		next = daddr;
+		next.addr = daddr;
 	else
 		return -1; /* local, broadcast, special, equal-cost group, IPv6 gateway */
+	next.port = port;
 	neigh = bpf_map_lookup_elem(&xfwd_neigh4, &next);
 	if (!neigh)
-		return -1; /* unresolved: gleaned */
-	n = *neigh; /* once: port and MAC of one entry */
-	if (n.port != port)
-		return -1; /* resolved on another port: gleaned */
+		return -1; /* unresolved on the route's port: gleaned */
+	n = *neigh; /* once: the MAC of one entry */
 	if (total > hop->mtu)
 		return -1; /* too big: Fragmentation Needed, or dropped */
 	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
@@ -616,7 +624,7 @@ static __always_inline int low80(const unsigned char *a)
  * link-local (its packets may not leave their link) nor in ::/80 (unspecified, loopback,
  * IPv4-mapped), a destination not in ::/80 (router_wants6() left out multicast and
  * link-local ones); a route whose next hop is a gateway or on link with its MAC known on the
- * route's port (a link-local gateway keyed with that port, as the workers key it); no longer
+ * route's port (keyed with that port, as the workers key it); no longer
  * than the next hop's MTU. Then the hop limit is decremented (IPv6 has no header checksum),
  * the MACs rewritten, padding past Ethernet's minimum trimmed, and the frame redirected.
  * Hop-by-hop options are forwarded unexamined, as the workers do (RFC 8200 section 4.3).
@@ -667,14 +675,11 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 		__builtin_memcpy(next.addr, ip + 24, 16);
 	else
 		return -1; /* local, special, equal-cost group */
-	if (next.addr[0] == 0xfe && (next.addr[1] & 0xc0) == 0x80)
-		next.scope = port + 1; /* a link-local gateway, on the route's port */
+	next.port = port;
 	neigh = bpf_map_lookup_elem(&xfwd_neigh6, &next);
 	if (!neigh)
-		return -1; /* unresolved: neighbour discovery */
-	n = *neigh; /* once: port and MAC of one entry */
-	if (n.port != port)
-		return -1; /* resolved on another port: neighbour discovery */
+		return -1; /* unresolved on the route's port: neighbour discovery */
+	n = *neigh; /* once: the MAC of one entry */
 	if (total > hop->mtu)
 		return -1; /* too big: Packet Too Big */
 	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);

@@ -398,7 +398,7 @@ mod xdp_path {
         let frame = udp6("2001:2:0:10::1", "2001:2:200::1", 64, 100, 0);
         assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap().0, XDP_REDIRECT);
         // fe80::2 known on port 0 only: another router; the route's (port 1) is unresolved.
-        w.maps.remove_neighbor6(scope6(ip6("fe80::2"), PortId(1)));
+        w.maps.remove_neighbor6(scope6(ip6("fe80::2"), PortId(1)), PortId(1));
         w.maps.set_neighbor6(scope6(ip6("fe80::2"), PortId(0)), PortId(0), LINK_GW).unwrap();
         assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap(), (XDP_PASS, frame.clone()), "to the workers");
         // A reload that sends 2001:2:200::/48 through a global gateway instead: swapped whole.
@@ -411,6 +411,33 @@ mod xdp_path {
         let writes = w.maps.update_routes(&l3::export::fib6(&t2), &l3::export::fib6(&w.t)).unwrap();
         assert_eq!(writes, 3, "one route changed, two added");
         assert_eq!(w.p.test_run(&frame, w.lo, 0).unwrap().0, XDP_PASS);
+    }
+
+    #[test]
+    fn a_gateways_address_claimed_on_another_port_is_another_neighbour() {
+        if !crate::common::root_or_skip("a_gateways_address_claimed_on_another_port_is_another_neighbour") {
+            return;
+        }
+        // A host on port 0 claims the address of port 1's gateway (a spoofed ARP request the
+        // kernel answers with an entry on port 0; the workers' table keeps it beside the
+        // gateway's): the program keeps sending the gateway's frames to the gateway.
+        let mut w = world();
+        let via_gw = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
+        let via_gw6 = udp6("2001:2:0:10::1", "2001:2:100::1", 64, 100, 0);
+        let spoofer = MacAddr([2, 0, 0, 0, 0x66, 0x66]);
+        let before = [w.p.test_run(&via_gw, w.lo, 0).unwrap(), w.p.test_run(&via_gw6, w.lo, 0).unwrap()];
+        assert!(before.iter().all(|(v, _)| *v == XDP_REDIRECT), "both gateways resolved on port 1");
+        w.maps.set_neighbor(ip("198.18.30.2"), PortId(0), spoofer).unwrap();
+        w.maps.set_neighbor6(Key6::global(ip6("2001:2:0:30::2")), PortId(0), spoofer).unwrap();
+        for (frame, was) in [(&via_gw, &before[0]), (&via_gw6, &before[1])] {
+            assert_eq!(&w.p.test_run(frame, w.lo, 0).unwrap(), was, "to the gateway, as before");
+        }
+        // The gateway's own entry gone, the claim on port 0 does not stand in for it.
+        w.maps.remove_neighbor(ip("198.18.30.2"), PortId(1));
+        w.maps.remove_neighbor6(Key6::global(ip6("2001:2:0:30::2")), PortId(1));
+        for frame in [&via_gw, &via_gw6] {
+            assert_eq!(w.p.test_run(frame, w.lo, 0).unwrap(), (XDP_PASS, frame.clone()), "to the workers");
+        }
     }
 
     #[test]
@@ -437,7 +464,7 @@ mod xdp_path {
         let verdict = |w: &mut World, f: &[u8]| w.p.test_run(f, w.lo, 0).unwrap();
         assert_eq!(verdict(&mut w, &via_gw).0, XDP_REDIRECT);
         // The gateway forgotten: its routes are the workers' (they glean), with no route written.
-        w.maps.remove_neighbor(ip("198.18.30.2"));
+        w.maps.remove_neighbor(ip("198.18.30.2"), PortId(1));
         assert_eq!(verdict(&mut w, &via_gw), (XDP_PASS, via_gw.clone()));
         // Learnt again with another MAC: forwarded to that one.
         let new_mac = MacAddr([2, 0, 0, 0, 0x30, 0x22]);

@@ -161,8 +161,8 @@ struct RouterSync {
     routes6: FastRoutes<Ipv6Addr>,
     /// Each neighbour table's generation when last written, and its neighbours as written.
     generation: (u64, u64),
-    written: HashMap<Ipv4Addr, (PortId, MacAddr)>,
-    written6: HashMap<Key6, (PortId, MacAddr)>,
+    written: HashMap<(Ipv4Addr, PortId), MacAddr>,
+    written6: HashMap<(Key6, PortId), MacAddr>,
     /// Each family's neighbours the maps had no room for when last written.
     left_out: (u64, u64),
 }
@@ -433,13 +433,13 @@ impl FastSync {
         let (room4, room6) = maps.neighbor_room();
         let generation = r.neighbors.generation();
         if generation != r.generation.0 {
-            let now = export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| (a, (port, mac))).collect();
+            let now = export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| ((a, port), mac)).collect();
             let m = mirror(
                 &mut r.written,
                 now,
                 room4,
-                |&a, &(port, mac)| maps.set_neighbor(a, port, mac),
-                |&a| maps.remove_neighbor(a),
+                |&(a, port), &mac| maps.set_neighbor(a, port, mac),
+                |&(a, port)| maps.remove_neighbor(a, port),
             );
             self.counters.neighbor_writes.add(m.writes);
             r.left_out.0 = m.left_out;
@@ -449,13 +449,13 @@ impl FastSync {
         }
         let generation = r.neighbors6.generation();
         if generation != r.generation.1 {
-            let now = export::neighbors6(&r.neighbors6).into_iter().map(|(k, port, mac)| (k, (port, mac))).collect();
+            let now = export::neighbors6(&r.neighbors6).into_iter().map(|(k, port, mac)| ((k, port), mac)).collect();
             let m = mirror(
                 &mut r.written6,
                 now,
                 room6,
-                |&k, &(port, mac)| maps.set_neighbor6(k, port, mac),
-                |&k| maps.remove_neighbor6(k),
+                |&(k, port), &mac| maps.set_neighbor6(k, port, mac),
+                |&(k, port)| maps.remove_neighbor6(k, port),
             );
             self.counters.neighbor_writes.add(m.writes);
             r.left_out.1 = m.left_out;

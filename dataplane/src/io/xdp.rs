@@ -783,26 +783,28 @@ impl FastMaps {
         self.table::<A>().update(old, new)
     }
 
-    /// Sets IPv4 neighbour `addr`: on `port`, at `mac`.
+    /// Sets IPv4 neighbour `addr` on `port`: at `mac`.
     pub fn set_neighbor(&self, addr: Ipv4Addr, port: PortId, mac: MacAddr) -> Result<(), XdpError> {
-        self.neigh4.update(&addr.octets(), &neighbor_value(port, mac), MapFlags::ANY).map_err(map_err("xfwd_neigh4"))
+        self.neigh4
+            .update(&neighbor_key(&addr.octets(), port), &neighbor_value(port, mac), MapFlags::ANY)
+            .map_err(map_err("xfwd_neigh4"))
     }
 
-    /// Forgets IPv4 neighbour `addr` (absent: nothing to do).
-    pub fn remove_neighbor(&self, addr: Ipv4Addr) {
-        let _ = self.neigh4.delete(&addr.octets());
+    /// Forgets IPv4 neighbour `addr` on `port` (absent: nothing to do).
+    pub fn remove_neighbor(&self, addr: Ipv4Addr, port: PortId) {
+        let _ = self.neigh4.delete(&neighbor_key(&addr.octets(), port));
     }
 
-    /// Sets IPv6 neighbour `key` (a link-local address with its port): on `port`, at `mac`.
+    /// Sets IPv6 neighbour `key` on `port`: at `mac`.
     pub fn set_neighbor6(&self, key: Key6, port: PortId, mac: MacAddr) -> Result<(), XdpError> {
         self.neigh6
-            .update(&neighbor6_key(key), &neighbor_value(port, mac), MapFlags::ANY)
+            .update(&neighbor_key(&key.addr.octets(), port), &neighbor_value(port, mac), MapFlags::ANY)
             .map_err(map_err("xfwd_neigh6"))
     }
 
-    /// Forgets IPv6 neighbour `key` (absent: nothing to do).
-    pub fn remove_neighbor6(&self, key: Key6) {
-        let _ = self.neigh6.delete(&neighbor6_key(key));
+    /// Forgets IPv6 neighbour `key` on `port` (absent: nothing to do).
+    pub fn remove_neighbor6(&self, key: Key6, port: PortId) {
+        let _ = self.neigh6.delete(&neighbor_key(&key.addr.octets(), port));
     }
 
     /// Bridge: lets the program flood frames of up to `max_frame` bytes (the longest every
@@ -876,13 +878,11 @@ fn neighbor_value(port: PortId, mac: MacAddr) -> [u8; 12] {
     value
 }
 
-/// `struct xfwd_neigh6_key`: the address as on the wire, then its scope: 1 + the port for a
-/// link-local address (which names a neighbour only on its link), 0 for the others.
-fn neighbor6_key(k: Key6) -> [u8; 20] {
-    let mut key = [0u8; 20];
-    key[..16].copy_from_slice(&k.addr.octets());
-    let scope = k.port.map_or(0, |p| 1 + u32::from(p.0));
-    key[16..].copy_from_slice(&scope.to_ne_bytes());
+/// `struct xfwd_neigh4_key` or `xfwd_neigh6_key`: the address as on the wire, then the port
+/// (host order): a neighbour is an address on a port, as in the workers' table.
+fn neighbor_key(addr: &[u8], port: PortId) -> Vec<u8> {
+    let mut key = addr.to_vec();
+    key.extend_from_slice(&u32::from(port.0).to_ne_bytes());
     key
 }
 

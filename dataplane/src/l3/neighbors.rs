@@ -1,7 +1,11 @@
-//! The neighbour table: IP address → MAC address, shared by all workers, written by one thread.
-//! One type for both families ([`NeighborTable`] for IPv4, [`NeighborTable6`] for IPv6); a slot
-//! holds a key of up to 128 bits. An IPv6 link-local address names a neighbour only together
-//! with its link ([`Key6`]): such an entry matches on its address, all 128 bits, and its port.
+//! The neighbour table: (port, IP address) → MAC address, shared by all workers, written by one
+//! thread. One type for both families ([`NeighborTable`] for IPv4, [`NeighborTable6`] for
+//! IPv6); a slot holds a key of up to 128 bits. As the kernel's, the table keeps a neighbour
+//! per port: the same address on two ports is two entries, and a lookup names the port the
+//! route leaves by, so that a host on one port claiming a gateway's address (a spoofed ARP
+//! request the kernel answers by making an entry on that port) cannot move the gateway off its
+//! own. An IPv6 link-local address names a neighbour only together with its link ([`Key6`]
+//! carries the port).
 //!
 //! # Structure, and the choices not taken
 //!
@@ -236,8 +240,8 @@ impl<A: NeighborAddr> NeighborTable<A> {
         }
     }
 
-    /// The slot holding `ip` (on `scope`, for a key bound to a port) and its value.
-    fn find(&self, ip: u128, scope: Option<PortId>) -> Option<(usize, u64)> {
+    /// The slot holding `ip` on `port` and its value.
+    fn find(&self, ip: u128, port: PortId) -> Option<(usize, u64)> {
         for b in self.buckets_of(ip) {
             for i in b * WAYS..(b + 1) * WAYS {
                 // A plain look at the address first: only a slot that seems to hold `ip` pays
@@ -247,8 +251,7 @@ impl<A: NeighborAddr> NeighborTable<A> {
                     continue;
                 }
                 let (sip, val) = self.read(i);
-                let on = |p: PortId| (val >> PORT_SHIFT) & 0xff == u64::from(p.0);
-                if val & VALID != 0 && sip == ip && scope.is_none_or(on) {
+                if val & VALID != 0 && sip == ip && (val >> PORT_SHIFT) & 0xff == u64::from(port.0) {
                     return Some((i, val));
                 }
             }
@@ -256,21 +259,23 @@ impl<A: NeighborAddr> NeighborTable<A> {
         None
     }
 
-    /// The neighbour `ip`, if resolved.
+    /// The neighbour `ip` on `port`, if resolved there (a key bound to a port is looked up on
+    /// its own).
     #[inline]
-    pub fn lookup(&self, ip: A) -> Option<Neighbor<A>> {
-        let (key, scope) = (ip.key(), ip.scope());
-        self.find(key, scope).map(|(_, val)| Self::decode(key, val))
+    pub fn lookup(&self, ip: A, port: PortId) -> Option<Neighbor<A>> {
+        let key = ip.key();
+        self.find(key, ip.scope().unwrap_or(port)).map(|(_, val)| Self::decode(key, val))
     }
 
     /// Stores or updates `ip` → `mac` on `port` (a key bound to a port is stored on that
-    /// port). A static entry is only replaced by another static one. Only the single writer
-    /// (the ARP thread, or set-up before workers start) may call this.
+    /// port); the same address on other ports is left as it is. A static entry is only
+    /// replaced by another static one. Only the single writer (the ARP thread, or set-up before
+    /// workers start) may call this.
     pub fn insert(&self, ip: A, mac: MacAddr, port: PortId, is_static: bool) -> Result<(), TableFull> {
-        let (key, scope) = (ip.key(), ip.scope());
-        let port = scope.unwrap_or(port);
+        let key = ip.key();
+        let port = ip.scope().unwrap_or(port);
         let val = VALID | if is_static { STATIC } else { 0 } | (u64::from(port.0) << PORT_SHIFT) | mac.to_u64();
-        if let Some((i, old)) = self.find(key, scope) {
+        if let Some((i, old)) = self.find(key, port) {
             if old & STATIC != 0 && !is_static {
                 return Ok(());
             }
@@ -288,9 +293,9 @@ impl<A: NeighborAddr> NeighborTable<A> {
         Ok(())
     }
 
-    /// Removes `ip` (static entries included). Only the single writer may call this.
-    pub fn remove(&self, ip: A) -> bool {
-        match self.find(ip.key(), ip.scope()) {
+    /// Removes `ip` on `port` (static entries included). Only the single writer may call this.
+    pub fn remove(&self, ip: A, port: PortId) -> bool {
+        match self.find(ip.key(), ip.scope().unwrap_or(port)) {
             Some((i, _)) => {
                 self.write(i, 0, 0);
                 true
@@ -306,7 +311,7 @@ impl<A: NeighborAddr> NeighborTable<A> {
             .filter(|(_, val)| val & VALID != 0)
             .map(|(ip, val)| Self::decode(ip, val))
             .collect();
-        out.sort_by_key(|n| n.ip);
+        out.sort_by_key(|n| (n.ip, n.port));
         out
     }
 
@@ -337,15 +342,39 @@ mod tests {
     #[test]
     fn insert_lookup_update_remove() {
         let t = NeighborTable::new(64);
-        assert_eq!(t.lookup(ip(1)), None);
-        t.insert(ip(1), mac(1), PortId(1), false).unwrap();
-        assert_eq!(t.lookup(ip(1)), Some(Neighbor { ip: ip(1), mac: mac(1), port: PortId(1), is_static: false }));
-        t.insert(ip(1), mac(2), PortId(0), false).unwrap();
-        assert_eq!(t.lookup(ip(1)).unwrap().mac, mac(2));
+        let p = PortId(1);
+        assert_eq!(t.lookup(ip(1), p), None);
+        t.insert(ip(1), mac(1), p, false).unwrap();
+        assert_eq!(t.lookup(ip(1), p), Some(Neighbor { ip: ip(1), mac: mac(1), port: p, is_static: false }));
+        t.insert(ip(1), mac(2), p, false).unwrap();
+        assert_eq!(t.lookup(ip(1), p).unwrap().mac, mac(2));
         assert_eq!(t.len(), 1);
-        assert!(t.remove(ip(1)));
-        assert_eq!(t.lookup(ip(1)), None);
+        assert!(!t.remove(ip(1), PortId(0)), "not on that port");
+        assert!(t.remove(ip(1), p));
+        assert_eq!(t.lookup(ip(1), p), None);
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn an_address_on_another_port_is_another_neighbour() {
+        // As the kernel keeps them: a host on port 0 claiming the gateway of port 1 (a spoofed
+        // ARP request) makes an entry on port 0; the gateway on port 1 stays where it is.
+        let (t, t6) = (NeighborTable::new(64), NeighborTable6::new6(64));
+        let g6 = Key6::global("2001:2::1".parse().unwrap());
+        t.insert(ip(1), mac(1), PortId(1), false).unwrap();
+        t6.insert(g6, mac(1), PortId(1), false).unwrap();
+        t.insert(ip(1), mac(66), PortId(0), false).unwrap();
+        t6.insert(g6, mac(66), PortId(0), false).unwrap();
+        assert_eq!(t.lookup(ip(1), PortId(1)).map(|n| (n.mac, n.port)), Some((mac(1), PortId(1))));
+        assert_eq!(t.lookup(ip(1), PortId(0)).map(|n| (n.mac, n.port)), Some((mac(66), PortId(0))));
+        assert_eq!(t6.lookup(g6, PortId(1)).map(|n| (n.mac, n.port)), Some((mac(1), PortId(1))));
+        assert_eq!(t6.lookup(g6, PortId(2)), None);
+        let listed = |t: &NeighborTable| t.entries().iter().map(|n| (n.port, n.mac)).collect::<Vec<_>>();
+        assert_eq!(listed(&t), vec![(PortId(0), mac(66)), (PortId(1), mac(1))]);
+        // Removing one leaves the other.
+        assert!(t.remove(ip(1), PortId(0)) && t6.remove(g6, PortId(0)));
+        assert_eq!(t.lookup(ip(1), PortId(1)).map(|n| n.mac), Some(mac(1)));
+        assert_eq!(t6.lookup(g6, PortId(1)).map(|n| n.mac), Some(mac(1)));
     }
 
     #[test]
@@ -354,13 +383,13 @@ mod tests {
         let a = Key6::global("2001:2::1".parse().unwrap());
         let b = Key6::global("2001:3::1".parse().unwrap());
         t.insert(a, mac(1), PortId(1), false).unwrap();
-        assert_eq!(t.lookup(b), None, "same low 64 bits, different high ones");
+        assert_eq!(t.lookup(b, PortId(1)), None, "same low 64 bits, different high ones");
         t.insert(b, mac(2), PortId(0), true).unwrap();
-        assert_eq!(t.lookup(a), Some(Neighbor { ip: a, mac: mac(1), port: PortId(1), is_static: false }));
-        assert_eq!(t.lookup(b).unwrap().mac, mac(2));
+        assert_eq!(t.lookup(a, PortId(1)), Some(Neighbor { ip: a, mac: mac(1), port: PortId(1), is_static: false }));
+        assert_eq!(t.lookup(b, PortId(0)).unwrap().mac, mac(2));
         assert_eq!(t.entries().iter().map(|n| n.ip).collect::<Vec<_>>(), vec![a, b]);
-        assert!(t.remove(a));
-        assert_eq!((t.lookup(a), t.len()), (None, 1));
+        assert!(t.remove(a, PortId(1)));
+        assert_eq!((t.lookup(a, PortId(1)), t.len()), (None, 1));
     }
 
     #[test]
@@ -370,19 +399,19 @@ mod tests {
         let ll = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         // fe80::23 and fe80:3::23 on one port: two neighbours (Linux takes both as gateways).
         t.insert(scope6(ll("fe80::23"), PortId(1)), mac(1), PortId(1), false).unwrap();
-        assert_eq!(t.lookup(scope6(ll("fe80:3::23"), PortId(1))), None);
+        assert_eq!(t.lookup(scope6(ll("fe80:3::23"), PortId(1)), PortId(1)), None);
         t.insert(scope6(ll("fe80:3::23"), PortId(1)), mac(2), PortId(1), false).unwrap();
         // The same address on another port: a third.
-        assert_eq!(t.lookup(scope6(ll("fe80::23"), PortId(0))), None);
+        assert_eq!(t.lookup(scope6(ll("fe80::23"), PortId(0)), PortId(0)), None);
         t.insert(scope6(ll("fe80::23"), PortId(0)), mac(3), PortId(0), false).unwrap();
-        let found = |s: &str, p: u8| t.lookup(scope6(ll(s), PortId(p))).map(|n| (n.mac, n.port, n.ip.addr));
+        let found = |s: &str, p: u8| t.lookup(scope6(ll(s), PortId(p)), PortId(p)).map(|n| (n.mac, n.port, n.ip.addr));
         assert_eq!(found("fe80::23", 1), Some((mac(1), PortId(1), ll("fe80::23"))));
         assert_eq!(found("fe80:3::23", 1), Some((mac(2), PortId(1), ll("fe80:3::23"))));
         assert_eq!(found("fe80::23", 0), Some((mac(3), PortId(0), ll("fe80::23"))));
         // The entries give back each key whole.
         let keys: Vec<Key6> = t.entries().iter().map(|n| n.ip).collect();
         assert!(keys.contains(&scope6(ll("fe80:3::23"), PortId(1))) && keys.len() == 3, "{keys:?}");
-        assert!(t.remove(scope6(ll("fe80::23"), PortId(1))));
+        assert!(t.remove(scope6(ll("fe80::23"), PortId(1)), PortId(1)));
         assert_eq!((found("fe80::23", 1), found("fe80::23", 0).is_some(), t.len()), (None, true, 2));
     }
 
@@ -391,8 +420,8 @@ mod tests {
         let t = NeighborTable::new(64);
         t.insert(ip(1), mac(1), PortId(0), true).unwrap();
         t.insert(ip(1), mac(9), PortId(0), false).unwrap();
-        assert_eq!(t.lookup(ip(1)).unwrap().mac, mac(1));
-        assert!(t.lookup(ip(1)).unwrap().is_static);
+        assert_eq!(t.lookup(ip(1), PortId(0)).unwrap().mac, mac(1));
+        assert!(t.lookup(ip(1), PortId(0)).unwrap().is_static);
     }
 
     #[test]
@@ -425,13 +454,9 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        let e = t.lookup(ip(1)).expect("entry vanished");
+                        let e = t.lookup(ip(1), PortId(0)).expect("entry vanished");
                         assert!(e.mac == a || e.mac == b, "torn MAC {}", e.mac);
-                        assert_eq!(
-                            e.port,
-                            if e.mac == a { PortId(0) } else { PortId(1) },
-                            "MAC and port from different writes"
-                        );
+                        assert_eq!(e.port, PortId(0), "another port's entry");
                         n += 1;
                         reads[r].store(n, Ordering::Relaxed);
                     }
@@ -442,11 +467,7 @@ mod tests {
         let mut i = 0u64;
         while i < 200_000 || reads.iter().any(|n| n.load(Ordering::Relaxed) < 10_000) {
             i += 1;
-            if i % 2 == 0 {
-                t.insert(ip(1), b, PortId(1), false).unwrap();
-            } else {
-                t.insert(ip(1), a, PortId(0), false).unwrap();
-            }
+            t.insert(ip(1), if i % 2 == 0 { b } else { a }, PortId(0), false).unwrap();
         }
         stop.store(true, Ordering::Relaxed);
         for r in readers {
@@ -476,7 +497,7 @@ mod tests {
             }
             let stored = t.insert(gateway, mac(0xffff), PortId(0), false);
             assert_eq!(stored.is_err(), kept_out, "{key:?}");
-            assert_eq!(t.lookup(gateway).is_none(), kept_out, "{key:?}");
+            assert_eq!(t.lookup(gateway, PortId(0)).is_none(), kept_out, "{key:?}");
         }
     }
 }

@@ -428,7 +428,7 @@ impl IpFamily for V4 {
                 let key = key();
                 env.state.nh_cache.get(idx, key, || gateway_mac(gw, nh.port, (neighbors, neighbors6)))
             }
-            _ => neighbors.lookup(next_hop).map(|n| (n.mac, n.port)),
+            _ => neighbors.lookup(next_hop, nh.port).map(|n| (n.mac, n.port)),
         }
     }
 
@@ -507,8 +507,8 @@ fn gateway_mac(
     (neighbors, neighbors6): (&NeighborTable, &NeighborTable6),
 ) -> Option<(MacAddr, PortId)> {
     match *gw {
-        IpAddr::V4(gw) => neighbors.lookup(gw).map(|n| (n.mac, n.port)),
-        IpAddr::V6(gw) => neighbors6.lookup(scope6(gw, port)).map(|n| (n.mac, n.port)),
+        IpAddr::V4(gw) => neighbors.lookup(gw, port).map(|n| (n.mac, n.port)),
+        IpAddr::V6(gw) => neighbors6.lookup(scope6(gw, port), port).map(|n| (n.mac, n.port)),
     }
 }
 
@@ -525,7 +525,7 @@ fn back_mac(
 ) -> Option<MacAddr> {
     let found = match kind {
         NhKind::Gateway(ref gw) => gateway_mac(gw, port, (neighbors, neighbors6)),
-        NhKind::Connected => neighbors.lookup(src).map(|n| (n.mac, n.port)),
+        NhKind::Connected => neighbors.lookup(src, port).map(|n| (n.mac, n.port)),
         NhKind::Local | NhKind::Broadcast | NhKind::Special(_) | NhKind::Group { .. } => return None,
     };
     match found {
@@ -1175,6 +1175,28 @@ mod tests {
     }
 
     #[test]
+    fn a_gateways_address_learnt_on_another_port_does_not_take_its_frames() {
+        // The same address on eth5 (a host there claiming it) is another neighbour: the route
+        // through eth4 keeps its gateway's MAC, cached or not.
+        let mut w = world();
+        let mut s = [0u8; SCRATCH_LEN];
+        let spoofer = MacAddr([2, 0, 0, 0, 0x66, 0x66]);
+        w.1.insert(ip("198.18.30.2"), spoofer, P_ETH5, false).unwrap();
+        for _ in 0..2 {
+            let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+            assert_eq!(run(&mut f, &mut w, &mut s), Action::Forward(P_ETH4));
+            assert_eq!(&f[0..6], &GW.0);
+        }
+        w.1.remove(ip("198.18.30.2"), P_ETH4);
+        let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
+        assert_eq!(
+            run(&mut f, &mut w, &mut s),
+            Action::Glean { port: P_ETH4, next_hop: IpAddr::V4(ip("198.18.30.2")) },
+            "eth5's entry does not stand in for eth4's"
+        );
+    }
+
+    #[test]
     fn a_cached_gateway_follows_neighbour_changes_and_new_tables() {
         let mut w = world();
         let mut s = [0u8; SCRATCH_LEN];
@@ -1188,7 +1210,7 @@ mod tests {
         run(&mut f, &mut w, &mut s);
         assert_eq!(&f[0..6], &moved.0);
         // It disappears: the packet waits for ARP instead of using the cached MAC.
-        w.1.remove(ip("198.18.30.2"));
+        w.1.remove(ip("198.18.30.2"), P_ETH4);
         let mut f = udp("198.18.10.1", "198.19.1.1", 64, 0);
         assert_eq!(
             run(&mut f, &mut w, &mut s),

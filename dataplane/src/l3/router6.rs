@@ -236,7 +236,7 @@ impl IpFamily for V6 {
     #[inline(always)]
     fn resolve(env: &mut ErrorEnv<'_>, idx: usize, nh: &NextHop6, next_hop: Ipv6Addr) -> Option<(MacAddr, PortId)> {
         let neighbors = env.neighbors6;
-        let lookup = || neighbors.lookup(scope6(next_hop, nh.port)).map(|n| (n.mac, n.port));
+        let lookup = || neighbors.lookup(scope6(next_hop, nh.port), nh.port).map(|n| (n.mac, n.port));
         if matches!(nh.kind, NhKind6::Gateway(_)) {
             env.state.nh_cache6.get(idx, (env.tables.id, neighbors.generation()), lookup)
         } else {
@@ -322,8 +322,8 @@ fn way_back(
             NhKind6::Local | NhKind6::Broadcast | NhKind6::Special(_) | NhKind6::Group { .. } => return None,
         }
     };
-    match neighbors.lookup(scope6(hop, port)) {
-        Some(n) if n.port == port => Some((port, n.mac)),
+    match neighbors.lookup(scope6(hop, port), port) {
+        Some(n) => Some((port, n.mac)),
         _ if port == ingress => Some((port, sender)),
         _ => None,
     }

@@ -148,11 +148,11 @@ impl Resolver<Arp> {
             _ => return,
         }
         // Replies, gratuitous ARP and others' requests: update what we know or asked for.
-        let asked = self.pending.get(&spa).is_some_and(|p| p.port == port);
-        let known = self.neighbors.lookup(spa).is_some();
+        let asked = self.pending.contains_key(&(spa, port));
+        let known = self.neighbors.lookup(spa, port).is_some();
         if !spa.is_unspecified()
             && on_link
-            && (asked || known || (a.op() == arp::OP_REPLY && ours && self.meta.contains_key(&spa)))
+            && (asked || known || (a.op() == arp::OP_REPLY && ours && self.meta.contains_key(&(spa, port))))
         {
             self.learn(spa, sha, port, now);
         }
@@ -224,13 +224,13 @@ mod tests {
         let out = e.take_output();
         assert_eq!(out.len(), 1);
         assert_eq!(parse(&out[0]), (P4, H2, arp::OP_REPLY, A4, ip("198.18.30.1"), H2, ip("198.18.30.2")));
-        assert_eq!(n.lookup(ip("198.18.30.2")).map(|x| (x.mac, x.port)), Some((H2, P4)));
+        assert_eq!(n.lookup(ip("198.18.30.2"), P4).map(|x| (x.mac, x.port)), Some((H2, P4)));
         assert_eq!((c.replies_sent.get(), c.learnt.get()), (1, 1));
         // Not ours, or ours but on the other port: no answer, nothing learnt.
         e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H1, "198.18.30.9", ZERO, "198.18.30.77"), 0);
         e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H1, "198.18.30.9", ZERO, "198.18.10.2"), 0);
         assert!(e.take_output().is_empty());
-        assert_eq!(n.lookup(ip("198.18.30.9")), None);
+        assert_eq!(n.lookup(ip("198.18.30.9"), P4), None);
     }
 
     #[test]
@@ -256,9 +256,9 @@ mod tests {
         e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H2, "198.18.30.2", ZERO, "198.18.30.1"), 0);
         let moved = MacAddr([2, 0, 0, 0, 0, 0x22]);
         e.on_arp(P4, &arp_frame(arp::OP_REQUEST, moved, "198.18.30.2", ZERO, "198.18.30.2"), 10);
-        assert_eq!(n.lookup(ip("198.18.30.2")).unwrap().mac, moved);
+        assert_eq!(n.lookup(ip("198.18.30.2"), P4).unwrap().mac, moved);
         e.on_arp(P4, &arp_frame(arp::OP_REQUEST, moved, "198.18.30.3", ZERO, "198.18.30.3"), 10);
-        assert_eq!(n.lookup(ip("198.18.30.3")), None);
+        assert_eq!(n.lookup(ip("198.18.30.3"), P4), None);
     }
 
     #[test]
@@ -279,7 +279,7 @@ mod tests {
         assert_eq!(&out[0].1[0..6], &H2.0);
         assert_eq!(&out[0].1[6..12], &A4.0);
         assert_eq!(&out[0].1[12..], &frame[12..], "only the MACs change");
-        assert!(n.lookup(ip("198.18.30.2")).is_some());
+        assert!(n.lookup(ip("198.18.30.2"), P4).is_some());
         assert_eq!((c.glean_queued.get(), c.glean_sent.get()), (1, 1));
         // Resolved now: a later glean (a worker raced the insertion) is sent at once.
         e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(ip("198.18.30.2")), frame: &frame }, 6);
@@ -332,7 +332,7 @@ mod tests {
         assert_eq!((Ipv4Addr::from(h.source), Ipv4Addr::from(h.destination)), (ip("198.18.10.2"), ip("198.18.10.1")));
         assert_eq!((rest[0], rest[1]), (crate::wire::icmp::DEST_UNREACHABLE, crate::wire::icmp::CODE_HOST_UNREACHABLE));
         assert_eq!((c.unresolved.get(), c.host_unreachable_sent.get()), (1, 1));
-        assert_eq!(n.lookup(ip("198.18.30.99")), None);
+        assert_eq!(n.lookup(ip("198.18.30.99"), P4), None);
         assert!(!e.resolving());
     }
 
@@ -352,19 +352,19 @@ mod tests {
         let out = e.take_output();
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].0, &out[0].1[0..6]), (P4, &gw.0[..]));
-        assert_eq!(n.lookup(ip("198.18.30.7")).map(|x| x.mac), Some(gw));
+        assert_eq!(n.lookup(ip("198.18.30.7"), P4).map(|x| x.mac), Some(gw));
         // Kept fresh: asked again every reachable time, never expired by xfwd.
         e.timers(100 + REACHABLE_MS - 1);
         assert!(e.take_asks().is_empty());
         e.timers(100 + REACHABLE_MS);
         assert_eq!(e.take_asks(), vec![(P4, ip("198.18.30.7"))]);
         e.timers(100 + 10 * REACHABLE_MS);
-        assert!(n.lookup(ip("198.18.30.7")).is_some());
+        assert!(n.lookup(ip("198.18.30.7"), P4).is_some());
         assert!(e.take_output().is_empty());
         assert_eq!(e.take_asks().len(), 1);
         // The kernel drops it: so does xfwd.
         e.kernel_entry(ip("198.18.30.7"), P4, None, false, 200);
-        assert_eq!(n.lookup(ip("198.18.30.7")), None);
+        assert_eq!(n.lookup(ip("198.18.30.7"), P4), None);
         // The kernel gives up: what waited gets Host Unreachable at once.
         glean(&mut e, "198.18.30.8", 300);
         assert_eq!(e.take_asks().len(), 1);
@@ -379,8 +379,40 @@ mod tests {
         e.timers(500 + 2 * REACHABLE_MS);
         assert!(e.take_asks().iter().any(|a| a.1 == ip("198.18.30.9")));
         // After a full dump, what the kernel no longer holds goes.
-        e.kernel_prune(&[ip("198.18.30.7")].into_iter().collect());
-        assert_eq!(n.lookup(ip("198.18.30.9")), None);
+        e.kernel_prune(&[(ip("198.18.30.7"), P4)].into_iter().collect());
+        assert_eq!(n.lookup(ip("198.18.30.9"), P4), None);
+    }
+
+    #[test]
+    fn a_gateway_claimed_on_another_port_stays_on_its_own_with_its_waiting_frames() {
+        // Kernel mode, the attack of a spoofed `ARP who-has <box's eth5 address> tell <G>`
+        // from a host on eth5: the kernel makes a second entry (G, eth5, host's MAC) and
+        // notifies. G's routes leave by eth4: their frames wait for (G, eth4), never leave by
+        // eth5, and G on eth4 is not moved, renewed or removed by what happens on eth5.
+        let (mut e, n, _) = engine(64, 4);
+        e.resolve_by_kernel();
+        let (g, spoofer) = (ip("198.18.30.7"), H1);
+        e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V4(g), frame: &udp_from_h1("198.19.1.1") }, 0);
+        assert_eq!(e.take_asks(), vec![(P4, g)]);
+        e.kernel_entry(g, P5, Some(spoofer), false, 10);
+        assert!(e.take_output().is_empty(), "the frames waiting for G on eth4 stay");
+        assert_eq!((n.lookup(g, P4), n.lookup(g, P5).map(|x| x.mac)), (None, Some(spoofer)));
+        // G answers on eth4: its frames leave there, to it.
+        e.kernel_entry(g, P4, Some(H2), false, 20);
+        let out = e.take_output();
+        assert_eq!(out.iter().map(|(p, f)| (*p, &f[0..6])).collect::<Vec<_>>(), [(P4, &H2.0[..])]);
+        // The claim renewed, then dropped by the kernel, then a dump without it: G stays.
+        e.kernel_entry(g, P5, Some(spoofer), false, 30);
+        assert_eq!(n.lookup(g, P4).map(|x| x.mac), Some(H2));
+        e.kernel_entry(g, P5, None, true, 40);
+        assert_eq!(n.lookup(g, P4).map(|x| x.mac), Some(H2));
+        e.kernel_entry(g, P5, Some(spoofer), false, 50);
+        e.kernel_prune(&[(g, P4)].into_iter().collect());
+        assert_eq!((n.lookup(g, P4).map(|x| x.mac), n.lookup(g, P5)), (Some(H2), None));
+        // And the other way: G gone from eth4 leaves a claim on eth5 unused by eth4's routes.
+        e.kernel_entry(g, P5, Some(spoofer), false, 60);
+        e.kernel_entry(g, P4, None, false, 70);
+        assert_eq!(n.lookup(g, P4), None);
     }
 
     /// Resolves `ip` (on eth4) the way a forwarded packet does: glean, request, reply.
@@ -406,11 +438,11 @@ mod tests {
         for k in 1..=4 {
             e.timers(REACHABLE_MS + 1 + k * RETRANS_MS);
         }
-        assert!(n.lookup(ip("198.18.30.2")).is_some(), "confirmed by its reply");
-        assert_eq!(n.lookup(ip("198.18.30.3")), None, "three unanswered probes remove it");
+        assert!(n.lookup(ip("198.18.30.2"), P4).is_some(), "confirmed by its reply");
+        assert_eq!(n.lookup(ip("198.18.30.3"), P4), None, "three unanswered probes remove it");
         assert_eq!(c.expired.get(), 1);
         e.timers(1_000_000);
-        assert!(n.lookup(ip("198.18.30.50")).is_some_and(|x| x.is_static), "static entries never expire");
+        assert!(n.lookup(ip("198.18.30.50"), P4).is_some_and(|x| x.is_static), "static entries never expire");
     }
 
     #[test]
@@ -420,9 +452,9 @@ mod tests {
         e.take_output();
         e.timers(REACHABLE_MS + 1);
         assert!(e.take_output().is_empty(), "no probe for a host that only asked");
-        assert!(n.lookup(ip("198.18.30.2")).is_some());
+        assert!(n.lookup(ip("198.18.30.2"), P4).is_some());
         e.timers(2 * REACHABLE_MS + 1);
-        assert_eq!(n.lookup(ip("198.18.30.2")), None);
+        assert_eq!(n.lookup(ip("198.18.30.2"), P4), None);
         assert_eq!(c.probes_sent.get(), 0);
     }
 
@@ -442,7 +474,7 @@ mod tests {
         let out = e.take_output();
         assert_eq!(parse(&out[0]).4, ip("198.18.30.1"), "asked from the port's address");
         e.on_arp(P4, &arp_frame(arp::OP_REPLY, H2, "172.16.1.1", A4, "198.18.30.1"), 5);
-        assert_eq!(n.lookup(ip("172.16.1.1")).map(|x| x.mac), Some(H2));
+        assert_eq!(n.lookup(ip("172.16.1.1"), P4).map(|x| x.mac), Some(H2));
         assert_eq!(e.take_output().len(), 1, "the waiting frame left");
     }
 
@@ -450,7 +482,7 @@ mod tests {
     fn a_sender_claiming_our_address_is_a_conflict_not_a_neighbour() {
         let (mut e, n, c) = engine(64, 4);
         e.on_arp(P4, &arp_frame(arp::OP_REQUEST, H2, "198.18.30.1", ZERO, "198.18.30.1"), 0);
-        assert_eq!(n.lookup(ip("198.18.30.1")), None);
+        assert_eq!(n.lookup(ip("198.18.30.1"), P4), None);
         assert_eq!(c.conflicts.get(), 1);
     }
 

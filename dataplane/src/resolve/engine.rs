@@ -121,9 +121,8 @@ pub struct ArpConfig {
     pub icmp_burst: u32,
 }
 
-/// A neighbour being resolved, and the frames that wait for it.
+/// A neighbour being resolved on a port, and the frames that wait for it.
 pub(super) struct Pending {
-    pub(super) port: PortId,
     queue: VecDeque<(PortId, Vec<u8>)>,
     tries: u32,
     next_ms: u64,
@@ -189,6 +188,11 @@ pub trait Family: 'static {
 /// reads (see [`Family::Peer`]).
 pub type Tables<F> = (Arc<NeighborTable<<F as Family>::Addr>>, Arc<NeighborTable<<F as Family>::Peer>>);
 
+/// A neighbour as the kernel and the table key it: an address on a port. The same address on
+/// two ports is two neighbours, each resolved, waited for, confirmed and expired on its own, so
+/// that what arrives on one port never moves or releases what another port's routes wait for.
+pub type At<F> = (<F as Family>::Addr, PortId);
+
 /// The resolution state machine for one family (see the module documentation). Pure: it reads
 /// no clock and does no I/O; frames it wants sent are collected for [`Resolver::take_output`].
 pub struct Resolver<F: Family> {
@@ -198,9 +202,9 @@ pub struct Resolver<F: Family> {
     peer: Arc<NeighborTable<F::Peer>>,
     pub(super) counters: Arc<ArpCounters>,
     cfg: ArpConfig,
-    pub(super) pending: HashMap<F::Addr, Pending>,
-    pub(super) meta: HashMap<F::Addr, Meta>,
-    statics: HashSet<F::Addr>,
+    pub(super) pending: HashMap<At<F>, Pending>,
+    pub(super) meta: HashMap<At<F>, Meta>,
+    statics: HashSet<At<F>>,
     requests: TokenBucket,
     icmp: RouterState,
     out: Vec<(PortId, Vec<u8>)>,
@@ -257,28 +261,31 @@ impl<F: Family> Resolver<F> {
         self.kernel = true;
     }
 
-    /// An entry of the kernel's neighbour table changed (`ip` keyed as the table keys it):
-    /// usable with `mac`, or gone (`None`; `failed`: the kernel gave up resolving it).
+    /// An entry of the kernel's neighbour table changed (`ip` on `port`, keyed as the table
+    /// keys it): usable with `mac`, or gone (`None`; `failed`: the kernel gave up resolving
+    /// it). The kernel keeps an entry per port, as the table does: one made on another port (a
+    /// host there claiming the address) is another neighbour, and leaves this one alone.
     pub fn kernel_entry(&mut self, ip: F::Addr, port: PortId, mac: Option<MacAddr>, failed: bool, now: u64) {
-        if self.statics.contains(&ip) {
+        let at = (ip, port);
+        if self.statics.contains(&at) {
             return;
         }
         match mac {
             Some(mac) => {
-                let known = self.neighbors.lookup(ip);
-                if known.is_some_and(|n| n.mac == mac && n.port == port) {
-                    self.confirm(ip, now);
+                let known = self.neighbors.lookup(ip, port);
+                if known.is_some_and(|n| n.mac == mac) {
+                    self.confirm(at, now);
                     return;
                 }
                 self.learn(ip, mac, port, now);
             }
             None => {
-                if self.neighbors.remove(ip) {
+                if self.neighbors.remove(ip, port) {
                     self.counters.expired.inc();
                 }
-                self.meta.remove(&ip);
+                self.meta.remove(&at);
                 if failed {
-                    if let Some(p) = self.pending.remove(&ip) {
+                    if let Some(p) = self.pending.remove(&at) {
                         self.counters.unresolved.inc();
                         self.unreachable(p, now);
                     }
@@ -289,11 +296,11 @@ impl<F: Family> Resolver<F> {
 
     /// After a full dump of the kernel's table: entries learnt from it that it no longer
     /// holds (their removal lost in an overrun) go; static ones stay.
-    pub fn kernel_prune(&mut self, present: &HashSet<F::Addr>) {
+    pub fn kernel_prune(&mut self, present: &HashSet<At<F>>) {
         for n in self.neighbors.entries() {
-            if !n.is_static && !present.contains(&n.ip) {
-                self.neighbors.remove(n.ip);
-                self.meta.remove(&n.ip);
+            if !n.is_static && !present.contains(&(n.ip, n.port)) {
+                self.neighbors.remove(n.ip, n.port);
+                self.meta.remove(&(n.ip, n.port));
                 self.counters.expired.inc();
             }
         }
@@ -335,8 +342,8 @@ impl<F: Family> Resolver<F> {
     }
 
     /// Reachability of a known entry confirmed at `now` (by an answer that names no MAC).
-    pub(super) fn confirm(&mut self, ip: F::Addr, now: u64) {
-        if let Some(m) = self.meta.get_mut(&ip) {
+    pub(super) fn confirm(&mut self, at: At<F>, now: u64) {
+        if let Some(m) = self.meta.get_mut(&at) {
             m.confirmed_ms = now;
             m.probes = 0;
             m.next_probe_ms = 0;
@@ -346,7 +353,7 @@ impl<F: Family> Resolver<F> {
     /// A known entry's MAC changed, unconfirmed: the new one is used, the entry's age is kept
     /// (so that it is probed in its time).
     pub(super) fn relearn(&mut self, ip: F::Addr, mac: MacAddr, port: PortId) {
-        if self.statics.contains(&ip) {
+        if self.statics.contains(&(ip, port)) {
             return;
         }
         if self.neighbors.insert(ip, mac, port, false).is_err() {
@@ -354,22 +361,25 @@ impl<F: Family> Resolver<F> {
         }
     }
 
+    /// `ip` answers at `mac` on `port`: stored, and the frames waiting for it there (only
+    /// there: frames routed out of another port wait for that port's neighbour) leave.
     pub(super) fn learn(&mut self, ip: F::Addr, mac: MacAddr, port: PortId, now: u64) {
-        if self.statics.contains(&ip) {
+        let at = (ip, port);
+        if self.statics.contains(&at) {
             return;
         }
-        let known = self.neighbors.lookup(ip);
-        let resolved = self.pending.contains_key(&ip) || self.meta.get(&ip).is_some_and(|m| m.resolved);
+        let known = self.neighbors.lookup(ip, port);
+        let resolved = self.pending.contains_key(&at) || self.meta.get(&at).is_some_and(|m| m.resolved);
         match self.neighbors.insert(ip, mac, port, false) {
             Ok(()) => {
                 if known.is_none() {
                     self.counters.learnt.inc();
                 }
-                self.meta.insert(ip, Meta { confirmed_ms: now, probes: 0, next_probe_ms: 0, resolved });
+                self.meta.insert(at, Meta { confirmed_ms: now, probes: 0, next_probe_ms: 0, resolved });
             }
             Err(_) => self.counters.table_full.inc(),
         }
-        if let Some(p) = self.pending.remove(&ip) {
+        if let Some(p) = self.pending.remove(&at) {
             let mut p = p;
             for (_, mut frame) in p.queue.drain(..) {
                 readdress(&mut frame, mac, self.mac(port));
@@ -394,7 +404,7 @@ impl<F: Family> Resolver<F> {
             self.counters.glean_dropped.inc();
             return;
         }
-        if let Some(n) = self.neighbors.lookup(next_hop).filter(|n| n.port == m.port) {
+        if let Some(n) = self.neighbors.lookup(next_hop, m.port) {
             // Resolved since the worker looked.
             let mut frame = m.frame.to_vec();
             readdress(&mut frame, n.mac, self.mac(m.port));
@@ -404,14 +414,11 @@ impl<F: Family> Resolver<F> {
         }
         let cap = self.cfg.glean_queue;
         let full = self.pending.len() >= self.cfg.max_pending;
-        match self.pending.get_mut(&next_hop) {
-            // A reload moved the neighbour to another port: resolve it there.
-            Some(p) if p.port != m.port => {
-                p.port = m.port;
-                p.queue.clear();
-                p.queue.push_back((m.ingress, m.frame.to_vec()));
-                self.counters.glean_queued.inc();
-            }
+        // Keyed by the port the frame leaves by: after a reload that moved the route, the
+        // neighbour is resolved on its new port, and what waited on the old one gets its
+        // answer there.
+        let at = (next_hop, m.port);
+        match self.pending.get_mut(&at) {
             Some(p) if p.queue.len() < cap => {
                 p.queue.push_back((m.ingress, m.frame.to_vec()));
                 self.counters.glean_queued.inc();
@@ -422,7 +429,7 @@ impl<F: Family> Resolver<F> {
                 let mut queue = VecDeque::with_capacity(cap.min(64));
                 queue.push_back((m.ingress, m.frame.to_vec()));
                 self.counters.glean_queued.inc();
-                self.pending.insert(next_hop, Pending { port: m.port, queue, tries: 0, next_ms: now });
+                self.pending.insert(at, Pending { queue, tries: 0, next_ms: now });
                 self.timers(now);
             }
         }
@@ -451,12 +458,12 @@ impl<F: Family> Resolver<F> {
     /// Retries, give-ups, probes and expiry due at `now` (ms).
     pub fn timers(&mut self, now: u64) {
         // Resolutions in progress.
-        let due: Vec<F::Addr> = self.pending.iter().filter(|(_, p)| p.next_ms <= now).map(|(ip, _)| *ip).collect();
-        for ip in due {
-            let Some(p) = self.pending.get(&ip) else { continue };
-            let (port, tries) = (p.port, p.tries);
+        let due: Vec<At<F>> = self.pending.iter().filter(|(_, p)| p.next_ms <= now).map(|(at, _)| *at).collect();
+        for at in due {
+            let Some(p) = self.pending.get(&at) else { continue };
+            let ((ip, port), tries) = (at, p.tries);
             if tries >= MAX_TRIES {
-                if let Some(p) = self.pending.remove(&ip) {
+                if let Some(p) = self.pending.remove(&at) {
                     self.counters.unresolved.inc();
                     self.unreachable(p, now);
                 }
@@ -464,7 +471,7 @@ impl<F: Family> Resolver<F> {
             }
             if self.request(port, ip, None, now) {
                 self.counters.requests_sent.inc();
-                if let Some(p) = self.pending.get_mut(&ip) {
+                if let Some(p) = self.pending.get_mut(&at) {
                     p.tries += 1;
                     p.next_ms = now + RETRANS_MS;
                 }
@@ -478,32 +485,33 @@ impl<F: Family> Resolver<F> {
             return;
         }
         let deadline = REACHABLE_MS + u64::from(MAX_PROBES + 2) * RETRANS_MS;
-        let stale: Vec<F::Addr> = self
+        let stale: Vec<At<F>> = self
             .meta
             .iter()
             .filter(|(_, m)| now.saturating_sub(m.confirmed_ms) > REACHABLE_MS && m.next_probe_ms <= now)
-            .map(|(ip, _)| *ip)
+            .map(|(at, _)| *at)
             .collect();
-        for ip in stale {
-            let Some(n) = self.neighbors.lookup(ip) else {
-                self.meta.remove(&ip);
+        for at in stale {
+            let (ip, port) = at;
+            let Some(n) = self.neighbors.lookup(ip, port) else {
+                self.meta.remove(&at);
                 continue;
             };
-            let Some(m) = self.meta.get(&ip) else { continue };
+            let Some(m) = self.meta.get(&at) else { continue };
             let age = now.saturating_sub(m.confirmed_ms);
             let expired = if m.resolved { m.probes >= MAX_PROBES || age > deadline } else { age > 2 * REACHABLE_MS };
             if expired {
-                self.neighbors.remove(ip);
-                self.meta.remove(&ip);
+                self.neighbors.remove(ip, port);
+                self.meta.remove(&at);
                 self.counters.expired.inc();
                 continue;
             }
             if !m.resolved {
                 continue;
             }
-            if self.request(n.port, ip, Some(n.mac), now) {
+            if self.request(port, ip, Some(n.mac), now) {
                 self.counters.probes_sent.inc();
-                if let Some(m) = self.meta.get_mut(&ip) {
+                if let Some(m) = self.meta.get_mut(&at) {
                     m.probes += 1;
                     m.next_probe_ms = now + RETRANS_MS;
                 }
@@ -515,20 +523,21 @@ impl<F: Family> Resolver<F> {
     /// kernel then re-verifies a stale one, as if its own traffic used it): those resolved for
     /// the workers, and those the kernel knew already, which the workers may use as well.
     fn refresh(&mut self, now: u64) {
-        let due: Vec<F::Addr> = self
+        let due: Vec<At<F>> = self
             .meta
             .iter()
             .filter(|(_, m)| now.saturating_sub(m.confirmed_ms) >= REACHABLE_MS)
-            .map(|(ip, _)| *ip)
+            .map(|(at, _)| *at)
             .collect();
-        for ip in due {
-            let Some(n) = self.neighbors.lookup(ip) else {
-                self.meta.remove(&ip);
+        for at in due {
+            let (ip, port) = at;
+            let Some(n) = self.neighbors.lookup(ip, port) else {
+                self.meta.remove(&at);
                 continue;
             };
-            if self.request(n.port, ip, Some(n.mac), now) {
+            if self.request(port, ip, Some(n.mac), now) {
                 self.counters.probes_sent.inc();
-                if let Some(m) = self.meta.get_mut(&ip) {
+                if let Some(m) = self.meta.get_mut(&at) {
                     m.confirmed_ms = now;
                 }
             }
@@ -553,22 +562,25 @@ impl<F: Family> Resolver<F> {
     /// Replaces the static neighbours.
     pub fn set_statics(&mut self, list: Vec<(F::Addr, MacAddr)>) {
         let tables = self.tables.load();
-        let scoped = |ip: F::Addr| F::connected_port(&tables, ip).map_or(ip, |port| F::key(ip, port));
-        let new: HashSet<F::Addr> = list.iter().map(|(ip, _)| scoped(*ip)).collect();
-        for old in self.statics.iter().filter(|ip| !new.contains(ip)) {
-            self.neighbors.remove(*old);
+        // Each on the port whose connected prefixes hold it.
+        let placed: Vec<(At<F>, MacAddr)> = list
+            .into_iter()
+            .filter_map(|(ip, mac)| F::connected_port(&tables, ip).map(|port| ((F::key(ip, port), port), mac)))
+            .collect();
+        let new: HashSet<At<F>> = placed.iter().map(|(at, _)| *at).collect();
+        for &(ip, port) in self.statics.iter().filter(|at| !new.contains(at)) {
+            self.neighbors.remove(ip, port);
         }
         self.statics.clear();
-        for (ip, mac) in list {
-            let Some(port) = F::connected_port(&tables, ip) else { continue };
-            let ip = F::key(ip, port);
-            self.meta.remove(&ip);
+        for (at, mac) in placed {
+            let (ip, port) = at;
+            self.meta.remove(&at);
             if self.neighbors.insert(ip, mac, port, true).is_ok() {
-                self.statics.insert(ip);
+                self.statics.insert(at);
             } else {
                 self.counters.table_full.inc();
             }
-            if let Some(mut p) = self.pending.remove(&ip) {
+            if let Some(mut p) = self.pending.remove(&at) {
                 for (_, mut frame) in p.queue.drain(..) {
                     readdress(&mut frame, mac, self.mac(port));
                     self.send(port, &frame);

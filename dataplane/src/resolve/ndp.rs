@@ -209,12 +209,12 @@ impl Resolver<Nd> {
                 }
                 let solicited = flags & icmpv6::NA_SOLICITED != 0;
                 let target = scope6(target, port);
-                let known = self.neighbors.lookup(target).filter(|n| n.port == port);
+                let known = self.neighbors.lookup(target, port);
                 let mac = target_mac.filter(|m| !m.is_multicast() && !m.is_zero());
                 match (mac, known) {
                     // The answer to a unicast probe: Linux leaves the link-layer address out
                     // (RFC 4861 7.2.4 lets it), and a solicited one confirms what we have.
-                    (None, Some(_)) if solicited => self.confirm(target, now),
+                    (None, Some(_)) if solicited => self.confirm((target, port), now),
                     (None, _) => {}
                     // Without Override, a known link-layer address is kept (RFC 4861 7.2.5).
                     (Some(mac), Some(n)) if n.mac != mac && flags & icmpv6::NA_OVERRIDE == 0 => {}
@@ -226,7 +226,7 @@ impl Resolver<Nd> {
                         }
                     }
                     (Some(mac), known) => {
-                        let asked = self.pending.get(&target).is_some_and(|p| p.port == port);
+                        let asked = self.pending.contains_key(&(target, port));
                         if asked || known.is_some() {
                             self.learn(target, mac, port, now);
                         }
@@ -354,6 +354,29 @@ mod tests {
     }
 
     #[test]
+    fn a_gateway_claimed_on_another_port_stays_on_its_own_with_its_waiting_frames() {
+        // Kernel mode, the NDP form of the attack: a host on eth5 makes the kernel hold a
+        // second entry for eth4's gateway (global and link-local) on eth5. The gateway's
+        // frames (routed out of eth4) wait for eth4's entry and leave by eth4 to it.
+        let (mut e, n, _) = engine(4);
+        e.resolve_by_kernel();
+        let spoofer = H1;
+        for (hop, dst) in [("2001:2:0:30::7", "2001:2:100::1"), ("fe80::99", "2001:2:200::1")] {
+            let (on4, on5) = (scope6(ip(hop), P4), scope6(ip(hop), P5));
+            glean(&mut e, hop, dst, 0);
+            assert_eq!(e.take_asks(), vec![(P4, on4)]);
+            e.kernel_entry(on5, P5, Some(spoofer), false, 10);
+            assert!(e.take_output().is_empty(), "{hop}: the frames waiting on eth4 stay");
+            assert_eq!((n.lookup(on4, P4), n.lookup(on5, P5).map(|x| x.mac)), (None, Some(spoofer)), "{hop}");
+            e.kernel_entry(on4, P4, Some(H2), false, 20);
+            let out = e.take_output();
+            assert_eq!(out.iter().map(|(p, f)| (*p, &f[0..6])).collect::<Vec<_>>(), [(P4, &H2.0[..])], "{hop}");
+            e.kernel_entry(on5, P5, None, true, 30);
+            assert_eq!(n.lookup(on4, P4).map(|x| x.mac), Some(H2), "{hop}: eth5's removal leaves eth4's");
+        }
+    }
+
+    #[test]
     fn a_solicitation_for_our_address_is_answered_as_a_router_and_the_solicitor_learnt() {
         let (mut e, n, c) = engine(4);
         e.on_ndp(P4, &ns(H2, "2001:2:0:30::2", "ff02::1:ff00:1", "2001:2:0:30::1"), 0);
@@ -373,7 +396,7 @@ mod tests {
                 A4
             )
         );
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2"))).map(|x| (x.mac, x.port)), Some((H2, P4)));
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2")), P4).map(|x| (x.mac, x.port)), Some((H2, P4)));
         assert_eq!((c.requests_received.get(), c.replies_sent.get(), c.learnt.get()), (1, 1, 1));
         // For an address of the other port, or a link-local one (the kernel's): no answer.
         e.on_ndp(P4, &ns(H2, "2001:2:0:30::2", "ff02::1:ff00:2", "2001:2:0:10::2"), 1);
@@ -388,7 +411,7 @@ mod tests {
         far[14 + 7] = 254;
         e.on_ndp(P4, &far, 2);
         assert!(e.take_output().is_empty());
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::3"))), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::3")), P4), None);
     }
 
     #[test]
@@ -456,7 +479,7 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].0, &out[0].1[0..6], &out[0].1[6..12]), (P4, &H2.0[..], &A4.0[..]));
         assert_eq!(&out[0].1[12..], &udp_from_h1("2001:2:0:30::2")[12..], "only the MACs change");
-        assert!(n.lookup(Key6::global(ip("2001:2:0:30::2"))).is_some());
+        assert!(n.lookup(Key6::global(ip("2001:2:0:30::2")), P4).is_some());
         assert_eq!((c.glean_queued.get(), c.glean_sent.get()), (1, 1));
         // A link-local gateway is asked from the port's link-local address.
         glean(&mut e, "fe80::99", "2001:2:200::1", 10);
@@ -478,8 +501,8 @@ mod tests {
             e.on_ndp(port, &na, 1);
             assert_eq!(e.take_output().len(), 1, "the waiting frame leaves by {port:?}");
         }
-        assert_eq!(n.lookup(scope6(ll, P4)).map(|x| (x.mac, x.port)), Some((H2, P4)));
-        assert_eq!(n.lookup(scope6(ll, P5)).map(|x| (x.mac, x.port)), Some((H1, P5)));
+        assert_eq!(n.lookup(scope6(ll, P4), P4).map(|x| (x.mac, x.port)), Some((H2, P4)));
+        assert_eq!(n.lookup(scope6(ll, P5), P5).map(|x| (x.mac, x.port)), Some((H1, P5)));
     }
 
     #[test]
@@ -496,8 +519,8 @@ mod tests {
         });
         e.on_ndp(P4, &na, 1);
         assert_eq!(e.take_output().len(), 1, "the waiting frame leaves");
-        assert_eq!(n.lookup(scope6(odd, P4)).map(|x| (x.mac, x.ip.addr)), Some((H2, odd)));
-        assert_eq!(n.lookup(scope6(plain, P4)), None, "fe80::23 is another neighbour, still unknown");
+        assert_eq!(n.lookup(scope6(odd, P4), P4).map(|x| (x.mac, x.ip.addr)), Some((H2, odd)));
+        assert_eq!(n.lookup(scope6(plain, P4), P4), None, "fe80::23 is another neighbour, still unknown");
     }
 
     /// An IPv4 UDP packet from H1 (198.18.10.1) to `dst`, TTL already decremented.
@@ -537,7 +560,7 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].0, &out[0].1[0..6], &out[0].1[6..12]), (P4, &H2.0[..], &A4.0[..]));
         assert_eq!(&out[0].1[12..], &frame[12..], "only the MACs change");
-        assert_eq!(n.lookup(scope6(ll, P4)).map(|x| x.mac), Some(H2));
+        assert_eq!(n.lookup(scope6(ll, P4), P4).map(|x| x.mac), Some(H2));
         assert_eq!((c.glean_queued.get(), c.glean_sent.get()), (1, 1));
         // An IPv4 frame shorter than its headers is refused, as an IPv6 one is.
         e.on_glean(Glean { ingress: P5, port: P4, next_hop: IpAddr::V6(ll), frame: &frame[..33] }, 6);
@@ -592,7 +615,7 @@ mod tests {
         let (m, _) = Icmpv6Header::from_slice(rest).unwrap();
         assert_eq!(m.icmp_type, Icmpv6Type::DestinationUnreachable(etherparse::icmpv6::DestUnreachableCode::Address));
         assert_eq!((c.unresolved.get(), c.host_unreachable_sent.get()), (1, 1));
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::99"))), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::99")), P4), None);
     }
 
     #[test]
@@ -609,7 +632,7 @@ mod tests {
         for k in 1..=4 {
             e.timers(REACHABLE_MS + 10 + k * RETRANS_MS);
         }
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2"))), None, "three unanswered probes remove it");
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2")), P4), None, "three unanswered probes remove it");
     }
 
     #[test]
@@ -645,7 +668,7 @@ mod tests {
             }
             now += RETRANS_MS;
         }
-        assert!(n.lookup(Key6::global(ip("2001:2:0:30::2"))).is_some(), "answered probes keep the entry");
+        assert!(n.lookup(Key6::global(ip("2001:2:0:30::2")), P4).is_some(), "answered probes keep the entry");
         // An unsolicited advertisement confirms nothing: unanswered probes still remove it.
         let mut now = now + REACHABLE_MS;
         for _ in 0..6 {
@@ -654,30 +677,34 @@ mod tests {
             e.on_ndp(P4, &na(H2, "2001:2:0:30::2", icmpv6::NA_OVERRIDE), now + 1);
             now += RETRANS_MS;
         }
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2"))), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::2")), P4), None);
     }
 
     #[test]
     fn advertisements_update_what_is_known_or_asked_for_and_override_decides_a_new_mac() {
         let (mut e, n, c) = engine(4);
         e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_OVERRIDE), 0);
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))), None, "unasked, unknown: not created");
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7")), P4), None, "unasked, unknown: not created");
         glean(&mut e, "2001:2:0:30::7", "2001:2:0:30::7", 0);
         e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE), 1);
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac, H2);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7")), P4).unwrap().mac, H2);
         e.on_ndp(P4, &na(H1, "2001:2:0:30::7", 0), 2);
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac, H2, "no Override: the known MAC stays");
+        assert_eq!(
+            n.lookup(Key6::global(ip("2001:2:0:30::7")), P4).unwrap().mac,
+            H2,
+            "no Override: the known MAC stays"
+        );
         e.on_ndp(P4, &na(H1, "2001:2:0:30::7", icmpv6::NA_OVERRIDE), 3);
         assert_eq!(
-            n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac,
+            n.lookup(Key6::global(ip("2001:2:0:30::7")), P4).unwrap().mac,
             H1,
             "unsolicited with Override: the new MAC"
         );
         e.on_ndp(P4, &na(H2, "2001:2:0:30::7", icmpv6::NA_SOLICITED | icmpv6::NA_OVERRIDE), 3);
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7"))).unwrap().mac, H2);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::7")), P4).unwrap().mac, H2);
         // Claiming the box's own address is a conflict; off-link targets are ignored.
         e.on_ndp(P4, &na(H1, "2001:2:0:30::1", icmpv6::NA_OVERRIDE), 4);
         assert_eq!(c.conflicts.get(), 1);
-        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::1"))), None);
+        assert_eq!(n.lookup(Key6::global(ip("2001:2:0:30::1")), P4), None);
     }
 }

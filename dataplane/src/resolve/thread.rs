@@ -399,13 +399,13 @@ impl ArpThread {
                         self.engine6.announce(port);
                     }
                     Control::KernelNeighborsPresent(list) => {
-                        let v4 = list.iter().filter_map(|(_, ip)| match ip {
-                            IpAddr::V4(a) => Some(*a),
+                        let v4 = list.iter().filter_map(|(p, ip)| match ip {
+                            IpAddr::V4(a) => Some((*a, *p)),
                             IpAddr::V6(_) => None,
                         });
                         self.engine.kernel_prune(&v4.collect());
                         let v6 = list.iter().filter_map(|(p, ip)| match ip {
-                            IpAddr::V6(a) => Some(scope6(*a, *p)),
+                            IpAddr::V6(a) => Some((scope6(*a, *p), *p)),
                             IpAddr::V4(_) => None,
                         });
                         self.engine6.kernel_prune(&v6.collect());
