@@ -301,14 +301,15 @@ struct {
 
 /* A port's MAC, 1 in `ready` once its xfwd_egress entry is set and while its driver takes
  * redirected frames, 1 in `isolated` for a bridge port set isolated (l2::PortPolicy: it
- * reaches no other isolated port), and the longest frame it sends (its MTU, an Ethernet header
- * and a VLAN tag: what the kernel lets through a redirect; io::frame_max). Mirrored in
- * io/xdp.rs. */
+ * reaches no other isolated port), the longest frame it sends (its MTU, an Ethernet header
+ * and a VLAN tag: what the kernel lets through a redirect; io::frame_max) and its interface
+ * (for the router's check of its MTU as it is now, over_mtu()). Mirrored in io/xdp.rs. */
 struct xfwd_port_mac {
 	__u8 mac[6];
 	__u8 ready;
 	__u8 isolated;
 	__u32 max_frame;
+	__u32 ifindex;
 };
 
 struct {
@@ -515,6 +516,18 @@ static __always_inline int send(__u32 in_port, __u32 port, __u64 flags, __u32 co
 	return XDP_REDIRECT;
 }
 
+/* Whether an IP packet of `len` bytes is longer than the MTU interface `ifindex` has at this
+ * moment. The routes carry the MTU their tables were built with, which an `ip link set … mtu`
+ * makes stale until xfwd has followed it: meanwhile the devmap would drop a frame longer than
+ * the new MTU (EMSGSIZE) after the program counted it forwarded, with no ICMP error back and
+ * path-MTU discovery black-holed. Such a frame goes to the workers instead. */
+static __always_inline int over_mtu(struct xdp_md *ctx, __u32 ifindex, __u32 len)
+{
+	__u32 mtu_len = len; /* as the packet's L3 length; the helper adds the link header */
+
+	return bpf_check_mtu(ctx, ifindex, &mtu_len, 0, 0) != BPF_MTU_CHK_RET_SUCCESS;
+}
+
 /* Router mode, XDP path: forwards an IPv4 frame that is the common case, as the workers would
  * (l3::family::route): to the ingress port's MAC; a 20-byte header with a good checksum; a
  * TTL above 1; neither address one the workers screen (0/8, 127/8, 224/3, 169.254/16, the
@@ -589,6 +602,8 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
 	if (!out || !out->ready)
 		return -1;
+	if (over_mtu(ctx, out->ifindex, total))
+		return -1; /* too big for the port's MTU as it is now: the workers' */
 	/* Forward: the TTL, then the MACs (l3::family::send). */
 	old = ((__u16)ip[8] << 8) | ip[9];
 	ip[8] -= 1;
@@ -685,6 +700,8 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
 	if (!out || !out->ready)
 		return -1;
+	if (over_mtu(ctx, out->ifindex, total))
+		return -1; /* too big for the port's MTU as it is now: the workers' */
 	ip[7] -= 1;
 	__builtin_memcpy(data, n.mac, 6);
 	__builtin_memcpy(data + 6, out->mac, 6);

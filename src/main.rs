@@ -800,9 +800,23 @@ fn run(
     let mut warned_redirects = vec![true; view.ports.len()];
     let mut warned_fast_errors = (0, None);
     let mut watch = PortWatch::new(&view);
+    // The ports' changes as the kernel announces them (an MTU lowered is followed at once, not
+    // at the next second's look); without the socket, every second only.
+    let mut links = xfwd_dataplane::routes::rtnl::Rtnl::links()
+        .map_err(|e| {
+            xfwd::elog!("xfwd: warning: link notifications unavailable ({e}); ports are looked at every second")
+        })
+        .ok();
     let mut failed = false;
     while !sig.stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
+        let tick = Duration::from_millis(20);
+        let link_changed = match links.as_mut() {
+            Some(l) => l.wait(tick),
+            None => {
+                std::thread::sleep(tick);
+                false
+            }
+        };
         if !fwd.workers_alive() {
             xfwd::elog!("xfwd: error: a worker stopped unexpectedly; shutting down");
             failed = true;
@@ -826,12 +840,15 @@ fn run(
             sig.notify.ready(&format!("forwarding: {status}; {said}"));
             sig.reloads.finished(outcome);
         }
-        if last_check.elapsed() >= Duration::from_secs(1) {
+        let second = last_check.elapsed() >= Duration::from_secs(1);
+        if second {
             last_check = Instant::now();
             warn_unbound_queues(&view, fwd.cores.len(), &fwd.layout, &mut warned_no_socket);
             warn_too_long(&view, &mut warned_too_long);
             warn_redirects(&view, &mut warned_redirects);
             warn_fast_errors(&view, &mut warned_fast_errors);
+        }
+        if second || link_changed {
             match watch.check(&view) {
                 Err(gone) => {
                     xfwd::elog!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");

@@ -738,7 +738,8 @@ impl FastMaps {
     /// devmap entry first, then its MAC marked ready; not `ready`, the program hands the frames
     /// sent out of it to the workers (a driver that does not take redirected frames), as it
     /// does (bridge) a frame longer than `max_frame` ([`super::frame_max`] of its MTU: the
-    /// kernel would drop it in the redirect, uncounted; the workers count it) and known unicast
+    /// kernel would drop it in the redirect, uncounted; the workers count it), (router) a
+    /// packet longer than `ifindex`'s MTU as the program reads it per frame, and known unicast
     /// between two `isolated` bridge ports (the workers drop it as isolated).
     pub fn set_port(
         &self,
@@ -750,10 +751,11 @@ impl FastMaps {
     ) -> Result<(), XdpError> {
         let key = u32::from(port.0).to_ne_bytes();
         self.egress.update(&key, &ifindex.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_egress"))?;
-        let mut value = [0u8; 12];
+        let mut value = [0u8; 16];
         value[..6].copy_from_slice(&mac.0);
         (value[6], value[7]) = (u8::from(ready), u8::from(isolated));
-        value[8..].copy_from_slice(&max_frame.to_ne_bytes());
+        value[8..12].copy_from_slice(&max_frame.to_ne_bytes());
+        value[12..].copy_from_slice(&ifindex.to_ne_bytes());
         self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
     }
 

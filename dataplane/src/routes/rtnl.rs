@@ -212,6 +212,36 @@ impl Rtnl {
         Ok(Rtnl { sock, seq: 1, buf: vec![0; 1 << 20] })
     }
 
+    /// A socket subscribed to link changes only (MTU, MAC, state: what `ip link set` does),
+    /// non-blocking: what the ports' watch waits on ([`Rtnl::wait`]).
+    pub fn links() -> io::Result<Rtnl> {
+        let mut sock = Socket::new(NETLINK_ROUTE)?;
+        sock.bind_auto()?;
+        sock.add_membership(libc::RTNLGRP_LINK)?;
+        sock.set_non_blocking(true)?;
+        Ok(Rtnl { sock, seq: 1, buf: vec![0; 64 << 10] })
+    }
+
+    /// Waits up to `timeout` for a notification and reads every one waiting, unparsed:
+    /// whether any came (or some were lost to an overrun, or reading failed: the caller reads
+    /// the state anew either way).
+    pub fn wait(&mut self, timeout: std::time::Duration) -> bool {
+        let mut p = libc::pollfd { fd: self.fd(), events: libc::POLLIN, revents: 0 };
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd, ours, for the call's duration.
+        if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
+            return false;
+        }
+        let mut any = false;
+        loop {
+            match self.sock.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT) {
+                Ok(_) => any = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return any,
+                Err(_) => return true,
+            }
+        }
+    }
+
     /// The socket's descriptor (to poll it).
     pub fn fd(&self) -> RawFd {
         self.sock.as_raw_fd()
