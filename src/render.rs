@@ -257,13 +257,14 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
             };
             let _ = writeln!(
                 s,
-                "kernel routes: {} mirrored ({} not used), {} notifications, {} updates applied, {} resyncs ({} after overruns, {} interrupted dumps), {} whole builds, {} copies, {} failures, {} addresses the XDP map refused; last full sync {} ms",
+                "kernel routes: {} mirrored ({} not used), {} notifications, {} updates applied, {} resyncs ({} after overruns, {} after undecoded notifications, {} interrupted dumps), {} whole builds, {} copies, {} failures, {} addresses the XDP map refused; last full sync {} ms",
                 k.routes,
                 k.ignored,
                 k.messages,
                 k.updates,
                 k.resyncs,
                 k.overruns,
+                k.undecoded,
                 k.dumps_interrupted,
                 k.full_builds,
                 k.copies,

@@ -918,3 +918,44 @@ fn a_host_claiming_a_neighbours_address_from_another_port_does_not_cut_it_off() 
         assert!(xfwd >= 8, "{family}: xfwd answered {xfwd} of 10 (the kernel {kernel})");
     }
 }
+
+#[test]
+fn an_interface_no_mirrored_route_uses_comes_and_goes_without_a_resynchronisation() {
+    if !root_or_skip("an_interface_no_mirrored_route_uses_comes_and_goes_without_a_resynchronisation") {
+        return;
+    }
+    let _g = serial();
+    let r = kernel_rig();
+    let control = control_path("kf-cx");
+    let mut x = start(&r, &control);
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
+    let kernel = || stats(&control).kernel.expect("kernel mode reports its mirror");
+    let before = kernel();
+    // A container's veth in the box (the host's end, unaddressed, as a container runtime
+    // leaves it): made, flapped, removed. No route the mirror holds leaves by it (before:
+    // every change of its state dumped the whole table). (An address on it would give it the
+    // box's local routes, which the mirror holds: then its going down is followed by a dump.)
+    r.boxns.ip(&["link", "add", "name", "cx0", "type", "veth", "peer", "name", "cx1"]).unwrap();
+    for state in ["up", "down", "up", "down", "up"] {
+        r.boxns.ip(&["link", "set", "cx0", state]).unwrap();
+    }
+    r.boxns.ip(&["link", "del", "cx0"]).unwrap();
+    // Once xfwd has read the notifications (a route added after them shows it has).
+    r.boxns.ip(&["route", "add", "198.19.9.0/24", "via", "198.18.30.2"]).unwrap();
+    routes_until(&control, |s| s.contains("198.19.9.0/24"));
+    let after = kernel();
+    assert_eq!(after.resyncs, before.resyncs, "{before:?} -> {after:?}");
+    // A route out of it: its going down removes the route without a word, so xfwd dumps.
+    r.boxns.ip(&["link", "add", "name", "cx0", "type", "veth", "peer", "name", "cx1"]).unwrap();
+    r.boxns.ip(&["link", "set", "cx0", "up"]).unwrap();
+    r.boxns.ip(&["route", "add", "198.19.10.0/24", "dev", "cx0"]).unwrap();
+    routes_until(&control, |s| s.contains("198.19.10.0/24"));
+    r.boxns.ip(&["link", "set", "cx0", "down"]).unwrap();
+    let routes = routes_until(&control, |s| !s.contains("198.19.10.0/24"));
+    assert!(!routes.contains("198.19.10.0/24"), "{routes}");
+    let last = kernel();
+    assert!(last.resyncs > after.resyncs, "{after:?} -> {last:?}");
+    // Every notification of the run was understood.
+    assert_eq!(last.undecoded, 0, "{last:?}");
+    stop_clean(&mut x);
+}

@@ -73,6 +73,8 @@ pub struct SyncCounters {
     pub resyncs: Counter,
     /// Of those, after a socket overrun.
     pub overruns: Counter,
+    /// Of those, after a notification of a kind followed that could not be decoded.
+    pub undecoded: Counter,
     /// Dumps read again because the kernel marked them interrupted.
     pub dumps_interrupted: Counter,
     /// Dumps or table builds that failed (the previous tables stay; a resync follows).
@@ -109,6 +111,9 @@ pub struct SyncReport {
     pub resyncs: u64,
     /// Of which after an overrun.
     pub overruns: u64,
+    /// Of which after a notification that could not be decoded.
+    #[serde(default)]
+    pub undecoded: u64,
     /// Interrupted dumps read again.
     pub dumps_interrupted: u64,
     /// Failed builds.
@@ -166,6 +171,7 @@ impl SyncCounters {
             updates: self.updates.get(),
             resyncs: self.resyncs.get(),
             overruns: self.overruns.get(),
+            undecoded: self.undecoded.get(),
             dumps_interrupted: self.dumps_interrupted.get(),
             build_errors: self.build_errors.get(),
             full_builds: self.full_builds.get(),
@@ -466,6 +472,10 @@ impl KernelSync {
                     self.counters.overruns.inc();
                     resync = true;
                 }
+                Err(RtnlError::Undecoded) => {
+                    self.counters.undecoded.inc();
+                    resync = true;
+                }
                 Err(_) => resync = true,
             }
             let mut changed = false;
@@ -617,7 +627,7 @@ impl KernelSync {
         loop {
             match self.events.recv(&mut stale) {
                 Ok(0) => break,
-                Ok(_) | Err(RtnlError::Overrun) => stale.clear(),
+                Ok(_) | Err(RtnlError::Overrun | RtnlError::Undecoded) => stale.clear(),
                 Err(_) => break,
             }
         }

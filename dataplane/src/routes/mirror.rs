@@ -563,9 +563,12 @@ impl Mirror {
     /// An address added to or removed from interface `ifindex`.
     fn address(&mut self, add: bool, ifindex: u32, addr: IpAddr, len: u8) -> Applied {
         let Some(p) = self.port_of(ifindex) else {
-            // Not a port's: its routes arrive by themselves; a removal may take
-            // routes with it silently.
-            return if add || addr.is_ipv6() { Applied::Unchanged } else { Applied::Resync };
+            // Not a port's: its routes arrive by themselves. An IPv4 removal may take routes
+            // with it silently: those through the interface (its subnet's) and those whose
+            // preferred source it was, wherever they lead; only when the mirror holds such a
+            // route is a resynchronisation worth its dump (containers' veths come and go).
+            let silent = !add && addr.is_ipv4() && (self.uses_interface(ifindex) || self.uses_source(addr));
+            return if silent { Applied::Resync } else { Applied::Unchanged };
         };
         let spec = &mut self.ports[p.index()].1;
         // A notification that changes nothing here (a flag, such as the end of
@@ -619,9 +622,34 @@ impl Mirror {
             }
         }
         match was {
-            // Going down flushes its routes; coming up restores some: silently.
-            Some(w) if w != up => Applied::Resync,
+            // Going down flushes its routes; coming up restores some: silently. An interface
+            // that is not a port and that no mirrored route or object leaves by changes
+            // nothing here (a container's veth going up or down).
+            Some(w) if w != up && (self.port_of(ifindex).is_some() || self.uses_interface(ifindex)) => Applied::Resync,
             _ => changed,
+        }
+    }
+
+    /// Whether a mirrored route or nexthop object leaves by interface `ifindex`.
+    fn uses_interface(&self, ifindex: u32) -> bool {
+        fn by<A: Copy>(r: &Stored<A>, ifindex: u32) -> bool {
+            r.paths.as_slice().iter().any(|p| p.ifindex == ifindex)
+        }
+        self.routes4.values().chain(self.later4.values().flatten()).any(|r| by(r, ifindex))
+            || self.routes6.values().chain(self.sourced6.values()).any(|r| by(r, ifindex))
+            || self.nexthops.values().any(|n| matches!(n, Nexthop::Single { ifindex: i, .. } if *i == ifindex))
+    }
+
+    /// Whether a mirrored route has `addr` as its preferred source (or may have: past
+    /// [`MAX_SRCS`] distinct sources, a route's is not kept).
+    fn uses_source(&self, addr: IpAddr) -> bool {
+        match self.srcs.iter().position(|s| *s == addr) {
+            Some(i) => {
+                let src = i as u16 + 1;
+                self.routes4.values().chain(self.later4.values().flatten()).any(|r| r.src == src)
+                    || self.routes6.values().chain(self.sourced6.values()).any(|r| r.src == src)
+            }
+            None => self.srcs.len() >= MAX_SRCS,
         }
     }
 
@@ -1448,6 +1476,38 @@ mod tests {
     }
 
     #[test]
+    fn an_interface_that_is_not_a_port_resynchronises_only_what_leaves_by_it() {
+        // A container's veth (ifindex 9) going up and down, its address coming and going:
+        // nothing of the mirror's goes through it, so no dump of the whole table.
+        let mut m = mirror();
+        let link9 = |up| Event::Link { ifindex: 9, up, mtu: 1500, mac: None };
+        let addr9 = |add| Event::Address { add, ifindex: 9, addr: "198.18.99.1".parse().unwrap(), len: 24 };
+        assert_eq!(
+            add4(&mut m, r4(TABLE_MAIN, "198.19.0.0/16", 0, KernelType::Unicast, &[(None, 4)])),
+            Applied::Changed
+        );
+        for up in [true, false, true] {
+            assert_eq!(m.apply(link9(up)), Applied::Unchanged, "up {up}");
+        }
+        assert_eq!((m.apply(addr9(true)), m.apply(addr9(false))), (Applied::Unchanged, Applied::Unchanged));
+        // A route out of it: the kernel flushes it silently when it goes down.
+        add4(&mut m, r4(TABLE_MAIN, "198.18.99.0/24", 0, KernelType::Unicast, &[(None, 9)]));
+        assert_eq!(m.apply(link9(false)), Applied::Resync);
+        assert_eq!(m.apply(addr9(false)), Applied::Resync, "its subnet's routes go with the address");
+        // An object on it counts as much.
+        let mut m = mirror();
+        m.apply(link9(true));
+        m.apply(Event::Nexthop { id: 7, nh: Some(Nexthop::Single { gw: None, ifindex: 9 }) });
+        assert_eq!(m.apply(link9(false)), Applied::Resync);
+        // A route through a port whose preferred source is the address: gone with it.
+        let mut m = mirror();
+        let mut r = r4(TABLE_MAIN, "198.19.0.0/16", 0, KernelType::Unicast, &[(None, 4)]);
+        r.prefsrc = Some("198.18.99.1".parse().unwrap());
+        add4(&mut m, r);
+        assert_eq!(m.apply(addr9(false)), Applied::Resync);
+    }
+
+    #[test]
     fn addresses_mtus_and_silent_kernel_changes() {
         let mut m = mirror();
         let addr = |add, ifindex, a: &str, len| Event::Address { add, ifindex, addr: a.parse().unwrap(), len };
@@ -1462,7 +1522,7 @@ mod tests {
         assert_eq!(p.link_local, Some("fe80::1".parse().unwrap()));
         // IPv4 addresses take routes with them silently.
         assert_eq!(m.apply(addr(false, 4, "198.18.30.1", 24)), Applied::Resync);
-        assert_eq!(m.apply(addr(false, 9, "10.0.0.1", 8)), Applied::Resync);
+        assert_eq!(m.apply(addr(false, 9, "10.0.0.1", 8)), Applied::Unchanged, "no route of its");
         let link = |up, mtu, mac| Event::Link { ifindex: 5, up, mtu, mac };
         let old = m.ports()[1].mac;
         assert_eq!(m.apply(link(true, 1500, Some(old))), Applied::Unchanged);

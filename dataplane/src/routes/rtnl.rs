@@ -153,6 +153,9 @@ pub enum RtnlError {
     /// Notifications were lost (`ENOBUFS`): resynchronise.
     #[error("netlink socket overrun: notifications were lost")]
     Overrun,
+    /// A notification of a kind the mirror follows could not be decoded: resynchronise.
+    #[error("a netlink notification could not be decoded")]
+    Undecoded,
     /// The kernel answered a request with an error.
     #[error("the kernel refused {what}: {err}")]
     Refused {
@@ -354,22 +357,30 @@ impl Rtnl {
     }
 
     /// Reads every notification waiting, appending what they say to `out`; returns how many
-    /// were read.
+    /// were read, or [`RtnlError::Undecoded`] (once all are read) when one of a followed kind
+    /// could not be decoded.
     pub fn recv(&mut self, out: &mut Vec<Message>) -> Result<usize, RtnlError> {
         let mut count = 0;
+        let mut undecoded = false;
         loop {
             let n = match self.sock.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT) {
                 Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && undecoded => return Err(RtnlError::Undecoded),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(count),
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => return Err(RtnlError::Overrun),
                 Err(e) => return Err(e.into()),
             };
             let mut at = 0;
             while at + 16 <= n {
-                let Ok(nb) = NetlinkBuffer::new_checked(&self.buf[at..n]) else { break };
+                let Ok(nb) = NetlinkBuffer::new_checked(&self.buf[at..n]) else {
+                    undecoded = true;
+                    break;
+                };
                 let len = nb.length() as usize;
-                if let Some(m) = parse(&self.buf[at..at + len]) {
-                    out.push(m);
+                match decode(&self.buf[at..at + len]) {
+                    Decoded::Message(m) => out.push(m),
+                    Decoded::Ignored => {}
+                    Decoded::Undecoded => undecoded = true,
                 }
                 count += 1;
                 at += (len + 3) & !3;
@@ -418,14 +429,50 @@ fn force_rcvbuf(fd: RawFd, bytes: usize) {
 
 /// What one message says, if the mirror or the neighbour tables care.
 pub fn parse(bytes: &[u8]) -> Option<Message> {
-    let nb = NetlinkBuffer::new_checked(bytes).ok()?;
+    match decode(bytes) {
+        Decoded::Message(m) => Some(m),
+        Decoded::Ignored | Decoded::Undecoded => None,
+    }
+}
+
+/// One message read: what it says, or that it says nothing xfwd follows, or that it is of a
+/// kind xfwd follows (links, addresses, routes, neighbours, rules, nexthop objects) and could
+/// not be decoded, which leaves the mirror unsure of the kernel's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decoded {
+    /// What it says.
+    Message(Message),
+    /// Nothing the mirror or the neighbour tables care about.
+    Ignored,
+    /// Of a kind followed, and not understood (a resynchronisation reads the state anew).
+    Undecoded,
+}
+
+/// The message types the mirror follows (`RTM_NEW*` and `RTM_DEL*` of links, addresses,
+/// routes, neighbours, rules, nexthop objects).
+fn followed(ty: u16) -> bool {
+    matches!(ty, 16 | 17 | 20 | 21 | 24 | 25 | 28 | 29 | 32 | 33) || ty == RTM_NEWNEXTHOP || ty == RTM_DELNEXTHOP
+}
+
+/// [`parse`], telling a message of a followed kind that could not be decoded from one of no
+/// interest.
+pub fn decode(bytes: &[u8]) -> Decoded {
+    let Ok(nb) = NetlinkBuffer::new_checked(bytes) else { return Decoded::Undecoded };
     let ty = nb.message_type();
     let flags = nb.flags();
-    if ty == RTM_NEWNEXTHOP || ty == RTM_DELNEXTHOP {
-        return parse_nexthop(nb.payload(), ty == RTM_NEWNEXTHOP).map(Message::Event);
+    if !followed(ty) {
+        return Decoded::Ignored;
     }
-    let m = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes).ok()?;
-    let NetlinkPayload::InnerMessage(inner) = m.payload else { return None };
+    if ty == RTM_NEWNEXTHOP || ty == RTM_DELNEXTHOP {
+        return parse_nexthop(nb.payload(), ty == RTM_NEWNEXTHOP)
+            .map_or(Decoded::Undecoded, |e| Decoded::Message(Message::Event(e)));
+    }
+    let Ok(m) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes) else { return Decoded::Undecoded };
+    let NetlinkPayload::InnerMessage(inner) = m.payload else { return Decoded::Undecoded };
+    decode_inner(inner, flags).map_or(Decoded::Ignored, Decoded::Message)
+}
+
+fn decode_inner(inner: RouteNetlinkMessage, flags: u16) -> Option<Message> {
     match inner {
         RouteNetlinkMessage::NewRoute(r) => route(r, true, flags),
         RouteNetlinkMessage::DelRoute(r) => route(r, false, flags),
@@ -1009,6 +1056,21 @@ mod tests {
         assert_eq!(got, Some(Message::Event(Event::Nexthop { id: 9, nh: None })));
         // Cut short: nothing, no panic.
         assert_eq!(parse(&message(RTM_NEWNEXTHOP, 0, &p[..3])), None);
+    }
+
+    #[test]
+    fn a_followed_message_that_cannot_be_decoded_is_told_from_one_of_no_interest() {
+        // A route, an address and a nexthop object cut short: the mirror cannot know what
+        // changed, so the thread resynchronises; a queueing discipline is of no interest.
+        for ty in [24u16, 21, RTM_NEWNEXTHOP] {
+            assert_eq!(decode(&message(ty, 0, &[2, 0, 0])), Decoded::Undecoded, "type {ty}");
+        }
+        assert_eq!(decode(&message(36, 0, &[0; 20])), Decoded::Ignored, "RTM_NEWQDISC");
+        assert_eq!(decode(&[0; 8]), Decoded::Undecoded, "shorter than a header");
+        // Whole, the same route decodes.
+        let mut r = vec![2u8, 24, 0, 0, 254, 4, 0, 1, 0, 0, 0, 0];
+        r.extend(nla(1, &[198, 19, 0, 0]));
+        assert!(matches!(decode(&message(24, 0, &r)), Decoded::Message(Message::Event(Event::Route4 { .. }))));
     }
 
     #[test]
