@@ -1116,6 +1116,70 @@ mod tests {
         assert_eq!(std::mem::size_of::<Stored<Ipv6Addr>>(), 48);
     }
 
+    #[test]
+    fn an_equal_cost_ipv6_route_splits_many_flows_evenly_however_the_kernel_tells_it() {
+        // Item 5 of the spoofing/stale-state review: the kernel mirror's equal-cost IPv6
+        // routes, told in one message, path by path then dumped, or as a nexthop-object group,
+        // each give one slot per gateway, and the decision splits 32,768 flows (one source
+        // port, destination ports 0-32767) within two points of half.
+        use crate::action::{Action, SCRATCH_LEN};
+        use crate::l3::fib::no_advice;
+        use crate::l3::tables::RouterTables;
+        use crate::l3::{decide, Key6, NeighborTable, NeighborTable6, RouterState, V6};
+        let ports = vec![
+            crate::l3::testing::port("eth4", MacAddr([2, 0, 0, 0, 4, 4]), &["2001:2:0:30::1/64"]),
+            crate::l3::testing::port("eth5", MacAddr([2, 0, 0, 0, 5, 5]), &["2001:2:0:10::2/64"]),
+        ];
+        let (a, b) = ("2001:2:0:30::2", "2001:2:0:10::1");
+        let gw = |s: &str| -> Ipv6Addr { s.parse().unwrap() };
+        let prefix = "2001:2:100::/48";
+        let route =
+            |paths: &[(Option<&str>, u32)]| Event::Route6 { add: true, replace: false, route: r6(prefix, 1024, paths) };
+        let mut ways: Vec<(&str, Mirror)> = Vec::new();
+        let mut m = mirror();
+        m.apply(route(&[(Some(a), 4), (Some(b), 5)]));
+        ways.push(("one RTA_MULTIPATH message", m));
+        let mut m = mirror();
+        m.apply(route(&[(Some(a), 4)]));
+        m.apply(route(&[(Some(b), 5)]));
+        m.apply(route(&[(Some(a), 4), (Some(b), 5)]));
+        ways.push(("path by path, then the dump", m));
+        let mut m = mirror();
+        let nh = |g: &str, ifindex| Nexthop::Single { gw: Some(g.parse().unwrap()), ifindex };
+        m.apply(Event::Nexthop { id: 1, nh: Some(nh(a, 4)) });
+        m.apply(Event::Nexthop { id: 2, nh: Some(nh(b, 5)) });
+        m.apply(Event::Nexthop { id: 10, nh: Some(Nexthop::Group(vec![(1, 1), (2, 1)])) });
+        let mut r = r6(prefix, 1024, &[]);
+        r.nh_id = Some(10);
+        m.apply(Event::Route6 { add: true, replace: false, route: r });
+        ways.push(("a nexthop-object group", m));
+        for (how, m) in ways {
+            let t = RouterTables::build_mirrored(ports.clone(), &[], &m.routes6(), no_advice).unwrap();
+            assert_eq!(t.v6.groups.len(), 2, "{how}: one slot per gateway: {:?}", t.v6.groups);
+            let n6 = NeighborTable6::new6(16);
+            n6.insert(Key6::global(gw(a)), MacAddr([2, 0, 0, 0, 0x30, 2]), PortId(0), false).unwrap();
+            n6.insert(Key6::global(gw(b)), MacAddr([2, 0, 0, 0, 0x10, 1]), PortId(1), false).unwrap();
+            let mut st = RouterState::new(0, 10);
+            st.fit(&t);
+            let (n4, mut scratch) = (NeighborTable::new(8), [0u8; SCRATCH_LEN]);
+            let mut count = [0u32; 2];
+            for dp in 0..32_768u16 {
+                let mut f = Vec::new();
+                etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x11], [2, 0, 0, 0, 5, 5])
+                    .ipv6(gw("2001:2:0:10::7").octets(), gw("2001:2:100::1").octets(), 64)
+                    .udp(1024, dp)
+                    .write(&mut f, &[0; 18])
+                    .unwrap();
+                match decide::<V6>(&mut f, PortId(1), &t, &n4, &n6, &mut st, 1_000, &mut scratch) {
+                    Action::Forward(p) => count[p.index()] += 1,
+                    other => panic!("{how}: flow {dp}: {other:?}"),
+                }
+            }
+            let share = f64::from(count[0]) / 32_768.0;
+            assert!((share - 0.5).abs() < 0.02, "{how}: {count:?}");
+        }
+    }
+
     fn spec(name: &str) -> PortSpec {
         crate::l3::testing::port(name, MacAddr([2, 0, 0, 0, 0, 1]), &[])
     }
