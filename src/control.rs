@@ -7,7 +7,12 @@
 //! No client can hold another: each is served by a thread of its own (normal priority, like
 //! the accepting one), at most [`MAX_CLIENTS`] at once (one more gets a one-line refusal); a
 //! request must come whole, in at most [`MAX_REQUEST`] bytes, within [`REQUEST_TIMEOUT`], and
-//! the answer be taken within [`ANSWER_TIMEOUT`]. `xfwd show` waits [`QUERY_TIMEOUT`] at most.
+//! the whole answer be taken within [`ANSWER_TIMEOUT`] (a reader that takes a byte at a time
+//! is cut off then, not at its first stalled write). A `reload` waits for the reload outside
+//! those places, at most [`MAX_RELOAD_WAITERS`] at once, so that waiting for a long reload
+//! never keeps `xfwd show` out. Clients asking for the same listing at once share one: it is
+//! built once and written to each (`show routes` of a full table is megabytes). `xfwd show`
+//! waits [`QUERY_TIMEOUT`] at most.
 
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -25,11 +30,13 @@ use crate::{render, show};
 pub const DEFAULT_PATH: &str = "/run/xfwd/xfwd.sock";
 /// Clients served at once.
 pub const MAX_CLIENTS: usize = 16;
+/// Clients waiting for a reload at once (besides those served).
+pub const MAX_RELOAD_WAITERS: usize = 4;
 /// The longest request line, newline included.
 pub const MAX_REQUEST: usize = 256;
 /// Time for a whole request to arrive.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
-/// Time for a client to take its answer.
+/// Time for a client to take its whole answer.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long `xfwd show` waits for an answer.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -125,25 +132,22 @@ impl ControlServer {
     pub fn serve(&mut self, view: Arc<LiveView>, reloads: Arc<Reloads>) -> Result<()> {
         let listener = self.listener.take().context("the control socket is already served")?;
         std::thread::Builder::new().name("xfwd-control".into()).spawn(move || {
-            let busy = Arc::new(AtomicUsize::new(0));
+            let places = Places::default();
             let cleared: Arc<Cleared> = Arc::default();
+            let listings = Arc::new(Listings::default());
             for stream in listener.incoming().flatten() {
-                if busy.load(Ordering::Relaxed) >= MAX_CLIENTS {
+                let Some(place) = places.client() else {
                     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
                     let _ = (&stream)
                         .write_all(format!("error: {MAX_CLIENTS} clients are being answered; try again\n").as_bytes());
                     continue;
-                }
-                busy.fetch_add(1, Ordering::Relaxed);
-                let (view, done, reloads) = (Arc::clone(&view), Arc::clone(&busy), Arc::clone(&reloads));
-                let cleared = Arc::clone(&cleared);
-                let spawned = std::thread::Builder::new().name("xfwd-control-client".into()).spawn(move || {
-                    let _ = serve(stream, &view, &reloads, &cleared);
-                    done.fetch_sub(1, Ordering::Relaxed);
+                };
+                let (view, reloads, places) = (Arc::clone(&view), Arc::clone(&reloads), places.clone());
+                let (cleared, listings) = (Arc::clone(&cleared), Arc::clone(&listings));
+                let _ = std::thread::Builder::new().name("xfwd-control-client".into()).spawn(move || {
+                    let ctx = Client { view: &view, reloads: &reloads, cleared: &cleared, listings: &listings };
+                    let _ = serve(stream, &ctx, place, &places);
                 });
-                if spawned.is_err() {
-                    busy.fetch_sub(1, Ordering::Relaxed);
-                }
             }
         })?;
         Ok(())
@@ -190,11 +194,114 @@ fn read_request(mut stream: &UnixStream) -> Result<String, String> {
 /// The report `xfwd clear stats` took and when (RFC 3339): `show stats` counts from it.
 type Cleared = std::sync::Mutex<Option<(xfwd_dataplane::io::Report, String)>>;
 
-fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads, cleared: &Cleared) -> std::io::Result<()> {
-    stream.set_write_timeout(Some(ANSWER_TIMEOUT))?;
+/// The clients being answered and those waiting for a reload, counted; each [`Place`] is given
+/// back when dropped.
+#[derive(Debug, Clone, Default)]
+struct Places {
+    clients: Arc<AtomicUsize>,
+    reload_waiters: Arc<AtomicUsize>,
+}
+
+/// One place of [`Places`], held while it is used.
+#[derive(Debug)]
+struct Place(Arc<AtomicUsize>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Places {
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Place> {
+        count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1)).ok()?;
+        Some(Place(Arc::clone(count)))
+    }
+
+    /// A place among the clients answered, if one is free.
+    fn client(&self) -> Option<Place> {
+        Places::take(&self.clients, MAX_CLIENTS)
+    }
+
+    /// A client's place traded for one among the reload's waiters, if one is free (the
+    /// client's is given back either way: a refused client is answered at once).
+    fn to_reload(&self, client: Place) -> Option<Place> {
+        drop(client);
+        Places::take(&self.reload_waiters, MAX_RELOAD_WAITERS)
+    }
+}
+
+/// The listings being built, by request: a client asking for one that is being built waits
+/// for it and is answered with it, rather than building one more (a full table's `show routes`
+/// is megabytes, and sixteen clients at once held sixteen). Once built, a listing is not kept:
+/// the next request builds a new one.
+#[derive(Debug, Default)]
+struct Listings(std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::OnceLock<Arc<String>>>>>);
+
+impl Listings {
+    /// `request`'s listing: built by `build`, or by the client that asked first while it
+    /// builds.
+    fn get(&self, request: &str, build: impl FnOnce() -> String) -> Arc<String> {
+        let cell = {
+            let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(m.entry(request.to_owned()).or_default())
+        };
+        let mut built = false;
+        let listing = Arc::clone(cell.get_or_init(|| {
+            built = true;
+            Arc::new(build())
+        }));
+        if built {
+            let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if m.get(request).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                m.remove(request);
+            }
+        }
+        listing
+    }
+}
+
+/// What every client's thread reads.
+struct Client<'a> {
+    view: &'a LiveView,
+    reloads: &'a Reloads,
+    cleared: &'a Cleared,
+    listings: &'a Listings,
+}
+
+/// Writes `bytes` to `stream`, all of it by `deadline`: the whole answer, not each write, is
+/// bounded, so a reader that takes a little at a time is cut off when the time is up. (A
+/// socket's send timeout bounds each wait for room, and a write that keeps making progress
+/// never times out: the answer goes in pieces of [`WRITE_PIECE`], the deadline checked
+/// between them.)
+fn write_by(mut stream: &UnixStream, bytes: &[u8], deadline: Instant) -> std::io::Result<()> {
+    let mut at = 0;
+    while at < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(&bytes[at..bytes.len().min(at + WRITE_PIECE)]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The most [`write_by`] writes at once.
+const WRITE_PIECE: usize = 64 << 10;
+
+fn serve(stream: UnixStream, ctx: &Client<'_>, place: Place, places: &Places) -> std::io::Result<()> {
+    let Client { view, reloads, cleared, listings } = *ctx;
     let line = match read_request(&stream) {
         Ok(line) => line,
-        Err(refusal) => return (&stream).write_all(format!("{refusal}\n").as_bytes()),
+        Err(refusal) => {
+            return write_by(&stream, format!("{refusal}\n").as_bytes(), Instant::now() + ANSWER_TIMEOUT);
+        }
     };
     let request = line.trim();
     let (what, as_json) = request.strip_suffix("-json").map_or((request, false), |w| (w, true));
@@ -225,10 +332,15 @@ fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads, cleared: &Clear
         }
         "show-stats" => shown(false),
         "show-stats-all" => shown(true),
-        "reload" => match reloads.request(RELOAD_TIMEOUT) {
-            Some(Ok(done)) => format!("{done}\n"),
-            Some(Err(why)) => format!("error: reload refused: {why}\n"),
-            None => format!("error: the reload did not end within {RELOAD_TIMEOUT:?}; see xfwd's log\n"),
+        "reload" => match places.to_reload(place) {
+            None => format!(
+                "error: {MAX_RELOAD_WAITERS} clients wait for a reload already; it is asked for: see xfwd's log, or try again\n"
+            ),
+            Some(_waiting) => match reloads.request(RELOAD_TIMEOUT) {
+                Some(Ok(done)) => format!("{done}\n"),
+                Some(Err(why)) => format!("error: reload refused: {why}\n"),
+                None => format!("error: the reload did not end within {RELOAD_TIMEOUT:?}; see xfwd's log\n"),
+            },
         },
         "stats" if as_json => show::stats_json(&view.report()),
         "stats" => render::stats_detail(&view.report(), &view.ports_now(), false),
@@ -240,27 +352,30 @@ fn serve(stream: UnixStream, view: &LiveView, reloads: &Reloads, cleared: &Clear
         "routes" | "neighbors" if view.router.is_none() => {
             format!("error: this xfwd is a bridge: it has no {what} (show fdb)\n")
         }
-        "fdb" if as_json => show::json(&show::fdb(view)),
-        "fdb" => show::fdb_text(&show::fdb(view)),
-        "routes" => {
-            match show::routes(view) {
-                Some(Ok(r)) if as_json => show::json(&r),
-                Some(Ok(r)) => show::routes_text(&r),
-                Some(Err(why)) => format!("error: {why}\n"),
-                None => String::new(),
-            }
+        "fdb" | "routes" | "neighbors" => {
+            let listing = listings.get(request, || match what {
+                "fdb" if as_json => show::json(&show::fdb(view)),
+                "fdb" => show::fdb_text(&show::fdb(view)),
+                "routes" => match show::routes(view) {
+                    Some(Ok(r)) if as_json => show::json(&r),
+                    Some(Ok(r)) => show::routes_text(&r),
+                    Some(Err(why)) => format!("error: {why}\n"),
+                    None => String::new(),
+                },
+                _ => match show::neighbors(view) {
+                    Some(Ok(n)) if as_json => show::json(&n),
+                    Some(Ok(n)) => show::neighbors_text(&n),
+                    Some(Err(why)) => format!("error: {why}\n"),
+                    None => String::new(),
+                },
+            });
+            return write_by(&stream, listing.as_bytes(), Instant::now() + ANSWER_TIMEOUT);
         }
-        "neighbors" => match show::neighbors(view) {
-            Some(Ok(n)) if as_json => show::json(&n),
-            Some(Ok(n)) => show::neighbors_text(&n),
-            Some(Err(why)) => format!("error: {why}\n"),
-            None => String::new(),
-        },
         _ => format!(
             "error: unknown request `{request}` (stats, fdb, routes, neighbors, each also with -json: stats-json …; show-stats, the same since clear-stats)\n"
         ),
     };
-    (&stream).write_all(answer.as_bytes())
+    write_by(&stream, answer.as_bytes(), Instant::now() + ANSWER_TIMEOUT)
 }
 
 /// Sends `request` to the xfwd listening on `path` and returns its answer; an answer that is an
@@ -297,5 +412,97 @@ pub fn query_within(path: &Path, request: &str, timeout: Duration) -> Result<Str
     match text.strip_prefix("error: ") {
         Some(e) => anyhow::bail!("{}", e.trim_end()),
         None => Ok(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_taking_a_little_at_a_time_is_cut_off_when_the_whole_answers_time_is_up() {
+        // 8 MiB to a reader that takes 4 KiB every 20 ms (200 KiB/s: 40 s for it all). Each
+        // write makes progress, so a timeout per write never fires: the deadline does.
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut got = 0;
+            while let Ok(n) = client.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got += n;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            got
+        });
+        let answer = vec![b'x'; 8 << 20];
+        let started = Instant::now();
+        let written = write_by(&server, &answer, started + Duration::from_millis(500));
+        let took = started.elapsed();
+        drop(server);
+        let got = reader.join().unwrap();
+        assert_eq!(written.map_err(|e| e.kind()), Err(std::io::ErrorKind::TimedOut));
+        assert!(took < Duration::from_secs(3), "gave up after {took:?}");
+        assert!(got < answer.len(), "{got}");
+        // A reader that takes it all gets it all.
+        let (server, mut client) = UnixStream::pair().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            client.read_to_end(&mut all).unwrap();
+            all.len()
+        });
+        write_by(&server, &answer, Instant::now() + Duration::from_secs(60)).unwrap();
+        drop(server);
+        assert_eq!(reader.join().unwrap(), answer.len());
+    }
+
+    #[test]
+    fn clients_asking_for_one_listing_at_once_share_one_build() {
+        let listings = Arc::new(Listings::default());
+        let builds = Arc::new(AtomicUsize::new(0));
+        let barrier = Arc::new(std::sync::Barrier::new(8));
+        let got: Vec<Arc<String>> = (0..8)
+            .map(|_| {
+                let (listings, builds, barrier) = (Arc::clone(&listings), Arc::clone(&builds), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    listings.get("routes", || {
+                        builds.fetch_add(1, Ordering::Relaxed);
+                        // Long enough for every other client to arrive meanwhile.
+                        std::thread::sleep(Duration::from_millis(500));
+                        "198.19.0.0/16 via 198.18.30.2 dev eth4\n".repeat(1000)
+                    })
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        assert_eq!(builds.load(Ordering::Relaxed), 1, "one build for eight clients");
+        assert!(got.iter().all(|g| Arc::ptr_eq(g, &got[0])), "one listing in memory");
+        // Built and answered, it is not kept: the next request sees the tables as they are then.
+        let next = listings.get("routes", || "changed\n".into());
+        assert_eq!(next.as_str(), "changed\n");
+        assert!(listings.0.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn waiting_for_a_reload_gives_the_clients_place_back_and_has_places_of_its_own() {
+        let places = Places::default();
+        let clients: Vec<Place> = (0..MAX_CLIENTS).map(|_| places.client().unwrap()).collect();
+        assert!(places.client().is_none(), "all {MAX_CLIENTS} taken");
+        // Reloads waited for: each frees a client's place.
+        let mut waiting = Vec::new();
+        let mut clients = clients.into_iter();
+        for _ in 0..MAX_RELOAD_WAITERS {
+            waiting.push(places.to_reload(clients.next().unwrap()).expect("a waiter's place"));
+        }
+        assert!(places.to_reload(clients.next().unwrap()).is_none(), "a fifth waiter is refused");
+        // The places of the waiters and the refused one are free for `xfwd show`.
+        let freed: Vec<Place> = (0..MAX_RELOAD_WAITERS + 1).map(|_| places.client().expect("a place")).collect();
+        assert!(places.client().is_none());
+        drop((waiting, freed));
+        assert_eq!(places.reload_waiters.load(Ordering::Relaxed), 0);
     }
 }
