@@ -409,7 +409,7 @@ impl Families {
         for (verdict, n) in &p.xdp {
             self.counter(
                 "xfwd_xdp_frames_total",
-                "Frames the XDP program saw on a port, by what it did with them (egress-refused: frames it forwarded to the port that the port's driver refused).",
+                "Frames the XDP program saw on a port, by what it did with them (egress-refused: frames it forwarded to the port that the kernel's redirect or the port's driver refused).",
                 &[("port", port), ("verdict", verdict)],
                 *n as f64,
             );

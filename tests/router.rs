@@ -864,3 +864,36 @@ fn datagrams_sent_as_an_egress_mtu_drops_get_fragmentation_needed_on_both_paths(
         assert_eq!(forwarded, 0, "{extra:?}: the program sent a packet too big for the port's MTU");
     }
 }
+
+#[test]
+fn frames_the_program_redirected_to_an_egress_that_went_down_are_counted_refused() {
+    if !root_or_skip("frames_the_program_redirected_to_an_egress_that_went_down_are_counted_refused") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    r.hosts_napi().unwrap();
+    let control = control_path("rt-egress-down");
+    let mut x = start(&r, RIG_CONFIG, &control, &["--path", "xdp"]);
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
+    let counts = || {
+        let s = stats(&control);
+        let at = |name: &str| s.ports.iter().position(|p| p.name == name).unwrap();
+        (common::xdp(&s, at("eth5"), "xdp-forwarded"), common::xdp(&s, at("eth4"), EGRESS_REFUSED))
+    };
+    let (fwd0, refused0) = counts();
+    // eth4 goes down: the kernel refuses the program's redirects to it (ENETDOWN) after the
+    // program counted them forwarded. Before, nothing counted them.
+    r.boxns.ip(&["link", "set", "dev", "eth4", "down"]).unwrap();
+    let out = ping(&r.h1, &["-c", "5", "-i", "0.2", "-W", "1", "198.18.30.2"]);
+    assert_eq!(common::answered(&out), 0, "{out}");
+    // The count is read once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (fwd, refused) = counts();
+    let (forwarded, refused) = (fwd - fwd0, refused - refused0);
+    eprintln!("after eth4 went down: {forwarded} forwarded by the program, {refused} refused");
+    // (A veth that is down keeps its XDP features: the program keeps the port as an egress.)
+    assert!(forwarded >= 1, "the program forwarded none of the pings: nothing tested");
+    assert_eq!(refused, forwarded, "every frame the program sent to the down port is counted refused");
+    stop_clean(&mut x);
+}

@@ -65,8 +65,10 @@ pub const CHECK_EVERY: u32 = 100;
 /// What the thread did.
 #[derive(Debug, Default)]
 pub struct FastCounters {
-    /// By port: frames the port's driver refused to send for the program since the start
-    /// (veth only: `tx_queue_N_xdp_xmit_errors`; 0 elsewhere).
+    /// By port: frames the program redirected to the port that it did not send, since the
+    /// start: refused by the kernel's redirect (the port down, taking no redirected frames, or
+    /// shorter than the frame: [`super::refused`], where raw tracepoints may be attached) and
+    /// by the port's driver (veth: `tx_queue_N_xdp_xmit_errors`, its peer's ring full).
     pub refused: Vec<Counter>,
     /// By port: whether it takes frames the program redirects to it (else they go to the
     /// workers).
@@ -220,6 +222,8 @@ pub struct FastSync {
     counters: Arc<FastCounters>,
     /// The veth ports: index, name, and their refused count at start.
     veths: Vec<(usize, String, u64)>,
+    /// The redirects the kernel refused, where the counter could be attached.
+    refusals: Option<super::refused::RefusedCounter>,
     /// The kernel's netdev family, where it has one: the ports' XDP features.
     netdev: Option<Netdev>,
     steps: u32,
@@ -279,8 +283,22 @@ impl FastSync {
             }
         };
         let written_max = vec![0; ports.len()];
-        let mut sync =
-            FastSync { maps, tables, ifindexes, macs, frame_max, written_max, counters, veths, netdev, steps: 0 };
+        // Counted where the kernel lets the tracepoint be attached; elsewhere the drivers'
+        // own counts are all there is.
+        let refusals = maps.egress_id().ok().and_then(|id| super::refused::RefusedCounter::start(id, ports.len()).ok());
+        let mut sync = FastSync {
+            maps,
+            tables,
+            ifindexes,
+            macs,
+            frame_max,
+            written_max,
+            counters,
+            veths,
+            refusals,
+            netdev,
+            steps: 0,
+        };
         sync.write_ports()?;
         match &mut sync.tables {
             Tables::Router(r) => {
@@ -414,10 +432,12 @@ impl FastSync {
     }
 
     fn read_refused(&self) {
-        for (port, name, base) in &self.veths {
-            if let (Some(n), Some(c)) = (drivers::veth_redirects_refused(name), self.counters.refused.get(*port)) {
-                c.set(n.saturating_sub(*base));
-            }
+        let kernel = self.refusals.as_ref().map(|r| r.read()).unwrap_or_default();
+        for (port, c) in self.counters.refused.iter().enumerate() {
+            let veth = self.veths.iter().find(|v| v.0 == port);
+            let driver =
+                veth.and_then(|(_, name, base)| Some(drivers::veth_redirects_refused(name)?.saturating_sub(*base)));
+            c.set(driver.unwrap_or(0) + kernel.get(port).copied().unwrap_or(0));
         }
     }
 

@@ -71,6 +71,7 @@ pub mod netdev;
 pub mod options;
 pub mod poll_time;
 pub mod port;
+pub mod refused;
 pub mod ring;
 pub mod settings;
 pub mod start;

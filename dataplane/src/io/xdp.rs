@@ -709,6 +709,12 @@ impl FastMaps {
     pub fn neighbor_room(&self) -> (usize, usize) {
         (self.neigh4.max_entries() as usize, self.neigh6.max_entries() as usize)
     }
+
+    /// The kernel's id of the program's devmap (`xfwd_egress`), which names it in the
+    /// redirect tracepoints ([`super::refused`]).
+    pub fn egress_id(&self) -> Result<u32, XdpError> {
+        Ok(self.egress.info().map_err(map_err("xfwd_egress"))?.info.id)
+    }
 }
 
 impl std::fmt::Debug for FastMaps {
