@@ -627,10 +627,22 @@ fn start(
         keep.push(caps::Capability::CAP_NET_ADMIN);
     }
     let mut dropped = None;
-    let fwd = Forwarder::start_with(cfg, || {
-        dropped = Some(privs::drop_all(user.as_ref(), &keep).map_err(|e| e.to_string())?);
-        Ok(())
-    })
+    let fwd = Forwarder::start_with(
+        cfg,
+        || {
+            dropped = Some(privs::drop_all(user.as_ref(), &keep).map_err(|e| e.to_string())?);
+            Ok(())
+        },
+        // Only the ARP thread asks the kernel to resolve: every thread started after it (the
+        // workers, the mirror, the XDP path's, control and metrics) goes without.
+        || {
+            if kernel_fib {
+                privs::drop_one(caps::Capability::CAP_NET_ADMIN).map_err(|e| e.to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
     .map_err(|e| match e {
         StartError::Refused(r) => anyhow::Error::new(xfwd::UsageError(word(&r, origins))),
         e => e.into(),
@@ -643,7 +655,7 @@ fn start(
     }
     if let Some(d) = dropped {
         let why = |c: &caps::Capability| match c {
-            caps::Capability::CAP_NET_ADMIN => "to ask the kernel to resolve neighbours",
+            caps::Capability::CAP_NET_ADMIN => "in the ARP thread alone, to ask the kernel to resolve neighbours",
             _ => "this kernel needs it to read the counters map",
         };
         let kept = if d.kept.is_empty() {

@@ -269,6 +269,15 @@ pub fn drop_all(user: Option<&User>, keep: &[caps::Capability]) -> Result<Droppe
     Ok(Dropped { uid: unsafe { libc::getuid() }, bounding_cleared, kept })
 }
 
+/// Drops `cap` from this thread's effective and permitted sets: the threads it starts from
+/// now on go without it, those started before keep theirs (Linux keeps capabilities per
+/// thread). Its bounding set, which [`drop_all`] left holding what it kept, stays as it is:
+/// with `no_new_privs` set and nothing permitted, it grants nothing.
+pub fn drop_one(cap: caps::Capability) -> Result<(), PrivError> {
+    caps::drop(None, CapSet::Effective, cap).map_err(caps_err("dropping from the effective set"))?;
+    caps::drop(None, CapSet::Permitted, cap).map_err(caps_err("dropping from the permitted set"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -117,6 +117,53 @@ fn the_router_switched_to_nobody_forwards_answers_and_reloads() {
 }
 
 #[test]
+fn with_the_kernel_resolving_only_the_arp_thread_keeps_cap_net_admin() {
+    if !root_or_skip("with_the_kernel_resolving_only_the_arp_thread_keeps_cap_net_admin") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    for (a, dev) in [("198.18.10.2/24", "eth5"), ("198.18.30.1/24", "eth4")] {
+        r.boxns.ip(&["addr", "add", a, "dev", dev]).unwrap();
+    }
+    r.boxns.write_file("/proc/sys/net/ipv4/ip_forward", "0").unwrap();
+    let control = control_path("priv-kf");
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-kernel.toml");
+    let mut x = r.start_xfwd(XFWD, &["router", "--config", config, "--control", &control]).unwrap();
+    assert!(
+        x.seen
+            .iter()
+            .any(|l| l.starts_with("xfwd: privileges dropped: kept only CAP_NET_ADMIN (in the ARP thread alone")),
+        "{:#?}",
+        x.seen
+    );
+    // The ARP thread asks the kernel to resolve (RTM_NEWNEIGH takes CAP_NET_ADMIN in the
+    // sending thread); no other thread holds it, the HTTP and control threads included
+    // (before: every thread). The bounding set keeps it, which grants nothing under
+    // no_new_privs with nothing permitted.
+    let map_reads = xfwd::privs::keep_for_map_reads_here().map_or(0, |c| c.bitmask());
+    let net_admin = caps::Capability::CAP_NET_ADMIN.bitmask();
+    // Asked for from a resolution the kernel has not made: h2, unknown to the box until now.
+    Rig::ping_until(&r.h1, "198.18.30.2", common::PATH_UP).unwrap();
+    let threads = thread_status(x.proc.child.id());
+    let names: Vec<&str> = threads.iter().map(|st| field(st, "Name")).collect();
+    assert!(names.contains(&"xfwd-arp") && names.contains(&"xfwd-control") && names.len() >= 4, "{names:?}");
+    for st in &threads {
+        let name = field(st, "Name");
+        let want = if name == "xfwd-arp" { net_admin | map_reads } else { map_reads };
+        for set in ["CapPrm", "CapEff"] {
+            assert_eq!(field(st, set), format!("{want:016x}"), "thread {name}: {set}");
+        }
+        assert_eq!((field(st, "CapInh"), field(st, "CapAmb")), ("0000000000000000", "0000000000000000"), "{name}");
+        assert_eq!(field(st, "NoNewPrivs"), "1", "thread {name}");
+    }
+    let s = stats(&control);
+    let arp = |n: &str| s.arp.iter().find(|(k, _)| k == n).map(|(_, v)| *v).unwrap();
+    assert!(arp("requests-sent") >= 1 && arp("send-errors") == 0, "asked the kernel: {:?}", s.arp);
+    stop_clean(&mut x);
+}
+
+#[test]
 fn an_unknown_user_is_refused_in_one_line_with_exit_code_2() {
     if !root_or_skip("an_unknown_user_is_refused_in_one_line_with_exit_code_2") {
         return;

@@ -333,11 +333,15 @@ impl std::fmt::Debug for ArpReady {
 }
 
 impl ArpReady {
-    /// Sends anything the engine already queued and starts the thread.
-    pub fn spawn(self) -> io::Result<JoinHandle<()>> {
+    /// Sends anything the engine already queued and starts the thread, which runs `first`
+    /// before anything else (the caller's: its scheduling, say).
+    pub fn spawn(self, first: impl FnOnce() + Send + 'static) -> io::Result<JoinHandle<()>> {
         let ArpReady { mut thread, glean, control, stop } = self;
         thread.flush();
-        std::thread::Builder::new().name("xfwd-arp".into()).spawn(move || thread.run(&glean, &control, &stop))
+        std::thread::Builder::new().name("xfwd-arp".into()).spawn(move || {
+            first();
+            thread.run(&glean, &control, &stop)
+        })
     }
 }
 

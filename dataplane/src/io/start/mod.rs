@@ -67,16 +67,20 @@ type Job = Box<dyn FnOnce() + Send>;
 impl Forwarder {
     /// Starts a forwarder over `cfg.ports` in `cfg.mode`.
     pub fn start(cfg: &ForwarderConfig) -> Result<Forwarder, StartError> {
-        Forwarder::start_with(cfg, || Ok(()))
+        Forwarder::start_with(cfg, || Ok(()), || Ok(()))
     }
 
     /// Starts a forwarder, calling `before_threads` once every kernel object is made (program
     /// loaded and attached, sockets bound and registered, packet sockets open) and before any
-    /// thread starts: the place to drop privileges, which Linux holds per thread. An error
-    /// from it stops the start and undoes everything.
+    /// thread starts: the place to drop privileges, which Linux holds per thread. The router's
+    /// ARP thread starts first, then `arp_started` is called, before any other thread starts:
+    /// the place to drop what only the ARP thread needs (with `[fib] source = "kernel"`,
+    /// CAP_NET_ADMIN, to ask the kernel to resolve), so that no other thread holds it. An error
+    /// from either stops the start and undoes everything.
     pub fn start_with(
         cfg: &ForwarderConfig,
         before_threads: impl FnOnce() -> Result<(), String>,
+        arp_started: impl FnOnce() -> Result<(), String>,
     ) -> Result<Forwarder, StartError> {
         plan::check_request(cfg)?;
         let ports = check_ports(&cfg.ports, MAX_MTU)?;
@@ -129,13 +133,23 @@ impl Forwarder {
         before_threads().map_err(StartError::Privileges)?;
         // Declared after `rt`, dropped before it: on a failure the threads are joined first.
         let mut threads = Threads::new(Arc::clone(&stop));
+        // The ARP thread first, alone with what `before_threads` kept; a normal thread, though
+        // this one may run under SCHED_FIFO for the workers to inherit.
+        if let Some(ready) = arp {
+            let normal = rt.priority().is_some();
+            let handle = ready
+                .spawn(move || {
+                    if normal {
+                        let _ = sched::step_down();
+                    }
+                })
+                .map_err(|e| StartError::System(format!("cannot start the ARP thread: {e}")))?;
+            threads.adopt(handle);
+        }
+        arp_started().map_err(StartError::Privileges)?;
         let cores = spawn_workers(workers, &plan.cores, &mut threads, &mut warnings)?;
         if let Err(e) = rt.leave() {
             warnings.push(format!("the control thread stays under SCHED_FIFO ({e})"));
-        }
-        if let Some(ready) = arp {
-            let handle = ready.spawn().map_err(|e| StartError::System(format!("cannot start the ARP thread: {e}")))?;
-            threads.adopt(handle);
         }
         if let Some(fast) = fast {
             let handle = fast
