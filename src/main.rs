@@ -820,6 +820,10 @@ fn run(
         })
         .ok();
     let mut failed = false;
+    // The service manager's watchdog: fed every quarter of its period while every thread goes
+    // round its loop; a thread that has not for half of it stops the feeding (said once).
+    let mut fed = Instant::now();
+    let mut stuck_said = false;
     while !sig.stop.load(Ordering::Relaxed) {
         let tick = Duration::from_millis(20);
         let link_changed = match links.as_mut() {
@@ -851,6 +855,25 @@ fn run(
             std::io::stdout().flush()?;
             sig.notify.ready(&format!("forwarding: {status}; {said}"));
             sig.reloads.finished(outcome);
+        }
+        if let Some(period) = sig.notify.watchdog_period().filter(|p| fed.elapsed() >= *p / 4) {
+            fed = Instant::now();
+            let stuck = xfwd::notify::stuck(&view.heartbeats(), period / 2);
+            if stuck.is_empty() {
+                sig.notify.watchdog();
+                if std::mem::take(&mut stuck_said) {
+                    println!("xfwd: every thread goes round its loop again; the watchdog is fed again");
+                    sig.notify.status(&format!("forwarding: {status}"));
+                }
+            } else if !std::mem::replace(&mut stuck_said, true) {
+                let names: Vec<String> = stuck.iter().map(|(n, ms)| format!("{n} ({ms} ms)")).collect();
+                let why = format!(
+                    "stuck: {} not gone round its loop for more than half the watchdog's {period:?}; the watchdog is no longer fed, so the service manager restarts xfwd",
+                    names.join(", ")
+                );
+                xfwd::elog!("xfwd: error: {why}");
+                sig.notify.status(&why);
+            }
         }
         let second = last_check.elapsed() >= Duration::from_secs(1);
         if second {

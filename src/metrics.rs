@@ -24,6 +24,8 @@ use anyhow::{Context, Result};
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
 use xfwd_dataplane::io::fast::FastReport;
+#[cfg(test)]
+use xfwd_dataplane::io::view::ThreadBeat;
 use xfwd_dataplane::io::{LiveView, PortReport, Report};
 use xfwd_dataplane::load::{self, LoopTotals};
 use xfwd_dataplane::routes::kernel::SyncReport;
@@ -322,6 +324,14 @@ pub fn families(r: &Report, routes: RouteCounts, process: Option<&Process>) -> V
     }
     if let Some(x) = &r.xdp_path {
         f.xdp_path(x, r);
+    }
+    for t in r.threads.iter().filter(|t| t.age_ms.is_some()) {
+        f.gauge(
+            "xfwd_thread_heartbeat_age_seconds",
+            "Seconds since a long-running thread's loop last went round: a few tenths while it runs; a stuck thread's grows.",
+            &[("thread", &t.name)],
+            t.age_ms.unwrap_or(0) as f64 / 1000.0,
+        );
     }
     f.into_vec()
 }
@@ -1066,6 +1076,11 @@ mod tests {
             rt_priority: router.then_some(10),
             aqm: router.then(|| "fq-codel".into()),
             cleared: None,
+            threads: vec![
+                ThreadBeat { name: "xfwd-q0".into(), age_ms: Some(12) },
+                ThreadBeat { name: "xfwd-arp".into(), age_ms: Some(1500) },
+                ThreadBeat { name: "xfwd-kernel".into(), age_ms: None },
+            ],
         }
     }
 

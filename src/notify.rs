@@ -2,8 +2,11 @@
 //! change of state, so that a `Type=notify` unit knows when xfwd forwards, when a reload is done
 //! and when it is stopping. xfwd sends `READY=1` when it prints `xfwd: ready`,
 //! `RELOADING=1` (with `MONOTONIC_USEC`) and then `READY=1` around a SIGHUP, and `STOPPING=1`
-//! on the way out, each with a `STATUS=` line that `systemctl status` shows. Without
-//! `NOTIFY_SOCKET` (not under systemd) every call does nothing.
+//! on the way out, each with a `STATUS=` line that `systemctl status` shows. Under a unit with
+//! `WatchdogSec=` (`$WATCHDOG_USEC`), xfwd sends `WATCHDOG=1` every quarter of it while every
+//! long-running thread goes round its loop, and stops when one has not for half of it: the
+//! service manager then restarts a stuck xfwd ([`stuck`]). Without `NOTIFY_SOCKET` (not under
+//! systemd) every call does nothing.
 
 use std::io;
 use std::os::linux::net::SocketAddrExt;
@@ -14,6 +17,8 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 #[derive(Debug)]
 pub struct Notifier {
     sock: Option<UnixDatagram>,
+    /// `$WATCHDOG_USEC`, when the manager asks this process for keep-alives.
+    watchdog: Option<std::time::Duration>,
     /// The first failed send was said; later ones are not (a manager gone is said once).
     failed: std::cell::Cell<bool>,
 }
@@ -53,7 +58,29 @@ impl Notifier {
                 })
                 .ok()
         });
-        Notifier { sock, failed: std::cell::Cell::new(false) }
+        // For this process (`$WATCHDOG_PID`, where set, names it), and only with a socket.
+        let ours = std::env::var("WATCHDOG_PID").map_or(true, |p| p.trim() == std::process::id().to_string());
+        let watchdog = std::env::var("WATCHDOG_USEC")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&us| us > 0 && ours && sock.is_some())
+            .map(std::time::Duration::from_micros);
+        Notifier { sock, watchdog, failed: std::cell::Cell::new(false) }
+    }
+
+    /// The watchdog's period (`WatchdogSec=`), if the service manager keeps one for xfwd.
+    pub fn watchdog_period(&self) -> Option<std::time::Duration> {
+        self.watchdog
+    }
+
+    /// Alive: `WATCHDOG=1`.
+    pub fn watchdog(&self) {
+        self.send("WATCHDOG=1");
+    }
+
+    /// A line for `systemctl status`: `STATUS=`.
+    pub fn status(&self, status: &str) {
+        self.send(&format!("STATUS={}", one_line(status)));
     }
 
     /// Forwarding: `READY=1`.
@@ -82,6 +109,13 @@ impl Notifier {
     }
 }
 
+/// The threads whose loop last went round more than `limit` ago: stuck. A thread that has not
+/// beaten yet is not (it beats on its first turn, which start-up waits for).
+pub fn stuck(threads: &[xfwd_dataplane::io::view::ThreadBeat], limit: std::time::Duration) -> Vec<(String, u64)> {
+    let limit = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+    threads.iter().filter_map(|t| t.age_ms.filter(|&ms| ms > limit).map(|ms| (t.name.clone(), ms))).collect()
+}
+
 /// STATUS= takes one line.
 fn one_line(s: &str) -> String {
     s.replace('\n', " ")
@@ -104,6 +138,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_thread_whose_loop_has_not_gone_round_for_longer_than_the_limit_is_stuck() {
+        use xfwd_dataplane::io::view::ThreadBeat;
+        let t = |name: &str, age_ms| ThreadBeat { name: name.into(), age_ms };
+        let beats = [t("xfwd-q0", Some(250)), t("xfwd-arp", Some(31_000)), t("xfwd-kernel", None)];
+        let limit = std::time::Duration::from_secs(30);
+        assert_eq!(stuck(&beats, limit), vec![("xfwd-arp".to_owned(), 31_000)]);
+        assert!(stuck(&beats[..1], limit).is_empty());
+        assert!(stuck(&[t("xfwd-q0", Some(30_000))], limit).is_empty(), "at the limit: not yet");
+    }
+
+    #[test]
     fn addresses_a_path_or_an_abstract_name_and_refuses_the_rest() {
         assert_eq!(
             address("/run/systemd/notify").unwrap().as_pathname(),
@@ -124,7 +169,7 @@ mod tests {
         let manager = UnixDatagram::bind(&path).unwrap();
         let sock = UnixDatagram::unbound().unwrap();
         sock.connect(&path).unwrap();
-        let n = Notifier { sock: Some(sock), failed: std::cell::Cell::new(false) };
+        let n = Notifier { sock: Some(sock), watchdog: None, failed: std::cell::Cell::new(false) };
         let mut buf = [0u8; 512];
         let mut next = || {
             let len = manager.recv(&mut buf).unwrap();

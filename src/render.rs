@@ -224,6 +224,14 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
     for line in frame_lines(r) {
         let _ = writeln!(s, "{line}");
     }
+    if !r.threads.is_empty() {
+        let beats: Vec<String> = r
+            .threads
+            .iter()
+            .map(|t| format!("{} {}", t.name, t.age_ms.map_or_else(|| "-".into(), |ms| format!("{ms} ms"))))
+            .collect();
+        let _ = writeln!(s, "threads, since each last went round its loop: {}", beats.join(", "));
+    }
     if let Some(f) = &r.xdp_path {
         let failed = f.last_error.as_ref().map_or_else(String::new, |e| format!(" (last: {e})"));
         let off: Vec<&str> = f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();

@@ -229,3 +229,75 @@ fn monotonic_usec() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
+
+/// The thread of `pid` named `name`.
+fn tid_of(pid: u32, name: &str) -> i32 {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        if std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim() == name {
+            return task.file_name().to_string_lossy().parse().unwrap();
+        }
+    }
+    panic!("no thread {name} in {pid}");
+}
+
+/// The states xfwd sends within `within`, read as they come.
+fn states_within(manager: &UnixDatagram, within: std::time::Duration) -> Vec<String> {
+    let until = std::time::Instant::now() + within;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Some(left) = until.checked_duration_since(std::time::Instant::now()).filter(|l| !l.is_zero()) {
+        manager.set_read_timeout(Some(left)).unwrap();
+        if let Ok(n) = manager.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_watchdog_is_fed_while_every_thread_goes_round_and_not_while_one_is_stuck() {
+    if !root_or_skip("the_watchdog_is_fed_while_every_thread_goes_round_and_not_while_one_is_stuck") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::router(1).unwrap();
+    let dir = common::TempDir::new("notify-watchdog");
+    let sock = dir.join("notify");
+    let manager = UnixDatagram::bind(&sock).unwrap();
+    let control = control_path("notify-wd");
+    // WatchdogSec=4s: fed every second, stuck after 2 s without a turn.
+    let env = [("NOTIFY_SOCKET", sock.to_str().unwrap()), ("WATCHDOG_USEC", "4000000")];
+    let mut x = r.spawn_xfwd(XFWD, &router_args(Path::new(RIG_CONFIG), &control), &env).unwrap();
+    assert_eq!(field(&next(&manager, &mut x), "READY"), Some("1"));
+    x.wait_ready().unwrap();
+    let fed = |states: &[String]| states.iter().filter(|m| field(m, "WATCHDOG") == Some("1")).count();
+    let states = states_within(&manager, std::time::Duration::from_millis(2500));
+    assert!(fed(&states) >= 2, "fed every second: {states:?}");
+    assert!(show(&control, "stats").contains("threads, since each last went round its loop: xfwd-q0 "));
+
+    // The ARP thread stopped where it is (ptrace stops that thread alone).
+    let tid = tid_of(x.proc.child.id(), "xfwd-arp");
+    // SAFETY: ptrace requests on a thread id, with no memory passed.
+    assert_eq!(unsafe { libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0) }, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) }, 0);
+    let mut status = 0;
+    // SAFETY: waits for the tracee's stop; `status` is a valid int.
+    assert_eq!(unsafe { libc::waitpid(tid, &mut status, libc::__WALL) }, tid);
+    let states = states_within(&manager, std::time::Duration::from_secs(5));
+    let said = states.iter().position(|m| field(m, "STATUS").is_some_and(|s| s.starts_with("stuck: xfwd-arp")));
+    let said = said.unwrap_or_else(|| panic!("no stuck status: {states:?}"));
+    assert_eq!(fed(&states[said..]), 0, "fed while the ARP thread was stuck: {states:?}");
+    let line = common::wait_line(&mut x, "xfwd: error: stuck: xfwd-arp", 0);
+    assert!(line.contains("the watchdog is no longer fed"), "{line}");
+    let stats = show(&control, "stats");
+    assert!(stats.contains("xfwd-arp ") && !stats.contains("xfwd-arp -"), "{stats}");
+
+    // Going again: fed again, and said.
+    // SAFETY: ptrace request on our tracee, no memory passed.
+    assert_eq!(unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0) }, 0);
+    let states = states_within(&manager, std::time::Duration::from_millis(2500));
+    assert!(fed(&states) >= 1, "fed again: {states:?}");
+    assert!(states.iter().any(|m| field(m, "STATUS").is_some_and(|s| s.starts_with("forwarding"))), "{states:?}");
+    common::stop_clean(&mut x);
+}

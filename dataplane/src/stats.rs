@@ -18,6 +18,41 @@ use serde::{Deserialize, Serialize};
 use crate::load::{LoopTotals, BATCH_BUCKETS};
 use crate::reason::Reason;
 
+/// When a thread last went round its loop, on `CLOCK_MONOTONIC` in milliseconds (0: not yet).
+/// Each long-running thread beats at least every few hundred milliseconds while it works or
+/// waits; one whose beat grows old is stuck, which `show stats`, `/metrics` and the service
+/// manager's watchdog are told.
+#[derive(Debug, Default)]
+pub struct Heartbeat(AtomicU64);
+
+impl Heartbeat {
+    /// The thread went round. Only the owning thread may call this.
+    #[inline]
+    pub fn beat(&self) {
+        self.beat_at(monotonic_ms());
+    }
+
+    /// [`Heartbeat::beat`] with the time read already (ms on `CLOCK_MONOTONIC`).
+    #[inline]
+    pub fn beat_at(&self, now_ms: u64) {
+        self.0.store(now_ms.max(1), Relaxed);
+    }
+
+    /// Milliseconds since the last beat at `now_ms`, `None` before the first.
+    pub fn age_ms(&self, now_ms: u64) -> Option<u64> {
+        let last = self.0.load(Relaxed);
+        (last != 0).then(|| now_ms.saturating_sub(last))
+    }
+}
+
+/// `CLOCK_MONOTONIC` in milliseconds, the clock of [`Heartbeat`].
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the valid, exclusively borrowed `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1000).saturating_add(ts.tv_nsec as u64 / 1_000_000)
+}
+
 /// A single-writer counter (see the module documentation).
 #[derive(Debug, Default)]
 pub struct Counter(AtomicU64);
@@ -360,6 +395,8 @@ pub struct QueueCounters {
     pub xsk_reads: Counter,
     /// Where the worker's time goes ([`crate::load`]).
     pub load: LoopCounters,
+    /// The worker's loop, beating every [`crate::io::worker::BEAT_EVERY`] at most.
+    pub beat: Heartbeat,
 }
 
 /// A worker's loop accounting ([`LoopTotals`]) as counters, published by the worker.
@@ -443,6 +480,7 @@ impl QueueCounters {
             icmp_rate_limited: Counter::default(),
             xsk_reads: Counter::default(),
             load: LoopCounters::default(),
+            beat: Heartbeat::default(),
         }
     }
 

@@ -73,6 +73,8 @@ pub struct FastCounters {
     /// By port: whether it takes frames the program redirects to it (else they go to the
     /// workers).
     pub takes_redirects: Vec<AtomicBool>,
+    /// The thread's loop, beaten every step.
+    pub beat: crate::stats::Heartbeat,
     /// Route tables swapped in whole (the first at start counted).
     pub swaps: Counter,
     /// Routes written or removed one by one.
@@ -325,6 +327,7 @@ impl FastSync {
     /// Writes what changed since the last step: the neighbours, then the tables (router); the
     /// stations every [`STATIONS_EVERY`] steps (bridge).
     pub fn step(&mut self) {
+        self.counters.beat.beat();
         if let Err(e) = self.neighbors_step() {
             self.counters.failed(&e);
         }

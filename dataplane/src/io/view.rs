@@ -148,6 +148,18 @@ pub struct Report {
     /// then ([`Report::since`]). Absent: from start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleared: Option<String>,
+    /// Each long-running thread and how long ago its loop last went round.
+    #[serde(default)]
+    pub threads: Vec<ThreadBeat>,
+}
+
+/// A thread's heartbeat at one instant ([`crate::stats::Heartbeat`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadBeat {
+    /// The thread's name (`xfwd-q0`, `xfwd-arp`, …).
+    pub name: String,
+    /// Milliseconds since its loop last went round (`None`: not yet).
+    pub age_ms: Option<u64>,
 }
 
 impl Report {
@@ -263,7 +275,28 @@ impl LiveView {
             rt_priority: self.rt_priority,
             aqm: Some(self.aqm.name().to_owned()),
             cleared: None,
+            threads: self.heartbeats(),
         }
+    }
+
+    /// Each long-running thread (the workers, and those of the router's resolution, its kernel
+    /// mirror and its XDP path where they run) and how long ago its loop last went round: a
+    /// loop beats at least every quarter second while it runs, so an old beat is a stuck
+    /// thread. (The control and metrics threads wait for clients and have no loop to beat.)
+    pub fn heartbeats(&self) -> Vec<ThreadBeat> {
+        let now = crate::stats::monotonic_ms();
+        let beat = |name: String, h: &crate::stats::Heartbeat| ThreadBeat { name, age_ms: h.age_ms(now) };
+        let mut v: Vec<ThreadBeat> = self.queues.iter().map(|q| beat(format!("xfwd-q{}", q.queue), &q.beat)).collect();
+        if let Some(r) = &self.router {
+            v.push(beat("xfwd-arp".into(), &r.arp.beat));
+            if let Some(k) = &r.kernel {
+                v.push(beat("xfwd-kernel".into(), &k.beat));
+            }
+        }
+        if let Some(f) = &self.fast {
+            v.push(beat("xfwd-xdp-path".into(), &f.beat));
+        }
+        v
     }
 
     /// The live FDB, with port names.

@@ -78,6 +78,8 @@ pub struct ArpCounters {
     pub send_errors: Counter,
     pub conflicts: Counter,
     pub announcements_sent: Counter,
+    /// The ARP thread's loop (beaten on the IPv4 counters only; it runs both families).
+    pub beat: crate::stats::Heartbeat,
 }
 
 impl ArpCounters {

@@ -364,6 +364,7 @@ impl ArpThread {
         let mut last_timers = 0u64;
         while !stop.load(Ordering::Relaxed) {
             self.wait();
+            self.counters.beat.beat();
             let now = self.clock.now_ms();
             // At most READ_BURST frames per socket per turn: a flood on one cannot keep the
             // others, the gleans and the timers waiting.

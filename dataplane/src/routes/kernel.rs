@@ -98,6 +98,8 @@ pub struct SyncCounters {
     latency_max_us: AtomicU64,
     /// The last full synchronisation's duration, µs (the first at start included).
     pub last_sync_us: Counter,
+    /// The thread's loop (a full dump beats only when it is read whole).
+    pub beat: crate::stats::Heartbeat,
 }
 
 /// [`SyncCounters`] at one instant, for `show stats`.
@@ -450,6 +452,7 @@ impl KernelSync {
         // of them came from the kernel, rather than a refresh of the display list).
         let mut waiting: Option<(Instant, bool)> = None;
         while !stop.load(Ordering::Relaxed) {
+            self.counters.beat.beat();
             let building = (self.display_stale && self.display_at.elapsed() >= DISPLAY_EVERY)
                 || !self.listing.waiting.is_empty()
                 || !self.asks.1.is_empty();

@@ -80,8 +80,11 @@ pub const BATCH: usize = 64;
 const SPIN_ROUNDS: u32 = 128;
 /// Longest sleep in poll(2): bounds how late a stop request or a retried kick is seen.
 const POLL_TIMEOUT_MS: i32 = 10;
-/// How often the kernel's socket statistics are copied into the counters.
+/// How often the kernel's socket statistics are copied into the counters, and the worker's
+/// heartbeat at most as old.
 const XSK_STATS_EVERY: Duration = Duration::from_millis(250);
+/// How old a worker's heartbeat gets while it runs: its loop beats with each statistics copy.
+pub const BEAT_EVERY: Duration = XSK_STATS_EVERY;
 /// How long a worker under SCHED_FIFO works without a pause before it steps down to a normal
 /// thread's share until its next pause: the kernel's own budget for a softirq run before it
 /// defers the rest to ksoftirqd, a normal thread. Light load keeps the latency of a real-time
@@ -273,6 +276,7 @@ impl<D: Decide, X: Xsk> Worker<D, X> {
             if now_ms.saturating_sub(last_xsk_ms) >= XSK_STATS_EVERY.as_millis() as u64 {
                 self.read_xsk_stats(Lock::Try);
                 last_xsk_ms = now_ms;
+                self.counters.beat.beat();
             }
             let end = monotonic_ns();
             if round.work > 0 {
