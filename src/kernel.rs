@@ -181,7 +181,9 @@ fn batch_in(tool: &str, netns: Option<&str>, lines: &[String], force: bool) -> R
 /// The `ip` command that gives bridge port `port` the settings `pol`, where any differ from a
 /// Linux bridge port's defaults.
 fn bridge_port_command(port: &str, pol: &xfwd_dataplane::l2::PortPolicy) -> Option<String> {
-    if pol.is_default() {
+    // Storm control is not the kernel's (said where the bridge is made).
+    let kernel = xfwd_dataplane::l2::PortPolicy { storm_limit: None, ..*pol };
+    if kernel.is_default() {
         return None;
     }
     let on = |b: bool| if b { "on" } else { "off" };
@@ -407,6 +409,16 @@ pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
                 .collect();
             let undo = vec![format!("link del {name}")];
             println!("xfwd: kernel bridge {name}:");
+            // Storm control is a switch's setting the kernel's bridge does not have (its
+            // nearest, a tc policer on a port's ingress, cannot tell flooded frames from the
+            // rest): said, so that the comparison says the kernel path floods without limit.
+            for (p, pol) in ports.iter().zip(&settings.0) {
+                if let Some(n) = pol.storm_limit {
+                    println!(
+                        "  note: {p}: storm_control = {n} is not applied: the kernel's bridge has no storm control (its floods have no limit)"
+                    );
+                }
+            }
             print_commands(&apply, 40);
             for l in fdb.iter().take(40) {
                 println!("  bridge {l}");

@@ -517,8 +517,10 @@ fn describe_settings(settings: &xfwd_dataplane::io::config::BridgeSettings, port
                 off.push(what);
             }
         }
-        if !off.is_empty() {
-            parts.push(format!("{name}: {}", off.join(", ")));
+        let storm = p.storm_limit.map(|n| format!("storm control {n} flooded frames/s"));
+        let said: Vec<&str> = off.iter().copied().chain(storm.as_deref()).collect();
+        if !said.is_empty() {
+            parts.push(format!("{name}: {}", said.join(", ")));
         }
     }
     let n = settings.statics.len();

@@ -867,3 +867,68 @@ fn clear_stats_restarts_what_show_stats_counts_and_nothing_else() {
     );
     stop_clean(&mut x);
 }
+
+/// Storm control (`storm_control` in a port's settings): a burst of 1,000 broadcast frames from
+/// h1 reaches h2 at the port's 100 a second, on both of xfwd's paths, the rest counted; known
+/// unicast from the same port is not limited. The kernel's bridge has no storm control: `xfwd
+/// kernel bridge` says it does not apply it, and the burst crosses whole.
+#[test]
+fn storm_control_caps_the_floods_a_port_takes_a_second_and_counts_the_rest() {
+    if !root_or_skip("storm_control_caps_the_floods_a_port_takes_a_second_and_counts_the_rest") {
+        return;
+    }
+    let _g = serial();
+    let r = Rig::bridge(1).unwrap();
+    r.hosts_napi().unwrap();
+    let dir = common::TempDir::new("bridge-storm");
+    let file = dir.join("storm.toml");
+    std::fs::write(&file, "ports = [\"eth4\", \"eth5\"]\n[port.eth4]\nstorm_control = 100\n").unwrap();
+    let file = file.to_str().unwrap();
+    let h1_mac = common::mac_bytes(&r.h1, "eth0");
+    // A burst of 1,000 broadcasts of an experimental EtherType (nobody answers them), sent in
+    // ten bursts of 100 over about 0.2 s: at most two one-second windows, 200 frames.
+    let storm = |tag: &str| -> usize {
+        let cap = capture(r.h2.name(), "eth0", Duration::from_millis(1500));
+        std::thread::sleep(Duration::from_millis(100));
+        for _ in 0..10 {
+            let burst = (0..100).map(|i| raw_frame([0xff; 6], h1_mac, 0x88b5, i as u8)).collect();
+            common::send_raw(r.h1.name(), "eth0", burst);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let got = cap.join().unwrap().iter().filter(|f| f.len() >= 14 && f[12..14] == [0x88, 0xb5]).count();
+        eprintln!("{tag}: {got} of 1000 broadcasts crossed");
+        got
+    };
+    for path in ["af-xdp", "xdp"] {
+        let c = control_path(&format!("br-storm-{path}"));
+        let mut x = r.start_xfwd(XFWD, &["bridge", "--config", file, "--path", path, "--control", &c]).unwrap();
+        assert!(x.seen.iter().any(|l| l.contains("eth4: storm control 100 flooded frames/s")), "{path}: {:#?}", x.seen);
+        Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
+        let before = stats(&c);
+        let crossed = storm(path);
+        assert!((1..=200).contains(&crossed), "{path}: {crossed} crossed");
+        let s = stats(&c);
+        let storm_drops = |r: &xfwd_dataplane::io::Report| {
+            r.ports[0].total.drops.iter().find(|(n, _)| n == "storm-control").map_or(0, |d| d.1)
+        };
+        let dropped = storm_drops(&s) - storm_drops(&before);
+        // Every broadcast that did not cross was stopped by storm control, not lost elsewhere.
+        assert_eq!(dropped + crossed as u64, 1000, "{path}: {dropped} counted, {crossed} crossed");
+        // Known unicast from the limited port is not limited, the storm just over or not.
+        let out = r.h1.command("ping").args(["-c", "3", "-i", "0.2", "-W", "1", rig::H2_ADDR]).output().unwrap();
+        assert_eq!(common::answered(&String::from_utf8_lossy(&out.stdout)), 3, "{path}");
+        stop_clean(&mut x);
+    }
+    let out = r.boxns.command(XFWD).args(["kernel", "bridge", "--config", file, "--keep"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("note: eth4: storm_control = 100 is not applied: the kernel's bridge has no storm control"),
+        "{said}"
+    );
+    Rig::ping_until(&r.h1, rig::H2_ADDR, common::PATH_UP).unwrap();
+    let crossed = storm("kernel");
+    let out = r.boxns.command(XFWD).args(["kernel", "undo", "bridge"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(crossed > 200, "the kernel's bridge has no limit: {crossed} crossed");
+}

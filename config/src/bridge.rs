@@ -15,6 +15,7 @@
 //! mcast_flood = true     # multicast,
 //! bcast_flood = true     # broadcast;
 //! isolated = true        # reach only the ports that are not isolated
+//! storm_control = 1000   # at most 1000 flooded frames received a second (default: no limit)
 //! [[static]]             # a station that never ages and never moves
 //! mac = "02:00:00:00:00:01"
 //! port = "eth4"
@@ -35,6 +36,10 @@ use crate::router::{options_in, pos_of, ConfigError, Ctx, Pos, RawOptions};
 /// The most FDB entries a bridge may be given (`fdb_size`, `--fdb-size`): 16 Mi stations, far
 /// beyond any segment, and a table that still fits in memory.
 pub const FDB_MAX: usize = 1 << 24;
+
+/// The highest storm-control limit (`storm_control`, flooded frames a second): far above any
+/// port's line rate in 64-byte frames.
+pub const STORM_MAX: u32 = 1_000_000_000;
 
 /// `--fdb-size`: 1 to [`FDB_MAX`] entries.
 pub fn parse_fdb_size(text: &str) -> Result<usize, String> {
@@ -87,6 +92,7 @@ struct RawPort {
     mcast_flood: Option<bool>,
     bcast_flood: Option<bool>,
     isolated: Option<bool>,
+    storm_control: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -150,12 +156,26 @@ impl BridgeConfig {
         let mut port_settings = vec![PortPolicy::default(); ports.len()];
         for (name, rp) in &raw.port {
             let d = PortPolicy::default();
+            let storm_limit = rp
+                .storm_control
+                .as_ref()
+                .map(|n| match u32::try_from(*n.get_ref()) {
+                    Ok(v) if (1..=STORM_MAX).contains(&v) => Ok(v),
+                    _ => Err(cx.err(
+                        n.span(),
+                        format!(
+                            "storm_control is flooded frames a second, 1 to {STORM_MAX}; leave it out for no limit"
+                        ),
+                    )),
+                })
+                .transpose()?;
             port_settings[index(name, "[port.NAME]:")?] = PortPolicy {
                 learning: rp.learning.unwrap_or(d.learning),
                 flood: rp.flood.unwrap_or(d.flood),
                 mcast_flood: rp.mcast_flood.unwrap_or(d.mcast_flood),
                 bcast_flood: rp.bcast_flood.unwrap_or(d.bcast_flood),
                 isolated: rp.isolated.unwrap_or(d.isolated),
+                storm_limit,
             };
         }
         let mut statics: Vec<(MacAddr, usize)> = Vec::new();
@@ -263,6 +283,15 @@ mod tests {
         assert_eq!(c.statics, [(MacAddr([2, 0, 0, 0, 0, 1]), 1)]);
         let plain = parse("ports = [\"a\", \"b\"]\n").unwrap();
         assert_eq!((plain.port_settings, plain.statics), (vec![d, d], vec![]));
+        let storm = parse("ports = [\"a\", \"b\"]\n[port.b]\nstorm_control = 500\n").unwrap();
+        assert_eq!(storm.port_settings, [d, PortPolicy { storm_limit: Some(500), ..d }]);
+        for bad in ["0", "-1", "1000000001"] {
+            let e = parse(&format!("ports = [\"a\", \"b\"]\n[port.b]\nstorm_control = {bad}\n")).unwrap_err();
+            assert!(
+                e.starts_with("b.toml:3:17: storm_control is flooded frames a second, 1 to 1000000000"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -97,11 +97,14 @@ pub enum Reason {
     /// Bridge: a flood that no port takes (every other port has that kind of flooding off, or
     /// is isolated from the ingress).
     NotFlooded,
+    /// Bridge: a flood beyond its ingress port's storm-control limit for this second
+    /// (`storm_limit`).
+    StormControl,
 }
 
 impl Reason {
     /// Number of reasons (length of a counter array).
-    pub const COUNT: usize = 37;
+    pub const COUNT: usize = 38;
 
     /// Every reason, in counter order.
     pub const ALL: [Reason; Reason::COUNT] = [
@@ -142,6 +145,7 @@ impl Reason {
         Reason::Ipv4BadOption,
         Reason::Isolated,
         Reason::NotFlooded,
+        Reason::StormControl,
     ];
 
     /// Stable short name, used in stats output and JSON.
@@ -183,6 +187,7 @@ impl Reason {
             Reason::SourceRouted => "source-routed",
             Reason::Isolated => "isolated",
             Reason::NotFlooded => "not-flooded",
+            Reason::StormControl => "storm-control",
             Reason::Ipv4BadOption => "ipv4-bad-option",
         }
     }

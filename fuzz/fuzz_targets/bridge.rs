@@ -17,11 +17,18 @@ fuzz_target!(|data: &[u8]| {
     let Some((&bits, frame)) = rest.split_first() else { return };
     let ingress = PortId(ctl % 4);
     let now = Seconds(u32::from(ctl >> 2) * 7 + 1);
-    // Four ports; one of them (bits 0-1) gets the settings of bits 2-6.
+    // Four ports; one of them (bits 0-1) gets the settings of bits 2-7 (bit 7: a storm limit
+    // of one flood a second).
     let mut ports = [PortPolicy::default(); 4];
     let b = |i: u8| bits & (1 << i) == 0;
-    ports[usize::from(bits & 3)] =
-        PortPolicy { learning: b(2), flood: b(3), mcast_flood: b(4), bcast_flood: b(5), isolated: !b(6) };
+    ports[usize::from(bits & 3)] = PortPolicy {
+        learning: b(2),
+        flood: b(3),
+        mcast_flood: b(4),
+        bcast_flood: b(5),
+        isolated: !b(6),
+        storm_limit: (!b(7)).then_some(1),
+    };
     let pol = Policies::new(&ports);
     let v = decide(frame, ingress, fdb, now, &pol);
     match v.action {

@@ -18,6 +18,8 @@
 //!    or ([`Reason::Isolated`]) when both ports are isolated.
 //! 7. An unknown (or aged-out) unicast destination is flooded, as in 5; a flood that no port
 //!    takes is dropped ([`Reason::NotFlooded`]).
+//! 8. A flood beyond its ingress port's storm-control limit for this second is dropped
+//!    ([`Reason::StormControl`]; a switch's setting, off by default: [`Policies`]).
 //!
 //! VLAN tags are not interpreted: tagged frames are bridged on their MAC addresses, transparently.
 
@@ -87,7 +89,13 @@ pub fn decide(frame: &[u8], ingress: PortId, fdb: &Fdb, now: Seconds, pol: &Poli
         }
     };
     let set = pol.flood_set(ingress, kind);
-    let action = if set.is_empty() { Action::Drop(Reason::NotFlooded) } else { Action::Flood(set) };
+    let action = if set.is_empty() {
+        Action::Drop(Reason::NotFlooded)
+    } else if !pol.storm_allows(ingress, now) {
+        Action::Drop(Reason::StormControl)
+    } else {
+        Action::Flood(set)
+    };
     Verdict { action, learn }
 }
 
@@ -258,6 +266,41 @@ mod tests {
         let v = decide(&ipv4(MacAddr([0x02, 0, 0, 0, 0, 0x0c]), A), P0, &fdb, T, &two);
         assert_eq!(v.action, Action::Drop(Reason::NotFlooded));
         assert!(v.learn.is_some(), "the source is learnt all the same");
+    }
+
+    #[test]
+    fn storm_control_takes_so_many_floods_a_second_on_the_port_and_nothing_else() {
+        use crate::l2::PortPolicy;
+        let limited = PortPolicy { storm_limit: Some(100), ..PortPolicy::default() };
+        let pol = Policies::new(&[limited, PortPolicy::default(), PortPolicy::default()]);
+        assert!(!pol.floods_everywhere(), "floods with a limit are the workers'");
+        let copy = pol.clone();
+        let fdb = Fdb::new(64, 300);
+        let mcast = MacAddr([0x01, 0x00, 0x5e, 0, 0, 1]);
+        let unknown = MacAddr([0x02, 0, 0, 0, 0, 0x0c]);
+        // A storm in one second: broadcast, multicast and unknown unicast share the 100, across
+        // every worker's copy of the settings.
+        let mut taken = 0;
+        for i in 0..1000 {
+            let dst = [MacAddr::BROADCAST, mcast, unknown][i % 3];
+            let p = if i % 2 == 0 { &pol } else { &copy };
+            match decide(&ipv4(dst, A), P0, &fdb, T, p).action {
+                Action::Flood(_) => taken += 1,
+                Action::Drop(Reason::StormControl) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(taken, 100);
+        // Known unicast from the same port is not limited; floods from another port are not.
+        decide(&ipv4(A, B), P1, &fdb, T, &pol);
+        assert_eq!(decide(&ipv4(B, A), P0, &fdb, T, &pol).action, Action::Forward(P1));
+        assert_eq!(decide(&ipv4(MacAddr::BROADCAST, B), P1, &fdb, T, &pol).action, flood_from(P1));
+        // The next second: 100 more.
+        let next = Seconds(T.0 + 1);
+        let taken = (0..300)
+            .filter(|_| matches!(decide(&ipv4(MacAddr::BROADCAST, A), P0, &fdb, next, &pol).action, Action::Flood(_)))
+            .count();
+        assert_eq!(taken, 100);
     }
 
     #[test]

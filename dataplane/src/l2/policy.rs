@@ -10,8 +10,20 @@
 //! - `isolated = true`: the port reaches, and is reached from, only the ports that are not
 //!   isolated (known unicast between two isolated ports is dropped as [`Reason::Isolated`]).
 //!
+//! One setting is a switch's, not the kernel's: **storm control** (`storm_limit`, off by
+//! default), at most so many flooded frames (broadcast, multicast and unknown unicast) received
+//! on the port in each second, the rest dropped as [`Reason::StormControl`]. A loop through the
+//! bridge (two ports cabled together, a second bridge without STP) then floods at that rate
+//! instead of at the machine's, and the drops say where it came in. Counted per one-second
+//! window, as switches measure, in one meter per port that every worker shares.
+//!
 //! [`Reason::Isolated`]: crate::Reason::Isolated
+//! [`Reason::StormControl`]: crate::Reason::StormControl
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::time::Seconds;
 use crate::{PortId, MAX_PORTS};
 
 /// A set of ports, one bit per port index.
@@ -78,11 +90,21 @@ pub struct PortPolicy {
     pub bcast_flood: bool,
     /// Reach only the ports that are not isolated.
     pub isolated: bool,
+    /// Storm control: flooded frames received on the port taken per second at most (`None`:
+    /// no limit).
+    pub storm_limit: Option<u32>,
 }
 
 impl Default for PortPolicy {
     fn default() -> PortPolicy {
-        PortPolicy { learning: true, flood: true, mcast_flood: true, bcast_flood: true, isolated: false }
+        PortPolicy {
+            learning: true,
+            flood: true,
+            mcast_flood: true,
+            bcast_flood: true,
+            isolated: false,
+            storm_limit: None,
+        }
     }
 }
 
@@ -111,6 +133,52 @@ pub struct Policies {
     learning: PortSet,
     flood: [PortSet; 3],
     isolated: PortSet,
+    /// Storm control, where a port has a limit; shared by every worker's copy.
+    storm: Option<Arc<Storm>>,
+}
+
+/// Each port's storm-control limit and meter: the second of its current window and the
+/// flooded frames taken in it, in one word (second in the high 32 bits).
+#[derive(Debug)]
+struct Storm {
+    limits: Vec<u32>,
+    meters: Vec<AtomicU64>,
+}
+
+impl PartialEq for Storm {
+    /// Two storm controls are alike when their limits are (the meters are the running state).
+    fn eq(&self, other: &Storm) -> bool {
+        self.limits == other.limits
+    }
+}
+
+impl Eq for Storm {}
+
+impl Storm {
+    /// Whether a flooded frame received on `port` at `now` is taken: the port's limit is not
+    /// reached in this second's window (a new second opens a new window). No limit: taken.
+    #[inline]
+    fn take(&self, port: usize, now: Seconds) -> bool {
+        let (Some(&limit), Some(meter)) = (self.limits.get(port), self.meters.get(port)) else { return true };
+        if limit == 0 {
+            return true;
+        }
+        let second = u64::from(now.0);
+        let mut cur = meter.load(Ordering::Relaxed);
+        loop {
+            let next = if cur >> 32 != second {
+                (second << 32) | 1
+            } else if cur & 0xffff_ffff < u64::from(limit) {
+                cur + 1
+            } else {
+                return false;
+            };
+            match meter.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
 }
 
 impl Policies {
@@ -121,11 +189,17 @@ impl Policies {
 
     /// From each port's settings, in port order (at most [`MAX_PORTS`]; more are ignored).
     pub fn new(ports: &[PortPolicy]) -> Policies {
+        let ports = &ports[..ports.len().min(MAX_PORTS)];
+        let limits: Vec<u32> = ports.iter().map(|p| p.storm_limit.unwrap_or(0)).collect();
+        let storm = limits.iter().any(|&l| l > 0).then(|| {
+            Arc::new(Storm { meters: limits.iter().map(|_| AtomicU64::new(0)).collect(), limits: limits.clone() })
+        });
         let mut p = Policies {
-            ports: PortSet::first(ports.len().min(MAX_PORTS)),
+            ports: PortSet::first(ports.len()),
             learning: PortSet(0),
             flood: [PortSet(0); 3],
             isolated: PortSet(0),
+            storm,
         };
         for (i, pol) in ports.iter().enumerate().take(MAX_PORTS) {
             let bit = 1u64 << i;
@@ -161,10 +235,18 @@ impl Policies {
 
     /// Whether every flood goes to every port but its ingress, whatever its kind and ingress
     /// (as with the defaults: each kind flooded everywhere, and isolation, which only keeps
-    /// isolated ports from each other, on at most one port).
+    /// isolated ports from each other, on at most one port), without a storm limit (which the
+    /// workers apply: the XDP path then leaves floods to them).
     pub fn floods_everywhere(&self) -> bool {
         let all = self.ports.0;
-        self.flood.iter().all(|s| s.0 & all == all) && (self.isolated.0 & all).count_ones() < 2
+        self.flood.iter().all(|s| s.0 & all == all) && (self.isolated.0 & all).count_ones() < 2 && self.storm.is_none()
+    }
+
+    /// Whether a flood received on `ingress` at `now` is within the port's storm-control
+    /// limit (always, for a port without one). Counts it when it is.
+    #[inline(always)]
+    pub fn storm_allows(&self, ingress: PortId, now: Seconds) -> bool {
+        self.storm.as_ref().is_none_or(|s| s.take(ingress.index(), now))
     }
 
     /// Whether a frame received on `from` may go out of `to` (isolation).
