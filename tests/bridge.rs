@@ -912,8 +912,11 @@ fn storm_control_caps_the_floods_a_port_takes_a_second_and_counts_the_rest() {
             r.ports[0].total.drops.iter().find(|(n, _)| n == "storm-control").map_or(0, |d| d.1)
         };
         let dropped = storm_drops(&s) - storm_drops(&before);
-        // Every broadcast that did not cross was stopped by storm control, not lost elsewhere.
-        assert_eq!(dropped + crossed as u64, 1000, "{path}: {dropped} counted, {crossed} crossed");
+        // Every broadcast that did not cross was stopped by storm control, not lost elsewhere
+        // (h1's own floods meanwhile, an ARP or neighbour discovery message, may be counted
+        // too: a few).
+        let lost = 1000 - crossed as u64;
+        assert!((lost..=lost + 10).contains(&dropped), "{path}: {dropped} counted, {crossed} crossed");
         // Known unicast from the limited port is not limited, the storm just over or not.
         let out = r.h1.command("ping").args(["-c", "3", "-i", "0.2", "-W", "1", rig::H2_ADDR]).output().unwrap();
         assert_eq!(common::answered(&String::from_utf8_lossy(&out.stdout)), 3, "{path}");

@@ -166,7 +166,10 @@ impl Storm {
         let second = u64::from(now.0);
         let mut cur = meter.load(Ordering::Relaxed);
         loop {
-            let next = if cur >> 32 != second {
+            // Only a later second opens a new window: workers read the clock each at its own
+            // round, and one still on the second before counts against the window open now
+            // (else each disagreement at a boundary would hand out a fresh budget).
+            let next = if second > cur >> 32 {
                 (second << 32) | 1
             } else if cur & 0xffff_ffff < u64::from(limit) {
                 cur + 1
