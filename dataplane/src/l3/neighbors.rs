@@ -184,9 +184,13 @@ impl<A: NeighborAddr> NeighborTable<A> {
         self.slots.len()
     }
 
+    /// The candidate buckets of `ip` on `port`: placed by address and port together, so that
+    /// a host claiming an address on other ports fills other buckets than the address's own
+    /// neighbour's (the address alone would let one claim per port take that neighbour's
+    /// slots).
     #[inline]
-    fn buckets_of(&self, ip: u128) -> [usize; 2] {
-        let h = keyed::hash128(ip, self.key);
+    fn buckets_of(&self, ip: u128, port: PortId) -> [usize; 2] {
+        let h = keyed::hash128(ip ^ (u128::from(port.0) << 120), self.key);
         let n = self.nbuckets as u64;
         [(((h >> 32) * n) >> 32) as usize, (((h & 0xffff_ffff) * n) >> 32) as usize]
     }
@@ -242,7 +246,7 @@ impl<A: NeighborAddr> NeighborTable<A> {
 
     /// The slot holding `ip` on `port` and its value.
     fn find(&self, ip: u128, port: PortId) -> Option<(usize, u64)> {
-        for b in self.buckets_of(ip) {
+        for b in self.buckets_of(ip, port) {
             for i in b * WAYS..(b + 1) * WAYS {
                 // A plain look at the address first: only a slot that seems to hold `ip` pays
                 // for the consistent read, which then decides (callgrind: the seqlock read on
@@ -284,7 +288,7 @@ impl<A: NeighborAddr> NeighborTable<A> {
             }
             return Ok(());
         }
-        let [b0, b1] = self.buckets_of(key);
+        let [b0, b1] = self.buckets_of(key, port);
         let free = |b: usize| (b * WAYS..(b + 1) * WAYS).filter(|&i| self.read(i).1 & VALID == 0).collect::<Vec<_>>();
         let (f0, f1) = (free(b0), free(b1));
         let slot = if f1.len() > f0.len() { f1.first() } else { f0.first() };
@@ -416,6 +420,20 @@ mod tests {
     }
 
     #[test]
+    fn claims_of_an_address_on_every_other_port_leave_room_for_its_own_neighbour() {
+        // One claim of G per port (a spoofed ARP request on each) used to take one slot each
+        // in G's own two buckets, placed by the address alone: with 16 ports, G's own entry,
+        // once gone, could not be stored again. Placed by address and port, they spread.
+        let t = NeighborTable::new(64);
+        let g = ip(1);
+        for p in 1..=16u8 {
+            t.insert(g, mac(0x66), PortId(p), false).unwrap();
+        }
+        assert!(t.insert(g, mac(1), PortId(0), false).is_ok(), "no room for G on its own port");
+        assert_eq!(t.lookup(g, PortId(0)).map(|n| n.mac), Some(mac(1)));
+    }
+
+    #[test]
     fn static_entries_are_not_overwritten_by_learning() {
         let t = NeighborTable::new(64);
         t.insert(ip(1), mac(1), PortId(0), true).unwrap();
@@ -486,9 +504,12 @@ mod tests {
             p.sort_unstable();
             p
         };
-        let want = sorted(target.buckets_of(gateway.key()));
-        let attackers: Vec<Ipv4Addr> =
-            (2..0xffff).map(ip).filter(|i| sorted(target.buckets_of(i.key())) == want).take(2 * WAYS).collect();
+        let want = sorted(target.buckets_of(gateway.key(), PortId(0)));
+        let attackers: Vec<Ipv4Addr> = (2..0xffff)
+            .map(ip)
+            .filter(|i| sorted(target.buckets_of(i.key(), PortId(1))) == want)
+            .take(2 * WAYS)
+            .collect();
         assert_eq!(attackers.len(), 2 * WAYS, "search too short");
         for (key, kept_out) in [(a, true), (b, false)] {
             let t: NeighborTable = NeighborTable::with_key(512, key);
