@@ -68,6 +68,11 @@ impl Reloads {
         self.changed.notify_all();
     }
 
+    /// Asks for a reload without waiting for it.
+    pub fn ask(&self) {
+        self.asked.store(true, Ordering::Relaxed);
+    }
+
     /// Asks for a reload and waits for the first one that ends after the asking, up to
     /// `timeout`; `None` if none did.
     pub fn request(&self, timeout: Duration) -> Option<Result<String, String>> {
@@ -333,9 +338,14 @@ fn serve(stream: UnixStream, ctx: &Client<'_>, place: Place, places: &Places) ->
         "show-stats" => shown(false),
         "show-stats-all" => shown(true),
         "reload" => match places.to_reload(place) {
-            None => format!(
-                "error: {MAX_RELOAD_WAITERS} clients wait for a reload already; it is asked for: see xfwd's log, or try again\n"
-            ),
+            None => {
+                // Asked for all the same (the file may have changed since the reload the others
+                // wait for began); only the waiting is refused.
+                reloads.ask();
+                format!(
+                    "error: a reload is asked for, but {MAX_RELOAD_WAITERS} clients wait for one already, so this one does not wait: see xfwd's log\n"
+                )
+            }
             Some(_waiting) => match reloads.request(RELOAD_TIMEOUT) {
                 Some(Ok(done)) => format!("{done}\n"),
                 Some(Err(why)) => format!("error: reload refused: {why}\n"),
@@ -467,10 +477,18 @@ mod tests {
                 let (listings, builds, barrier) = (Arc::clone(&listings), Arc::clone(&builds), Arc::clone(&barrier));
                 std::thread::spawn(move || {
                     barrier.wait();
-                    listings.get("routes", || {
+                    let all_arrived = Arc::clone(&listings);
+                    listings.get("routes", move || {
                         builds.fetch_add(1, Ordering::Relaxed);
-                        // Long enough for every other client to arrive meanwhile.
-                        std::thread::sleep(Duration::from_millis(500));
+                        // Built only once all eight hold the one being built (the map's and
+                        // theirs: nine), however slowly the machine starts them.
+                        let holders = || {
+                            let m = all_arrived.0.lock().unwrap();
+                            m.get("routes").map_or(0, Arc::strong_count)
+                        };
+                        while holders() < 9 {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
                         "198.19.0.0/16 via 198.18.30.2 dev eth4\n".repeat(1000)
                     })
                 })
