@@ -767,7 +767,9 @@ static __always_inline int fast2(struct xdp_md *ctx, __u32 in_port)
 	flood = bpf_map_lookup_elem(&xfwd_config, &slot);
 	if (!flood || len > *flood)
 		return -1; /* a port takes no redirects, or this frame is too long for one */
-	return send(in_port, 0, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, XFWD_FLOODED);
+	/* The key of a broadcast redirect is not looked up; one past the ports keeps a refusal of
+	 * the whole flood from being charged to port 0 (bpf/refused.bpf.c counts ports only). */
+	return send(in_port, XFWD_MAX_PORTS, BPF_F_BROADCAST | BPF_F_EXCLUDE_INGRESS, XFWD_FLOODED);
 }
 
 /* Whether the program forwards the common case itself: built in (xfwd_fast_built) and turned

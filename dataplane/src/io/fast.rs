@@ -222,8 +222,9 @@ pub struct FastSync {
     frame_max: Arc<[AtomicU32]>,
     written_max: Vec<u32>,
     counters: Arc<FastCounters>,
-    /// The veth ports: index, name, and their refused count at start.
-    veths: Vec<(usize, String, u64)>,
+    /// The veth ports: index, name, their refused count at start, and since then as last read
+    /// (kept when a read fails, so that the count never goes back).
+    veths: Vec<(usize, String, u64, u64)>,
     /// The redirects the kernel refused, where the counter could be attached.
     refusals: Option<super::refused::RefusedCounter>,
     /// The kernel's netdev family, where it has one: the ports' XDP features.
@@ -254,7 +255,7 @@ impl FastSync {
             .iter()
             .enumerate()
             .filter(|(_, p)| p.driver.as_deref() == Some("veth"))
-            .map(|(i, p)| (i, p.name.clone(), drivers::veth_redirects_refused(&p.name).unwrap_or(0)))
+            .map(|(i, p)| (i, p.name.clone(), drivers::veth_redirects_refused(&p.name).unwrap_or(0), 0))
             .collect();
         let counters = Arc::new(FastCounters {
             refused: ports.iter().map(|_| Counter::default()).collect(),
@@ -434,13 +435,16 @@ impl FastSync {
         Ok(())
     }
 
-    fn read_refused(&self) {
+    fn read_refused(&mut self) {
         let kernel = self.refusals.as_ref().map(|r| r.read()).unwrap_or_default();
+        for (_, name, base, since) in &mut self.veths {
+            if let Some(n) = drivers::veth_redirects_refused(name) {
+                *since = n.saturating_sub(*base);
+            }
+        }
         for (port, c) in self.counters.refused.iter().enumerate() {
-            let veth = self.veths.iter().find(|v| v.0 == port);
-            let driver =
-                veth.and_then(|(_, name, base)| Some(drivers::veth_redirects_refused(name)?.saturating_sub(*base)));
-            c.set(driver.unwrap_or(0) + kernel.get(port).copied().unwrap_or(0));
+            let driver = self.veths.iter().find(|v| v.0 == port).map_or(0, |v| v.3);
+            c.set(driver + kernel.get(port).copied().unwrap_or(0));
         }
     }
 
