@@ -109,8 +109,9 @@ impl Notifier {
     }
 }
 
-/// The threads whose loop last went round more than `limit` ago: stuck. A thread that has not
-/// beaten yet is not (it beats on its first turn, which start-up waits for).
+/// The threads whose loop last went round more than `limit` ago: stuck. (A heartbeat starts
+/// beating when it is made, just before its thread: one that never goes round is stuck from
+/// `limit` after; `None`, from a report without the beat, is not judged.)
 pub fn stuck(threads: &[xfwd_dataplane::io::view::ThreadBeat], limit: std::time::Duration) -> Vec<(String, u64)> {
     let limit = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
     threads.iter().filter_map(|t| t.age_ms.filter(|&ms| ms > limit).map(|ms| (t.name.clone(), ms))).collect()

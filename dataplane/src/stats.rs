@@ -18,12 +18,21 @@ use serde::{Deserialize, Serialize};
 use crate::load::{LoopTotals, BATCH_BUCKETS};
 use crate::reason::Reason;
 
-/// When a thread last went round its loop, on `CLOCK_MONOTONIC` in milliseconds (0: not yet).
-/// Each long-running thread beats at least every few hundred milliseconds while it works or
-/// waits; one whose beat grows old is stuck, which `show stats`, `/metrics` and the service
-/// manager's watchdog are told.
-#[derive(Debug, Default)]
+/// When a thread last went round its loop, on `CLOCK_MONOTONIC` in milliseconds. Each
+/// long-running thread beats at least every few hundred milliseconds while it works or waits;
+/// one whose beat grows old is stuck, which `show stats`, `/metrics` and the service manager's
+/// watchdog are told. A heartbeat is made beating (now), just before its thread starts: a
+/// thread that never goes round grows old from then.
+#[derive(Debug)]
 pub struct Heartbeat(AtomicU64);
+
+impl Default for Heartbeat {
+    fn default() -> Heartbeat {
+        let h = Heartbeat(AtomicU64::new(0));
+        h.beat();
+        h
+    }
+}
 
 impl Heartbeat {
     /// The thread went round. Only the owning thread may call this.

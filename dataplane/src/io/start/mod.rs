@@ -133,16 +133,12 @@ impl Forwarder {
         before_threads().map_err(StartError::Privileges)?;
         // Declared after `rt`, dropped before it: on a failure the threads are joined first.
         let mut threads = Threads::new(Arc::clone(&stop));
-        // The ARP thread first, alone with what `before_threads` kept; a normal thread, though
-        // this one may run under SCHED_FIFO for the workers to inherit.
+        // The ARP thread first, alone with what `before_threads` kept; under the policy xfwd
+        // was started with, though this thread may run under SCHED_FIFO for the workers to
+        // inherit.
         if let Some(ready) = arp {
-            let normal = rt.priority().is_some();
             let handle = ready
-                .spawn(move || {
-                    if normal {
-                        let _ = sched::step_down();
-                    }
-                })
+                .spawn(rt.restorer())
                 .map_err(|e| StartError::System(format!("cannot start the ARP thread: {e}")))?;
             threads.adopt(handle);
         }

@@ -69,6 +69,17 @@ impl RealTime {
         self.priority
     }
 
+    /// What puts a thread started meanwhile (inheriting SCHED_FIFO) back under the policy
+    /// this one had before [`RealTime::enter`]; nothing to do where it changed nothing.
+    pub fn restorer(&self) -> impl FnOnce() + Send + 'static {
+        let saved = self.saved;
+        move || {
+            if let Some(p) = saved {
+                let _ = p.restore();
+            }
+        }
+    }
+
     /// Goes back to the policy the thread had, for it and the threads it starts from now on.
     pub fn leave(mut self) -> std::io::Result<()> {
         self.saved.take().map_or(Ok(()), Policy::restore)
