@@ -782,11 +782,17 @@ fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when
     assert!(warned.contains("the workers forward what is routed out of it"), "{warned}");
     let before = stats(&control);
     let out = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
-    assert_eq!(common::answered(&out), 10, "{out}");
+    // Without NAPI h1's port takes what the workers send through the CPU's backlog, which
+    // the machine's other traffic shares (under scripts/test-under-load's rig load 7 of 10
+    // were dropped there, after xfwd had sent them): what is asserted is xfwd's part, every
+    // request taken by the workers and sent out of eth5.
+    assert!(common::answered(&out) >= 1, "{out}");
     let s = stats(&control);
     assert_eq!(s.xdp_path.as_ref().map(|p| p.no_redirects.clone()), Some(vec![0]), "eth5 is port 0");
     let through_workers = s.ports[1].total.rx_frames - before.ports[1].total.rx_frames;
     assert!(through_workers >= 10, "eth4: {through_workers} requests through the workers");
+    let sent = s.ports[0].total.tx_frames - before.ports[0].total.tx_frames;
+    assert!(sent >= 10, "eth5: {sent} requests sent by the workers");
     let replies = common::port_xdp(&s.ports[0], "xdp-forwarded") - common::port_xdp(&before.ports[0], "xdp-forwarded");
     assert!(replies >= 10, "eth5: the replies, out of eth4, still in the program ({replies})");
     r.h1.exec(&["ethtool", "-K", "eth0", "gro", "on"]).unwrap();
