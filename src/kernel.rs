@@ -146,11 +146,35 @@ pub fn ip_batch_in(netns: Option<&str>, lines: &[String], force: bool) -> Result
     batch_in("ip", netns, lines, force)
 }
 
+/// Runs `text` (commands a line) through `ip -batch -` in `netns`: for a batch too large to
+/// hold as lines (a full table).
+pub fn ip_batch_text_in(netns: Option<&str>, text: &str, force: bool) -> Result<()> {
+    if text.is_empty() {
+        return Ok(());
+    }
+    run_batch("ip", netns, force, |w| w.write_all(text.as_bytes()))
+}
+
 /// Runs `lines` through `tool -batch -` (`ip`, or `bridge` for FDB entries).
 fn batch_in(tool: &str, netns: Option<&str>, lines: &[String], force: bool) -> Result<()> {
     if lines.is_empty() {
         return Ok(());
     }
+    run_batch(tool, netns, force, |w| {
+        for l in lines {
+            writeln!(w, "{l}")?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `tool -batch -` with what `write` writes to its input.
+fn run_batch(
+    tool: &str,
+    netns: Option<&str>,
+    force: bool,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<()> {
     let mut args = vec!["-batch", "-"];
     if force {
         args.insert(0, "-force");
@@ -165,17 +189,16 @@ fn batch_in(tool: &str, netns: Option<&str>, lines: &[String], force: bool) -> R
         .stderr(if force { Stdio::null() } else { Stdio::piped() })
         .spawn()
         .with_context(|| format!("running {tool} (iproute2)"))?;
-    {
-        let mut stdin = child.stdin.take().context("ip stdin")?;
-        for l in lines {
-            writeln!(stdin, "{l}")?;
-        }
-    }
+    // A tool that stops at an error closes its input: what it said is the error, not the pipe.
+    let wrote = {
+        let mut stdin = std::io::BufWriter::new(child.stdin.take().context("ip stdin")?);
+        write(&mut stdin).and_then(|()| stdin.flush())
+    };
     let out = child.wait_with_output()?;
     if !out.status.success() && !force {
         bail!("{tool} -batch: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
-    Ok(())
+    wrote.with_context(|| format!("writing to {tool} -batch"))
 }
 
 /// The `ip` command that gives bridge port `port` the settings `pol`, where any differ from a

@@ -93,6 +93,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                 ),
                 pings: String::new(),
                 queueing: String::new(),
+                scale: Default::default(),
                 versions: vec![("xfwd".into(), env!("CARGO_PKG_VERSION").into())],
             },
             arms: Vec::new(),
@@ -158,6 +159,8 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             started_unix_ms: Some(started_unix_ms),
             ended_unix_ms: Some(started_unix_ms + u64::from(args.time) * 1000),
             xfwd: None,
+            table_load_s: None,
+            ready_s: None,
         });
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {

@@ -410,3 +410,46 @@ fn the_trafgen_xdp_sender_gives_every_arm_a_box_figure() {
     assert_rig_removed(pid);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--routes`/`--routes6` and `--dsts`: every arm forwards to many destinations, each by its own
+/// route among a table (small here), over IPv4 and IPv6; loading the table is timed per arm.
+/// The box has no other route to the destinations, so what reaches the server crossed by them.
+#[test]
+fn a_table_and_many_destinations_are_the_same_in_every_arm() {
+    if !root_or_skip("a_table_and_many_destinations_are_the_same_in_every_arm") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-scale-{}", std::process::id()));
+    let common =
+        ["--arm", "kernel,xfwd,xfwd:path=xdp,xfwd:fib=kernel", "--runs", "1", "--time", "2", "--rate", "20000"];
+    for (ip, extra) in [
+        (4, &["--frame", "64", "--routes", "5000", "--dsts", "300"][..]),
+        (6, &["--ip", "6", "--frame", "78", "--routes6", "3000", "--dsts", "300"][..]),
+    ] {
+        let (res, r, pid) = bench_router(&dir.join(format!("v{ip}")), &[&common[..], extra].concat());
+        assert_all_runs_passed(&res, &r);
+        let s = &r.conditions.scale;
+        assert_eq!((r.conditions.ip, s.dsts, s.seed), (ip, 300, Some(xfwd::bench::scale::SEED)));
+        assert_eq!((s.routes, s.routes6), if ip == 4 { (5000, 0) } else { (0, 3000) });
+        assert!(s.said.contains("300 destinations from"), "{}", s.said);
+        let table = String::from_utf8_lossy(&res.stdout);
+        assert!(table.contains("start to forwarding (median of runs): kernel: kernel's table loaded in"), "{table}");
+        for arm in &r.arms {
+            let run = &arm.runs[0];
+            // Without the destinations' routes the box would forward none of them.
+            assert!(
+                run.offered_pps > 0.0 && run.delivered_pps >= 0.1 * run.offered_pps,
+                "{}: offered {} delivered {}",
+                arm.name,
+                run.offered_pps,
+                run.delivered_pps
+            );
+            let kernel_table = arm.name == "kernel" || arm.name.contains("fib=kernel");
+            assert_eq!(run.table_load_s.is_some(), kernel_table, "{}: {:?}", arm.name, run.table_load_s);
+            assert_eq!(run.ready_s.is_some(), arm.name != "kernel", "{}: {:?}", arm.name, run.ready_s);
+        }
+        assert_rig_removed(pid);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -666,6 +666,7 @@ fn udp_1400(r: &Rig) -> String {
         rig::H2_ADDR,
         1,
         1400,
+        1,
     )
 }
 

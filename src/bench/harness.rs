@@ -18,6 +18,7 @@ use xfwd_dataplane::load::LoopTotals;
 
 use super::cpu::{self, Sampler};
 use super::report::{ArmResult, BoxCost, Conditions, FailedRun, Report, RunResult, XfwdRun, SCHEMA};
+use super::scale::{self, Scale};
 use super::stats::{jain, percentile, Summary};
 use crate::rig::{self, Netns, Rig, XfwdProcess};
 
@@ -137,9 +138,41 @@ pub struct BenchArgs {
     /// NAPI to take XDP frames).
     #[arg(long, value_enum, default_value = "trafgen")]
     pub sender: Sender,
+    /// Router: a full IPv4 table of N prefixes in every arm (the kernel's table by `ip -batch`,
+    /// xfwd's routes file; the kernel's again for `fib=kernel`): an Internet table's length mix
+    /// (mostly /24, /16–/23 in proportion, a few longer), outside 198.18.0.0/15 (no frame goes
+    /// to them), through 4 next hops on the servers' subnet, drawn from --seed. Loading it is
+    /// timed in every run.
+    #[arg(long, default_value_t = 0)]
+    pub routes: u32,
+    /// Router, --ip 6: a full IPv6 table of N prefixes (mostly /48 and /32–/44), outside
+    /// 2001:2::/48, as --routes.
+    #[arg(long, default_value_t = 0)]
+    pub routes6: u32,
+    /// Router, packet-rate test: N destinations inside the benchmarking range (IPv4 from
+    /// 198.18.64.0, at most 114688; IPv6 from 2001:2:0:8000::), each with its own host route,
+    /// sent to in turn (uniform); what the server host's port receives is delivered.
+    #[arg(long, default_value_t = 0)]
+    pub dsts: u32,
+    /// The seed --routes and --routes6 are drawn from: the same tables for the same seed.
+    #[arg(long, default_value_t = scale::SEED)]
+    pub seed: u64,
     /// Output folder (default: a fresh `xfwd-bench-<time>` in the current folder).
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+impl BenchArgs {
+    /// The scale the router runs at (`--routes`, `--routes6`, `--dsts`, `--seed`).
+    pub fn scale(&self) -> Scale {
+        Scale {
+            routes: self.routes,
+            routes6: self.routes6,
+            dsts: self.dsts,
+            v6: self.ip == IpVersion::V6,
+            seed: self.seed,
+        }
+    }
 }
 
 /// What sends a packet-rate test's frames.
@@ -322,18 +355,18 @@ fn endpoints<'a>(mode: BenchMode, r: &'a Rig, wire: bool, ip: IpVersion) -> Resu
 }
 
 /// Takes the kernel arm down again, from whatever state its set-up reached.
-fn kernel_down(mode: BenchMode, r: &Rig, ip: IpVersion) -> Result<()> {
+fn kernel_down(mode: BenchMode, r: &Rig, ip: IpVersion, scale: &Scale) -> Result<()> {
     if mode == BenchMode::Bridge && r.boxns.ip(&["link", "show", "br0"]).is_err() {
         // The set-up failed before the bridge existed: nothing to remove.
         return Ok(());
     }
-    kernel_up(mode, r, false, ip)
+    kernel_up(mode, r, false, ip, scale).map(drop)
 }
 
 /// The kernel arm: a Linux bridge, or the embedded router file applied by `xfwd kernel`'s own
 /// commands (the same addresses and routes xfwd is given) with forwarding on, IPv6's per
-/// interface as `xfwd kernel` switches it.
-fn kernel_up(mode: BenchMode, r: &Rig, up: bool, ip: IpVersion) -> Result<()> {
+/// interface as `xfwd kernel` switches it, and the bench's table (see [`kernel_config`]).
+fn kernel_up(mode: BenchMode, r: &Rig, up: bool, ip: IpVersion, scale: &Scale) -> Result<Option<f64>> {
     if mode == BenchMode::Bridge {
         if up {
             r.boxns.ip(&["link", "add", "br0", "type", "bridge"])?;
@@ -343,35 +376,52 @@ fn kernel_up(mode: BenchMode, r: &Rig, up: bool, ip: IpVersion) -> Result<()> {
         } else {
             r.boxns.ip(&["link", "del", "br0"])?;
         }
-        return Ok(());
+        return Ok(None);
     }
-    kernel_config(r, up, true, ip)
+    kernel_config(r, up, true, ip, scale)
 }
 
 /// The embedded router file applied to the box's kernel by `xfwd kernel`'s own commands (`up`),
 /// or taken back; with `forwarding`, the kernel's forwarding switches follow (the kernel arm),
-/// else they stay off (an xfwd arm that mirrors the kernel's routes).
-fn kernel_config(r: &Rig, up: bool, forwarding: bool, ip: IpVersion) -> Result<()> {
+/// else they stay off (an xfwd arm that mirrors the kernel's routes). The bench's table
+/// (`scale`) goes in after the file's routes, by `ip -batch`, and out first, by its protocol
+/// number; returns the seconds its loading took (`None`: no table, or taken down).
+fn kernel_config(r: &Rig, up: bool, forwarding: bool, ip: IpVersion, scale: &Scale) -> Result<Option<f64>> {
     // The embedded file names no routes file: nothing is read.
     let no_routes_file = |p: &Path| Err(std::io::Error::new(std::io::ErrorKind::NotFound, p.display().to_string()));
     let (name, text) = rig_router(ip);
     let config = xfwd_config::RouterConfig::parse(Path::new(name), text, no_routes_file)
         .context("the embedded rig router file")?;
     let (apply, undo) = crate::kernel::router_commands(&config);
+    let mut loaded = None;
     if up {
         crate::kernel::ip_batch_in(Some(r.boxns.name()), &apply, false)?;
+        if scale.any() {
+            let batch = scale.kernel_batch();
+            let t = Instant::now();
+            crate::kernel::ip_batch_text_in(Some(r.boxns.name()), &batch, false)
+                .with_context(|| format!("loading the bench's {} routes into the box's kernel", scale.total()))?;
+            loaded = Some(t.elapsed().as_secs_f64());
+        }
     } else {
+        if scale.any() {
+            let proto = scale::PROTO.to_string();
+            r.boxns.ip(&["route", "flush", "proto", &proto])?;
+            if scale.v6 {
+                r.boxns.ip(&["-6", "route", "flush", "proto", &proto])?;
+            }
+        }
         crate::kernel::ip_batch_in(Some(r.boxns.name()), &undo, true)?;
     }
     if !forwarding {
-        return Ok(());
+        return Ok(loaded);
     }
     // The box's switches start off on the rig; the kernel arm turns them on and back off.
     let has = |k: &str| r.boxns.exec(&["test", "-e", &format!("/proc/sys/{k}")]).is_ok();
     for k in crate::kernel::forwarding_switches(&config, has) {
         r.boxns.exec(&["sysctl", "-qw", &format!("{k}={}", u8::from(up))])?;
     }
-    Ok(())
+    Ok(loaded)
 }
 
 /// The embedded rig router file for `ip`: its name (for errors) and text.
@@ -495,8 +545,9 @@ fn report_has_default_xfwd(arms: &[(String, Arm)]) -> bool {
     arms.iter().any(|(_, a)| matches!(a, Arm::Xfwd(extra) if extra.is_empty()))
 }
 
-/// The trafgen configuration for `flows` UDP flows of `frame`-byte frames.
-pub fn trafgen_config(dst_mac: &str, src_mac: &str, src: &str, dst: &str, flows: u32, frame: u32) -> String {
+/// The trafgen configuration for `flows` UDP flows of `frame`-byte frames to `dsts`
+/// destinations from `dst` up (0 or 1: `dst` alone), each in turn.
+pub fn trafgen_config(dst_mac: &str, src_mac: &str, src: &str, dst: &str, flows: u32, frame: u32, dsts: u32) -> String {
     // Ethernet 14 + IPv4 20 (IPv6 40) + UDP 8 + payload; the NIC adds the 4-byte FCS to reach
     // `frame`.
     let v6 = src.contains(':');
@@ -506,8 +557,17 @@ pub fn trafgen_config(dst_mac: &str, src_mac: &str, src: &str, dst: &str, flows:
         0 | 1 => "1024".to_owned(),
         n => format!("dinc(1024, {})", 1024 + n - 1),
     };
+    // Many destinations: trafgen counts in the address's last 32 bits (IPv4: all of it).
+    let da = match (dsts, dst.parse::<std::net::IpAddr>()) {
+        (2.., Ok(std::net::IpAddr::V4(a))) => format!("dinc({}, {})", u32::from(a), u32::from(a) + (dsts - 1)),
+        (2.., Ok(std::net::IpAddr::V6(a))) => {
+            let low = u128::from(a) as u32;
+            format!("{dst}, da[12:4]=dinc({low}, {})", low + (dsts - 1))
+        }
+        _ => dst.to_owned(),
+    };
     let ip =
-        if v6 { format!("ipv6(sa={src}, da={dst}, hl=64)") } else { format!("ipv4(sa={src}, da={dst}, ttl=64, df)") };
+        if v6 { format!("ipv6(sa={src}, da={da}, hl=64)") } else { format!("ipv4(sa={src}, da={da}, ttl=64, df)") };
     format!("{{ eth(da={dst_mac}, sa={src_mac}), {ip}, udp(sp={sport}, dp=9), fill(0x00, {payload}) }}\n")
 }
 
@@ -546,19 +606,28 @@ fn measure(
             Flows::default()
         }
         Some(size) => {
-            send_frames(args, r, p, size)?;
+            generated = send_frames(args, r, p, size)?;
             Flows::default()
         }
     };
     let secs = started.elapsed().as_secs_f64();
     let mut rates = Counters::read(r, p)?.since(&before, secs, frame.is_some());
     if let Some(sent) = generated {
-        // The generator's own count: what it handed to the client's port.
+        // The sender's own count: what it handed to the client's port (or, trafgen-xdp, to
+        // the hop before it). veth's port counters are no count of it: with an XDP program at
+        // the box's port, the client's `tx_dropped` also counts the peer's XDP transmit errors
+        // (the XDP path's arm: 37,197 of them over a run whose 60,000 frames all arrived).
         rates.offered_pps = sent as f64 / secs;
         rates.loss = loss(rates.offered_pps, rates.delivered_pps);
     }
     let box_cost = BoxClock::read(poll, pid)?.since(&box_before);
     let (rtt_ms, pings_sent) = stop_pings(pings);
+    if frame.is_some() {
+        // The server's port counted the pings' requests too (those answered, to within the
+        // few sent after the counters were read): they are not the test's frames.
+        rates.delivered_pps = (rates.delivered_pps - rtt_ms.len() as f64 / secs).max(0.0);
+        rates.loss = loss(rates.offered_pps, rates.delivered_pps);
+    }
     let cpu = sampler.stop();
     let (queue_rx, xfwd_run) = match xfwd {
         Some(_) => xfwd_after(control, &start)?,
@@ -592,6 +661,8 @@ fn measure(
         started_unix_ms: None,
         ended_unix_ms: None,
         xfwd: xfwd_run,
+        table_load_s: None,
+        ready_s: None,
     })
 }
 
@@ -713,9 +784,12 @@ fn tcp_flows(args: &BenchArgs, r: &Rig, p: &Endpoints) -> Result<Flows> {
 }
 
 /// Runs the packet-rate traffic: trafgen sends `size`-byte frames of `args.flows` UDP flows
-/// from the client for `args.time` seconds, at `args.rate` (0: flat out).
-fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<()> {
-    let cfg = trafgen_config(&p.next_mac, &mac(p.client, "eth0")?, p.client_addr, p.server_addr, args.flows, size);
+/// from the client for `args.time` seconds, at `args.rate` (0: flat out). Returns the frames
+/// trafgen says it sent (`None`: it did not say).
+fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<Option<u64>> {
+    let scale = args.scale();
+    let dst = scale.first_dst().map_or_else(|| p.server_addr.to_owned(), |a| a.to_string());
+    let cfg = trafgen_config(&p.next_mac, &mac(p.client, "eth0")?, p.client_addr, &dst, args.flows, size, scale.dsts);
     let file = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}.trafgen", std::process::id())));
     std::fs::write(&file.0, cfg)?;
     let file = file.0.display().to_string();
@@ -740,7 +814,13 @@ fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<()
     if !out.status.success() && out.status.code() != Some(124) && !flush_at_stop {
         bail!("trafgen: {last}");
     }
-    Ok(())
+    Ok(trafgen_sent(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The frames trafgen sent, from its summary (`  60000 packets outgoing`: one total for all
+/// its CPUs).
+pub fn trafgen_sent(text: &str) -> Option<u64> {
+    text.lines().find(|l| l.trim_end().ends_with(" packets outgoing"))?.split_whitespace().next()?.parse().ok()
 }
 
 /// Runs the packet-rate traffic with xfwd's XDP generator: `size`-byte frames of `args.flows`
@@ -951,6 +1031,8 @@ struct Bench<'a> {
     /// The box ports' NAPI poll timer (`None`: it could not start, and the box's own time is
     /// not measured).
     poll: Option<PollTimer>,
+    /// The router's scale: the table and destinations every arm gets.
+    scale: Scale,
 }
 
 /// What the xfwd arms reported at start, for the conditions.
@@ -971,17 +1053,21 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
         _ => (&b.rig, false),
     };
     let mut xfwd = None;
+    let (mut table_load_s, mut ready_s) = (None, None);
     let measured = (|| {
         let p = endpoints(b.mode, r, is_wire, b.args.ip)?;
         match arm {
-            Arm::Kernel => kernel_up(b.mode, r, true, b.args.ip).context("setting up the kernel arm")?,
+            Arm::Kernel => {
+                table_load_s = kernel_up(b.mode, r, true, b.args.ip, &b.scale).context("setting up the kernel arm")?;
+            }
             Arm::Xfwd(extra) => {
                 let kernel_fib = extra.iter().any(|e| e == FIB_KERNEL);
                 if kernel_fib {
                     if b.mode != BenchMode::Router {
                         bail!("fib=kernel is an option of the router");
                     }
-                    kernel_config(r, true, false, b.args.ip).context("giving the kernel the rig's routes")?;
+                    table_load_s = kernel_config(r, true, false, b.args.ip, &b.scale)
+                        .context("giving the kernel the rig's routes")?;
                 }
                 let config = if kernel_fib { b.kernel_config.clone() } else { b.config.clone() };
                 let mut a: Vec<String> = if b.mode == BenchMode::Router {
@@ -993,7 +1079,9 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
                 a.extend(extra.iter().filter(|e| *e != FIB_KERNEL && !e.starts_with(BIN)).cloned());
                 let refs: Vec<&str> = a.iter().map(String::as_str).collect();
                 let exe = extra.iter().find_map(|e| e.strip_prefix(BIN)).unwrap_or(&b.exe);
+                let started = Instant::now();
                 xfwd = Some(r.start_xfwd(exe, &refs)?);
+                ready_s = Some(started.elapsed().as_secs_f64());
                 // How it attached and bound, from its own stats.
                 let json = crate::control::query(Path::new(&b.control), "stats-json")?;
                 let rep: xfwd_dataplane::io::Report = serde_json::from_str(&json).context("xfwd's stats JSON")?;
@@ -1007,8 +1095,19 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
             Arm::Wire => {}
         }
         Rig::ping_until(p.client, p.server_addr, Duration::from_secs(5))?;
+        if b.scale.any() && !is_wire {
+            // The next hops resolved before the run, in every arm: no frame waits for one.
+            for hop in next_hops(b.scale.v6) {
+                Rig::ping_until(p.client, &hop, Duration::from_secs(5))
+                    .with_context(|| format!("resolving next hop {hop} through the box"))?;
+            }
+        }
         let poll = if is_wire { None } else { b.poll.as_ref() };
-        measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll)
+        measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll).map(|m| RunResult {
+            table_load_s,
+            ready_s,
+            ..m
+        })
     })();
     // Teardown, whatever happened above. xfwd's own failure to exit cleanly fails the run
     // (its figures are kept out of the statistics) but leaves the rig as it was.
@@ -1021,15 +1120,24 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
         }
     }
     if *arm == Arm::Kernel {
-        kernel_down(b.mode, r, b.args.ip).context("tearing down the kernel arm")?;
+        kernel_down(b.mode, r, b.args.ip, &b.scale).context("tearing down the kernel arm")?;
     }
     if matches!(arm, Arm::Xfwd(extra) if extra.iter().any(|e| e == FIB_KERNEL)) && b.mode == BenchMode::Router {
-        kernel_config(r, false, false, b.args.ip).context("taking the rig's routes back from the kernel")?;
+        kernel_config(r, false, false, b.args.ip, &b.scale).context("taking the rig's routes back from the kernel")?;
     }
     Ok(match measured {
         Ok(m) if errors.is_empty() => Ok(m),
         _ => Err(anyhow::anyhow!(errors.join("; then "))),
     })
+}
+
+/// The next hops of the bench's routes for the traffic's family, as text.
+fn next_hops(v6: bool) -> Vec<String> {
+    if v6 {
+        scale::NEXT_HOPS6.iter().map(ToString::to_string).collect()
+    } else {
+        scale::NEXT_HOPS4.iter().map(ToString::to_string).collect()
+    }
 }
 
 /// Runs one mode's A/B and returns its report. A run that fails is recorded as failed (in its
@@ -1048,12 +1156,22 @@ pub fn run_mode(
         args.arms.iter().map(|a| Arm::parse(a).map(|p| (a.clone(), p))).collect::<Result<_>>()?;
     std::fs::create_dir_all("/run/xfwd")?;
     let config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-router.toml", std::process::id())));
-    std::fs::write(&config.0, rig_router(args.ip).1)?;
+    let routes = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-routes.txt", std::process::id())));
+    // Preflight kept the scale to the router.
+    let scale = args.scale();
+    if scale.any() {
+        // xfwd's routes file holds the table the kernel arm's batch loads.
+        std::fs::write(&routes.0, scale.routes_file())?;
+        let file = format!("routes_file = \"{}\"\n{}", routes.0.display(), rig_router(args.ip).1);
+        std::fs::write(&config.0, file)?;
+    } else {
+        std::fs::write(&config.0, rig_router(args.ip).1)?;
+    }
     let kernel_config = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}-rig-kernel.toml", std::process::id())));
     std::fs::write(&kernel_config.0, RIG_KERNEL)?;
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut warnings = Vec::new();
-    let bench = Bench::new(args, mode, &arms, exe, &config, &kernel_config, &mut warnings)?;
+    let bench = Bench::new(args, mode, &arms, exe, &config, &kernel_config, scale, &mut warnings)?;
     let mut modes = Modes { xdp: String::from("-"), xsk: "copy" };
     if args.frame.is_some() && args.rate > 0 && args.queues > 1 {
         warnings.push(format!(
@@ -1062,11 +1180,11 @@ pub fn run_mode(
         ));
     }
     let results = run_arms(&bench, &arms, stop, progress, &mut modes, &mut warnings)?;
-    drop(config);
+    drop((config, routes));
     let mut report = Report {
         schema: SCHEMA,
         started_unix,
-        conditions: conditions(args, mode, &arms, modes),
+        conditions: conditions(args, mode, &arms, modes, &scale),
         arms: results,
         stats: Vec::new(),
         warnings,
@@ -1080,7 +1198,8 @@ pub fn run_mode(
 
 impl<'a> Bench<'a> {
     /// Builds the rig of `mode` (and the wire's, when an arm runs on it), for xfwd started
-    /// as `exe` with the router files `config` and `kernel_config`.
+    /// as `exe` with the router files `config` and `kernel_config`, at `scale`.
+    #[allow(clippy::too_many_arguments, reason = "one mode's whole set-up")]
     fn new(
         args: &'a BenchArgs,
         mode: BenchMode,
@@ -1088,6 +1207,7 @@ impl<'a> Bench<'a> {
         exe: String,
         config: &TempFile,
         kernel_config: &TempFile,
+        scale: Scale,
         warnings: &mut Vec<String>,
     ) -> Result<Bench<'a>> {
         let mut bench = Bench {
@@ -1109,7 +1229,19 @@ impl<'a> Bench<'a> {
             },
             poll: None,
             hops: Vec::new(),
+            scale,
         };
+        if scale.any() {
+            // The server host answers for the routes' next hops (IPv6's without waiting for
+            // duplicate address detection).
+            for a in scale::host_addresses(scale.v6) {
+                let mut cmd = vec!["addr", "add", a.as_str(), "dev", "eth0"];
+                if a.contains(':') {
+                    cmd.push("nodad");
+                }
+                bench.rig.h1.ip(&cmd).context("giving the server host the next hops' addresses")?;
+            }
+        }
         if hosts_napi(args, arms) {
             bench.rig.hosts_napi()?;
         }
@@ -1198,7 +1330,7 @@ fn xdp_path(arms: &[(String, Arm)]) -> bool {
 
 /// What one mode's bench ran under, for the report: the options, the machine, how the xfwd
 /// arms attached and bound (`modes`), and how the endpoints, queues and pings ran.
-fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: Modes) -> Conditions {
+fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: Modes, scale: &Scale) -> Conditions {
     let frame = args.frame.unwrap_or(0);
     Conditions {
         mode: mode.to_string(),
@@ -1218,6 +1350,23 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
         offloads: offloads_said(args, arms),
         endpoints: endpoints_said(args),
         queueing: queueing_said(arms),
+        scale: super::report::ScaleConditions {
+            routes: scale.routes,
+            routes6: scale.routes6,
+            dsts: scale.dsts,
+            seed: (scale.routes > 0 || scale.routes6 > 0).then_some(scale.seed),
+            length_mix: match (scale.routes, scale.routes6) {
+                (0, 0) => String::new(),
+                (_, 0) => format!("IPv4: {}", super::tables::mix_said(super::tables::LENGTH_MIX)),
+                (0, _) => format!("IPv6: {}", super::tables::mix_said(super::tables::LENGTH_MIX6)),
+                _ => format!(
+                    "IPv4: {}; IPv6: {}",
+                    super::tables::mix_said(super::tables::LENGTH_MIX),
+                    super::tables::mix_said(super::tables::LENGTH_MIX6)
+                ),
+            },
+            said: scale.said(),
+        },
         pings: format!(
             "RTT: pings from the client host every {PING_INTERVAL_MS} ms at nice {PINGER_NICE}, {IDLE_PINGS} on the idle path before each run, then through the run; an unanswered ping gives no sample"
         ),
@@ -1392,6 +1541,21 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     if args.mode.contains(&BenchMode::Bridge) && args.arms.iter().any(|a| a.contains("fib=kernel")) {
         bail!("fib=kernel is an option of the router arms (--mode router)");
     }
+    let scale = args.scale();
+    if let Some(why) = scale.refusal() {
+        bail!("{why}");
+    }
+    if scale.any() {
+        if args.mode.contains(&BenchMode::Bridge) {
+            bail!("--routes, --routes6 and --dsts are the router's (--mode router)");
+        }
+        if scale.dsts > 0 && args.frame.is_none() {
+            bail!("--dsts {}: the destinations are a packet-rate test's (give --frame)", scale.dsts);
+        }
+        if scale.dsts > 0 && args.sender == Sender::Xdp {
+            bail!("--dsts: --sender xdp sends to one destination; use --sender trafgen or trafgen-xdp");
+        }
+    }
     if args.ip == IpVersion::V6 {
         if args.mode.contains(&BenchMode::Bridge) {
             bail!("--ip 6 runs the router (--mode router): the bridge rig carries IPv4 only");
@@ -1511,14 +1675,20 @@ mod tests {
         <Cli as clap::Parser>::parse_from(std::iter::once("bench").chain(line.iter().copied())).bench
     }
 
+    /// Arms as parsed from `--arm`.
+    fn arms(line: &[&str]) -> Vec<(String, Arm)> {
+        line.iter().map(|a| (a.to_string(), Arm::parse(a).unwrap())).collect()
+    }
+
+    /// How xfwd arms attached, for conditions.
+    fn modes() -> Modes {
+        Modes { xdp: "generic".into(), xsk: "copy" }
+    }
+
     #[test]
     fn conditions_say_what_ran_and_how() {
-        let arms = |line: &[&str]| -> Vec<(String, Arm)> {
-            line.iter().map(|a| (a.to_string(), Arm::parse(a).unwrap())).collect()
-        };
-        let modes = || Modes { xdp: "generic".into(), xsk: "copy" };
         let tcp = bench_args(&["--streams", "4", "--omit", "3"]);
-        let c = conditions(&tcp, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes());
+        let c = conditions(&tcp, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes(), &tcp.scale());
         assert_eq!((c.test.as_str(), c.frame, c.omit_s, c.offered_pps, c.ip), ("tcp", 0, 3, 0, 4));
         assert_eq!((c.mode.as_str(), c.xdp_mode.as_str(), c.xsk_mode.as_str()), ("router", "generic", "copy"));
         assert_eq!(
@@ -1534,7 +1704,8 @@ mod tests {
             "RTT: pings from the client host every 5 ms at nice -10, 100 on the idle path before each run, then through the run; an unanswered ping gives no sample"
         );
         assert_eq!(c.versions[0], ("xfwd".to_owned(), env!("CARGO_PKG_VERSION").to_owned()));
-        let one = conditions(&bench_args(&[]), BenchMode::Bridge, &arms(&["kernel"]), modes());
+        let one =
+            conditions(&bench_args(&[]), BenchMode::Bridge, &arms(&["kernel"]), modes(), &bench_args(&[]).scale());
         assert_eq!(
             one.endpoints,
             "iperf3 clients and servers at nice 19 in every arm, client k pinned to CPU k mod queues, started together"
@@ -1542,17 +1713,24 @@ mod tests {
         assert!(one.queueing.ends_with("xfwd arms: as each says below"), "{}", one.queueing);
         assert!(!one.offloads.contains("and GRO on"), "{}", one.offloads);
         assert!(one.offloads.contains("the box's ports GRO off (the kernel arm's box µs is not measured)"));
-        let gro = conditions(&bench_args(&["--box-gro"]), BenchMode::Bridge, &arms(&["kernel"]), modes());
+        let gro = conditions(
+            &bench_args(&["--box-gro"]),
+            BenchMode::Bridge,
+            &arms(&["kernel"]),
+            modes(),
+            &bench_args(&[]).scale(),
+        );
         assert!(gro.offloads.contains("the box's ports GRO on in every arm"), "{}", gro.offloads);
-        let xdp = conditions(&tcp, BenchMode::Router, &arms(&["kernel", "xfwd", "xfwd:path=xdp"]), modes());
+        let xdp =
+            conditions(&tcp, BenchMode::Router, &arms(&["kernel", "xfwd", "xfwd:path=xdp"]), modes(), &tcp.scale());
         assert!(xdp.offloads.contains("GRO on (NAPI, needed for XDP redirects into them), in every arm"));
         let udp = bench_args(&["--frame", "64", "--ip", "6", "--rate", "5000"]);
-        let c = conditions(&udp, BenchMode::Router, &arms(&["xfwd:poll=busy"]), modes());
+        let c = conditions(&udp, BenchMode::Router, &arms(&["xfwd:poll=busy"]), modes(), &udp.scale());
         assert_eq!((c.test.as_str(), c.frame, c.omit_s, c.offered_pps, c.ip), ("udp64", 64, 0, 5000, 6));
         assert_eq!(c.endpoints, "trafgen from the client host on its queues' CPUs, at normal priority, in every arm");
         // xfwd's own generator: said, and the box's ports get the NAPI its frames need.
         let gen = bench_args(&["--frame", "64", "--sender", "xdp"]);
-        let g = conditions(&gen, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes());
+        let g = conditions(&gen, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes(), &gen.scale());
         assert!(
             g.endpoints.starts_with("xfwd's XDP frame generator (BPF_PROG_TEST_RUN live frames"),
             "{}",
@@ -1569,7 +1747,7 @@ mod tests {
         preflight_inner(&gen, Path::new(".")).unwrap();
         // trafgen through the client's XDP hop: the same NAPI for the box, said as what it is.
         let hop = bench_args(&["--frame", "64", "--sender", "trafgen-xdp"]);
-        let h = conditions(&hop, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes());
+        let h = conditions(&hop, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes(), &hop.scale());
         assert!(h.endpoints.starts_with("trafgen from the client host"), "{}", h.endpoints);
         assert!(h.endpoints.contains("helper veth whose XDP program redirects each frame"), "{}", h.endpoints);
         assert!(h.offloads.contains("the box's ports GRO on"), "{}", h.offloads);
@@ -1577,6 +1755,34 @@ mod tests {
         assert!(e.to_string().contains("--sender trafgen-xdp sends the frames"), "{e}");
         preflight_inner(&hop, Path::new(".")).unwrap();
         assert!(c.queueing.ends_with("xfwd arms: as each says below"), "{}", c.queueing);
+    }
+
+    #[test]
+    fn the_scale_is_the_routers_and_said_in_the_conditions() {
+        let ok = bench_args(&["--frame", "64", "--routes", "1000", "--dsts", "300", "--seed", "7"]);
+        preflight_inner(&ok, Path::new(".")).unwrap();
+        let c = conditions(&ok, BenchMode::Router, &arms(&["kernel", "xfwd"]), modes(), &ok.scale());
+        assert_eq!((c.scale.routes, c.scale.routes6, c.scale.dsts, c.scale.seed), (1000, 0, 300, Some(7)));
+        assert!(c.scale.length_mix.starts_with("IPv4: /8 0.1 %"), "{}", c.scale.length_mix);
+        assert!(c.scale.said.contains("300 destinations from 198.18.64.0 up"), "{}", c.scale.said);
+        let none = bench_args(&[]);
+        let c = conditions(&none, BenchMode::Router, &arms(&["kernel"]), modes(), &none.scale());
+        assert_eq!(c.scale, Default::default());
+        for (args, said) in [
+            (&["--mode", "bridge", "--routes", "10"][..], "are the router's"),
+            (&["--dsts", "10"][..], "give --frame"),
+            (&["--frame", "64", "--dsts", "10", "--sender", "xdp"][..], "sends to one destination"),
+            (&["--frame", "64", "--dsts", "114689"][..], "at most 114688"),
+            (&["--routes6", "10"][..], "add --ip 6"),
+        ] {
+            let e = preflight_inner(&bench_args(args), Path::new(".")).unwrap_err();
+            assert!(e.to_string().contains(said), "{args:?}: {e}");
+        }
+        preflight_inner(
+            &bench_args(&["--ip", "6", "--frame", "78", "--routes6", "10", "--dsts", "200000"]),
+            Path::new("."),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -1614,12 +1820,26 @@ mod tests {
     }
 
     #[test]
+    fn trafgen_says_what_it_sent() {
+        let out = "     2 packets to schedule\n   152 bytes in total\nRunning! Hang up with ^C!\n\n\n     2438656 packets outgoing\n   146319360 bytes outgoing\n";
+        assert_eq!(trafgen_sent(out), Some(2_438_656));
+        assert_eq!(trafgen_sent("     1 packets to schedule\n"), None);
+    }
+
+    #[test]
     fn trafgen_config_has_the_flows_and_the_frame_size() {
-        let c = trafgen_config("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.30.2", "198.18.10.1", 256, 64);
+        let c = trafgen_config("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.30.2", "198.18.10.1", 256, 64, 0);
         assert!(c.contains("udp(sp=dinc(1024, 1279), dp=9)"), "{c}");
         assert!(c.contains("fill(0x00, 18)"), "64 − FCS − headers = 18 bytes of payload: {c}");
         // One flow: a fixed port (trafgen refuses dinc(1024, 1024)).
-        let c = trafgen_config("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.30.2", "198.18.10.1", 1, 64);
+        let c = trafgen_config("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.30.2", "198.18.10.1", 1, 64, 1);
         assert!(c.contains("udp(sp=1024, dp=9)"), "{c}");
+        assert!(c.contains("da=198.18.10.1,"), "{c}");
+        // Many destinations: trafgen counts through them (IPv4: the whole address; IPv6: its
+        // last 32 bits), checksums recomputed per frame.
+        let c = trafgen_config("02:00:00:00:00:01", "02:00:00:00:00:02", "198.18.30.2", "198.18.64.0", 4, 64, 100_000);
+        assert!(c.contains(&format!("da=dinc({}, {})", 0xC612_4000u32, 0xC612_4000u32 + 99_999)), "{c}");
+        let c = trafgen_config("02:00:00:00:00:01", "02:00:00:00:00:02", "2001:2:0:30::2", "2001:2:0:8000::", 4, 78, 3);
+        assert!(c.contains("ipv6(sa=2001:2:0:30::2, da=2001:2:0:8000::, da[12:4]=dinc(0, 2), hl=64)"), "{c}");
     }
 }

@@ -1,14 +1,17 @@
 //! The A/B harness: the kernel path against xfwd by the reference method, on a rig it builds.
 //!
 //! [`harness`] runs the arms; [`stats`] does ministat's statistics; [`cpu`] samples per-core CPU;
-//! [`report`] is `report.json`'s schema; [`plot`] draws the SVGs; [`table`] prints the table.
+//! [`report`] is `report.json`'s schema; [`plot`] draws the SVGs; [`table`] prints the table;
+//! [`scale`] gives the router a full table and many destinations, drawn by [`tables`].
 
 pub mod cpu;
 pub mod harness;
 pub mod plot;
 pub mod report;
+pub mod scale;
 pub mod stats;
 pub mod table;
+pub mod tables;
 
 use std::path::{Path, PathBuf};
 

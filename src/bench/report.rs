@@ -57,12 +57,33 @@ pub struct Conditions {
     /// What queues the frames in each arm, in words; empty in reports from before it was said.
     #[serde(default)]
     pub queueing: String,
+    /// The router's scale (`--routes`, `--routes6`, `--dsts`, `--seed`; zeros and no seed
+    /// where the rig's own routes ran alone, and in reports from before them).
+    #[serde(default)]
+    pub scale: ScaleConditions,
     /// Versions: xfwd, iperf3, trafgen.
     pub versions: Vec<(String, String)>,
 }
 
 fn ipv4() -> u8 {
     4
+}
+
+/// The table and destinations a router bench ran with, the same in every arm.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScaleConditions {
+    /// IPv4 prefixes of the full table.
+    pub routes: u32,
+    /// IPv6 prefixes of the full table.
+    pub routes6: u32,
+    /// The traffic's destinations, each with its own host route (0: the server's address).
+    pub dsts: u32,
+    /// The tables' seed (`None`: no table was drawn).
+    pub seed: Option<u64>,
+    /// The IPv4 and IPv6 tables' prefix-length mixes, in words.
+    pub length_mix: String,
+    /// All of it in words, as the table prints it (empty: the rig's routes alone).
+    pub said: String,
 }
 
 /// What xfwd said of one run: its workers' scheduling and its queue management.
@@ -188,6 +209,14 @@ pub struct RunResult {
     /// at the end of the run (`None`: not an xfwd arm, or a report from before it was said).
     #[serde(default)]
     pub xfwd: Option<XfwdRun>,
+    /// Seconds the box's kernel took to load the bench's table by `ip -batch` before the run
+    /// (the kernel arm, and xfwd arms with `fib=kernel`; `None`: no table, or another arm).
+    #[serde(default)]
+    pub table_load_s: Option<f64>,
+    /// xfwd arms: seconds from xfwd's start to its ready signal (its tables built, its program
+    /// attached), the time from start to forwarding (`None`: another arm, or not measured).
+    #[serde(default)]
+    pub ready_s: Option<f64>,
 }
 
 /// The box's own time in a run: the kernel's time in the NAPI polls of the box's ports (where
@@ -358,6 +387,8 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         started_unix_ms: None,
         ended_unix_ms: None,
         xfwd: None,
+        table_load_s: None,
+        ready_s: None,
     }
 }
 
@@ -386,6 +417,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
             endpoints: String::new(),
             pings: String::new(),
             queueing: String::new(),
+            scale: Default::default(),
             versions: Vec::new(),
         },
         arms,

@@ -52,6 +52,9 @@ pub fn render(report: &Report) -> String {
     if let Some(line) = polls_line(report) {
         let _ = writeln!(s, "{line}");
     }
+    if let Some(line) = start_line(report) {
+        let _ = writeln!(s, "{line}");
+    }
     failures(&mut s, report);
     comparisons(&mut s, report, columns.tcp);
     for w in &report.warnings {
@@ -79,7 +82,7 @@ fn conditions(c: &Conditions) -> String {
         c.kernel
     );
     let _ = writeln!(s, "{}", c.offloads);
-    for line in [&c.endpoints, &c.pings, &c.queueing] {
+    for line in [&c.endpoints, &c.pings, &c.queueing, &c.scale.said] {
         if !line.is_empty() {
             let _ = writeln!(s, "{line}");
         }
@@ -239,6 +242,31 @@ fn polls_line(report: &Report) -> Option<String> {
     })
 }
 
+/// With the bench's table: how long each arm took from start to forwarding, medians of its
+/// runs — the kernel's `ip -batch` of the table, xfwd's start to ready (after the kernel's load
+/// with `fib=kernel`); `None` without a table.
+fn start_line(report: &Report) -> Option<String> {
+    if report.conditions.scale.said.is_empty() {
+        return None;
+    }
+    let arms: Vec<String> = report
+        .arms
+        .iter()
+        .filter_map(|a| {
+            let load = median(a.runs.iter().filter_map(|r| r.table_load_s).collect());
+            let ready = median(a.runs.iter().filter_map(|r| r.ready_s).collect());
+            let said = match (load, ready) {
+                (None, None) => return None,
+                (Some(l), None) => format!("kernel's table loaded in {l:.2} s"),
+                (None, Some(r)) => format!("ready {r:.2} s after start"),
+                (Some(l), Some(r)) => format!("kernel's table loaded in {l:.2} s, then ready {r:.2} s after start"),
+            };
+            Some(format!("{}: {said}", a.name))
+        })
+        .collect();
+    (!arms.is_empty()).then(|| format!("start to forwarding (median of runs): {}", arms.join("; ")))
+}
+
 /// What an xfwd arm's own counters said, summed over its runs: how its workers ran and what
 /// its queue management did (`None` for other arms and old reports).
 fn xfwd_line(arm: &ArmResult) -> Option<String> {
@@ -297,7 +325,7 @@ fn xfwd_line(arm: &ArmResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::report::{test_report, test_run, ArmResult, FailedRun};
+    use crate::bench::report::{test_report, test_run, ArmResult, FailedRun, RunResult};
 
     fn row<'a>(table: &'a str, arm: &str) -> Vec<&'a str> {
         let line = table.lines().find(|l| l.starts_with(&format!("{arm} "))).unwrap_or_else(|| panic!("{table}"));
@@ -368,6 +396,34 @@ mod tests {
         let x = row(&t, "xfwd");
         assert_eq!(&x[x.len() - 5..], ["0.20/-", "ms", "40", "-", "1.000"], "{t}");
         assert!(t.contains("pings") && t.contains("flow RTT"), "{t}");
+    }
+
+    #[test]
+    fn with_a_table_each_arm_says_how_long_it_took_to_forward() {
+        let run = |n, load: Option<f64>, ready: Option<f64>| RunResult {
+            table_load_s: load,
+            ready_s: ready,
+            ..test_run(n, 4.0, 1000)
+        };
+        let mut r = test_report(vec![
+            ArmResult {
+                name: "kernel".into(),
+                runs: vec![run(1, Some(20.0), None), run(2, Some(22.0), None)],
+                failed: Vec::new(),
+            },
+            ArmResult { name: "xfwd".into(), runs: vec![run(1, None, Some(1.5))], failed: Vec::new() },
+            ArmResult { name: "xfwd:fib=kernel".into(), runs: vec![run(1, Some(21.0), Some(2.0))], failed: Vec::new() },
+            ArmResult { name: "wire".into(), runs: vec![run(1, None, None)], failed: Vec::new() },
+        ]);
+        // Without a table, no such line.
+        assert!(!render(&r).contains("start to forwarding"));
+        r.conditions.scale.said = "table: 1000 IPv4 prefixes".into();
+        let t = render(&r);
+        assert!(t.contains("table: 1000 IPv4 prefixes"), "{t}");
+        assert!(
+            t.contains("start to forwarding (median of runs): kernel: kernel's table loaded in 21.00 s; xfwd: ready 1.50 s after start; xfwd:fib=kernel: kernel's table loaded in 21.00 s, then ready 2.00 s after start\n"),
+            "{t}"
+        );
     }
 
     #[test]
