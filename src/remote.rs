@@ -78,6 +78,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                 queues: 0,
                 flows: cports.len() as u32,
                 frame: 0,
+                frame_mix: String::new(),
                 time_s: args.time,
                 omit_s: args.omit,
                 offered_pps: 0,

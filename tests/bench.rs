@@ -453,3 +453,38 @@ fn a_table_and_many_destinations_are_the_same_in_every_arm() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--frame 64,imix`: a sweep runs each size in turn, a report each, then the sweep's table
+/// and charts; IMIX frames cross every arm.
+#[test]
+fn a_frame_size_sweep_reports_each_size_and_draws_the_chart() {
+    if !root_or_skip("a_frame_size_sweep_reports_each_size_and_draws_the_chart") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-sweep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let res = Command::new(XFWD)
+        .args(["bench", "--mode", "router", "--arm", "kernel,xfwd", "--runs", "1", "--time", "2"])
+        .args(["--frame", "64,imix", "--rate", "20000", "--out", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&res.stdout);
+    assert!(res.status.success(), "{out}\n{}", String::from_utf8_lossy(&res.stderr));
+    for (size, test) in [("64", "udp64"), ("imix", "udpimix")] {
+        let text = std::fs::read_to_string(dir.join(format!("report-router-{size}.json"))).unwrap();
+        let r: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(r.conditions.test, test);
+        for arm in &r.arms {
+            assert!(arm.runs[0].delivered_pps > 0.0, "{size} {}: {:?}", arm.name, arm.runs[0]);
+        }
+    }
+    assert!(out.contains("router frame-size sweep: delivered (median of runs)"), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("64 ") || l.starts_with("imix ")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[0].contains("14.881 / 7.62"), "64 bytes: 10G's line rate: {}", rows[0]);
+    for f in ["sweep-router-mpps.svg", "sweep-router-gbps.svg", "ab-router-imix-delivered_pps.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

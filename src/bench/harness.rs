@@ -109,9 +109,14 @@ pub struct BenchArgs {
     /// Seconds left out at the start of each TCP run.
     #[arg(long, default_value_t = 2)]
     pub omit: u32,
-    /// Packet-rate test instead of TCP: frame size in bytes (64).
-    #[arg(long)]
-    pub frame: Option<u32>,
+    /// Packet-rate test instead of TCP: the frame size in bytes (64), a sweep of sizes run one
+    /// after the other (64,128,256,512,1024,1518), or `imix` (CSIT's IPv4 IMIX: 28×64, 16×570,
+    /// 4×1518 in that order, repeated; IPv6's smallest is 78).
+    #[arg(long = "frame", value_delimiter = ',', value_parser = parse_frame)]
+    pub frames: Vec<FrameSize>,
+    /// The packet-rate test being run: one of `frames` at a time (`None`: TCP).
+    #[arg(skip)]
+    pub frame: Option<FrameSize>,
     /// Packet-rate test: offered rate in packets per second, the same in every arm (0: flat out).
     #[arg(long, default_value_t = 100_000)]
     pub rate: u64,
@@ -171,6 +176,76 @@ impl BenchArgs {
             dsts: self.dsts,
             v6: self.ip == IpVersion::V6,
             seed: self.seed,
+        }
+    }
+}
+
+/// A packet-rate test's frames: one size for all, or an IMIX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameSize {
+    /// Every frame this many bytes, FCS included.
+    Bytes(u32),
+    /// CSIT's IMIX: 28 frames of 64 bytes (IPv6: 78), 16 of 570, 4 of 1518, in that order.
+    Imix,
+}
+
+/// `--frame`'s values: a size in bytes or `imix`.
+fn parse_frame(s: &str) -> std::result::Result<FrameSize, String> {
+    if s == "imix" {
+        return Ok(FrameSize::Imix);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (64..=9018).contains(&n) => Ok(FrameSize::Bytes(n)),
+        _ => Err(format!("`{s}`: a frame size in bytes (64 to 9018, FCS included) or `imix`")),
+    }
+}
+
+impl FrameSize {
+    /// How it is named in a test, a file name and a table: `64`, `imix`.
+    pub fn label(self) -> String {
+        match self {
+            FrameSize::Bytes(n) => n.to_string(),
+            FrameSize::Imix => "imix".into(),
+        }
+    }
+
+    /// One cycle of the frames sent, in order: (bytes, how many).
+    pub fn cycle(self, v6: bool) -> Vec<(u32, u32)> {
+        match self {
+            FrameSize::Bytes(n) => vec![(n, 1)],
+            FrameSize::Imix => vec![(if v6 { MIN_FRAME6 + 11 } else { 64 }, 28), (570, 16), (1518, 4)],
+        }
+    }
+
+    /// The mean frame, bytes with the FCS.
+    pub fn mean_bytes(self, v6: bool) -> f64 {
+        let c = self.cycle(v6);
+        let frames: u32 = c.iter().map(|(_, n)| n).sum();
+        c.iter().map(|(b, n)| f64::from(b * n)).sum::<f64>() / f64::from(frames)
+    }
+
+    /// The smallest frame it sends.
+    fn smallest(self, v6: bool) -> u32 {
+        self.cycle(v6).iter().map(|(b, _)| *b).min().unwrap_or(0)
+    }
+
+    /// The frames a report's conditions describe (`None`: a TCP test).
+    pub fn of(c: &Conditions) -> Option<FrameSize> {
+        match c.test.strip_prefix("udp")? {
+            "imix" => Some(FrameSize::Imix),
+            _ => Some(FrameSize::Bytes(c.frame)),
+        }
+    }
+
+    /// The conditions' words for an IMIX (empty for one size).
+    fn said(self, v6: bool) -> String {
+        match self {
+            FrameSize::Bytes(_) => String::new(),
+            FrameSize::Imix => format!(
+                "IMIX (CSIT's): {} in that order, repeated; mean {:.1} bytes",
+                self.cycle(v6).iter().map(|(b, n)| format!("{n}×{b}")).collect::<Vec<_>>().join(", "),
+                self.mean_bytes(v6)
+            ),
         }
     }
 }
@@ -579,7 +654,7 @@ fn measure(
     run: u32,
     xfwd: Option<&XfwdProcess>,
     control: &str,
-    frame: Option<u32>,
+    frame: Option<FrameSize>,
     poll: Option<&PollTimer>,
 ) -> Result<RunResult> {
     let idle = measure_idle(p)?;
@@ -601,7 +676,7 @@ fn measure(
     let mut generated = None;
     let flows = match frame {
         None => tcp_flows(args, r, p)?,
-        Some(size) if args.sender == Sender::Xdp => {
+        Some(FrameSize::Bytes(size)) if args.sender == Sender::Xdp => {
             generated = Some(generate_frames(args, r, p, size)?);
             Flows::default()
         }
@@ -786,10 +861,18 @@ fn tcp_flows(args: &BenchArgs, r: &Rig, p: &Endpoints) -> Result<Flows> {
 /// Runs the packet-rate traffic: trafgen sends `size`-byte frames of `args.flows` UDP flows
 /// from the client for `args.time` seconds, at `args.rate` (0: flat out). Returns the frames
 /// trafgen says it sent (`None`: it did not say).
-fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: u32) -> Result<Option<u64>> {
+fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: FrameSize) -> Result<Option<u64>> {
     let scale = args.scale();
     let dst = scale.first_dst().map_or_else(|| p.server_addr.to_owned(), |a| a.to_string());
-    let cfg = trafgen_config(&p.next_mac, &mac(p.client, "eth0")?, p.client_addr, &dst, args.flows, size, scale.dsts);
+    let src_mac = mac(p.client, "eth0")?;
+    let cfg: String = size
+        .cycle(p.client_addr.contains(':'))
+        .iter()
+        .flat_map(|&(bytes, n)| {
+            let one = trafgen_config(&p.next_mac, &src_mac, p.client_addr, &dst, args.flows, bytes, scale.dsts);
+            std::iter::repeat_n(one, n as usize)
+        })
+        .collect();
     let file = TempFile(PathBuf::from(format!("/run/xfwd/bench-{}.trafgen", std::process::id())));
     std::fs::write(&file.0, cfg)?;
     let file = file.0.display().to_string();
@@ -1147,6 +1230,7 @@ pub fn run_mode(
     args: &BenchArgs,
     mode: BenchMode,
     out: &std::path::Path,
+    tag: &str,
     stop: &std::sync::atomic::AtomicBool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
@@ -1190,7 +1274,7 @@ pub fn run_mode(
         warnings,
     };
     report.compute_stats();
-    let path = out.join(format!("report-{mode}.json"));
+    let path = out.join(format!("report-{tag}.json"));
     std::fs::write(&path, serde_json::to_string_pretty(&report)?)
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(report)
@@ -1331,10 +1415,14 @@ fn xdp_path(arms: &[(String, Arm)]) -> bool {
 /// What one mode's bench ran under, for the report: the options, the machine, how the xfwd
 /// arms attached and bound (`modes`), and how the endpoints, queues and pings ran.
 fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: Modes, scale: &Scale) -> Conditions {
-    let frame = args.frame.unwrap_or(0);
+    let frame = match args.frame {
+        Some(FrameSize::Bytes(n)) => n,
+        _ => 0,
+    };
     Conditions {
         mode: mode.to_string(),
-        test: if args.frame.is_some() { format!("udp{frame}") } else { "tcp".into() },
+        test: args.frame.map_or_else(|| "tcp".into(), |f| format!("udp{}", f.label())),
+        frame_mix: args.frame.map(|f| f.said(args.ip == IpVersion::V6)).unwrap_or_default(),
         ip: args.ip.number(),
         queues: args.queues,
         flows: args.flows,
@@ -1495,6 +1583,8 @@ pub fn preset(args: &mut BenchArgs) {
         args.time = 3;
         args.omit = 0;
     }
+    // One frame size at a time; `bench::run` steps through a sweep.
+    args.frame = args.frames.first().copied();
 }
 
 /// Checks what the harness needs before building anything (a refusal is a usage error).
@@ -1525,13 +1615,14 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     if args.runs == 0 || args.time == 0 || args.flows == 0 || args.queues == 0 {
         bail!("--runs, --time, --flows and --queues must be at least 1");
     }
-    if args.sender != Sender::Trafgen && args.frame.is_none() {
+    let packet_rate = !args.frames.is_empty();
+    if args.sender != Sender::Trafgen && !packet_rate {
         bail!("--sender {} sends the frames of a packet-rate test: give --frame (64)", args.sender.name());
     }
-    if args.omit >= args.time && args.frame.is_none() {
+    if args.omit >= args.time && !packet_rate {
         bail!("--omit must be shorter than --time");
     }
-    if args.frame.is_none() && args.flows > rig::MAX_FLOWS {
+    if !packet_rate && args.flows > rig::MAX_FLOWS {
         bail!("--flows {}: the fixed client ports 55000+k allow at most {} TCP flows", args.flows, rig::MAX_FLOWS);
     }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
@@ -1549,18 +1640,21 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
         if args.mode.contains(&BenchMode::Bridge) {
             bail!("--routes, --routes6 and --dsts are the router's (--mode router)");
         }
-        if scale.dsts > 0 && args.frame.is_none() {
+        if scale.dsts > 0 && !packet_rate {
             bail!("--dsts {}: the destinations are a packet-rate test's (give --frame)", scale.dsts);
         }
         if scale.dsts > 0 && args.sender == Sender::Xdp {
             bail!("--dsts: --sender xdp sends to one destination; use --sender trafgen or trafgen-xdp");
         }
     }
+    if args.sender == Sender::Xdp && args.frames.contains(&FrameSize::Imix) {
+        bail!("--frame imix: --sender xdp sends one frame size; use --sender trafgen or trafgen-xdp");
+    }
     if args.ip == IpVersion::V6 {
         if args.mode.contains(&BenchMode::Bridge) {
             bail!("--ip 6 runs the router (--mode router): the bridge rig carries IPv4 only");
         }
-        if let Some(f) = args.frame.filter(|&f| f < MIN_FRAME6) {
+        if let Some(f) = args.frames.iter().map(|f| f.smallest(true)).find(|&f| f < MIN_FRAME6) {
             bail!("--frame {f}: an IPv6 UDP frame is at least {MIN_FRAME6} bytes with its FCS (a 64-byte frame has no room for IPv6); use --frame {MIN_FRAME6} or more");
         }
     }
@@ -1672,7 +1766,9 @@ mod tests {
             #[command(flatten)]
             bench: BenchArgs,
         }
-        <Cli as clap::Parser>::parse_from(std::iter::once("bench").chain(line.iter().copied())).bench
+        let mut args = <Cli as clap::Parser>::parse_from(std::iter::once("bench").chain(line.iter().copied())).bench;
+        preset(&mut args);
+        args
     }
 
     /// Arms as parsed from `--arm`.
@@ -1817,6 +1913,30 @@ mod tests {
         // A send that fails ends the run with its error.
         let e = pace(Duration::from_secs(5), 0, |_| bail!("gone")).unwrap_err();
         assert_eq!(e.to_string(), "gone");
+    }
+
+    #[test]
+    fn frame_sizes_sweep_and_imix_is_csits() {
+        let a = bench_args(&["--frame", "64,128,imix"]);
+        assert_eq!(a.frames, [FrameSize::Bytes(64), FrameSize::Bytes(128), FrameSize::Imix]);
+        assert_eq!(a.frame, Some(FrameSize::Bytes(64)), "the first until a sweep steps on");
+        assert_eq!(FrameSize::Imix.cycle(false), [(64, 28), (570, 16), (1518, 4)]);
+        assert_eq!(FrameSize::Imix.cycle(true)[0], (78, 28));
+        assert!((FrameSize::Imix.mean_bytes(false) - 353.83).abs() < 0.01);
+        let imix = BenchArgs { frame: Some(FrameSize::Imix), ..a.clone() };
+        let c = conditions(&imix, BenchMode::Router, &arms(&["kernel"]), modes(), &imix.scale());
+        assert_eq!((c.test.as_str(), c.frame), ("udpimix", 0));
+        assert_eq!(c.frame_mix, "IMIX (CSIT's): 28×64, 16×570, 4×1518 in that order, repeated; mean 353.8 bytes");
+        assert_eq!(FrameSize::of(&c), Some(FrameSize::Imix));
+        for bad in ["63", "9019", "jumbo"] {
+            assert!(parse_frame(bad).is_err(), "{bad}");
+        }
+        let e = preflight_inner(&bench_args(&["--frame", "imix", "--sender", "xdp"]), Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("--sender xdp sends one frame size"), "{e}");
+        // IPv6's IMIX starts at 78: allowed; a 64-byte size in a sweep is not.
+        preflight_inner(&bench_args(&["--ip", "6", "--frame", "imix,78"]), Path::new(".")).unwrap();
+        let e = preflight_inner(&bench_args(&["--ip", "6", "--frame", "78,64"]), Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("--frame 64"), "{e}");
     }
 
     #[test]

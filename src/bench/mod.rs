@@ -20,9 +20,10 @@ use anyhow::{Context, Result};
 pub use harness::BenchArgs;
 use report::Report;
 
-/// Writes the plots of `report` into `out`; returns their file names.
-pub fn plots(report: &Report, out: &Path) -> Result<Vec<String>> {
-    let mode = &report.conditions.mode;
+/// Writes the plots of `report` into `out`, their names starting with `tag` (the mode, and
+/// the frame size in a sweep); returns their file names.
+pub fn plots(report: &Report, out: &Path, tag: &str) -> Result<Vec<String>> {
+    let mode = tag;
     let mut files = Vec::new();
     for arm in &report.arms {
         // Arm names carry option values (a binary's path with `bin=`): only safe characters
@@ -71,15 +72,35 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))?;
     }
     let mut reports = Vec::new();
+    let mut files = Vec::new();
     for mode in args.mode.clone() {
-        let report = harness::run_mode(&args, mode, &out, &stop, &mut progress)?;
-        crate::render::progress_done();
-        let files = plots(&report, &out)?;
-        println!("{}", table::render(&report));
-        println!("  plots: {}", files.join(", "));
-        reports.push(report);
+        // One report per frame size: a sweep runs them one after the other.
+        let frames: Vec<Option<harness::FrameSize>> =
+            if args.frames.is_empty() { vec![None] } else { args.frames.iter().copied().map(Some).collect() };
+        let sweep = frames.len() > 1;
+        let mut of_mode = Vec::new();
+        for frame in frames {
+            let args = BenchArgs { frame, ..args.clone() };
+            let tag = match frame {
+                Some(f) if sweep => format!("{mode}-{}", f.label()),
+                _ => mode.to_string(),
+            };
+            let report = harness::run_mode(&args, mode, &out, &tag, &stop, &mut progress)?;
+            crate::render::progress_done();
+            let plotted = plots(&report, &out, &tag)?;
+            println!("{}", table::render(&report));
+            println!("  plots: {}", plotted.join(", "));
+            files.push(format!("report-{tag}.json"));
+            of_mode.push(report);
+        }
+        if sweep {
+            println!("{}", table::sweep(&of_mode));
+            let plotted = plot::sweep(&of_mode, &out, &mode.to_string())?;
+            println!("  plots: {}", plotted.join(", "));
+        }
+        reports.extend(of_mode);
     }
-    println!("report: {}/report-<mode>.json (schema {}); plots beside it", out.display(), report::SCHEMA);
+    println!("reports: {} in {} (schema {}); plots beside them", files.join(", "), out.display(), report::SCHEMA);
     let failed = failed_runs(&reports);
     anyhow::ensure!(
         failed.is_empty(),
@@ -146,7 +167,7 @@ pub fn report_files(files: &[PathBuf], out: Option<&Path>, monitors: &[(String, 
         }
         println!("{}", table::render(&r));
         let dir = out.map(Path::to_path_buf).unwrap_or_else(|| f.parent().map(Path::to_path_buf).unwrap_or_default());
-        let files = plots(&r, &dir)?;
+        let files = plots(&r, &dir, &r.conditions.mode)?;
         println!("  plots: {} in {}", files.join(", "), dir.display());
     }
     Ok(())
@@ -175,11 +196,11 @@ mod tests {
         assert!(failed_runs(&[test_report(vec![ArmResult::new("kernel")])]).is_empty());
         let dir = std::env::temp_dir().join(format!("xfwd-plot-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let files = plots(&r, &dir).unwrap();
+        let files = plots(&r, &dir, "router").unwrap();
         assert!(files.iter().all(|f| dir.join(f).exists()), "{files:?}");
         // Every arm failed: still plots, with no bars.
         let none = test_report(vec![ArmResult { runs: Vec::new(), ..r.arms[1].clone() }]);
-        plots(&none, &dir).unwrap();
+        plots(&none, &dir, "router").unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

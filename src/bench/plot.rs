@@ -132,3 +132,109 @@ pub fn comparison(report: &Report, figure: &str, label: &str, value: fn(&RunResu
     root.present().map_err(err)?;
     Ok(())
 }
+
+/// A frame-size sweep (one report per size, in the order run): per arm the median rate (the
+/// NDR where it was searched, else delivered) against the frame size, in Mpps and in Gb/s,
+/// one line per arm, with 10G Ethernet's line rate dashed for reference. Returns the files.
+pub fn sweep(reports: &[Report], out: &Path, mode: &str) -> Result<Vec<String>> {
+    let Some(first) = reports.first() else { return Ok(Vec::new()) };
+    let sizes: Vec<(String, f64)> = reports
+        .iter()
+        .filter_map(|r| {
+            let f = super::harness::FrameSize::of(&r.conditions)?;
+            Some((f.label(), f.mean_bytes(r.conditions.ip == 6)))
+        })
+        .collect();
+    let what = if first.sweep_figure() == "ndr_pps" { "NDR" } else { "delivered" };
+    let mut files = Vec::new();
+    for (unit, scale) in [("Mpps", None), ("Gb/s", Some(()))] {
+        let value = |pps: f64, bytes: f64| if scale.is_some() { pps * bytes * 8.0 / 1e9 } else { pps / 1e6 };
+        let series: Vec<(String, Vec<(f64, f64)>)> = first
+            .arms
+            .iter()
+            .map(|a| {
+                let points = reports
+                    .iter()
+                    .zip(&sizes)
+                    .enumerate()
+                    .filter_map(|(i, (r, (_, bytes)))| {
+                        let m = r
+                            .stats
+                            .iter()
+                            .find(|f| f.figure == r.sweep_figure())?
+                            .summaries
+                            .iter()
+                            .find(|(n, _)| *n == a.name)?
+                            .1
+                            .median;
+                        Some((i as f64, value(m, *bytes)))
+                    })
+                    .collect();
+                (a.name.clone(), points)
+            })
+            .collect();
+        let line: Vec<(f64, f64)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, (_, b))| (i as f64, value(super::table::line_rate_pps(*b), *b)))
+            .collect();
+        let top =
+            series.iter().flat_map(|(_, p)| p.iter().map(|p| p.1)).chain(line.iter().map(|p| p.1)).fold(0.0, f64::max);
+        let name = format!("sweep-{mode}-{}.svg", if scale.is_some() { "gbps" } else { "mpps" });
+        let path = out.join(&name);
+        let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let title = format!("{mode}: {what} {unit} against frame size, median of runs");
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5..(sizes.len() as f64 - 0.5).max(0.5), 0.0..(top * 1.1).max(f64::MIN_POSITIVE))
+            .map_err(err)?;
+        let labels: Vec<String> = sizes.iter().map(|s| s.0.clone()).collect();
+        chart
+            .configure_mesh()
+            .x_labels(labels.len().max(1))
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 0.01 && i >= 0.0 {
+                    labels.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .x_desc("frame bytes (FCS included)")
+            .y_desc(unit)
+            .draw()
+            .map_err(err)?;
+        for (k, (arm, points)) in series.into_iter().enumerate() {
+            let color = PALETTE[k % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(err)?
+                .label(arm)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+            chart.draw_series(points.iter().map(|p| Circle::new(*p, 4, color.filled()))).map_err(err)?;
+        }
+        // The line rate, dashed.
+        let dashes: Vec<Vec<(f64, f64)>> = line
+            .windows(2)
+            .flat_map(|w| {
+                (0..10).step_by(2).map(move |j| {
+                    let at = |t: f64| (w[0].0 + (w[1].0 - w[0].0) * t, w[0].1 + (w[1].1 - w[0].1) * t);
+                    vec![at(f64::from(j) / 10.0), at(f64::from(j + 1) / 10.0)]
+                })
+            })
+            .collect();
+        chart
+            .draw_series(dashes.into_iter().map(|d| PathElement::new(d, BLACK.stroke_width(1))))
+            .map_err(err)?
+            .label("10G line rate")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+        root.present().map_err(err)?;
+        files.push(name);
+    }
+    Ok(files)
+}

@@ -26,8 +26,12 @@ pub struct Conditions {
     pub queues: u32,
     /// Flows.
     pub flows: u32,
-    /// Frame size for packet-rate tests (0 for TCP).
+    /// Frame size for packet-rate tests (0 for TCP, and for a mix).
     pub frame: u32,
+    /// A packet-rate test's mix of sizes, in words (empty: one size, TCP, and reports from
+    /// before mixes).
+    #[serde(default)]
+    pub frame_mix: String,
     /// Seconds per run, and seconds omitted at its start.
     pub time_s: u32,
     /// See `time_s`.
@@ -309,6 +313,16 @@ pub struct Report {
 }
 
 impl Report {
+    /// The rate a frame-size sweep compares: the NDR where it was searched, else the delivered
+    /// rate.
+    pub fn sweep_figure(&self) -> &'static str {
+        if self.stats.iter().any(|f| f.figure == "ndr_pps") {
+            "ndr_pps"
+        } else {
+            "delivered_pps"
+        }
+    }
+
     /// Computes `stats` from the arms' completed runs (failed ones measured nothing): throughput,
     /// packet rate and CPU per packet, each path's own forwarding cost (CPU per packet minus the
     /// wire arm's median) when a `wire` arm ran, and the box's own time per packet where it was
@@ -405,6 +419,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
             queues: 1,
             flows: 2,
             frame: 0,
+            frame_mix: String::new(),
             time_s: 2,
             omit_s: 0,
             offered_pps: 0,

@@ -63,6 +63,47 @@ pub fn render(report: &Report) -> String {
     s
 }
 
+/// A frame-size sweep's reports (one per size, in the order run) side by side: per arm the
+/// median rate in Mpps and Gb/s (the NDR where it was searched, else what was delivered),
+/// beside 10G Ethernet's line rate at that size (preamble and gap included).
+pub fn sweep(reports: &[Report]) -> String {
+    let Some(first) = reports.first() else { return String::new() };
+    let figure = first.sweep_figure();
+    let arms: Vec<&str> = first.arms.iter().map(|a| a.name.as_str()).collect();
+    let width = arms.iter().map(|a| a.len()).max().unwrap_or(0).max(17);
+    let mut s = format!(
+        "\n{} frame-size sweep: {} (median of runs), Mpps / Gb/s (frames with their FCS)\n{:<6} {:>17}",
+        first.conditions.mode,
+        if figure == "ndr_pps" { "NDR" } else { "delivered" },
+        "frame",
+        "10G line"
+    );
+    for a in &arms {
+        let _ = write!(s, " {a:>width$}");
+    }
+    s.push('\n');
+    for r in reports {
+        let Some(f) = super::harness::FrameSize::of(&r.conditions) else { continue };
+        let bytes = f.mean_bytes(r.conditions.ip == 6);
+        let cell = |pps: Option<f64>| match pps {
+            Some(p) => format!("{:.3} / {:.2}", p / 1e6, p * bytes * 8.0 / 1e9),
+            None => "-".into(),
+        };
+        let _ = write!(s, "{:<6} {:>17}", f.label(), cell(Some(line_rate_pps(bytes))));
+        for a in &arms {
+            let _ = write!(s, " {:>width$}", cell(summary_of(r, r.sweep_figure(), a).map(|m| m.median)));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// 10G Ethernet's frames per second at `bytes` a frame (FCS included), with the 8-byte
+/// preamble and the 12-byte gap each frame takes on the wire.
+pub fn line_rate_pps(bytes: f64) -> f64 {
+    10e9 / ((bytes + 20.0) * 8.0)
+}
+
 /// The lines above the table: what ran, on what, and how (after a blank line).
 fn conditions(c: &Conditions) -> String {
     let mut s = String::new();
@@ -82,7 +123,7 @@ fn conditions(c: &Conditions) -> String {
         c.kernel
     );
     let _ = writeln!(s, "{}", c.offloads);
-    for line in [&c.endpoints, &c.pings, &c.queueing, &c.scale.said] {
+    for line in [&c.frame_mix, &c.endpoints, &c.pings, &c.queueing, &c.scale.said] {
         if !line.is_empty() {
             let _ = writeln!(s, "{line}");
         }
