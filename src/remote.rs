@@ -79,6 +79,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                 flows: cports.len() as u32,
                 frame: 0,
                 frame_mix: String::new(),
+                search: String::new(),
                 time_s: args.time,
                 omit_s: args.omit,
                 offered_pps: 0,
@@ -162,6 +163,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             xfwd: None,
             table_load_s: None,
             ready_s: None,
+            search: None,
         });
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {

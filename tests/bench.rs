@@ -488,3 +488,56 @@ fn a_frame_size_sweep_reports_each_size_and_draws_the_chart() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--search ndr,pdr`: every arm's run searches its rates by paced trials after a flat-out one;
+/// what stands passed its goal at the rate its sender really offered, the PDR is never below
+/// the NDR, and the run's figures are measured after the search.
+#[test]
+fn a_rate_search_finds_each_arms_rates_by_paced_trials() {
+    if !root_or_skip("a_rate_search_finds_each_arms_rates_by_paced_trials") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-search-{}", std::process::id()));
+    let (res, r, pid) = bench_router(
+        &dir,
+        &[
+            "--arm",
+            "kernel,xfwd:path=xdp",
+            "--frame",
+            "64",
+            "--search",
+            "ndr,pdr",
+            "--trial",
+            "1",
+            "--resolution",
+            "10",
+            "--runs",
+            "1",
+            "--time",
+            "1",
+        ],
+    );
+    assert_all_runs_passed(&res, &r);
+    assert!(r.conditions.search.starts_with("search ndr, pdr per run: trials of 1 s"), "{}", r.conditions.search);
+    let table = String::from_utf8_lossy(&res.stdout);
+    assert!(table.contains("NDR / PDR kpps (median of runs): kernel: "), "{table}");
+    for arm in &r.arms {
+        let run = &arm.runs[0];
+        let o = run.search.as_ref().unwrap_or_else(|| panic!("{}: no search", arm.name));
+        assert_eq!((o.trials[0].phase.as_str(), o.trials[0].asked_pps), ("max", 0), "{}", arm.name);
+        assert!(o.max_offered_pps > 0.0 && run.packets > 0, "{}: {o:?}", arm.name);
+        for t in &o.trials[1..] {
+            assert!(t.asked_pps > 0, "{}: only the first trial is flat out: {t:?}", arm.name);
+            if t.passed {
+                let allowed = if t.phase.starts_with("pdr") { 0.005 } else { 0.0 };
+                assert!(!t.short && t.counted.loss() <= allowed, "{}: {t:?}", arm.name);
+            }
+        }
+        if let (Some(n), Some(p)) = (o.ndr_pps, o.pdr_pps) {
+            assert!(p >= n, "{}: PDR {p} below NDR {n}", arm.name);
+        }
+    }
+    assert_rig_removed(pid);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

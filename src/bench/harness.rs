@@ -19,6 +19,7 @@ use xfwd_dataplane::load::LoopTotals;
 use super::cpu::{self, Sampler};
 use super::report::{ArmResult, BoxCost, Conditions, FailedRun, Report, RunResult, XfwdRun, SCHEMA};
 use super::scale::{self, Scale};
+use super::search;
 use super::stats::{jain, percentile, Summary};
 use crate::rig::{self, Netns, Rig, XfwdProcess};
 
@@ -84,9 +85,10 @@ pub struct BenchArgs {
     /// What the box does: router or bridge (both: router,bridge).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "router")]
     pub mode: Vec<BenchMode>,
-    /// Arms, the baseline first: kernel, xfwd, xfwd:poll=busy (a variant), xfwd:fib=kernel
-    /// (xfwd forwarding by the kernel's routes: one configuration for both paths),
-    /// xfwd:bin=PATH (another build of xfwd, to compare two builds in one run), wire.
+    /// Arms, the baseline first: kernel, xfwd (the AF_XDP path), xfwd:path=xdp (the XDP path),
+    /// xfwd:poll=busy (a variant; options joined with +), xfwd:fib=kernel (xfwd forwarding by
+    /// the kernel's routes: one configuration for both paths), xfwd:bin=PATH (another build of
+    /// xfwd, to compare two builds in one run), wire.
     #[arg(long = "arm", value_delimiter = ',', default_value = "kernel,xfwd,wire")]
     pub arms: Vec<String>,
     /// Runs per arm.
@@ -159,6 +161,21 @@ pub struct BenchArgs {
     /// sent to in turn (uniform); what the server host's port receives is delivered.
     #[arg(long, default_value_t = 0)]
     pub dsts: u32,
+    /// Packet-rate test: search each arm's highest rate with no loss (`ndr`, RFC 2544's
+    /// throughput) and with at most 0.5 % lost (`pdr`), by trials at fixed rates (bisection
+    /// from a flat-out trial; a losing trial repeated once before a bound moves), in every run;
+    /// then the run's figures (CPU per packet, box µs) are measured at the NDR.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub search: Vec<search::Goal>,
+    /// --search: seconds per trial.
+    #[arg(long, default_value_t = 2)]
+    pub trial: u32,
+    /// --search: stop bisecting when the bounds are this close, percent of the upper one.
+    #[arg(long, default_value_t = 1.0)]
+    pub resolution: f64,
+    /// --search: trials at the found rate that must pass before it stands.
+    #[arg(long, default_value_t = 1)]
+    pub final_trials: u32,
     /// The seed --routes and --routes6 are drawn from: the same tables for the same seed.
     #[arg(long, default_value_t = scale::SEED)]
     pub seed: u64,
@@ -738,6 +755,7 @@ fn measure(
         xfwd: xfwd_run,
         table_load_s: None,
         ready_s: None,
+        search: None,
     })
 }
 
@@ -904,6 +922,41 @@ fn send_frames(args: &BenchArgs, r: &Rig, p: &Endpoints, size: FrameSize) -> Res
 /// its CPUs).
 pub fn trafgen_sent(text: &str) -> Option<u64> {
     text.lines().find(|l| l.trim_end().ends_with(" packets outgoing"))?.split_whitespace().next()?.parse().ok()
+}
+
+/// How `--search` runs, from the options.
+fn search_params(args: &BenchArgs) -> search::Params {
+    search::Params {
+        trial_s: args.trial,
+        resolution: args.resolution / 100.0,
+        final_trials: args.final_trials,
+        max_trials: SEARCH_MAX_TRIALS,
+    }
+}
+
+/// The most trials one goal's search runs (repeats included): enough for bisection from a
+/// million packets per second to 0.1 % with every probe repeated.
+const SEARCH_MAX_TRIALS: u32 = 40;
+
+/// How long a trial's last frames are given to arrive before the server's port is read
+/// (xfwd's queues hold at most some thousands of frames: a few ms at the rates searched).
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// One trial of a rate search: `frame`s sent at `rate` (0: flat out) for `args.trial`
+/// seconds, no pings; what the sender sent and the server's port received.
+fn search_trial(args: &BenchArgs, r: &Rig, p: &Endpoints, frame: FrameSize, rate: u64) -> Result<search::Counted> {
+    let trial = BenchArgs { rate, time: args.trial, ..args.clone() };
+    let before = rx_packets(p.server, "eth0");
+    let sent = match frame {
+        FrameSize::Bytes(size) if args.sender == Sender::Xdp => generate_frames(&trial, r, p, size)?,
+        f => send_frames(&trial, r, p, f)?.context("trafgen did not say how many frames it sent")?,
+    };
+    // The sender stops after the trial's time (a timeout, or the generator's own clock); its
+    // start-up is not sending time.
+    let secs = f64::from(args.trial);
+    std::thread::sleep(SETTLE);
+    let delivered = rx_packets(p.server, "eth0").saturating_sub(before);
+    Ok(search::Counted { sent, delivered, secs })
 }
 
 /// Runs the packet-rate traffic with xfwd's XDP generator: `size`-byte frames of `args.flows`
@@ -1186,11 +1239,21 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
             }
         }
         let poll = if is_wire { None } else { b.poll.as_ref() };
-        measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll).map(|m| RunResult {
-            table_load_s,
-            ready_s,
-            ..m
-        })
+        let m = match b.args.frame {
+            Some(frame) if !b.args.search.is_empty() => {
+                let outcome = search::search(&b.args.search, &search_params(b.args), |rate| {
+                    search_trial(b.args, r, &p, frame, rate)
+                })?;
+                // The run's figures at the NDR (the PDR where only it was searched; where no
+                // rate passed, at the lowest the search tries).
+                let at = outcome.ndr_pps.or(outcome.pdr_pps).unwrap_or(search::MIN_RATE);
+                let at_ndr = BenchArgs { rate: (at.floor() as u64).max(1), ..b.args.clone() };
+                let m = measure(&at_ndr, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll)?;
+                RunResult { search: Some(outcome), ..m }
+            }
+            _ => measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll)?,
+        };
+        Ok(RunResult { table_load_s, ready_s, ..m })
     })();
     // Teardown, whatever happened above. xfwd's own failure to exit cleanly fails the run
     // (its figures are kept out of the statistics) but leaves the rig as it was.
@@ -1423,6 +1486,7 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
         mode: mode.to_string(),
         test: args.frame.map_or_else(|| "tcp".into(), |f| format!("udp{}", f.label())),
         frame_mix: args.frame.map(|f| f.said(args.ip == IpVersion::V6)).unwrap_or_default(),
+        search: search_said(args),
         ip: args.ip.number(),
         queues: args.queues,
         flows: args.flows,
@@ -1464,6 +1528,22 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
             ("trafgen".into(), command_version("trafgen", "--version")),
         ],
     }
+}
+
+/// How the rate search ran, in words (the conditions' `search`; empty without one).
+fn search_said(args: &BenchArgs) -> String {
+    if args.search.is_empty() || args.frame.is_none() {
+        return String::new();
+    }
+    format!(
+        "search {} per run: trials of {} s (no pings), bisection from a flat-out trial to {} % of the upper bound, a losing trial repeated once before a bound moves, {} final trial(s) at the rate found, at most {SEARCH_MAX_TRIALS} trials a goal; NDR loss 0, PDR loss ≤ {} %; offered: what the sender sent; the run's other figures measured at the NDR for {} s",
+        args.search.iter().map(|g| g.name()).collect::<Vec<_>>().join(", "),
+        args.trial,
+        args.resolution,
+        args.final_trials,
+        search::PDR_LOSS * 100.0,
+        args.time
+    )
 }
 
 /// The hosts' and the box's offloads, in words (the conditions' `offloads`).
@@ -1645,6 +1725,17 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
         }
         if scale.dsts > 0 && args.sender == Sender::Xdp {
             bail!("--dsts: --sender xdp sends to one destination; use --sender trafgen or trafgen-xdp");
+        }
+    }
+    if !args.search.is_empty() {
+        if !packet_rate {
+            bail!("--search finds a packet rate: give --frame");
+        }
+        if !(args.resolution > 0.0 && args.resolution <= 50.0) {
+            bail!("--resolution {}: a percentage above 0 and at most 50", args.resolution);
+        }
+        if args.trial == 0 || args.final_trials > 10 {
+            bail!("--trial must be at least 1 s and --final-trials at most 10");
         }
     }
     if args.sender == Sender::Xdp && args.frames.contains(&FrameSize::Imix) {

@@ -9,6 +9,7 @@ pub mod harness;
 pub mod plot;
 pub mod report;
 pub mod scale;
+pub mod search;
 pub mod stats;
 pub mod table;
 pub mod tables;

@@ -32,6 +32,9 @@ pub struct Conditions {
     /// before mixes).
     #[serde(default)]
     pub frame_mix: String,
+    /// How the rate search ran, in words (empty: no search).
+    #[serde(default)]
+    pub search: String,
     /// Seconds per run, and seconds omitted at its start.
     pub time_s: u32,
     /// See `time_s`.
@@ -221,6 +224,10 @@ pub struct RunResult {
     /// attached), the time from start to forwarding (`None`: another arm, or not measured).
     #[serde(default)]
     pub ready_s: Option<f64>,
+    /// The rate search's outcome and every trial (`None`: no search); the run's other figures
+    /// were then measured at the NDR.
+    #[serde(default)]
+    pub search: Option<super::search::Outcome>,
 }
 
 /// The box's own time in a run: the kernel's time in the NAPI polls of the box's ports (where
@@ -348,6 +355,10 @@ impl Report {
                 .push(("forwarding_us_per_packet", Box::new(move |r: &RunResult| per_packet(r, r.us_per_packet - w))));
         }
         figures.push(("box_us_per_packet", Box::new(RunResult::box_us_per_packet)));
+        if self.arms.iter().flat_map(|a| &a.runs).any(|r| r.search.is_some()) {
+            figures.push(("ndr_pps", Box::new(|r: &RunResult| r.search.as_ref()?.ndr_pps)));
+            figures.push(("pdr_pps", Box::new(|r: &RunResult| r.search.as_ref()?.pdr_pps)));
+        }
         self.stats = figures
             .iter()
             .map(|(name, f)| {
@@ -403,6 +414,7 @@ pub(crate) fn test_run(run: u32, gbps: f64, packets: u64) -> RunResult {
         xfwd: None,
         table_load_s: None,
         ready_s: None,
+        search: None,
     }
 }
 
@@ -420,6 +432,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
             flows: 2,
             frame: 0,
             frame_mix: String::new(),
+            search: String::new(),
             time_s: 2,
             omit_s: 0,
             offered_pps: 0,

@@ -55,6 +55,9 @@ pub fn render(report: &Report) -> String {
     if let Some(line) = start_line(report) {
         let _ = writeln!(s, "{line}");
     }
+    if let Some(line) = search_line(report) {
+        let _ = writeln!(s, "{line}");
+    }
     failures(&mut s, report);
     comparisons(&mut s, report, columns.tcp);
     for w in &report.warnings {
@@ -123,7 +126,7 @@ fn conditions(c: &Conditions) -> String {
         c.kernel
     );
     let _ = writeln!(s, "{}", c.offloads);
-    for line in [&c.frame_mix, &c.endpoints, &c.pings, &c.queueing, &c.scale.said] {
+    for line in [&c.frame_mix, &c.endpoints, &c.pings, &c.queueing, &c.scale.said, &c.search] {
         if !line.is_empty() {
             let _ = writeln!(s, "{line}");
         }
@@ -281,6 +284,34 @@ fn polls_line(report: &Report) -> Option<String> {
         let arms: Vec<String> = per_arm.iter().map(|(n, f)| format!("{n} {}", fig(*f))).collect();
         format!("box polls, frames per poll (median of runs): {}", arms.join(", "))
     })
+}
+
+/// With a rate search: each arm's NDR and PDR in kpps (median of its runs, `-` where none was
+/// found or searched), how many runs found them, and whether the sender was the limit.
+fn search_line(report: &Report) -> Option<String> {
+    if !report.arms.iter().flat_map(|a| &a.runs).any(|r| r.search.is_some()) {
+        return None;
+    }
+    let arms: Vec<String> = report
+        .arms
+        .iter()
+        .map(|a| {
+            let outcomes: Vec<&super::search::Outcome> = a.runs.iter().filter_map(|r| r.search.as_ref()).collect();
+            let med = |f: fn(&super::search::Outcome) -> Option<f64>| {
+                let v: Vec<f64> = outcomes.iter().filter_map(|o| f(o)).collect();
+                (crate::render::or_dash(median(v.clone()).map(|m| m / 1e3), 1), v.len())
+            };
+            let ((ndr, n), (pdr, m)) = (med(|o| o.ndr_pps), med(|o| o.pdr_pps));
+            let limited =
+                if outcomes.iter().any(|o| o.sender_limited) { ", at the sender's flat-out rate" } else { "" };
+            let trials: usize = outcomes.iter().map(|o| o.trials.len()).sum();
+            let short = outcomes.iter().flat_map(|o| &o.trials).filter(|t| t.short).count();
+            let short =
+                if short > 0 { format!(", {short} with the sender short of the rate asked") } else { String::new() };
+            format!("{}: {ndr} / {pdr} ({n}/{m} of {} runs, {trials} trials{short}{limited})", a.name, outcomes.len())
+        })
+        .collect();
+    Some(format!("NDR / PDR kpps (median of runs): {}", arms.join("; ")))
 }
 
 /// With the bench's table: how long each arm took from start to forwarding, medians of its
