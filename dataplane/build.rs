@@ -16,7 +16,7 @@ fn main() {
     let env_abi = env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
     let multiarch = format!("/usr/include/{arch}-linux-{}", if env_abi.is_empty() { "gnu" } else { &env_abi });
 
-    for name in ["xfwd", "poll_time", "frame_gen", "refused"] {
+    for name in ["xfwd", "poll_time", "frame_gen", "refused", "fib_lookup"] {
         let src = manifest.join(format!("../bpf/{name}.bpf.c"));
         SkeletonBuilder::new()
             .source(&src)

@@ -541,3 +541,34 @@ fn a_rate_search_finds_each_arms_rates_by_paced_trials() {
     assert_rig_removed(pid);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--lookups`: the three paths' lookups over a table, at one route and at the table's size,
+/// both families, each destination found by each path; nothing is sent.
+#[test]
+fn lookups_over_a_whole_table_are_timed_for_every_path() {
+    if !root_or_skip("lookups_over_a_whole_table_are_timed_for_every_path") {
+        return;
+    }
+    let _g = serial();
+    let dir = std::env::temp_dir().join(format!("xfwd-bench-lookups-{}", std::process::id()));
+    let res = Command::new(XFWD)
+        .args(["bench", "--lookups", "--routes", "2000", "--routes6", "1000", "--out", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&res.stdout);
+    assert!(res.status.success(), "{out}\n{}", String::from_utf8_lossy(&res.stderr));
+    assert!(out.contains("IPv4 2000 routes") && out.contains("IPv6 1000 routes"), "{out}");
+    let r: xfwd::bench::lookups::LookupReport =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("lookups.json")).unwrap()).unwrap();
+    assert_eq!(r.rows.len(), 12, "{:?}", r.rows);
+    for row in &r.rows {
+        assert_eq!(row.found, r.dsts, "{row:?}");
+        assert!(row.median_ns.is_some_and(|m| m >= 0.0) && row.why.is_empty(), "{row:?}");
+    }
+    assert!(!String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout)
+        .contains("-lookups"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    // It sends nothing: traffic options are refused.
+    let res = Command::new(XFWD).args(["bench", "--lookups", "--frame", "64"]).output().unwrap();
+    assert_eq!(res.status.code(), Some(2), "{}", String::from_utf8_lossy(&res.stderr));
+}

@@ -176,6 +176,12 @@ pub struct BenchArgs {
     /// --search: trials at the found rate that must pass before it stands.
     #[arg(long, default_value_t = 1)]
     pub final_trials: u32,
+    /// No traffic: time a route lookup per frame over the whole table instead (--routes, and
+    /// --routes6), at one route and at the full table: the XDP path's program, the kernel's FIB
+    /// (bpf_fib_lookup) and the workers' FIB, on the same destinations drawn from the table
+    /// (BPF_PROG_TEST_RUN, nothing sent); writes lookups.json.
+    #[arg(long)]
+    pub lookups: bool,
     /// The seed --routes and --routes6 are drawn from: the same tables for the same seed.
     #[arg(long, default_value_t = scale::SEED)]
     pub seed: u64,
@@ -1711,6 +1717,14 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
     }
     if args.mode.contains(&BenchMode::Bridge) && args.arms.iter().any(|a| a.contains("fib=kernel")) {
         bail!("fib=kernel is an option of the router arms (--mode router)");
+    }
+    if args.lookups {
+        if !args.search.is_empty() || args.dsts > 0 || !args.frames.is_empty() {
+            bail!(
+                "--lookups sends no traffic: it takes --routes, --routes6 and --seed, not --frame, --dsts or --search"
+            );
+        }
+        return Ok(());
     }
     let scale = args.scale();
     if let Some(why) = scale.refusal() {

@@ -2,10 +2,12 @@
 //!
 //! [`harness`] runs the arms; [`stats`] does ministat's statistics; [`cpu`] samples per-core CPU;
 //! [`report`] is `report.json`'s schema; [`plot`] draws the SVGs; [`table`] prints the table;
-//! [`scale`] gives the router a full table and many destinations, drawn by [`tables`].
+//! [`scale`] gives the router a full table and many destinations, drawn by [`tables`];
+//! [`search`] finds the zero-loss rates; [`lookups`] times lookups over a whole table.
 
 pub mod cpu;
 pub mod harness;
+pub mod lookups;
 pub mod plot;
 pub mod report;
 pub mod scale;
@@ -65,6 +67,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     harness::preset(&mut args);
     let out = args.out.clone().unwrap_or_else(harness::default_out);
     harness::preflight(&args, &out)?;
+    if args.lookups {
+        return lookups::run(&args, &out);
+    }
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut progress = |msg: &str| crate::render::progress(&format!("xfwd bench: {msg} …"));
     // Ctrl-C stops between runs (and the traffic of the current one), then the rigs are removed.

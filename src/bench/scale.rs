@@ -146,7 +146,7 @@ impl Scale {
         let mut parts = Vec::new();
         if self.routes > 0 {
             parts.push(format!(
-                "{} IPv4 prefixes outside {RANGE4} ({})",
+                "{} IPv4 prefixes outside {RANGE4} and the special-purpose blocks ({})",
                 self.routes,
                 tables::mix_said(tables::LENGTH_MIX)
             ));
@@ -205,12 +205,13 @@ mod tests {
         let range4: Prefix = RANGE4.parse().unwrap();
         let range6: Prefix6 = RANGE6.parse().unwrap();
         let mut seen = std::collections::HashSet::new();
+        let bogons: Vec<Prefix> = tables::BOGONS4.iter().map(|b| b.parse().unwrap()).collect();
         for l in &lines {
             let w: Vec<&str> = l.split_whitespace().collect();
             assert_eq!((w[0], w[1], w[3], w[5], w[6]), ("route", "replace", "via", "proto", "199"), "{l}");
             assert!(seen.insert(w[2]), "{} twice", w[2]);
             if let Ok(p) = w[2].parse::<Prefix>() {
-                assert!(!p.overlaps(&range4), "{p}");
+                assert!(!p.overlaps(&range4) && !bogons.iter().any(|b| p.overlaps(b)), "{p}");
                 assert!(NEXT_HOPS4.iter().any(|h| h.to_string() == w[4]));
             } else {
                 let p: Prefix6 = w[2].parse().unwrap();
@@ -261,6 +262,8 @@ mod tests {
         assert!(scale(0, 1, 0, false).refusal().unwrap().contains("--ip 6"));
         assert!(scale(0, 0, DSTS6_MAX + 1, true).refusal().is_some());
         assert!(!scale(0, 0, 0, false).any() && scale(0, 0, 0, false).said().is_empty());
-        assert!(scale(1000, 0, 10, false).said().contains("1000 IPv4 prefixes outside 198.18.0.0/15 (/8 0.1 %"));
+        assert!(scale(1000, 0, 10, false)
+            .said()
+            .contains("1000 IPv4 prefixes outside 198.18.0.0/15 and the special-purpose blocks (/8 0.1 %"));
     }
 }

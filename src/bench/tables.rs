@@ -129,10 +129,16 @@ pub fn destinations6(table: &[Prefix6], n: usize, rng: &mut Rng) -> Vec<Ipv6Addr
         .collect()
 }
 
+/// What a full IPv4 table never carries (RFC 6890's special-purpose blocks a router filters:
+/// this network, private, shared, loopback, link-local).
+pub const BOGONS4: &[&str] =
+    &["0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"];
+
 /// `n` distinct IPv4 prefixes from `seed`, none overlapping `keep_out` (the benchmarking range
-/// the rig's own routes and traffic use), in the order drawn.
+/// the rig's own routes and traffic use) or [`BOGONS4`], in the order drawn.
 pub fn table4(n: usize, seed: u64, keep_out: Prefix) -> Vec<Prefix> {
-    distinct(n, seed, prefixes, |p| !p.overlaps(&keep_out))
+    let bogons: Vec<Prefix> = BOGONS4.iter().map(|b| b.parse().expect("a prefix")).collect();
+    distinct(n, seed, prefixes, |p| !p.overlaps(&keep_out) && !bogons.iter().any(|b| p.overlaps(b)))
 }
 
 /// `n` distinct IPv6 prefixes from `seed`, none overlapping `keep_out`, in the order drawn.

@@ -64,6 +64,7 @@
 pub mod config;
 pub mod drivers;
 pub mod fast;
+pub mod fib_lookup;
 pub mod forwarder;
 pub mod frame_gen;
 pub mod memory;
