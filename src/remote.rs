@@ -101,6 +101,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             arms: Vec::new(),
             stats: Vec::new(),
             warnings: Vec::new(),
+            latency: Vec::new(),
         }
     };
     let mut runs = Vec::new();

@@ -491,7 +491,8 @@ fn a_frame_size_sweep_reports_each_size_and_draws_the_chart() {
 
 /// `--search ndr,pdr`: every arm's run searches its rates by paced trials after a flat-out one;
 /// what stands passed its goal at the rate its sender really offered, the PDR is never below
-/// the NDR, and the run's figures are measured after the search.
+/// the NDR, and the run's figures are measured after the search. `--latency 50` then runs every
+/// arm at half the baseline's NDR, the same offered rate for all, and keeps their pings.
 #[test]
 fn a_rate_search_finds_each_arms_rates_by_paced_trials() {
     if !root_or_skip("a_rate_search_finds_each_arms_rates_by_paced_trials") {
@@ -516,9 +517,23 @@ fn a_rate_search_finds_each_arms_rates_by_paced_trials() {
             "1",
             "--time",
             "1",
+            "--latency",
+            "50",
         ],
     );
     assert_all_runs_passed(&res, &r);
+    let ndrs: Vec<f64> = r.arms[0].runs.iter().filter_map(|x| x.search.as_ref()?.ndr_pps).collect();
+    assert_eq!(r.latency.len(), 1, "one load");
+    let at = &r.latency[0];
+    assert_eq!((at.percent, at.rate_pps), (50.0, (ndrs[0] / 2.0).round()), "half the baseline's NDR");
+    assert_eq!(at.arms.iter().map(|a| a.name.as_str()).collect::<Vec<_>>(), ["kernel", "xfwd:path=xdp"]);
+    for a in &at.arms {
+        assert!(a.failed.is_empty() && a.runs[0].search.is_none(), "{}: {:?}", a.name, a.failed);
+        assert!(!a.runs[0].rtt_ms.is_empty(), "{}: pings under the load", a.name);
+    }
+    assert!(dir.join("latency-router-50.svg").exists());
+    let table = String::from_utf8_lossy(&res.stdout);
+    assert!(table.contains("  50 % of kernel's NDR ("), "{table}");
     assert!(r.conditions.search.starts_with("search ndr, pdr per run: trials of 1 s"), "{}", r.conditions.search);
     let table = String::from_utf8_lossy(&res.stdout);
     assert!(table.contains("NDR / PDR kpps (median of runs): kernel: "), "{table}");

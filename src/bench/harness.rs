@@ -176,6 +176,11 @@ pub struct BenchArgs {
     /// --search: trials at the found rate that must pass before it stands.
     #[arg(long, default_value_t = 1)]
     pub final_trials: u32,
+    /// With `--search ndr`: run the arms again at these loads, percent of the baseline arm's
+    /// NDR (the same offered rate in every arm, e.g. 10,50,90), for the RTT under each: pings
+    /// through the path every 5 ms, p50/p90/p99/p99.9/max, plotted as CDFs.
+    #[arg(long, value_delimiter = ',')]
+    pub latency: Vec<f64>,
     /// No traffic: time a route lookup per frame over the whole table instead (--routes, and
     /// --routes6), at one route and at the full table: the XDP path's program, the kernel's FIB
     /// (bpf_fib_lookup) and the workers' FIB, on the same destinations drawn from the table
@@ -1157,8 +1162,9 @@ fn busy_jiffies() -> Result<u64> {
 }
 
 /// What every run of one mode shares: the options, the rigs, the files xfwd is started with.
-struct Bench<'a> {
-    args: &'a BenchArgs,
+struct Bench {
+    /// The options; a latency phase runs the arms again with its own rate.
+    args: BenchArgs,
     mode: BenchMode,
     exe: String,
     config: String,
@@ -1247,8 +1253,8 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
         let poll = if is_wire { None } else { b.poll.as_ref() };
         let m = match b.args.frame {
             Some(frame) if !b.args.search.is_empty() => {
-                let outcome = search::search(&b.args.search, &search_params(b.args), |rate| {
-                    search_trial(b.args, r, &p, frame, rate)
+                let outcome = search::search(&b.args.search, &search_params(&b.args), |rate| {
+                    search_trial(&b.args, r, &p, frame, rate)
                 })?;
                 // The run's figures at the NDR (the PDR where only it was searched; where no
                 // rate passed, at the lowest the search tries).
@@ -1257,7 +1263,7 @@ fn one_run(b: &Bench, arm: &Arm, run: u32, modes: &mut Modes) -> Result<Result<R
                 let m = measure(&at_ndr, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll)?;
                 RunResult { search: Some(outcome), ..m }
             }
-            _ => measure(b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll)?,
+            _ => measure(&b.args, r, &p, run, xfwd.as_ref(), &b.control, b.args.frame, poll)?,
         };
         Ok(RunResult { table_load_s, ready_s, ..m })
     })();
@@ -1324,7 +1330,7 @@ pub fn run_mode(
     std::fs::write(&kernel_config.0, RIG_KERNEL)?;
     let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let mut warnings = Vec::new();
-    let bench = Bench::new(args, mode, &arms, exe, &config, &kernel_config, scale, &mut warnings)?;
+    let mut bench = Bench::new(args, mode, &arms, exe, &config, &kernel_config, scale, &mut warnings)?;
     let mut modes = Modes { xdp: String::from("-"), xsk: "copy" };
     if args.frame.is_some() && args.rate > 0 && args.queues > 1 {
         warnings.push(format!(
@@ -1333,6 +1339,30 @@ pub fn run_mode(
         ));
     }
     let results = run_arms(&bench, &arms, stop, progress, &mut modes, &mut warnings)?;
+    let mut latency = Vec::new();
+    if !args.latency.is_empty() {
+        let ndrs: Vec<f64> = results
+            .first()
+            .map(|a| a.runs.iter().filter_map(|r| r.search.as_ref()?.ndr_pps).collect())
+            .unwrap_or_default();
+        match Summary::of(&ndrs) {
+            None => warnings.push(format!(
+                "latency at fixed loads not measured: the baseline arm ({}) has no NDR",
+                arms.first().map_or("-", |a| a.0.as_str())
+            )),
+            Some(ndr) => {
+                for &percent in &args.latency {
+                    let rate = (ndr.median * percent / 100.0).round().max(1.0);
+                    // The same offered rate in every arm, no search: the runs' pings are the
+                    // latency samples.
+                    bench.args = BenchArgs { rate: rate as u64, search: Vec::new(), ..args.clone() };
+                    progress(&format!("{mode}: latency at {percent} % of the baseline's NDR ({rate} pps)"));
+                    let arms_at = run_arms(&bench, &arms, stop, progress, &mut modes, &mut warnings)?;
+                    latency.push(super::report::LatencyAt { percent, rate_pps: rate, arms: arms_at });
+                }
+            }
+        }
+    }
     drop((config, routes));
     let mut report = Report {
         schema: SCHEMA,
@@ -1341,6 +1371,7 @@ pub fn run_mode(
         arms: results,
         stats: Vec::new(),
         warnings,
+        latency,
     };
     report.compute_stats();
     let path = out.join(format!("report-{tag}.json"));
@@ -1349,12 +1380,12 @@ pub fn run_mode(
     Ok(report)
 }
 
-impl<'a> Bench<'a> {
+impl Bench {
     /// Builds the rig of `mode` (and the wire's, when an arm runs on it), for xfwd started
     /// as `exe` with the router files `config` and `kernel_config`, at `scale`.
     #[allow(clippy::too_many_arguments, reason = "one mode's whole set-up")]
     fn new(
-        args: &'a BenchArgs,
+        args: &BenchArgs,
         mode: BenchMode,
         arms: &[(String, Arm)],
         exe: String,
@@ -1362,9 +1393,9 @@ impl<'a> Bench<'a> {
         kernel_config: &TempFile,
         scale: Scale,
         warnings: &mut Vec<String>,
-    ) -> Result<Bench<'a>> {
+    ) -> Result<Bench> {
         let mut bench = Bench {
-            args,
+            args: args.clone(),
             mode,
             exe,
             config: config.0.display().to_string(),
@@ -1430,7 +1461,7 @@ fn run_arms(
     modes: &mut Modes,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<ArmResult>> {
-    let (args, mode) = (bench.args, bench.mode);
+    let (args, mode) = (&bench.args, bench.mode);
     let mut results: Vec<ArmResult> = arms.iter().map(|(n, _)| ArmResult::new(n)).collect();
     for run in 1..=args.runs {
         for (i, (name, arm)) in arms.iter().enumerate() {
@@ -1752,6 +1783,14 @@ fn preflight_inner(args: &BenchArgs, _out: &Path) -> Result<()> {
             bail!("--trial must be at least 1 s and --final-trials at most 10");
         }
     }
+    if !args.latency.is_empty() {
+        if !args.search.contains(&search::Goal::Ndr) {
+            bail!("--latency runs at shares of the baseline's NDR: add --search ndr");
+        }
+        if let Some(p) = args.latency.iter().find(|p| !(**p > 0.0 && **p <= 100.0)) {
+            bail!("--latency {p}: a percentage of the NDR, above 0 and at most 100");
+        }
+    }
     if args.sender == Sender::Xdp && args.frames.contains(&FrameSize::Imix) {
         bail!("--frame imix: --sender xdp sends one frame size; use --sender trafgen or trafgen-xdp");
     }
@@ -1981,6 +2020,22 @@ mod tests {
         }
         preflight_inner(
             &bench_args(&["--ip", "6", "--frame", "78", "--routes6", "10", "--dsts", "200000"]),
+            Path::new("."),
+        )
+        .unwrap();
+        for (args, said) in [
+            (&["--frame", "64", "--latency", "50"][..], "add --search ndr"),
+            (&["--frame", "64", "--search", "pdr", "--latency", "50"][..], "add --search ndr"),
+            (&["--frame", "64", "--search", "ndr", "--latency", "0"][..], "above 0 and at most 100"),
+            (&["--search", "ndr"][..], "give --frame"),
+            (&["--frame", "64", "--search", "ndr", "--resolution", "0"][..], "--resolution 0"),
+            (&["--lookups", "--dsts", "5"][..], "--lookups sends no traffic"),
+        ] {
+            let e = preflight_inner(&bench_args(args), Path::new(".")).unwrap_err();
+            assert!(e.to_string().contains(said), "{args:?}: {e}");
+        }
+        preflight_inner(
+            &bench_args(&["--frame", "64", "--search", "ndr,pdr", "--latency", "10,50,90"]),
             Path::new("."),
         )
         .unwrap();

@@ -47,6 +47,7 @@ pub fn plots(report: &Report, out: &Path, tag: &str) -> Result<Vec<String>> {
     let name = format!("ab-{mode}-{fig}.svg");
     plot::comparison(report, fig, label, f, &out.join(&name))?;
     files.push(name);
+    files.extend(plot::latency_cdfs(report, out, mode)?);
     let name = format!("ab-{mode}-cpu-per-packet.svg");
     plot::comparison(
         report,

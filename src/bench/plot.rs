@@ -238,3 +238,55 @@ pub fn sweep(reports: &[Report], out: &Path, mode: &str) -> Result<Vec<String>> 
     }
     Ok(files)
 }
+
+/// `--latency`: per load, each arm's RTT as a cumulative distribution (the share of pings
+/// answered within each time), one line per arm, in `latency-<tag>-<percent>.svg`; the time axis
+/// ends at the largest arm's 99.9th percentile (or its largest sample). Returns the files.
+pub fn latency_cdfs(report: &Report, out: &Path, tag: &str) -> Result<Vec<String>> {
+    let mut files = Vec::new();
+    for at in &report.latency {
+        let series: Vec<(String, Vec<f64>)> = at
+            .arms
+            .iter()
+            .map(|a| {
+                let mut v: Vec<f64> = a.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
+                v.sort_by(f64::total_cmp);
+                (a.name.clone(), v)
+            })
+            .collect();
+        let right = series
+            .iter()
+            .filter_map(|(_, v)| super::table::quantile(v, 0.999).or_else(|| v.last().copied()))
+            .fold(0.0, f64::max)
+            .max(0.001);
+        let name = format!("latency-{tag}-{}.svg", at.percent);
+        let path = out.join(&name);
+        let root = SVGBackend::new(&path, (800, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let title =
+            format!("{tag}: RTT at {} % of the baseline's NDR ({:.1} kpps), CDF", at.percent, at.rate_pps / 1e3);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..right * 1.05, 0.0..1.0)
+            .map_err(err)?;
+        chart.configure_mesh().x_desc("RTT, ms").y_desc("share of pings answered within").draw().map_err(err)?;
+        for (k, (arm, v)) in series.into_iter().enumerate() {
+            let color = PALETTE[k % PALETTE.len()];
+            let n = v.len().max(1) as f64;
+            let points: Vec<(f64, f64)> =
+                v.iter().enumerate().map(|(i, x)| (x.min(right * 1.05), (i + 1) as f64 / n)).collect();
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(2)))
+                .map_err(err)?
+                .label(format!("{arm} ({} pings)", v.len()))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
+        }
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(err)?;
+        root.present().map_err(err)?;
+        files.push(name);
+    }
+    Ok(files)
+}

@@ -317,6 +317,21 @@ pub struct Report {
     pub stats: Vec<FigureStats>,
     /// Things the reader should know (flows that did not spread, loss, …).
     pub warnings: Vec<String>,
+    /// `--latency`: the arms run again at fixed loads, the same offered rate in every arm, for
+    /// the RTT under each (empty: not asked for, and reports from before it).
+    #[serde(default)]
+    pub latency: Vec<LatencyAt>,
+}
+
+/// The arms at one fixed load.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LatencyAt {
+    /// The load, percent of the baseline arm's NDR (the median of its runs).
+    pub percent: f64,
+    /// The offered rate, packets per second.
+    pub rate_pps: f64,
+    /// Every arm's runs at it, the baseline first (their `rtt_ms` are the samples).
+    pub arms: Vec<ArmResult>,
 }
 
 impl Report {
@@ -451,6 +466,7 @@ pub(crate) fn test_report(arms: Vec<ArmResult>) -> Report {
         arms,
         stats: Vec::new(),
         warnings: Vec::new(),
+        latency: Vec::new(),
     };
     r.compute_stats();
     r

@@ -60,6 +60,7 @@ pub fn render(report: &Report) -> String {
     }
     failures(&mut s, report);
     comparisons(&mut s, report, columns.tcp);
+    latency(&mut s, report);
     for w in &report.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
@@ -286,6 +287,40 @@ fn polls_line(report: &Report) -> Option<String> {
     })
 }
 
+/// The quantiles of a latency: q of `samples` (ms), `-` where there are too few for it (fewer
+/// than 1 / (1 − q) samples: a p99.9 needs 1,000).
+pub fn quantile(samples: &[f64], q: f64) -> Option<f64> {
+    if samples.is_empty() || (samples.len() as f64) < (1.0 / (1.0 - q)).round() {
+        return None;
+    }
+    super::stats::percentile(samples, q * 100.0)
+}
+
+/// `--latency`: per load, each arm's RTT under it, pooled over its runs.
+fn latency(s: &mut String, report: &Report) {
+    if report.latency.is_empty() {
+        return;
+    }
+    let base = report.arms.first().map_or("-", |a| a.name.as_str());
+    let _ = writeln!(
+        s,
+        "latency at fixed loads (pings through the path every 5 ms under the load, pooled over runs), ms p50 / p90 / p99 / p99.9 / max (samples):"
+    );
+    for at in &report.latency {
+        let arms: Vec<String> = at
+            .arms
+            .iter()
+            .map(|a| {
+                let v: Vec<f64> = a.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
+                let q = |x: f64| crate::render::or_dash(quantile(&v, x), 3);
+                let max = crate::render::or_dash(v.iter().copied().reduce(f64::max), 3);
+                format!("{} {}/{}/{}/{}/{max} ({})", a.name, q(0.5), q(0.9), q(0.99), q(0.999), v.len())
+            })
+            .collect();
+        let _ = writeln!(s, "  {} % of {base}'s NDR ({:.1} kpps): {}", at.percent, at.rate_pps / 1e3, arms.join("; "));
+    }
+}
+
 /// With a rate search: each arm's NDR and PDR in kpps (median of its runs, `-` where none was
 /// found or searched), how many runs found them, and whether the sender was the limit.
 fn search_line(report: &Report) -> Option<String> {
@@ -494,6 +529,34 @@ mod tests {
         assert!(t.contains("table: 1000 IPv4 prefixes"), "{t}");
         assert!(
             t.contains("start to forwarding (median of runs): kernel: kernel's table loaded in 21.00 s; xfwd: ready 1.50 s after start; xfwd:fib=kernel: kernel's table loaded in 21.00 s, then ready 2.00 s after start\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn latency_at_fixed_loads_gives_each_arms_quantiles_where_it_has_the_samples_for_them() {
+        let with = |n: usize| {
+            let mut r = test_run(1, 1.0, 10);
+            r.rtt_ms = (1..=n).map(|i| i as f64 / 1000.0).collect();
+            r
+        };
+        let mut r = test_report(vec![ArmResult {
+            name: "kernel".into(),
+            runs: vec![test_run(1, 4.0, 10)],
+            failed: Vec::new(),
+        }]);
+        assert!(!render(&r).contains("latency at fixed loads"));
+        r.latency = vec![crate::bench::report::LatencyAt {
+            percent: 50.0,
+            rate_pps: 123_456.0,
+            arms: vec![
+                ArmResult { name: "kernel".into(), runs: vec![with(2000)], failed: Vec::new() },
+                ArmResult { name: "xfwd".into(), runs: vec![with(200)], failed: Vec::new() },
+            ],
+        }];
+        let t = render(&r);
+        assert!(
+            t.contains("  50 % of kernel's NDR (123.5 kpps): kernel 1.000/1.800/1.980/1.999/2.000 (2000); xfwd 0.100/0.180/0.198/-/0.200 (200)"),
             "{t}"
         );
     }
