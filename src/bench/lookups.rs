@@ -193,6 +193,18 @@ fn median_mean(mut ns: Vec<f64>) -> (Option<f64>, Option<f64>) {
     (Some(ns[ns.len() / 2]), Some(ns.iter().sum::<f64>() / ns.len() as f64))
 }
 
+/// [`PASSES`] passes of `lookup` over `dsts`: each pass's ns per lookup, and how many it found.
+fn passes<A: Copy>(dsts: &[A], lookup: impl Fn(A) -> bool) -> (Vec<f64>, usize) {
+    let mut ns = Vec::with_capacity(PASSES);
+    let mut found = 0;
+    for _ in 0..PASSES {
+        let t = Instant::now();
+        found = dsts.iter().filter(|a| std::hint::black_box(lookup(**a))).count();
+        ns.push(t.elapsed().as_nanos() as f64 / dsts.len().max(1) as f64);
+    }
+    (ns, found)
+}
+
 /// The three paths at one family and table size.
 fn measure(ip: u8, routes: u32, seed: u64) -> Result<Vec<Row>> {
     let (t4, t6, dsts) = table_and_dsts(ip, routes, seed);
@@ -204,27 +216,17 @@ fn measure(ip: u8, routes: u32, seed: u64) -> Result<Vec<Row>> {
     // The workers' FIB, here.
     let workers = {
         let nh = |i: usize| NhIndex((i % 4 + 1) as u16);
-        let mut passes = Vec::with_capacity(PASSES);
-        let mut found = 0;
-        if ip == 4 {
+        let (passes, found) = if ip == 4 {
             let fib = Fib::build(&t4.iter().enumerate().map(|(i, p)| (*p, nh(i))).collect::<Vec<_>>())?;
             let d: Vec<Ipv4Addr> =
                 dsts.iter().filter_map(|a| if let IpAddr::V4(v) = a { Some(*v) } else { None }).collect();
-            for _ in 0..PASSES {
-                let t = Instant::now();
-                found = d.iter().filter(|a| std::hint::black_box(fib.lookup(**a)).is_some()).count();
-                passes.push(t.elapsed().as_nanos() as f64 / d.len() as f64);
-            }
+            passes(&d, |a| fib.lookup(a).is_some())
         } else {
             let fib = Fib6::build(&t6.iter().enumerate().map(|(i, p)| (*p, nh(i))).collect::<Vec<_>>())?;
             let d: Vec<Ipv6Addr> =
                 dsts.iter().filter_map(|a| if let IpAddr::V6(v) = a { Some(*v) } else { None }).collect();
-            for _ in 0..PASSES {
-                let t = Instant::now();
-                found = d.iter().filter(|a| std::hint::black_box(fib.lookup(**a)).is_some()).count();
-                passes.push(t.elapsed().as_nanos() as f64 / d.len() as f64);
-            }
-        }
+            passes(&d, |a| fib.lookup(a).is_some())
+        };
         let (median, _) = median_mean(passes.clone());
         Row {
             path: "workers-fib".into(),
