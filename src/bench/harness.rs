@@ -1530,7 +1530,8 @@ fn conditions(args: &BenchArgs, mode: BenchMode, arms: &[(String, Arm)], modes: 
         frame,
         time_s: args.time,
         omit_s: if args.frame.is_some() { 0 } else { args.omit },
-        offered_pps: if args.frame.is_some() { args.rate } else { 0 },
+        // A search's trials and its run at the NDR set their own rates (in its runs).
+        offered_pps: if args.frame.is_some() && args.search.is_empty() { args.rate } else { 0 },
         kernel: command_version("uname", "-r"),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         driver: "veth (namespace rig)".into(),
