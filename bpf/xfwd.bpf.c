@@ -74,7 +74,7 @@
 
 /* The XDP path's tables. */
 #define XFWD_MAX_ROUTES4 (1 << 21)
-#define XFWD_MAX_ROUTES6 (1 << 20)
+#define XFWD_MAX_ROUTES6 (1 << 21)
 #define XFWD_MAX_NEIGH 65536
 #define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 (xfwd_neigh6) */
 #define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 (6) */

@@ -538,8 +538,9 @@ const HOP_GATEWAY: u32 = 1;
 const HOP_ON_LINK: u32 = 2;
 /// Most IPv4 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES4`).
 pub const MAX_ROUTES4: u32 = 1 << 21;
-/// Most IPv6 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES6`).
-pub const MAX_ROUTES6: u32 = 1 << 20;
+/// Most IPv6 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES6`): a full IPv6 table with a
+/// million host routes beside it. The tries take memory per route, not per slot.
+pub const MAX_ROUTES6: u32 = 1 << 21;
 
 /// An address family the XDP path's route tables hold (IPv4 and IPv6): its address as on the
 /// wire, and which of the program's tables it goes to.
@@ -583,7 +584,24 @@ struct RouteTable {
     max: u32,
 }
 
+/// Whether `routes` fit a trie `name` of `max` entries, else why not and what to do.
+fn route_room(name: &str, max: u32, routes: usize) -> Result<(), XdpError> {
+    if routes <= max as usize {
+        return Ok(());
+    }
+    let family = if name.contains('6') { "IPv6" } else { "IPv4" };
+    Err(XdpError::Limit(format!(
+        "the XDP path's {family} table holds at most {max} routes, {routes} given ({name}): forward with the AF_XDP path (`--path af-xdp`) or with fewer routes"
+    )))
+}
+
 impl RouteTable {
+    /// Whether a table of `routes` fits (the kernel would refuse the first route beyond with
+    /// ENOSPC, which names nothing).
+    fn room(&self, routes: usize) -> Result<(), XdpError> {
+        route_room(self.name, self.max, routes)
+    }
+
     /// Writes one route ([`lpm_key`], [`route_value`]).
     fn write<A: FastAddr>(
         trie: &MapHandle,
@@ -628,6 +646,7 @@ impl RouteTable {
     /// trie it replaced, emptied, is the next spare. A spare is checked empty first: a route
     /// left in it (a delete that failed) would otherwise come back with the new table.
     fn load<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+        self.room(routes.len())?;
         let next = match self.spare.take() {
             Some(t) => t,
             None => self.create::<A>()?,
@@ -663,6 +682,7 @@ impl RouteTable {
             self.load(new)?;
             return Ok(new.len());
         };
+        self.room(new.len())?;
         let (set, gone) = export::diff(old, new);
         for (prefix, hop) in &set {
             Self::write(trie, self.name, *prefix, *hop)?;
@@ -1051,6 +1071,18 @@ mod tests {
 
     /// `BPF_F_NO_PREALLOC` (include/uapi/linux/bpf.h).
     const NO_PREALLOC: u32 = 1;
+
+    #[test]
+    fn a_table_beyond_the_xdp_paths_room_is_refused_by_name_with_the_way_out() {
+        assert!(route_room("xfwd_fib6_trie", MAX_ROUTES6, MAX_ROUTES6 as usize).is_ok());
+        let e = route_room("xfwd_fib6_trie", MAX_ROUTES6, MAX_ROUTES6 as usize + 1).unwrap_err().to_string();
+        assert!(e.contains("IPv6 table holds at most 2097152 routes, 2097153 given"), "{e}");
+        assert!(e.contains("--path af-xdp"), "{e}");
+        let e = route_room("xfwd_fib4_trie", 10, 11).unwrap_err().to_string();
+        assert!(e.contains("IPv4 table holds at most 10 routes"), "{e}");
+        // A full IPv6 table (~200,000) with a million destinations' routes beside it fits.
+        assert!(MAX_ROUTES6 as usize >= 1_200_004);
+    }
 
     #[test]
     fn the_neighbour_maps_free_a_replaced_entry_only_after_the_programs_reading_it() {
