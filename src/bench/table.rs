@@ -296,6 +296,27 @@ pub fn quantile(samples: &[f64], q: f64) -> Option<f64> {
     super::stats::percentile(samples, q * 100.0)
 }
 
+/// Where an arm did not run at the load asked (`rate` pps): what its sender offered when that
+/// fell more than 2 % short (the sender shares the CPUs; the RTT is then at that load, not the
+/// one asked), and what it lost above 0.1 % (an overloaded path). Medians of its runs; empty
+/// when it ran at the load without loss.
+fn load_kept(a: &ArmResult, rate: f64) -> String {
+    let offered = median(a.runs.iter().map(|r| r.offered_pps).collect());
+    let lost = median(a.runs.iter().map(|r| r.loss * 100.0).collect());
+    let mut out = String::new();
+    if let Some(o) = offered.filter(|o| *o < 0.98 * rate) {
+        let _ = write!(out, ", offered {:.1} kpps: the sender fell short", o / 1e3);
+    }
+    if let Some(l) = lost.filter(|l| *l > 0.1) {
+        let _ = write!(out, ", lost {l:.2} %");
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!(" [{}]", &out[2..])
+    }
+}
+
 /// `--latency`: per load, each arm's RTT under it, pooled over its runs.
 fn latency(s: &mut String, report: &Report) {
     if report.latency.is_empty() {
@@ -314,7 +335,16 @@ fn latency(s: &mut String, report: &Report) {
                 let v: Vec<f64> = a.runs.iter().flat_map(|r| r.rtt_ms.iter().copied()).collect();
                 let q = |x: f64| crate::render::or_dash(quantile(&v, x), 3);
                 let max = crate::render::or_dash(v.iter().copied().reduce(f64::max), 3);
-                format!("{} {}/{}/{}/{}/{max} ({})", a.name, q(0.5), q(0.9), q(0.99), q(0.999), v.len())
+                format!(
+                    "{} {}/{}/{}/{}/{max} ({}){}",
+                    a.name,
+                    q(0.5),
+                    q(0.9),
+                    q(0.99),
+                    q(0.999),
+                    v.len(),
+                    load_kept(a, at.rate_pps)
+                )
             })
             .collect();
         let _ = writeln!(s, "  {} % of {base}'s NDR ({:.1} kpps): {}", at.percent, at.rate_pps / 1e3, arms.join("; "));
@@ -554,9 +584,22 @@ mod tests {
                 ArmResult { name: "xfwd".into(), runs: vec![with(200)], failed: Vec::new() },
             ],
         }];
+        for a in &mut r.latency[0].arms {
+            a.runs[0].offered_pps = 123_456.0;
+        }
         let t = render(&r);
         assert!(
-            t.contains("  50 % of kernel's NDR (123.5 kpps): kernel 1.000/1.800/1.980/1.999/2.000 (2000); xfwd 0.100/0.180/0.198/-/0.200 (200)"),
+            t.contains("  50 % of kernel's NDR (123.5 kpps): kernel 1.000/1.800/1.980/1.999/2.000 (2000); xfwd 0.100/0.180/0.198/-/0.200 (200)\n"),
+            "{t}"
+        );
+        // An arm whose sender could not keep the load, or that lost frames at it, says so.
+        let xfwd = &mut r.latency[0].arms[1].runs[0];
+        (xfwd.offered_pps, xfwd.loss) = (25_000.0, 0.02);
+        let t = render(&r);
+        assert!(
+            t.contains(
+                "xfwd 0.100/0.180/0.198/-/0.200 (200) [offered 25.0 kpps: the sender fell short, lost 2.00 %]\n"
+            ),
             "{t}"
         );
     }
