@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use xfwd_dataplane::io::{PortInfo, PortReport, Report};
 use xfwd_dataplane::load::{self, LoopTotals};
+use xfwd_dataplane::stats::{CounterRow, PORT_COUNTERS, WORKER_COUNTERS, XSK_COUNTERS};
 
 fn rate(now: u64, before: u64, dt: Duration) -> String {
     let secs = dt.as_secs_f64();
@@ -153,6 +154,14 @@ pub fn load_lines(t: &LoopTotals) -> Vec<String> {
     ]
 }
 
+/// The words of the counters `show stats` prints on a port's first line, as traffic.
+const TRAFFIC: [&str; 4] = ["rx-frames", "rx-bytes", "tx-frames", "tx-bytes"];
+
+/// `word value, word value, …` for the counters `rows` of `snap`, in their declared order.
+fn listed<'a, S: 'static>(rows: impl Iterator<Item = &'a CounterRow<S>>, snap: &S) -> String {
+    rows.map(|c| format!("{} {}", c.word, (c.get)(snap))).collect::<Vec<_>>().join(", ")
+}
+
 /// The full picture for `xfwd show stats`.
 pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
     // Drop reasons and the XDP program's verdicts: those that happened, or (`all`) every one.
@@ -180,19 +189,13 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
         );
         let _ = writeln!(
             s,
-            "  rx {} frames {} bytes, tx {} frames {} bytes, flooded {}, fdb-full {}, ecn-marked {}",
-            t.rx_frames, t.rx_bytes, t.tx_frames, t.tx_bytes, t.flooded, t.fdb_full, t.ecn_marked
+            "  rx {} frames {} bytes, tx {} frames {} bytes",
+            t.rx_frames, t.rx_bytes, t.tx_frames, t.tx_bytes
         );
+        let _ = writeln!(s, "  {}", listed(PORT_COUNTERS.iter().filter(|c| !TRAFFIC.contains(&c.word)), t));
         let _ = writeln!(s, "  drops: {}", counts(&t.drops));
         let _ = writeln!(s, "  xdp: {}", counts(&p.xdp));
-        let x = &t.xsk;
-        let _ = writeln!(
-            s,
-            "  xsk: rx-dropped {}, rx-ring-full {}, fill-ring-empty {}, tx-ring-empty {}, rx-invalid {}, tx-invalid {}",
-            x.rx_dropped, x.rx_ring_full, x.fill_ring_empty, x.tx_ring_empty, x.rx_invalid, x.tx_invalid
-        );
-        let _ =
-            writeln!(s, "  kicks {} (again {}, busy {}, error {})", t.kicks, t.kick_again, t.kick_busy, t.kick_error);
+        let _ = writeln!(s, "  xsk: {}", listed(XSK_COUNTERS.iter(), &t.xsk));
         for (q, pq) in p.per_queue.iter().enumerate() {
             let _ = writeln!(s, "  queue {q}: rx {} tx {} dropped {}", pq.rx_frames, pq.tx_frames, pq.dropped());
         }
@@ -200,23 +203,14 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
     for q in &r.queues {
         let _ = writeln!(
             s,
-            "queue {} on core {}: sleeps {}, real-time yields {}, sojourn p50 {} p99 {} max {} ({} unstamped)",
+            "queue {} on core {}: sojourn p50 {} p99 {} max {}",
             q.queue,
             q.core.map_or_else(|| "-".into(), |c| c.to_string()),
-            q.sleeps,
-            q.rt_yields,
             sojourn(&q.sojourn, 0.5),
             sojourn(&q.sojourn, 0.99),
             sojourn(&q.sojourn, 1.0),
-            q.unstamped
         );
-        if r.aqm.as_deref() == Some("fq-codel") {
-            let _ = writeln!(
-                s,
-                "  flow queues: {} frames in {} flows now, high-water {} frames, collisions {}",
-                q.fq_backlog, q.fq_flows, q.fq_high_water, q.fq_collisions
-            );
-        }
+        let _ = writeln!(s, "  {}", listed(WORKER_COUNTERS.iter(), q));
         for line in load_lines(&q.load) {
             let _ = writeln!(s, "  {line}");
         }

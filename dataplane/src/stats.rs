@@ -124,86 +124,190 @@ impl std::ops::Deref for Drops {
     }
 }
 
-/// What one worker counts for one port.
-#[derive(Debug, Default)]
-#[repr(align(64))]
-pub struct PortCounters {
-    /// Frames taken off this port's RX ring.
-    pub rx_frames: Counter,
-    /// Bytes of those frames.
-    pub rx_bytes: Counter,
-    /// Frames placed on this port's TX ring.
-    pub tx_frames: Counter,
-    /// Bytes of those frames.
-    pub tx_bytes: Counter,
-    /// Received frames that were flooded (sent to every other port).
-    pub flooded: Counter,
-    /// Received frames whose source could not be learnt because the FDB was full.
-    pub fdb_full: Counter,
-    /// Router: ICMP errors sent about frames received on this port.
-    pub icmp_sent: Counter,
-    /// Frames that CoDel marked CE instead of dropping (ECN): counted on the port they came in
-    /// on under `codel` (judged on the RX ring), on the egress port under `fq-codel` (judged in
-    /// the flow queues, which are the egress port's).
-    pub ecn_marked: Counter,
-    /// Router: frames handed to the ARP thread to wait for their next hop's MAC.
-    pub gleaned: Counter,
-    /// Drops, indexed by [`Reason`]; counted on the port the frame came in on, except
-    /// `tx-ring-full`, `no-free-frame`, `fq-overflow` and (under `fq-codel`) `aqm-drop`,
-    /// counted on the egress port.
-    pub drops: Drops,
-    /// TX kicks (sendto) issued on this port's socket.
-    pub kicks: Counter,
-    /// Kicks answered EAGAIN (the kernel sent a budget and more remains): kicked again.
-    pub kick_again: Counter,
-    /// Kicks answered EBUSY, ENOBUFS or ENETDOWN (link down, device busy): retried next round.
-    pub kick_busy: Counter,
-    /// Kicks answered with any other error.
-    pub kick_error: Counter,
-    /// The kernel's statistics of this port's socket (`XDP_STATISTICS`), copied by the worker
-    /// every 250 ms ([`QueueCounters::xsk_reads`] counts the copies).
-    pub xsk: XskGauges,
+/// One counter of a table made by [`counters!`]: the word `show stats` and the reports name it
+/// by, whether it is a gauge, its Prometheus family (name and help) if it has one of its own,
+/// and its place in a snapshot of type `S`.
+#[derive(Clone, Copy)]
+pub struct CounterRow<S: 'static> {
+    /// The word, hyphenated (`ecn-marked`).
+    pub word: &'static str,
+    /// A gauge (a value now, kept as it is by `since`) rather than a count.
+    pub gauge: bool,
+    /// Its Prometheus family, `(name, help)`; `None` for one shown in another's family.
+    pub metric: Option<(&'static str, &'static str)>,
+    /// Its value in a snapshot.
+    pub get: fn(&S) -> u64,
+    /// Its place in a snapshot, to write.
+    pub get_mut: fn(&mut S) -> &mut u64,
 }
 
-/// The kernel's counters of one AF_XDP socket, as last read by its worker.
-#[derive(Debug, Default)]
-pub struct XskGauges {
-    /// Frames dropped for lack of RX ring room or other reasons (`rx_dropped`).
-    pub rx_dropped: Counter,
-    /// Frames dropped because the RX ring was full (`rx_ring_full`).
-    pub rx_ring_full: Counter,
-    /// Times the kernel found the fill ring empty (`rx_fill_ring_empty_descs`).
-    pub fill_ring_empty: Counter,
-    /// Times the kernel found the TX ring empty when kicked (`tx_ring_empty_descs`).
-    pub tx_ring_empty: Counter,
-    /// Invalid RX descriptors (`rx_invalid_descs`).
-    pub rx_invalid: Counter,
-    /// Invalid TX descriptors (`tx_invalid_descs`): a frame sent with a bad length or address.
-    pub tx_invalid: Counter,
+impl<S> std::fmt::Debug for CounterRow<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CounterRow").field("word", &self.word).field("metric", &self.metric).finish()
+    }
 }
 
-/// Each of the socket's counters, in one place for reading and writing them.
-macro_rules! xsk_fields {
-    ($m:ident) => {
-        $m!(rx_dropped, rx_ring_full, fill_ring_empty, tx_ring_empty, rx_invalid, tx_invalid)
+/// Declares a block of single-writer counters once. In `counters { … }` each row is its
+/// documentation, then `field: "word"`, `gauge` for a value rather than a count, and, for one
+/// with a Prometheus family of its own, `=> "metric_name", "help"`; `both { … }` lists the
+/// fields that are not plain counters, with their type in the copy after `=>`, and `live { … }`
+/// those the copy has not. It makes the block of [`Counter`]s, the plain copy (`snapshot`,
+/// with the derives given; every counter `#[serde(default)]`, so reports written before a
+/// counter existed still read), the copying, and the table of [`CounterRow`]s that
+/// `show stats`, `/metrics`, totals and differences walk. Adding a counter is one row here and
+/// its use.
+macro_rules! counters {
+    (@metric) => { None };
+    (@metric $m:literal, $h:literal) => { Some(($m, $h)) };
+    (@gauge) => { false };
+    (@gauge gauge) => { true };
+    (
+        $(#[$sdoc:meta])* struct $live:ident;
+        $(#[$cdoc:meta])* snapshot $snap:ident;
+        $(#[$tdoc:meta])* table $table:ident;
+        counters {
+            $( $(#[$doc:meta])* $field:ident: $word:literal $($gauge:ident)? $(=> $metric:literal, $help:literal)?; )+
+        }
+        $( both { $( $(#[$xdoc:meta])* $xfield:ident: $xlive:ty => $(#[$xsattr:meta])* $xsnap:ty, )+ } )?
+        $( live { $( $(#[$ldoc:meta])* $lfield:ident: $llive:ty, )+ } )?
+    ) => {
+        $(#[$sdoc])*
+        pub struct $live {
+            $( $( $(#[$xdoc])* pub $xfield: $xlive, )+ )?
+            $( $(#[$doc])* pub $field: Counter, )+
+            $( $( $(#[$ldoc])* pub $lfield: $llive, )+ )?
+        }
+
+        $(#[$cdoc])*
+        pub struct $snap {
+            $( $( $(#[$xdoc])* $(#[$xsattr])* pub $xfield: $xsnap, )+ )?
+            $( $(#[$doc])* #[serde(default)] pub $field: u64, )+
+        }
+
+        $(#[$tdoc])*
+        pub const $table: &[CounterRow<$snap>] = &[
+            $( CounterRow {
+                word: $word,
+                gauge: counters!(@gauge $($gauge)?),
+                metric: counters!(@metric $($metric, $help)?),
+                get: |s| s.$field,
+                get_mut: |s| &mut s.$field,
+            }, )+
+        ];
+
+        #[allow(dead_code, reason = "each block uses what it needs of these")]
+        impl $live {
+            /// Copies every counter of the table into `to` (the other fields are the caller's).
+            fn copy_counters(&self, to: &mut $snap) {
+                $( to.$field = self.$field.get(); )+
+            }
+
+            /// Sets every counter of the table to its value in `from`. Only the owning worker
+            /// may call this.
+            fn set_counters(&self, from: &$snap) {
+                $( self.$field.set(from.$field); )+
+            }
+        }
     };
+}
+
+/// Each of `rows` in `to`: its count since `base` (never below zero), or a gauge as in `now`.
+fn rows_since<S>(rows: &[CounterRow<S>], now: &S, base: &S, to: &mut S) {
+    for c in rows {
+        let v = if c.gauge { (c.get)(now) } else { (c.get)(now).saturating_sub((c.get)(base)) };
+        *(c.get_mut)(to) = v;
+    }
+}
+
+counters! {
+    /// What one worker counts for one port.
+    #[derive(Debug, Default)]
+    #[repr(align(64))]
+    struct PortCounters;
+    /// A copy of [`PortCounters`].
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    snapshot PortSnapshot;
+    /// [`PortCounters`]' counters, in declaration order.
+    table PORT_COUNTERS;
+    counters {
+        /// Frames taken off this port's RX ring.
+        rx_frames: "rx-frames" => "xfwd_port_rx_frames_total", "Frames a worker took off the port's RX ring.";
+        /// Bytes of those frames.
+        rx_bytes: "rx-bytes" => "xfwd_port_rx_bytes_total", "Bytes of those frames.";
+        /// Frames placed on this port's TX ring.
+        tx_frames: "tx-frames" => "xfwd_port_tx_frames_total", "Frames a worker put on the port's TX ring.";
+        /// Bytes of those frames.
+        tx_bytes: "tx-bytes" => "xfwd_port_tx_bytes_total", "Bytes of those frames.";
+        /// Received frames that were flooded (sent to every other port).
+        flooded: "flooded" => "xfwd_port_flooded_frames_total", "Bridge: frames received on the port and flooded.";
+        /// Received frames whose source could not be learnt because the FDB was full.
+        fdb_full: "fdb-full" => "xfwd_port_fdb_full_total", "Bridge: sources not learnt on the port because the FDB was full.";
+        /// Router: ICMP errors sent about frames received on this port.
+        icmp_sent: "icmp-sent" => "xfwd_port_icmp_errors_sent_total", "Router: ICMP errors answering frames received on the port.";
+        /// Frames that CoDel marked CE instead of dropping (ECN): counted on the port they came in
+        /// on under `codel` (judged on the RX ring), on the egress port under `fq-codel` (judged in
+        /// the flow queues, which are the egress port's).
+        ecn_marked: "ecn-marked" => "xfwd_port_ecn_marked_frames_total", "Frames for the port marked CE by queue management instead of dropped.";
+        /// Router: frames handed to the ARP thread to wait for their next hop's MAC.
+        gleaned: "gleaned" => "xfwd_port_gleaned_frames_total", "Router: frames handed to the neighbour resolver, waiting for an answer.";
+        /// TX kicks (sendto) issued on this port's socket.
+        kicks: "kicks" => "xfwd_port_kicks_total", "Kicks (sendto) of the port's TX ring.";
+        /// Kicks answered EAGAIN (the kernel sent a budget and more remains): kicked again
+        /// (`xfwd_port_kick_failures_total{outcome="again"}`).
+        kick_again: "kick-again";
+        /// Kicks answered EBUSY, ENOBUFS or ENETDOWN (link down, device busy): retried next round.
+        kick_busy: "kick-busy";
+        /// Kicks answered with any other error.
+        kick_error: "kick-error";
+    }
+    both {
+        /// Drops, indexed by [`Reason`]; counted on the port the frame came in on, except
+        /// `tx-ring-full`, `no-free-frame`, `fq-overflow` and (under `fq-codel`) `aqm-drop`,
+        /// counted on the egress port. In a snapshot (reason name, count), in [`Reason::ALL`]
+        /// order; in JSON an object (see [`named`]).
+        drops: Drops => #[serde(with = "named")] Vec<(String, u64)>,
+        /// The kernel's statistics of this port's socket (`XDP_STATISTICS`), copied by the
+        /// worker every 250 ms ([`QueueCounters::xsk_reads`] counts the copies).
+        xsk: XskGauges => XskSnapshot,
+    }
+}
+
+counters! {
+    /// The kernel's counters of one AF_XDP socket, as last read by its worker.
+    #[derive(Debug, Default)]
+    struct XskGauges;
+    /// A copy of [`XskGauges`].
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+    snapshot XskSnapshot;
+    /// [`XskGauges`]' counters, in declaration order.
+    table XSK_COUNTERS;
+    counters {
+        /// Frames dropped for lack of RX ring room or other reasons (`rx_dropped`).
+        rx_dropped: "rx-dropped" => "xfwd_xsk_rx_dropped_total", "AF_XDP: frames the kernel dropped at the socket.";
+        /// Frames dropped because the RX ring was full (`rx_ring_full`).
+        rx_ring_full: "rx-ring-full" => "xfwd_xsk_rx_ring_full_total", "AF_XDP: times the RX ring was full.";
+        /// Times the kernel found the fill ring empty (`rx_fill_ring_empty_descs`).
+        fill_ring_empty: "fill-ring-empty" => "xfwd_xsk_fill_ring_empty_total", "AF_XDP: times the fill ring was empty.";
+        /// Times the kernel found the TX ring empty when kicked (`tx_ring_empty_descs`).
+        tx_ring_empty: "tx-ring-empty" => "xfwd_xsk_tx_ring_empty_total", "AF_XDP: times the TX ring was empty.";
+        /// Invalid RX descriptors (`rx_invalid_descs`).
+        rx_invalid: "rx-invalid" => "xfwd_xsk_rx_invalid_total", "AF_XDP: invalid RX descriptors.";
+        /// Invalid TX descriptors (`tx_invalid_descs`): a frame sent with a bad length or address.
+        tx_invalid: "tx-invalid" => "xfwd_xsk_tx_invalid_total", "AF_XDP: invalid TX descriptors.";
+    }
 }
 
 impl XskGauges {
     /// Sets every gauge to what the kernel last said. Only the owning worker may call this.
     pub fn set(&self, s: &XskSnapshot) {
-        macro_rules! set {
-            ($($f:ident),*) => { $(self.$f.set(s.$f);)* };
-        }
-        xsk_fields!(set);
+        self.set_counters(s);
     }
 
     /// A copy of the gauges.
     pub fn snapshot(&self) -> XskSnapshot {
-        macro_rules! get {
-            ($($f:ident),*) => { XskSnapshot { $($f: self.$f.get()),* } };
-        }
-        xsk_fields!(get)
+        let mut s = XskSnapshot::default();
+        self.copy_counters(&mut s);
+        s
     }
 }
 
@@ -365,47 +469,59 @@ pub fn sojourn_quantile(hist: &[u64], q: f64) -> Option<u64> {
         .map(sojourn_floor)
 }
 
-/// Everything one worker (one queue) counts.
-#[derive(Debug)]
-pub struct QueueCounters {
-    /// The queue this worker serves on every port.
-    pub queue: u32,
-    /// The core it is pinned to, if any.
-    pub core: Option<usize>,
-    /// Per port, in port order.
-    pub ports: Box<[PortCounters]>,
-    /// Times the worker slept in poll(2) for lack of work (adaptive mode).
-    pub sleeps: Counter,
-    /// Times the worker, running under SCHED_FIFO, went back to a normal thread's share after
-    /// working without a pause for [`crate::io::worker::YIELD_AFTER_MS`].
-    pub rt_yields: Counter,
-    /// How long frames waited since the XDP program stamped them, by [`sojourn_bucket`]: until
-    /// the worker took them off the RX ring (`codel`), or until it handed them to a TX ring
-    /// (`fq-codel`, where the flow queues are the wait).
-    pub sojourn: Box<[Counter]>,
-    /// The sum of those sojourns, ns.
-    pub sojourn_ns: Counter,
-    /// Received frames without a stamp (stamping off, or a driver without metadata room).
-    pub unstamped: Counter,
-    /// Flow queues (`fq-codel`), summed over the worker's egress ports: frames queued now.
-    pub fq_backlog: Counter,
-    /// The most frames one port's flow queues ever held at once (the highest of the ports).
-    pub fq_high_water: Counter,
-    /// Flows queued now (on a round-robin list).
-    pub fq_flows: Counter,
-    /// Frames whose flow found its set of the flow table full and shared another's queue.
-    pub fq_collisions: Counter,
-    /// Router: ICMP errors not sent because of the rate limit.
-    pub icmp_rate_limited: Counter,
-    /// Times the worker copied its sockets' statistics ([`PortCounters::xsk`]) and counted the
-    /// frames in its rings ([`PoolGauges`]), every 250 ms: between two copies those are up to
-    /// that old, while the kernel counts on. Published last ([`Counter::inc_release`]): a
-    /// reader that sees it move twice since a first look has copies taken after that look.
-    pub xsk_reads: Counter,
-    /// Where the worker's time goes ([`crate::load`]).
-    pub load: LoopCounters,
-    /// The worker's loop, beating every [`crate::io::worker::BEAT_EVERY`] at most.
-    pub beat: Heartbeat,
+counters! {
+    /// Everything one worker (one queue) counts.
+    #[derive(Debug, Default)]
+    struct QueueCounters;
+    /// A copy of [`QueueCounters`].
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+    snapshot QueueSnapshot;
+    /// [`QueueCounters`]' own counters and gauges, in declaration order.
+    table WORKER_COUNTERS;
+    counters {
+        /// Times the worker slept in poll(2) for lack of work (adaptive mode).
+        sleeps: "sleeps" => "xfwd_worker_sleeps_total", "Times the worker slept in poll(2).";
+        /// Times the worker, running under SCHED_FIFO, went back to a normal thread's share after
+        /// working without a pause for [`crate::io::worker::YIELD_AFTER_MS`].
+        rt_yields: "rt-yields" => "xfwd_worker_rt_yields_total", "Times a real-time worker stepped down to a normal thread's share under sustained load.";
+        /// The sum of the sojourns counted in `sojourn`, ns.
+        sojourn_ns: "sojourn-ns";
+        /// Received frames without a stamp (stamping off, or a driver without metadata room).
+        unstamped: "unstamped" => "xfwd_worker_unstamped_frames_total", "Frames that reached the worker without an arrival time.";
+        /// Frames whose flow found its set of the flow table full and shared another's queue.
+        fq_collisions: "fq-collisions" => "xfwd_worker_fq_collisions_total", "Flow queues: frames whose flow shared another's queue.";
+        /// Router: ICMP errors not sent because of the rate limit.
+        icmp_rate_limited: "icmp-rate-limited" => "xfwd_worker_icmp_rate_limited_total", "Router: ICMP errors not sent for the rate limit.";
+        /// Flow queues (`fq-codel`), summed over the worker's egress ports: frames queued now.
+        fq_backlog: "fq-backlog" gauge => "xfwd_worker_fq_backlog_frames", "Flow queues: frames queued now.";
+        /// Flows queued now (on a round-robin list).
+        fq_flows: "fq-flows" gauge => "xfwd_worker_fq_flows", "Flow queues: flows queued now.";
+        /// The most frames one port's flow queues ever held at once (the highest of the ports).
+        fq_high_water: "fq-high-water" gauge => "xfwd_worker_fq_high_water_frames", "Flow queues: the most frames one port's queues held at once.";
+    }
+    both {
+        /// The queue this worker serves on every port.
+        queue: u32 => u32,
+        /// The core it is pinned to, if any.
+        core: Option<usize> => Option<usize>,
+        /// Per port, in port order.
+        ports: Box<[PortCounters]> => Vec<PortSnapshot>,
+        /// How long frames waited since the XDP program stamped them, by [`sojourn_bucket`]:
+        /// until the worker took them off the RX ring (`codel`), or until it handed them to a
+        /// TX ring (`fq-codel`, where the flow queues are the wait).
+        sojourn: Box<[Counter]> => #[serde(default)] Vec<u64>,
+        /// Times the worker copied its sockets' statistics ([`PortCounters::xsk`]) and counted
+        /// the frames in its rings ([`PoolGauges`]), every 250 ms: between two copies those are
+        /// up to that old, while the kernel counts on. Published last ([`Counter::inc_release`]):
+        /// a reader that sees it move twice since a first look has copies taken after that look.
+        xsk_reads: Counter => #[serde(default)] u64,
+        /// Where the worker's time goes ([`crate::load`]).
+        load: LoopCounters => #[serde(default)] LoopTotals,
+    }
+    live {
+        /// The worker's loop, beating every [`crate::io::worker::BEAT_EVERY`] at most.
+        beat: Heartbeat,
+    }
 }
 
 /// A worker's loop accounting ([`LoopTotals`]) as counters, published by the worker.
@@ -477,19 +593,8 @@ impl QueueCounters {
             queue,
             core,
             ports: (0..nports).map(|_| PortCounters::default()).collect(),
-            sleeps: Counter::default(),
-            rt_yields: Counter::default(),
             sojourn: (0..SOJOURN_BUCKETS).map(|_| Counter::default()).collect(),
-            sojourn_ns: Counter::default(),
-            unstamped: Counter::default(),
-            fq_backlog: Counter::default(),
-            fq_high_water: Counter::default(),
-            fq_flows: Counter::default(),
-            fq_collisions: Counter::default(),
-            icmp_rate_limited: Counter::default(),
-            xsk_reads: Counter::default(),
-            load: LoopCounters::default(),
-            beat: Heartbeat::default(),
+            ..QueueCounters::default()
         }
     }
 
@@ -498,83 +603,31 @@ impl QueueCounters {
     /// `xsk_reads` says: it is read first, with acquire ordering.
     pub fn snapshot(&self) -> QueueSnapshot {
         let xsk_reads = self.xsk_reads.get_acquire();
-        QueueSnapshot {
+        let mut q = QueueSnapshot {
             queue: self.queue,
             core: self.core,
             ports: self.ports.iter().map(PortCounters::snapshot).collect(),
-            sleeps: self.sleeps.get(),
-            rt_yields: self.rt_yields.get(),
             sojourn: self.sojourn.iter().map(Counter::get).collect(),
-            sojourn_ns: self.sojourn_ns.get(),
-            unstamped: self.unstamped.get(),
-            fq_backlog: self.fq_backlog.get(),
-            fq_high_water: self.fq_high_water.get(),
-            fq_flows: self.fq_flows.get(),
-            fq_collisions: self.fq_collisions.get(),
-            icmp_rate_limited: self.icmp_rate_limited.get(),
             xsk_reads,
             load: self.load.snapshot(),
-        }
+            ..QueueSnapshot::default()
+        };
+        self.copy_counters(&mut q);
+        q
     }
 }
 
 impl PortCounters {
     /// A plain copy, for reporting.
     pub fn snapshot(&self) -> PortSnapshot {
-        PortSnapshot {
-            rx_frames: self.rx_frames.get(),
-            rx_bytes: self.rx_bytes.get(),
-            tx_frames: self.tx_frames.get(),
-            tx_bytes: self.tx_bytes.get(),
-            flooded: self.flooded.get(),
-            fdb_full: self.fdb_full.get(),
-            icmp_sent: self.icmp_sent.get(),
-            ecn_marked: self.ecn_marked.get(),
-            gleaned: self.gleaned.get(),
+        let mut s = PortSnapshot {
             drops: Reason::ALL.iter().map(|r| (r.name().to_owned(), self.drops[*r as usize].get())).collect(),
-            kicks: self.kicks.get(),
-            kick_again: self.kick_again.get(),
-            kick_busy: self.kick_busy.get(),
-            kick_error: self.kick_error.get(),
             xsk: self.xsk.snapshot(),
-        }
+            ..PortSnapshot::default()
+        };
+        self.copy_counters(&mut s);
+        s
     }
-}
-
-/// A copy of [`PortCounters`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs, reason = "fields mirror PortCounters")]
-pub struct PortSnapshot {
-    pub rx_frames: u64,
-    pub rx_bytes: u64,
-    pub tx_frames: u64,
-    pub tx_bytes: u64,
-    pub flooded: u64,
-    pub fdb_full: u64,
-    pub icmp_sent: u64,
-    #[serde(default)]
-    pub ecn_marked: u64,
-    pub gleaned: u64,
-    /// (reason name, count), in [`Reason::ALL`] order; in JSON an object (see [`named`]).
-    #[serde(with = "named")]
-    pub drops: Vec<(String, u64)>,
-    pub kicks: u64,
-    pub kick_again: u64,
-    pub kick_busy: u64,
-    pub kick_error: u64,
-    pub xsk: XskSnapshot,
-}
-
-/// A copy of [`XskGauges`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs, reason = "fields mirror XskGauges")]
-pub struct XskSnapshot {
-    pub rx_dropped: u64,
-    pub rx_ring_full: u64,
-    pub fill_ring_empty: u64,
-    pub tx_ring_empty: u64,
-    pub rx_invalid: u64,
-    pub tx_invalid: u64,
 }
 
 impl PortSnapshot {
@@ -585,64 +638,27 @@ impl PortSnapshot {
 
     /// Adds `other` into `self` (to total a port over its queues).
     pub fn accumulate(&mut self, other: &PortSnapshot) {
-        self.rx_frames += other.rx_frames;
-        self.rx_bytes += other.rx_bytes;
-        self.tx_frames += other.tx_frames;
-        self.tx_bytes += other.tx_bytes;
-        self.flooded += other.flooded;
-        self.fdb_full += other.fdb_full;
-        self.icmp_sent += other.icmp_sent;
-        self.ecn_marked += other.ecn_marked;
-        self.gleaned += other.gleaned;
+        for c in PORT_COUNTERS {
+            *(c.get_mut)(self) += (c.get)(other);
+        }
         if self.drops.is_empty() {
             self.drops = other.drops.iter().map(|(n, _)| (n.clone(), 0)).collect();
         }
         for ((_, a), (_, b)) in self.drops.iter_mut().zip(&other.drops) {
             *a += b;
         }
-        self.kicks += other.kicks;
-        self.kick_again += other.kick_again;
-        self.kick_busy += other.kick_busy;
-        self.kick_error += other.kick_error;
-        self.xsk.rx_dropped += other.xsk.rx_dropped;
-        self.xsk.rx_ring_full += other.xsk.rx_ring_full;
-        self.xsk.fill_ring_empty += other.xsk.fill_ring_empty;
-        self.xsk.tx_ring_empty += other.xsk.tx_ring_empty;
-        self.xsk.rx_invalid += other.xsk.rx_invalid;
-        self.xsk.tx_invalid += other.xsk.tx_invalid;
+        for c in XSK_COUNTERS {
+            *(c.get_mut)(&mut self.xsk) += (c.get)(&other.xsk);
+        }
     }
-}
 
-impl PortSnapshot {
     /// What was counted since `base`, an earlier snapshot of the same counters (each count
     /// less its value in `base`; never below zero).
     pub fn since(&self, base: &PortSnapshot) -> PortSnapshot {
-        let x = &self.xsk;
-        let b = &base.xsk;
-        PortSnapshot {
-            rx_frames: self.rx_frames.saturating_sub(base.rx_frames),
-            rx_bytes: self.rx_bytes.saturating_sub(base.rx_bytes),
-            tx_frames: self.tx_frames.saturating_sub(base.tx_frames),
-            tx_bytes: self.tx_bytes.saturating_sub(base.tx_bytes),
-            flooded: self.flooded.saturating_sub(base.flooded),
-            fdb_full: self.fdb_full.saturating_sub(base.fdb_full),
-            icmp_sent: self.icmp_sent.saturating_sub(base.icmp_sent),
-            ecn_marked: self.ecn_marked.saturating_sub(base.ecn_marked),
-            gleaned: self.gleaned.saturating_sub(base.gleaned),
-            drops: named_since(&self.drops, &base.drops),
-            kicks: self.kicks.saturating_sub(base.kicks),
-            kick_again: self.kick_again.saturating_sub(base.kick_again),
-            kick_busy: self.kick_busy.saturating_sub(base.kick_busy),
-            kick_error: self.kick_error.saturating_sub(base.kick_error),
-            xsk: XskSnapshot {
-                rx_dropped: x.rx_dropped.saturating_sub(b.rx_dropped),
-                rx_ring_full: x.rx_ring_full.saturating_sub(b.rx_ring_full),
-                fill_ring_empty: x.fill_ring_empty.saturating_sub(b.fill_ring_empty),
-                tx_ring_empty: x.tx_ring_empty.saturating_sub(b.tx_ring_empty),
-                rx_invalid: x.rx_invalid.saturating_sub(b.rx_invalid),
-                tx_invalid: x.tx_invalid.saturating_sub(b.tx_invalid),
-            },
-        }
+        let mut d = PortSnapshot { drops: named_since(&self.drops, &base.drops), ..PortSnapshot::default() };
+        rows_since(PORT_COUNTERS, self, base, &mut d);
+        rows_since(XSK_COUNTERS, &self.xsk, &base.xsk, &mut d.xsk);
+        d
     }
 }
 
@@ -662,15 +678,10 @@ impl QueueSnapshot {
         for (p, b) in q.ports.iter_mut().zip(&base.ports) {
             *p = p.since(b);
         }
-        q.sleeps = q.sleeps.saturating_sub(base.sleeps);
-        q.rt_yields = q.rt_yields.saturating_sub(base.rt_yields);
+        rows_since(WORKER_COUNTERS, self, base, &mut q);
         for (s, b) in q.sojourn.iter_mut().zip(&base.sojourn) {
             *s = s.saturating_sub(*b);
         }
-        q.sojourn_ns = q.sojourn_ns.saturating_sub(base.sojourn_ns);
-        q.unstamped = q.unstamped.saturating_sub(base.unstamped);
-        q.fq_collisions = q.fq_collisions.saturating_sub(base.fq_collisions);
-        q.icmp_rate_limited = q.icmp_rate_limited.saturating_sub(base.icmp_rate_limited);
         q.xsk_reads = q.xsk_reads.saturating_sub(base.xsk_reads);
         q
     }
@@ -706,41 +717,6 @@ impl FrameSnapshot {
     pub fn unaccounted(&self) -> i64 {
         self.total as i64 - (self.free + self.queued + self.fill + self.tx) as i64
     }
-}
-
-/// A copy of [`QueueCounters`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs, reason = "fields mirror QueueCounters")]
-pub struct QueueSnapshot {
-    pub queue: u32,
-    pub core: Option<usize>,
-    pub ports: Vec<PortSnapshot>,
-    pub sleeps: u64,
-    #[serde(default)]
-    pub rt_yields: u64,
-    /// By [`sojourn_bucket`].
-    #[serde(default)]
-    pub sojourn: Vec<u64>,
-    /// The sum of the sojourns counted in `sojourn`, ns.
-    #[serde(default)]
-    pub sojourn_ns: u64,
-    #[serde(default)]
-    pub unstamped: u64,
-    #[serde(default)]
-    pub fq_backlog: u64,
-    #[serde(default)]
-    pub fq_high_water: u64,
-    #[serde(default)]
-    pub fq_flows: u64,
-    #[serde(default)]
-    pub fq_collisions: u64,
-    pub icmp_rate_limited: u64,
-    /// [`QueueCounters::xsk_reads`] (0 in reports from before xfwd counted them).
-    #[serde(default)]
-    pub xsk_reads: u64,
-    /// Where the worker's time went, since it started ([`crate::load`]).
-    #[serde(default)]
-    pub load: LoopTotals,
 }
 
 /// (name, count) lists in JSON as an object, `{"runt": 0, "ttl-exceeded": 3, …}`, in their
@@ -812,6 +788,61 @@ mod tests {
         assert_eq!((d.rx_frames, d.drops.clone()), (4, vec![("runt".into(), 1), ("no-route".into(), 0)]));
         assert_eq!(base.since(&now).rx_frames, 0);
         assert_eq!(named_since(&[("a".into(), 3)], &[]), [("a".to_owned(), 3)]);
+    }
+
+    /// Every declared counter is copied, totalled and differenced by its own row: numbered
+    /// counters come back each under its own name, and the words and families are unique.
+    #[test]
+    fn each_declared_counter_is_copied_totalled_and_differenced() {
+        let live = PortCounters::default();
+        for (i, c) in PORT_COUNTERS.iter().enumerate() {
+            let mut want = PortSnapshot::default();
+            *(c.get_mut)(&mut want) = 1;
+            let counter = PORT_COUNTERS.iter().position(|d| d.word == c.word).unwrap();
+            assert_eq!(counter, i, "{} declared twice", c.word);
+            live.set_counters(&PortSnapshot::default());
+            live.set_counters(&want);
+            let got = live.snapshot();
+            for d in PORT_COUNTERS {
+                assert_eq!((d.get)(&got), u64::from(d.word == c.word), "{} read for {}", d.word, c.word);
+            }
+        }
+        let numbered = |k: u64| {
+            let mut s = PortSnapshot::default();
+            for (i, c) in PORT_COUNTERS.iter().enumerate() {
+                *(c.get_mut)(&mut s) = k * (i as u64 + 1);
+            }
+            for (i, c) in XSK_COUNTERS.iter().enumerate() {
+                *(c.get_mut)(&mut s.xsk) = k * (i as u64 + 100);
+            }
+            s
+        };
+        let (one, three) = (numbered(1), numbered(3));
+        let mut total = one.clone();
+        total.accumulate(&numbered(2));
+        assert_eq!(total, three);
+        assert_eq!(three.since(&one), numbered(2));
+        assert_eq!(one.since(&three), PortSnapshot::default());
+        let x = XskGauges::default();
+        x.set(&three.xsk);
+        assert_eq!(x.snapshot(), three.xsk);
+
+        let rows = PORT_COUNTERS.iter().map(|c| (c.word, c.metric, c.gauge));
+        let rows = rows.chain(XSK_COUNTERS.iter().map(|c| (c.word, c.metric, c.gauge)));
+        let rows: Vec<_> = rows.chain(WORKER_COUNTERS.iter().map(|c| (c.word, c.metric, c.gauge))).collect();
+        let mut words: Vec<_> = rows.iter().map(|r| r.0).collect();
+        let mut metrics: Vec<_> = rows.iter().filter_map(|r| r.1.map(|m| m.0)).collect();
+        for (word, metric, gauge) in &rows {
+            if let Some((m, _)) = metric {
+                assert!(m.starts_with("xfwd_") && m.ends_with("_total") != *gauge, "{word}: {m}");
+            }
+        }
+        let n = (words.len(), metrics.len());
+        words.sort_unstable();
+        words.dedup();
+        metrics.sort_unstable();
+        metrics.dedup();
+        assert_eq!(n, (words.len(), metrics.len()), "a word or a family declared twice");
     }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
