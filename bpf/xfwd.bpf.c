@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (MIT OR Apache-2.0)
 /*
- * xfwd's XDP program: classify, then redirect into the AF_XDP socket of
- * (port, queue) or hand the frame to the kernel. It decides nothing about
- * forwarding; that is the user-space worker's job.
+ * xfwd's XDP program: classify, then redirect into the AF_XDP socket of (port, queue), hand
+ * the frame to the kernel, or (the XDP path, when on) forward the common case itself: routes,
+ * neighbours, MTU and TTL for the router (fast4(), fast6()), stations and floods for the bridge
+ * (fast2()). Every frame it does not forward goes to the workers, which decide the rest.
  *
  * Maps (filled by the loader in dataplane/src/io/xdp.rs before attaching):
  *   xfwd_config    u32s: [XFWD_CONFIG_MODE] the mode (XFWD_MODE_BRIDGE or XFWD_MODE_ROUTER),
@@ -42,86 +43,13 @@
  * (fast2()). A frame longer than a socket takes is dropped and counted (the kernel would drop
  * it on the way into the socket, counted only as the socket's rx_dropped).
  *
- * The layout constants below are mirrored in dataplane/src/io/xdp.rs; the wire numbers mirror
- * the constants of dataplane/src/wire/ named beside each.
+ * The constants shared with the loader (limits, config slots, counter slots, wire numbers) are
+ * in xfwd_abi.h, which the Rust side is made from.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#define XFWD_MAX_PORTS 64
-#define XFWD_MAX_QUEUES 64
-#define XFWD_MAX_LOCAL 1024
-#define XFWD_MAX_STATIONS 65536
-
-#define XFWD_MODE_BRIDGE 0
-#define XFWD_MODE_ROUTER 1
-
-#define XFWD_CONFIG_MODE 0
-#define XFWD_CONFIG_STEER 1
-#define XFWD_CONFIG_QUEUE 2
-#define XFWD_CONFIG_STAMP 3
-#define XFWD_CONFIG_KEY_LO 4
-#define XFWD_CONFIG_KEY_HI 5
-#define XFWD_CONFIG_MAX_FRAME 6
-#define XFWD_CONFIG_PATH 7
-#define XFWD_CONFIG_FLOOD 8 /* bridge, XDP path: the longest frame every port takes (their
-				   * smallest max_frame) while every port takes redirected frames; 0:
-				   * no flooding here */
-#define XFWD_NR_CONFIG 9
-
-#define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
-#define XFWD_PATH_XDP 1    /* the common case forwarded here (fast4(), fast6(), fast2()), the rest to workers */
-
-/* The XDP path's tables. */
-#define XFWD_MAX_ROUTES4 (1 << 21)
-#define XFWD_MAX_ROUTES6 (1 << 21)
-#define XFWD_MAX_NEIGH 65536
-#define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 (xfwd_neigh6) */
-#define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 (6) */
-
-/* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
- * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in
- * dataplane/src/io/xdp.rs (STAMP_LEN, STAMP_MAX_FRAME). */
-#define XFWD_STAMP_LEN 16
-/* Frames longer than this are not stamped: grown either way they would not fit a UMEM frame in
- * copy mode (2048 bytes less the 256 the kernel keeps in front), and the kernel would drop them. */
-#define XFWD_STAMP_MAX_FRAME (2048 - 256 - XFWD_STAMP_LEN)
-
-#define XFWD_STEER_QUEUE 0 /* one socket per (port, queue) */
-#define XFWD_STEER_CPU 1   /* one socket per (port, CPU), all bound to one queue */
-
-#define XFWD_LOCAL_ADDRESS 1 /* one of the box's addresses */
-#define XFWD_LOCAL_BROADCAST 2 /* a connected subnet's broadcast address */
-
-/* Wire numbers. Offsets inside a header (the EtherType at 12, the IPv4 protocol at 9, ...) are
- * those of each format's `field` module in dataplane/src/wire/. */
-#define XFWD_ETH_HLEN 14           /* wire::ethernet::HEADER_LEN */
-#define XFWD_ETHERTYPE_IPV4 0x0800 /* wire::ethernet::ETHERTYPE_IPV4 */
-#define XFWD_ETHERTYPE_VLAN 0x8100 /* wire::ethernet::ETHERTYPE_VLAN */
-#define XFWD_VLAN_TAG_LEN 4        /* wire::ethernet::VLAN_TAG_LEN */
-#define XFWD_IPV4_MIN_HLEN 20      /* wire::ipv4::MIN_HEADER_LEN */
-#define XFWD_IPV4_MAX_HLEN 60      /* wire::ipv4::MAX_HEADER_LEN */
-#define XFWD_PROTO_ICMP 1          /* wire::ipv4::PROTO_ICMP */
-#define XFWD_ICMP_ECHO_REQUEST 8   /* wire::icmp::ECHO_REQUEST */
-#define XFWD_ETHERTYPE_IPV6 0x86DD /* wire::ethernet::ETHERTYPE_IPV6 */
-#define XFWD_IPV6_HLEN 40          /* wire::ipv6::HEADER_LEN */
-#define XFWD_NEXT_HEADER_ICMPV6 58 /* wire::ipv6::NEXT_HEADER_ICMPV6 */
-#define XFWD_ICMPV6_ECHO_REQUEST 128 /* wire::icmpv6::ECHO_REQUEST */
-
-/* Counter slots, per port. Keep in step with `XdpCounter` in io/xdp.rs. */
-enum xfwd_counter {
-	XFWD_REDIRECTED = 0,     /* handed to the port's AF_XDP socket */
-	XFWD_PASS_NO_SOCKET = 1, /* no socket on this (port, queue): kernel */
-	XFWD_PASS_RESERVED = 2,  /* IEEE 802.1D reserved group: kernel */
-	XFWD_PASS_RUNT = 3,      /* shorter than an Ethernet header: kernel */
-	XFWD_PASS_KERNEL = 4,    /* router: not for forwarding (ARP, NDP, for the box): kernel */
-	XFWD_DROP_TOO_LONG = 5,  /* longer than an AF_XDP socket takes: dropped */
-	XFWD_PRIORITY_UNTAGGED = 6, /* router: an 802.1Q priority tag (VID 0) taken off */
-	XFWD_FORWARDED = 7,      /* XDP path: forwarded by the program itself */
-	XFWD_DROP_NO_EGRESS = 8, /* XDP path: rewritten, then its egress port had gone: dropped */
-	XFWD_FLOODED = 9,        /* bridge, XDP path: flooded by the program itself */
-	XFWD_NR_COUNTERS = 10,
-};
+#include "xfwd_abi.h"
 
 /* Written by the loader before the program is loaded (XdpProgram::load's path): whether this
  * instance carries the XDP path at all. The verifier reads a frozen read-only value as a

@@ -7,7 +7,8 @@
 //! - [`l3`]: the FIBs, the neighbour tables, the router's tables and the router decision (what
 //!   to do with a frame, as an [`Action`]): what the workers read;
 //! - [`aqm`]: the queues between a frame's decision and its TX ring: CoDel, flow fair queueing,
-//!   flow keys and ECN marking (pure code, clock passed in, not yet used by the workers);
+//!   flow keys and ECN marking (pure code, clock passed in; the workers' `--aqm codel` and
+//!   `fq-codel`);
 //! - [`io`]: everything that needs the kernel on the frames' way: the XDP program's loader, the
 //!   AF_XDP sockets, the per-queue workers that move frames between rings and call the
 //!   decision, start-up and the live view;
@@ -33,7 +34,9 @@
 //! Decision and table code (`wire`, `l2`, `l3`, `aqm`, and the pure parts of `routes` and
 //! `resolve`) does no I/O, makes no system calls and
 //! reads no clock (see [`time`]); it is tested without root. The decisions allocate nothing per
-//! frame. Everything that needs the kernel lives in `io`.
+//! frame. What needs the kernel lives in `io` (the frames' way) and in the threads of `routes`
+//! (`routes::kernel`, `routes::rtnl`: the kernel's routes over rtnetlink) and `resolve`
+//! (`resolve::thread`: ARP and neighbour discovery on the wire).
 //!
 //! # Words
 //!
@@ -88,7 +91,7 @@ impl PortId {
     }
 }
 
-/// Most ports one forwarder drives (mirrors `XFWD_MAX_PORTS` in bpf/xfwd.bpf.c).
+/// Most ports one forwarder drives (`XFWD_MAX_PORTS` in bpf/xfwd_abi.h: checked equal at build time).
 pub const MAX_PORTS: usize = 64;
-/// Highest queue count per port (mirrors `XFWD_MAX_QUEUES` in bpf/xfwd.bpf.c).
+/// Highest queue count per port (`XFWD_MAX_QUEUES` in bpf/xfwd_abi.h: checked equal at build time).
 pub const MAX_QUEUES: usize = 64;

@@ -3,7 +3,8 @@
 //! The object is compiled by clang at build time (see `build.rs`) and embedded in the binary. It
 //! is loaded with libbpf-rs's `Object` API rather than the generated skeleton: the skeleton
 //! borrows from storage outside itself, which would make this owner self-referential, and the
-//! three maps are easily found by name.
+//! maps are easily found by name. What the program and this loader share is written once, in
+//! `bpf/xfwd_abi.h`, and made into [`abi`] at build time.
 //!
 //! Attachment is a **bpf_link** per port (`bpf_link_create` with the XDP mode flag): the kernel
 //! detaches the program when the last reference to the link goes away, so a crash, `kill -9`
@@ -25,19 +26,47 @@ use crate::{PortId, MAX_PORTS, MAX_QUEUES};
 
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xfwd.bpf.o"));
 
-/// Bytes the program adds to a redirected frame when stamping (mirrors `XFWD_STAMP_LEN`): the
+/// What the program and this loader share, made by `dataplane/build.rs` from `bpf/xfwd_abi.h`
+/// (the one place it is written): its limits, config slots and values, counter slots
+/// ([`XdpCounter`]) and wire numbers.
+pub mod abi {
+    #![allow(dead_code, reason = "the header's constants, not all of which the Rust side reads")]
+    include!(concat!(env!("OUT_DIR"), "/xfwd_abi.rs"));
+}
+pub use abi::XdpCounter;
+
+// The header's limits and wire numbers against the Rust side's own: a difference fails the build.
+const _: () = {
+    use crate::wire::{ethernet, icmp, icmpv6, ipv4, ipv6};
+    assert!(abi::XFWD_MAX_PORTS as usize == MAX_PORTS && abi::XFWD_MAX_QUEUES as usize == MAX_QUEUES);
+    assert!(abi::XFWD_ETH_HLEN as usize == ethernet::HEADER_LEN);
+    assert!(abi::XFWD_ETHERTYPE_IPV4 as u16 == ethernet::ETHERTYPE_IPV4);
+    assert!(abi::XFWD_ETHERTYPE_IPV6 as u16 == ethernet::ETHERTYPE_IPV6);
+    assert!(abi::XFWD_ETHERTYPE_VLAN as u16 == ethernet::ETHERTYPE_VLAN);
+    assert!(abi::XFWD_VLAN_TAG_LEN as usize == ethernet::VLAN_TAG_LEN);
+    assert!(abi::XFWD_IPV4_MIN_HLEN as usize == ipv4::MIN_HEADER_LEN);
+    assert!(abi::XFWD_IPV4_MAX_HLEN as usize == ipv4::MAX_HEADER_LEN);
+    assert!(abi::XFWD_PROTO_ICMP as u8 == ipv4::PROTO_ICMP);
+    assert!(abi::XFWD_ICMP_ECHO_REQUEST as u8 == icmp::ECHO_REQUEST);
+    assert!(abi::XFWD_IPV6_HLEN as usize == ipv6::HEADER_LEN);
+    assert!(abi::XFWD_NEXT_HEADER_ICMPV6 as u8 == ipv6::NEXT_HEADER_ICMPV6);
+    assert!(abi::XFWD_ICMPV6_ECHO_REQUEST as u8 == icmpv6::ECHO_REQUEST);
+    assert!(abi::XFWD_NR_CONFIG == abi::XFWD_CONFIG_FLOOD + 1);
+};
+
+/// Bytes the program adds to a redirected frame when stamping (`XFWD_STAMP_LEN`): the
 /// arrival time (`CLOCK_MONOTONIC` ns), then the stamp key, both in host byte order; at the
 /// frame's end where it can grow there, else in front of it.
-pub const STAMP_LEN: usize = 16;
-/// Longest frame the program stamps (mirrors `XFWD_STAMP_MAX_FRAME`): grown by the stamp it
-/// must still fit a UMEM frame past the kernel's headroom.
+pub const STAMP_LEN: usize = abi::XFWD_STAMP_LEN as usize;
+/// Longest frame the program stamps (as `XFWD_STAMP_MAX_FRAME` computes it): grown by the stamp
+/// it must still fit a UMEM frame past the kernel's headroom.
 pub const STAMP_MAX_FRAME: usize = 2048 - 256 - STAMP_LEN;
 /// Longest frame an AF_XDP socket of xfwd takes: a UMEM frame past the kernel's headroom. The
 /// program drops longer ones as [`XdpCounter::DropTooLong`] (written to `XFWD_CONFIG_MAX_FRAME`).
 pub const MAX_FRAME: u32 = super::xsk::FRAME_SIZE - super::xsk::XDP_HEADROOM;
 
-/// Most local addresses the router-mode program knows (mirrors `XFWD_MAX_LOCAL`).
-pub const MAX_LOCAL: usize = 1024;
+/// Most local addresses the router-mode program knows (`XFWD_MAX_LOCAL`).
+pub const MAX_LOCAL: usize = abi::XFWD_MAX_LOCAL as usize;
 
 /// What a local address is to the router-mode program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +91,7 @@ pub enum ProgramMode<'a> {
     },
 }
 
-/// How the program picks a frame's socket (mirrors `XFWD_STEER_*`).
+/// How the program picks a frame's socket (`XFWD_STEER_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Steer {
     /// By the frame's queue index: slot = queue.
@@ -73,69 +102,6 @@ pub enum Steer {
         /// The queue the sockets are bound to.
         queue: u32,
     },
-}
-
-/// The program's per-port counters (mirrors `enum xfwd_counter` in the C source).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum XdpCounter {
-    /// Redirected into the port's AF_XDP socket.
-    Redirected = 0,
-    /// No socket on that (port, queue): handed to the kernel, lost to the forwarder.
-    PassNoSocket = 1,
-    /// IEEE 802.1D reserved group address: handed to the kernel.
-    PassReserved = 2,
-    /// Shorter than an Ethernet header: handed to the kernel.
-    PassRunt = 3,
-    /// Router mode: not for forwarding (ARP, IPv6, group MACs, for the box): the kernel's.
-    PassKernel = 4,
-    /// Longer than an AF_XDP socket takes ([`MAX_FRAME`]; the port's MTU is above
-    /// [`super::xsk::MAX_MTU`]): dropped.
-    DropTooLong = 5,
-    /// Router mode: an 802.1Q priority tag (VID 0) taken off an IPv4 or IPv6 frame (which then
-    /// goes on as untagged; counted beside its verdict).
-    PriorityUntagged = 6,
-    /// XDP path: forwarded by the program itself (the workers never see it).
-    Forwarded = 7,
-    /// XDP path: on its way to its egress port, which had gone from the devmap by then (a
-    /// port being set up or taken away): dropped.
-    DropNoEgress = 8,
-    /// Bridge, XDP path: flooded by the program itself to every port but the ingress.
-    Flooded = 9,
-}
-
-impl XdpCounter {
-    /// Number of counters per port.
-    pub const COUNT: usize = 10;
-    /// All counters in slot order.
-    pub const ALL: [XdpCounter; XdpCounter::COUNT] = [
-        XdpCounter::Redirected,
-        XdpCounter::PassNoSocket,
-        XdpCounter::PassReserved,
-        XdpCounter::PassRunt,
-        XdpCounter::PassKernel,
-        XdpCounter::DropTooLong,
-        XdpCounter::PriorityUntagged,
-        XdpCounter::Forwarded,
-        XdpCounter::DropNoEgress,
-        XdpCounter::Flooded,
-    ];
-
-    /// Stable short name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            XdpCounter::Redirected => "redirected",
-            XdpCounter::PassNoSocket => "pass-no-socket",
-            XdpCounter::PassReserved => "pass-reserved",
-            XdpCounter::PassRunt => "pass-runt",
-            XdpCounter::PassKernel => "pass-kernel",
-            XdpCounter::DropTooLong => "drop-too-long",
-            XdpCounter::PriorityUntagged => "priority-untagged",
-            XdpCounter::Forwarded => "xdp-forwarded",
-            XdpCounter::DropNoEgress => "drop-no-egress",
-            XdpCounter::Flooded => "xdp-flooded",
-        }
-    }
 }
 
 /// Why the program could not be loaded or set up.
@@ -190,8 +156,8 @@ impl LocalMaps {
     /// Adds or changes one address.
     pub fn set(&self, a: std::net::IpAddr, kind: LocalKind) -> Result<(), XdpError> {
         let value: u32 = match kind {
-            LocalKind::Address => 1,
-            LocalKind::Broadcast => 2,
+            LocalKind::Address => abi::XFWD_LOCAL_ADDRESS,
+            LocalKind::Broadcast => abi::XFWD_LOCAL_BROADCAST,
         };
         let (m, name, key) = self.pick(a);
         m.update(&key, &value.to_ne_bytes(), MapFlags::ANY)
@@ -268,29 +234,30 @@ impl XdpProgram {
         let local = map("xfwd_local")?;
         let local6 = map("xfwd_local6")?;
         let mode_value: u32 = match mode {
-            ProgramMode::Bridge => 0,
-            ProgramMode::Router { .. } => 1,
+            ProgramMode::Bridge => abi::XFWD_MODE_BRIDGE,
+            ProgramMode::Router { .. } => abi::XFWD_MODE_ROUTER,
         };
         let (steer_value, queue): (u32, u32) = match steer {
-            Steer::ByQueue => (0, 0),
-            Steer::ByCpu { queue } => (1, queue),
+            Steer::ByQueue => (abi::XFWD_STEER_QUEUE, 0),
+            Steer::ByCpu { queue } => (abi::XFWD_STEER_CPU, queue),
         };
-        // Slots: XFWD_CONFIG_MODE, _STEER, _QUEUE, _STAMP, _KEY_LO, _KEY_HI, _MAX_FRAME, _PATH
-        // (the AF_XDP path until [`FastMaps::set_path`] says otherwise).
+        // The AF_XDP path until [`FastMaps::set_path`] says otherwise; no flooding in the
+        // program until [`FastMaps::set_flood`].
         let key = stamp.unwrap_or(0);
         let slots = [
-            mode_value,
-            steer_value,
-            queue,
-            u32::from(stamp.is_some()),
-            key as u32,
-            (key >> 32) as u32,
-            MAX_FRAME,
-            PATH_AF_XDP,
+            (abi::XFWD_CONFIG_MODE, mode_value),
+            (abi::XFWD_CONFIG_STEER, steer_value),
+            (abi::XFWD_CONFIG_QUEUE, queue),
+            (abi::XFWD_CONFIG_STAMP, u32::from(stamp.is_some())),
+            (abi::XFWD_CONFIG_KEY_LO, key as u32),
+            (abi::XFWD_CONFIG_KEY_HI, (key >> 32) as u32),
+            (abi::XFWD_CONFIG_MAX_FRAME, MAX_FRAME),
+            (abi::XFWD_CONFIG_PATH, abi::XFWD_PATH_AF_XDP),
+            (abi::XFWD_CONFIG_FLOOD, 0),
         ];
-        for (slot, value) in slots.into_iter().enumerate() {
+        for (slot, value) in slots {
             config
-                .update(&(slot as u32).to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
+                .update(&slot.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| XdpError::Map { map: "xfwd_config", cause: format!("{e:#}") })?;
         }
         if let ProgramMode::Router { local: addrs } = mode {
@@ -302,8 +269,8 @@ impl XdpProgram {
             }
             for (a, kind) in addrs {
                 let value: u32 = match kind {
-                    LocalKind::Address => 1,
-                    LocalKind::Broadcast => 2,
+                    LocalKind::Address => abi::XFWD_LOCAL_ADDRESS,
+                    LocalKind::Broadcast => abi::XFWD_LOCAL_BROADCAST,
                 };
                 // The key is the address as it stands in the packet: network byte order.
                 let (m, name, key) = match a {
@@ -524,23 +491,14 @@ fn monotonic_ns() -> u64 {
 const RODATA: &str = ".rodata.xfwd";
 const RODATA_NAME: &str = "xfwd_fast_built";
 
-/// `XFWD_CONFIG_PATH`'s slot and values (mirrors `XFWD_PATH_*`).
-const CONFIG_PATH: u32 = 7;
-const PATH_AF_XDP: u32 = 0;
-const PATH_XDP: u32 = 1;
-/// `XFWD_CONFIG_FLOOD`'s slot.
-const CONFIG_FLOOD: u32 = 8;
-/// Most stations the bridge's XDP path holds (mirrors `XFWD_MAX_STATIONS`): the workers
-/// forward frames of those beyond.
-pub const MAX_STATIONS: usize = 1 << 16;
-/// Mirrors `XFWD_HOP_GATEWAY` and `XFWD_HOP_ON_LINK`.
-const HOP_GATEWAY: u32 = 1;
-const HOP_ON_LINK: u32 = 2;
-/// Most IPv4 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES4`).
-pub const MAX_ROUTES4: u32 = 1 << 21;
-/// Most IPv6 routes the XDP path holds (mirrors `XFWD_MAX_ROUTES6`): a full IPv6 table with a
-/// million host routes beside it. The tries take memory per route, not per slot.
-pub const MAX_ROUTES6: u32 = 1 << 21;
+/// Most stations the bridge's XDP path holds (`XFWD_MAX_STATIONS`): the workers forward frames
+/// of those beyond.
+pub const MAX_STATIONS: usize = abi::XFWD_MAX_STATIONS as usize;
+/// Most IPv4 routes the XDP path holds (`XFWD_MAX_ROUTES4`).
+pub const MAX_ROUTES4: u32 = abi::XFWD_MAX_ROUTES4;
+/// Most IPv6 routes the XDP path holds (`XFWD_MAX_ROUTES6`): a full IPv6 table with a million
+/// host routes beside it. The tries take memory per route, not per slot.
+pub const MAX_ROUTES6: u32 = abi::XFWD_MAX_ROUTES6;
 
 /// An address family the XDP path's route tables hold (IPv4 and IPv6): its address as on the
 /// wire, and which of the program's tables it goes to.
@@ -754,9 +712,9 @@ impl FastMaps {
         if xdp && !self.built {
             return Err(XdpError::NotBuilt);
         }
-        let value = if xdp { PATH_XDP } else { PATH_AF_XDP };
+        let value = if xdp { abi::XFWD_PATH_XDP } else { abi::XFWD_PATH_AF_XDP };
         self.config
-            .update(&CONFIG_PATH.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
+            .update(&abi::XFWD_CONFIG_PATH.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_err("xfwd_config"))
     }
 
@@ -840,7 +798,7 @@ impl FastMaps {
     /// the workers.
     pub fn set_flood(&self, max_frame: u32) -> Result<(), XdpError> {
         self.config
-            .update(&CONFIG_FLOOD.to_ne_bytes(), &max_frame.to_ne_bytes(), MapFlags::ANY)
+            .update(&abi::XFWD_CONFIG_FLOOD.to_ne_bytes(), &max_frame.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_err("xfwd_config"))
     }
 
@@ -933,9 +891,9 @@ fn route_value<A: FastAddr>(hop: Option<FastHop<A>>) -> Vec<u8> {
         let flags = match h.via {
             Via::Gateway(gw) => {
                 value[8..8 + width].copy_from_slice(gw.wire().as_ref());
-                HOP_GATEWAY
+                abi::XFWD_HOP_GATEWAY
             }
-            Via::OnLink => HOP_ON_LINK,
+            Via::OnLink => abi::XFWD_HOP_ON_LINK,
         };
         value[8 + width..].copy_from_slice(&flags.to_ne_bytes());
     }
