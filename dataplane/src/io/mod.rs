@@ -1,5 +1,6 @@
-//! I/O: everything that needs the kernel — the XDP program, the AF_XDP sockets and the workers
-//! that move frames between them, the ARP thread, start-up.
+//! I/O on the frames' way: the XDP program, the AF_XDP sockets and the workers that move frames
+//! between them, start-up. (The threads that resolve next hops and follow the kernel's routes
+//! are in [`crate::resolve`] and [`crate::routes`].)
 //!
 //! # Modules
 //!

@@ -1,6 +1,6 @@
 //! The kernel's routing state as xfwd mirrors it (`[fib] source = "kernel"`): routes of the
 //! local table and of one main table, nexthop objects, the ports' addresses and MTUs. Pure: the
-//! I/O layer (`io::kernel`) turns rtnetlink messages into [`Event`]s, applies them here, and
+//! thread that follows the kernel ([`super::kernel`], over [`super::rtnl`]) turns rtnetlink messages into [`Event`]s, applies them here, and
 //! builds the workers' tables from [`Mirror::routes4`], [`Mirror::routes6`] and
 //! [`Mirror::ports`] when something changed.
 //!
