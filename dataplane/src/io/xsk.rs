@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use xsk_rs::config::{BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, RxQueue, Socket, TxQueue, Umem};
 
-use super::ring::{AfXdp, Xsk};
+use super::ring::{AfXdp, PortRings, Xsk};
 use crate::stats::PoolGauges;
 use crate::wire::ethernet;
 
@@ -74,21 +74,6 @@ pub const XDP_HEADROOM: u32 = 256;
 pub const L2_OVERHEAD: u32 = (ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN) as u32;
 /// The largest port MTU whose frames fit a UMEM frame.
 pub const MAX_MTU: u32 = FRAME_SIZE - XDP_HEADROOM - L2_OVERHEAD;
-
-/// One worker's own rings on one port: its socket's RX and TX rings.
-#[derive(Debug)]
-pub struct PortRings<X: Xsk = AfXdp> {
-    /// Received frames.
-    pub rx: X::Rx,
-    /// Frames to send.
-    pub tx: X::Tx,
-    /// The socket's fd (for kicks, poll and statistics).
-    pub fd: RawFd,
-    /// The UMEM the socket is bound with: an index into [`QueueSockets::pools`].
-    pub pool: usize,
-    /// The port's place among that pool's ports ([`Pool::rings`], [`PoolGauges::ports`]).
-    pub ring: usize,
-}
 
 /// One (port, queue)'s fill and completion rings. The kernel keeps one pair per (device,
 /// queue, UMEM) and every socket bound there shares it (`XDP_SHARED_UMEM`), so the workers

@@ -14,8 +14,9 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::PortRings;
 use super::{Consumer, Descriptor, Frames, Producer, Xsk};
-use crate::io::xsk::{FrameRings, Pool, PortRings, QueueSockets, RingSizes};
+use crate::io::xsk::{FrameRings, Pool, QueueSockets, RingSizes};
 use crate::stats::XskSnapshot;
 
 /// Bytes per fake frame.

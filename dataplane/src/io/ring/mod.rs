@@ -16,11 +16,27 @@ use std::io;
 
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
-use super::xsk::PortRings;
+use std::os::fd::RawFd;
+
 use crate::stats::XskSnapshot;
 
 #[cfg(test)]
 pub mod fake;
+
+/// One worker's own rings on one port: its socket's RX and TX rings.
+#[derive(Debug)]
+pub struct PortRings<X: Xsk = AfXdp> {
+    /// Received frames.
+    pub rx: X::Rx,
+    /// Frames to send.
+    pub tx: X::Tx,
+    /// The socket's fd (for kicks, poll and statistics).
+    pub fd: RawFd,
+    /// The UMEM the socket is bound with: an index into [`QueueSockets::pools`](super::xsk::QueueSockets::pools).
+    pub pool: usize,
+    /// The port's place among that pool's ports ([`Pool::rings`](super::xsk::Pool::rings), [`crate::stats::PoolGauges::ports`]).
+    pub ring: usize,
+}
 
 /// A frame descriptor: which frame, and how long its data is.
 pub trait Descriptor: Copy + Default + Send + 'static {
