@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use super::port::PortError;
 use super::settings::{Refusal, WorkerOptions};
 use super::xdp::XdpError;
-use crate::l3::tables::{RouteTarget4, RouteTarget6};
+use crate::l3::tables::{RouteTarget4, RouteTarget6, RouterLimits};
 use crate::l3::{Prefix, Prefix6};
 use crate::wire::MacAddr;
 
@@ -100,28 +100,6 @@ pub enum FibSource {
         /// in between two reads (an overrun costs a full resynchronisation).
         buffer: usize,
     },
-}
-
-/// The router's table sizes and rates (the router file's `[limits]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RouterLimits {
-    /// Neighbour table capacity.
-    pub neighbors: usize,
-    /// Packets held per unresolved neighbour.
-    pub glean_queue: usize,
-    /// ICMP errors per second for the whole router, shared by all workers (0: unlimited).
-    pub icmp_rate: u32,
-    /// ICMP error burst.
-    pub icmp_burst: u32,
-    /// Drop class E and 169.254/16 as RFC 1812 says, where the kernel forwards them.
-    pub rfc1812_martians: bool,
-}
-
-/// The defaults of the router file's `[limits]` (config/README.md).
-impl Default for RouterLimits {
-    fn default() -> Self {
-        RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50, rfc1812_martians: false }
-    }
 }
 
 /// Why what was asked for cannot work, whatever the options: each with the data to word it,

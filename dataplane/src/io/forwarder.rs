@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::config::RouterLimits;
 use super::memory::advise_huge_pages;
 use super::options::XdpMode;
 use super::view::{LiveView, Report};
 use super::xdp::XdpProgram;
+use crate::l3::tables::RouterLimits;
 use crate::l3::tables::{RouteTarget4, RouteTarget6};
 use crate::l3::{PortSpec, Prefix, Prefix6, RouterTables};
 use crate::resolve::thread::Control as ArpControl;

@@ -82,7 +82,8 @@ pub mod worker;
 pub mod xdp;
 pub mod xsk;
 
-pub use config::{FibSource, ForwarderConfig, Mode, Request, RouterLimits, RouterSetup, StartError};
+pub use crate::l3::tables::RouterLimits;
+pub use config::{FibSource, ForwarderConfig, Mode, Request, RouterSetup, StartError};
 pub use forwarder::{frame_max, Forwarder};
 pub use options::{AqmMode, DataPath, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
 pub use port::{PortError, PortErrorKind, PortInfo};

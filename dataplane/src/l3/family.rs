@@ -34,12 +34,11 @@
 //! alternative to a trait, one enum over both families' headers and next hops, would branch
 //! on the family at every step.
 
-use core::net::IpAddr;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::fib::NhIndex;
 use super::neighbors::{NeighborTable, NeighborTable6};
-use super::router::{ErrorEnv, RouterState};
-use super::tables::{FamilyTables, RouterTables};
+use super::tables::{FamilyTables, Hop, NextHop4, NextHop6, RouterTables};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::{ethernet, EthernetFrame, MacAddr};
@@ -58,17 +57,6 @@ pub struct Header<A> {
     pub ip_len: usize,
     /// IPv4's Don't Fragment (IPv6 has none: routers never fragment it).
     pub dont_frag: bool,
-}
-
-/// A next hop as the shared sequence reads it: whether it is an equal-cost group, and where it
-/// leaves.
-pub trait Hop: Copy {
-    /// Entries `first..first + len` of the family's group members, if it is a group.
-    fn group(&self) -> Option<(u32, u16)>;
-    /// Egress port.
-    fn port(&self) -> PortId;
-    /// The route's MTU (0: the port's).
-    fn mtu(&self) -> u32;
 }
 
 /// What the router decision does differently for one IP family, past the header (see the
@@ -316,6 +304,151 @@ impl<K: Copy + PartialEq> GatewayCache<K> {
         if self.slots.len() != n {
             self.slots.resize(n, None);
         }
+    }
+}
+
+/// What building an ICMP error needs besides the frame: where it came in, the tables, and the
+/// caller's rate limit and scratch buffer.
+#[derive(Debug)]
+pub struct ErrorEnv<'a> {
+    /// Port the frame came in on.
+    pub ingress: PortId,
+    /// The router's tables.
+    pub tables: &'a RouterTables,
+    /// The neighbour table.
+    pub neighbors: &'a NeighborTable,
+    /// The IPv6 neighbour table (for routes through IPv6 gateways, RFC 5549).
+    pub neighbors6: &'a NeighborTable6,
+    /// Rate limit and IP identification.
+    pub state: &'a mut RouterState,
+    /// Now, ms.
+    pub now_ms: u64,
+    /// Where the answer is built.
+    pub scratch: &'a mut [u8; SCRATCH_LEN],
+}
+
+/// A token bucket for ICMP errors: `rate` per second, up to `burst` at once.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate_per_s: u32,
+    burst: u32,
+    tokens_milli: u64,
+    last_ms: u64,
+}
+
+impl TokenBucket {
+    /// A full bucket. `rate_per_s == 0` means no limit.
+    pub fn new(rate_per_s: u32, burst: u32) -> TokenBucket {
+        TokenBucket { rate_per_s, burst: burst.max(1), tokens_milli: u64::from(burst.max(1)) * 1000, last_ms: 0 }
+    }
+
+    /// `(rate per second, burst)` it was made with.
+    pub fn config(&self) -> (u32, u32) {
+        (self.rate_per_s, self.burst)
+    }
+
+    /// Takes one token at `now_ms` if there is one.
+    #[inline]
+    pub fn take(&mut self, now_ms: u64) -> bool {
+        if self.rate_per_s == 0 {
+            return true;
+        }
+        let elapsed = now_ms.saturating_sub(self.last_ms);
+        self.last_ms = now_ms.max(self.last_ms);
+        let cap = u64::from(self.burst) * 1000;
+        self.tokens_milli =
+            self.tokens_milli.saturating_add(elapsed.saturating_mul(u64::from(self.rate_per_s))).min(cap);
+        if self.tokens_milli >= 1000 {
+            self.tokens_milli -= 1000;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One of `parts` equal shares of a router-wide ICMP rate and burst, for one token bucket:
+/// each worker and the ARP thread keeps its own bucket (no shared state on the packet path),
+/// so that together they stay within the configured limits. 0 stays 0 (unlimited); a share of
+/// a positive limit is at least 1.
+pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
+    let parts = parts.max(1);
+    let rate = if rate == 0 { 0 } else { (rate / parts).max(1) };
+    (rate, (burst / parts).max(1))
+}
+
+/// A worker's own router state.
+#[derive(Debug, Clone)]
+pub struct RouterState {
+    /// ICMP error rate limit.
+    pub icmp_limit: TokenBucket,
+    /// Identification field of the next ICMP error.
+    pub ident: u16,
+    /// ICMP errors not sent because of the rate limit.
+    pub icmp_rate_limited: u64,
+    /// Gateways' MACs by IPv4 next-hop index, valid for the tables id and the generations of
+    /// both neighbour tables (IPv4 next hops may be IPv6 gateways). Sized by
+    /// [`RouterState::fit`], outside the decision, so that the decision never allocates.
+    pub(super) nh_cache: GatewayCache<(u64, u64, u64)>,
+    /// The same for IPv6 gateways, by IPv6 next-hop index, valid for the tables id and the
+    /// IPv6 neighbour table's generation.
+    pub(super) nh_cache6: GatewayCache<(u64, u64)>,
+}
+
+impl RouterState {
+    /// Sizes the gateway cache for `tables`' next hops. It allocates when they have more than
+    /// the cache has room for, so it belongs where allocating is fine: when the state is made,
+    /// and once per worker round (which is how a reload's tables reach it), never per frame.
+    pub fn fit(&mut self, tables: &RouterTables) {
+        self.nh_cache.fit(tables.v4.nexthops.len());
+        self.nh_cache6.fit(tables.v6.nexthops.len());
+    }
+
+    /// State with an ICMP limit of `rate` per second and `burst`, and no gateway cache until
+    /// [`RouterState::fit`] sizes one.
+    pub fn new(rate: u32, burst: u32) -> RouterState {
+        RouterState {
+            icmp_limit: TokenBucket::new(rate, burst),
+            ident: 0,
+            icmp_rate_limited: 0,
+            nh_cache: GatewayCache::default(),
+            nh_cache6: GatewayCache::default(),
+        }
+    }
+}
+
+/// IPv4, for the decision ([`super::decide`]`::<V4>`).
+#[derive(Debug, Clone, Copy)]
+pub enum V4 {}
+
+/// IPv6, for the decision ([`super::decide`]`::<V6>`).
+#[derive(Debug, Clone, Copy)]
+pub enum V6 {}
+
+impl RouterTables {
+    /// The next hop of family `F` for `dst`, if routed. An equal-cost group stands for its
+    /// first member here (the way back for the router's own answers); the decision picks
+    /// members by flow.
+    #[inline]
+    pub fn route_of<F: IpFamily>(&self, dst: F::Addr) -> Option<&F::NextHop> {
+        let ft = F::tables(self);
+        let nh = &ft.nexthops[usize::from(F::lookup(&ft.fib, dst)?.0)];
+        match nh.group() {
+            Some((first, _)) => ft.nexthops.get(usize::from(ft.groups.get(first as usize)?.0)),
+            None => Some(nh),
+        }
+    }
+
+    /// The IPv6 next hop for `dst`, if routed ([`RouterTables::route_of`]).
+    #[inline]
+    pub fn route6(&self, dst: Ipv6Addr) -> Option<&NextHop6> {
+        self.route_of::<V6>(dst)
+    }
+
+    /// The IPv4 next hop for `dst`, if routed ([`RouterTables::route_of`]).
+    #[inline]
+    pub fn route(&self, dst: Ipv4Addr) -> Option<&NextHop4> {
+        self.route_of::<V4>(dst)
     }
 }
 

@@ -14,12 +14,12 @@ pub mod tables;
 #[doc(hidden)]
 pub mod testing;
 
-pub use family::{decide, IpFamily};
+pub use family::{decide, icmp_share, IpFamily, RouterState, TokenBucket, V4, V6};
 pub use fib::{Fib, NhIndex, Prefix};
 pub use fib6::{Fib6, Prefix6};
 pub use neighbors::{Key6, Neighbor, NeighborTable, NeighborTable6};
-pub use router::{icmp_share, prefetch, RouterState, TokenBucket, V4};
-pub use router6::{prefetch6, V6};
+pub use router::prefetch;
+pub use router6::prefetch6;
 pub use tables::{
     Mirrored4, Mirrored6, MirroredRoute, NextHop, NextHop4, NextHop6, NhKind, NhKind4, NhKind6, Path, PortSpec,
     RouteKind, RouteTarget, RouteTarget4, RouteTarget6, RouterTables, Special,

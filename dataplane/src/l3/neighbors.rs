@@ -68,7 +68,7 @@ impl NeighborAddr for Ipv4Addr {
 /// The IPv6 neighbour table's key: an address, and for a link-local one the port it is on
 /// (fe80::1 on eth4 and fe80::1 on eth5 are two routers). The address is kept whole: Linux
 /// accepts link-local addresses whose bits 10–63 are not zero (`fe80:3::23`), and those name
-/// other neighbours than `fe80::23`. Made by [`crate::l3::tables::scope6`].
+/// other neighbours than `fe80::23`. Made by [`scope6`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key6 {
     /// The address.
@@ -81,7 +81,7 @@ pub struct Key6 {
 impl Key6 {
     /// The key of a global (not link-local) address, which names one neighbour wherever it is.
     pub fn global(addr: Ipv6Addr) -> Key6 {
-        debug_assert!(!crate::l3::tables::is_link_local6(&addr), "{addr} is link-local: use scope6");
+        debug_assert!(!is_link_local6(&addr), "{addr} is link-local: use scope6");
         Key6 { addr, port: None }
     }
 }
@@ -96,7 +96,7 @@ impl NeighborAddr for Key6 {
         self.port
     }
     fn from_key(k: u128, port: PortId) -> Self {
-        crate::l3::tables::scope6(Ipv6Addr::from(k), port)
+        scope6(Ipv6Addr::from(k), port)
     }
 }
 
@@ -330,6 +330,25 @@ impl<A: NeighborAddr> NeighborTable<A> {
     }
 }
 
+/// Whether `a` is link-local unicast (fe80::/10).
+#[inline]
+pub fn is_link_local6(a: &Ipv6Addr) -> bool {
+    a.segments()[0] & 0xffc0 == 0xfe80
+}
+
+/// The IPv6 neighbour table's key for `a` on `port`: a link-local address names a neighbour
+/// only together with its link, so its key holds the port; other addresses are their own key.
+#[inline]
+pub fn scope6(a: Ipv6Addr, port: crate::PortId) -> Key6 {
+    Key6 { addr: a, port: is_link_local6(&a).then_some(port) }
+}
+
+/// The address a neighbour table key stands for ([`scope6`] undone).
+#[inline]
+pub fn unscope6(k: Key6) -> Ipv6Addr {
+    k.addr
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,7 +417,6 @@ mod tests {
 
     #[test]
     fn link_local_entries_match_on_their_port_and_every_bit_of_their_address() {
-        use crate::l3::tables::scope6;
         let t = NeighborTable6::new6(64);
         let ll = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         // fe80::23 and fe80:3::23 on one port: two neighbours (Linux takes both as gateways).

@@ -35,11 +35,11 @@
 
 use core::net::{IpAddr, Ipv4Addr};
 
-use super::family::{route, send, GatewayCache, Header, IpFamily};
+use super::family::{route, send, ErrorEnv, Header, IpFamily, V4};
 use super::fib::{Fib, NhIndex, Prefix};
 use super::neighbors::{NeighborTable, NeighborTable6};
 use super::tables::{scope6, NextHop4, NhKind, NhKind4, RouterTables, Special, Tables4};
-use crate::action::{Action, SCRATCH_LEN};
+use crate::action::Action;
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4};
 use crate::wire::{icmp, ipv4, EthernetFrame, IcmpPacket, Ipv4Packet, MacAddr};
@@ -126,116 +126,6 @@ impl IcmpError {
     }
 }
 
-/// What building an ICMP error needs besides the frame: where it came in, the tables, and the
-/// caller's rate limit and scratch buffer.
-#[derive(Debug)]
-pub struct ErrorEnv<'a> {
-    /// Port the frame came in on.
-    pub ingress: PortId,
-    /// The router's tables.
-    pub tables: &'a RouterTables,
-    /// The neighbour table.
-    pub neighbors: &'a NeighborTable,
-    /// The IPv6 neighbour table (for routes through IPv6 gateways, RFC 5549).
-    pub neighbors6: &'a NeighborTable6,
-    /// Rate limit and IP identification.
-    pub state: &'a mut RouterState,
-    /// Now, ms.
-    pub now_ms: u64,
-    /// Where the answer is built.
-    pub scratch: &'a mut [u8; SCRATCH_LEN],
-}
-
-/// A token bucket for ICMP errors: `rate` per second, up to `burst` at once.
-#[derive(Debug, Clone)]
-pub struct TokenBucket {
-    rate_per_s: u32,
-    burst: u32,
-    tokens_milli: u64,
-    last_ms: u64,
-}
-
-impl TokenBucket {
-    /// A full bucket. `rate_per_s == 0` means no limit.
-    pub fn new(rate_per_s: u32, burst: u32) -> TokenBucket {
-        TokenBucket { rate_per_s, burst: burst.max(1), tokens_milli: u64::from(burst.max(1)) * 1000, last_ms: 0 }
-    }
-
-    /// `(rate per second, burst)` it was made with.
-    pub fn config(&self) -> (u32, u32) {
-        (self.rate_per_s, self.burst)
-    }
-
-    /// Takes one token at `now_ms` if there is one.
-    #[inline]
-    pub fn take(&mut self, now_ms: u64) -> bool {
-        if self.rate_per_s == 0 {
-            return true;
-        }
-        let elapsed = now_ms.saturating_sub(self.last_ms);
-        self.last_ms = now_ms.max(self.last_ms);
-        let cap = u64::from(self.burst) * 1000;
-        self.tokens_milli =
-            self.tokens_milli.saturating_add(elapsed.saturating_mul(u64::from(self.rate_per_s))).min(cap);
-        if self.tokens_milli >= 1000 {
-            self.tokens_milli -= 1000;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-/// One of `parts` equal shares of a router-wide ICMP rate and burst, for one token bucket:
-/// each worker and the ARP thread keeps its own bucket (no shared state on the packet path),
-/// so that together they stay within the configured limits. 0 stays 0 (unlimited); a share of
-/// a positive limit is at least 1.
-pub fn icmp_share(rate: u32, burst: u32, parts: u32) -> (u32, u32) {
-    let parts = parts.max(1);
-    let rate = if rate == 0 { 0 } else { (rate / parts).max(1) };
-    (rate, (burst / parts).max(1))
-}
-
-/// A worker's own router state.
-#[derive(Debug, Clone)]
-pub struct RouterState {
-    /// ICMP error rate limit.
-    pub icmp_limit: TokenBucket,
-    /// Identification field of the next ICMP error.
-    pub ident: u16,
-    /// ICMP errors not sent because of the rate limit.
-    pub icmp_rate_limited: u64,
-    /// Gateways' MACs by IPv4 next-hop index, valid for the tables id and the generations of
-    /// both neighbour tables (IPv4 next hops may be IPv6 gateways). Sized by
-    /// [`RouterState::fit`], outside the decision, so that the decision never allocates.
-    pub(super) nh_cache: GatewayCache<(u64, u64, u64)>,
-    /// The same for IPv6 gateways, by IPv6 next-hop index, valid for the tables id and the
-    /// IPv6 neighbour table's generation.
-    pub(super) nh_cache6: GatewayCache<(u64, u64)>,
-}
-
-impl RouterState {
-    /// Sizes the gateway cache for `tables`' next hops. It allocates when they have more than
-    /// the cache has room for, so it belongs where allocating is fine: when the state is made,
-    /// and once per worker round (which is how a reload's tables reach it), never per frame.
-    pub fn fit(&mut self, tables: &RouterTables) {
-        self.nh_cache.fit(tables.v4.nexthops.len());
-        self.nh_cache6.fit(tables.v6.nexthops.len());
-    }
-
-    /// State with an ICMP limit of `rate` per second and `burst`, and no gateway cache until
-    /// [`RouterState::fit`] sizes one.
-    pub fn new(rate: u32, burst: u32) -> RouterState {
-        RouterState {
-            icmp_limit: TokenBucket::new(rate, burst),
-            ident: 0,
-            icmp_rate_limited: 0,
-            nh_cache: GatewayCache::default(),
-            nh_cache6: GatewayCache::default(),
-        }
-    }
-}
-
 #[inline]
 /// 0/8, 127/8, 224/4 (multicast) and 255.255.255.255: never a source of forwarded traffic,
 /// never forwarded to, by the kernel either; with `strict` (RFC 1812 section 5.3.7) class E,
@@ -299,10 +189,6 @@ pub fn prefetch(frame: &[u8], t: &RouterTables) {
         t.v4.fib.prefetch(dst);
     }
 }
-
-/// IPv4, for the decision ([`super::decide`]`::<V4>`).
-#[derive(Debug, Clone, Copy)]
-pub enum V4 {}
 
 impl IpFamily for V4 {
     type Addr = Ipv4Addr;
@@ -613,7 +499,9 @@ pub fn icmp_error(frame: &[u8], env: &mut ErrorEnv<'_>, e: IcmpError) -> Action 
 mod tests {
     use super::super::tables::{PortSpec, RouteTarget, RouterTables};
     use super::*;
+    use crate::action::SCRATCH_LEN;
     use crate::l3::decide;
+    use crate::l3::family::{icmp_share, RouterState};
     use crate::l3::testing::port;
     use etherparse::{Icmpv4Header, Icmpv4Type, IpNumber, Ipv4Header, PacketBuilder, SlicedPacket, TransportSlice};
 

@@ -36,11 +36,10 @@
 use core::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
-use super::family::{route, send, Header, IpFamily};
+use super::family::{route, send, ErrorEnv, Header, IpFamily, V6};
 use super::fib::NhIndex;
 use super::fib6::{Fib6, Prefix6};
 use super::neighbors::NeighborTable6;
-use super::router::ErrorEnv;
 use super::tables::{is_link_local6, scope6, NextHop6, NhKind6, RouterTables, Special, Tables6};
 use crate::action::Action;
 use crate::reason::Reason;
@@ -141,10 +140,6 @@ pub fn prefetch6(frame: &[u8], t: &RouterTables) {
         t.v6.fib.prefetch(dst);
     }
 }
-
-/// IPv6, for the decision ([`super::decide`]`::<V6>`).
-#[derive(Debug, Clone, Copy)]
-pub enum V6 {}
 
 impl IpFamily for V6 {
     const ETHERTYPE: u16 = ETHERTYPE_IPV6;

@@ -19,14 +19,33 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::family::{Hop, IpFamily};
 use super::fib::{no_advice, Advice, Fib, FibError, NhIndex, Prefix};
 use super::fib6::{Fib6, Prefix6};
-use super::neighbors::Key6;
-use super::router::V4;
-use super::router6::V6;
+pub use super::neighbors::{is_link_local6, scope6, unscope6};
 use crate::wire::MacAddr;
 use crate::PortId;
+
+/// The router's table sizes and rates (the router file's `[limits]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouterLimits {
+    /// Neighbour table capacity.
+    pub neighbors: usize,
+    /// Packets held per unresolved neighbour.
+    pub glean_queue: usize,
+    /// ICMP errors per second for the whole router, shared by all workers (0: unlimited).
+    pub icmp_rate: u32,
+    /// ICMP error burst.
+    pub icmp_burst: u32,
+    /// Drop class E and 169.254/16 as RFC 1812 says, where the kernel forwards them.
+    pub rfc1812_martians: bool,
+}
+
+/// The defaults of the router file's `[limits]` (config/README.md).
+impl Default for RouterLimits {
+    fn default() -> Self {
+        RouterLimits { neighbors: 4096, glean_queue: 16, icmp_rate: 1000, icmp_burst: 50, rfc1812_martians: false }
+    }
+}
 
 /// One routed interface as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,23 +98,15 @@ impl Tables4 {
     }
 }
 
-/// Whether `a` is link-local unicast (fe80::/10).
-#[inline]
-pub fn is_link_local6(a: &Ipv6Addr) -> bool {
-    a.segments()[0] & 0xffc0 == 0xfe80
-}
-
-/// The IPv6 neighbour table's key for `a` on `port`: a link-local address names a neighbour
-/// only together with its link, so its key holds the port; other addresses are their own key.
-#[inline]
-pub fn scope6(a: Ipv6Addr, port: crate::PortId) -> Key6 {
-    Key6 { addr: a, port: is_link_local6(&a).then_some(port) }
-}
-
-/// The address a neighbour table key stands for ([`scope6`] undone).
-#[inline]
-pub fn unscope6(k: Key6) -> Ipv6Addr {
-    k.addr
+/// A next hop as the shared sequence reads it: whether it is an equal-cost group, and where it
+/// leaves.
+pub trait Hop: Copy {
+    /// Entries `first..first + len` of the family's group members, if it is a group.
+    fn group(&self) -> Option<(u32, u16)>;
+    /// Egress port.
+    fn port(&self) -> PortId;
+    /// The route's MTU (0: the port's).
+    fn mtu(&self) -> u32;
 }
 
 /// Where a static route points, for gateways of type `G` ([`RouteTarget4`], [`RouteTarget6`]).
@@ -487,25 +498,6 @@ impl RouterTables {
         })
     }
 
-    /// The next hop of family `F` for `dst`, if routed. An equal-cost group stands for its
-    /// first member here (the way back for the router's own answers); the decision picks
-    /// members by flow.
-    #[inline]
-    pub fn route_of<F: IpFamily>(&self, dst: F::Addr) -> Option<&F::NextHop> {
-        let ft = F::tables(self);
-        let nh = &ft.nexthops[usize::from(F::lookup(&ft.fib, dst)?.0)];
-        match nh.group() {
-            Some((first, _)) => ft.nexthops.get(usize::from(ft.groups.get(first as usize)?.0)),
-            None => Some(nh),
-        }
-    }
-
-    /// The IPv6 next hop for `dst`, if routed ([`RouterTables::route_of`]).
-    #[inline]
-    pub fn route6(&self, dst: Ipv6Addr) -> Option<&NextHop6> {
-        self.route_of::<V6>(dst)
-    }
-
     /// Whether `a` is one of the box's IPv6 addresses (link-local ones are the kernel's).
     pub fn is_local6(&self, a: Ipv6Addr) -> bool {
         self.route6(a).is_some_and(|nh| nh.kind == NhKind6::Local)
@@ -537,12 +529,6 @@ impl RouterTables {
         best(&mut port.addrs6.iter().copied())
             .or_else(|| best(&mut self.ports.iter().flat_map(|p| p.addrs6.iter().copied())))
             .or(port.link_local)
-    }
-
-    /// The IPv4 next hop for `dst`, if routed ([`RouterTables::route_of`]).
-    #[inline]
-    pub fn route(&self, dst: Ipv4Addr) -> Option<&NextHop4> {
-        self.route_of::<V4>(dst)
     }
 
     /// Whether `a` is one of the box's addresses.
@@ -861,6 +847,7 @@ fn build6(ports: &[PortSpec], statics: &[(Prefix6, RouteTarget6)], advise: Advic
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::l3::neighbors::Key6;
     use crate::l3::testing::{port, ETH4, ETH5};
 
     fn ip(s: &str) -> Ipv4Addr {

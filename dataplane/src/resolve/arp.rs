@@ -13,8 +13,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use super::engine::{Family, Resolver};
 use crate::action::{Action, SCRATCH_LEN};
+use crate::l3::family::{ErrorEnv, RouterState};
 use crate::l3::neighbors::{Key6, NeighborTable6};
-use crate::l3::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
+use crate::l3::router::{icmp_error, IcmpError};
 use crate::l3::tables::{connected_to, NhKind, RouterTables};
 use crate::l3::NeighborTable;
 use crate::wire::ethernet::{self, ETHERTYPE_ARP};

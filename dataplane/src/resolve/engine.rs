@@ -20,8 +20,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::action::{Action, SCRATCH_LEN};
+use crate::l3::family::{RouterState, TokenBucket};
 use crate::l3::neighbors::{NeighborAddr, NeighborTable};
-use crate::l3::router::{RouterState, TokenBucket};
 use crate::l3::tables::RouterTables;
 use crate::stats::Counter;
 use crate::wire::{EthernetFrame, MacAddr};

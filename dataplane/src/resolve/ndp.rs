@@ -26,8 +26,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::engine::{Family, Resolver};
 use crate::action::{Action, SCRATCH_LEN};
+use crate::l3::family::{ErrorEnv, RouterState};
 use crate::l3::neighbors::{Key6, NeighborTable, NeighborTable6};
-use crate::l3::router::{icmp_error, ErrorEnv, IcmpError, RouterState};
+use crate::l3::router::{icmp_error, IcmpError};
 use crate::l3::router6::{icmp6_error, Icmp6Error};
 use crate::l3::tables::{connected_to6, is_link_local6, scope6, unscope6, NhKind6, RouterTables};
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4, ETHERTYPE_IPV6};

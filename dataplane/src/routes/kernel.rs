@@ -31,9 +31,9 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::{Deserialize, Serialize};
 
 use super::rtnl::{rule_not_followed, rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
-use crate::io::config::RouterLimits;
 use crate::io::memory::advise_huge_pages;
 use crate::io::xdp::{LocalKind, LocalMaps};
+use crate::l3::tables::RouterLimits;
 use crate::l3::{PortSpec, RouterTables};
 use crate::resolve::thread::Control as ArpControl;
 use crate::routes::incremental::Incremental;

@@ -649,9 +649,9 @@ pub fn deferral_advice(port: &str, napi_defer_hard_irqs: &str, gro_flush_timeout
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::config::RouterLimits;
     use crate::io::settings::WorkerOptions;
     use crate::io::xsk::RingSizes;
+    use crate::l3::tables::RouterLimits;
     use crate::wire::MacAddr;
     use std::net::Ipv4Addr;
 
