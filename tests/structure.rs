@@ -32,10 +32,10 @@ fn modules(root: &Path) -> BTreeMap<Vec<String>, PathBuf> {
 
 /// The module a path in `from` names, if it is one of `mods` (the longest such prefix).
 fn resolve(from: &[String], path: &[&str], mods: &BTreeMap<Vec<String>, PathBuf>) -> Option<Vec<String>> {
-    let (mut base, mut rest): (Vec<String>, &[&str]) = match path.first()? {
-        &"crate" => (Vec::new(), &path[1..]),
-        &"self" => (from.to_vec(), &path[1..]),
-        &"super" => (from[..from.len().saturating_sub(1)].to_vec(), &path[1..]),
+    let (mut base, mut rest): (Vec<String>, &[&str]) = match *path.first()? {
+        "crate" => (Vec::new(), &path[1..]),
+        "self" => (from.to_vec(), &path[1..]),
+        "super" => (from[..from.len().saturating_sub(1)].to_vec(), &path[1..]),
         _ => return None,
     };
     while rest.first() == Some(&"super") {
@@ -61,7 +61,7 @@ fn edges(mods: &BTreeMap<Vec<String>, PathBuf>) -> BTreeMap<Vec<String>, BTreeSe
         let src = code(file);
         let mut to = BTreeSet::new();
         let mut i = 0;
-        while let Some(at) = src[i..].find(|c: char| c == 'c' || c == 's').map(|a| a + i) {
+        while let Some(at) = src[i..].find(['c', 's']).map(|a| a + i) {
             i = at + 1;
             if at > 0 && src[..at].chars().next_back().is_some_and(word) {
                 continue;
