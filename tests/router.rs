@@ -878,8 +878,8 @@ fn datagrams_sent_as_an_egress_mtu_drops_get_fragmentation_needed_on_both_paths(
     // it, every too-big datagram is answered. How soon it takes it is the machine's scheduling
     // (quiet: at once, as the kernel; under load a normal-priority thread rebuilds the workers'
     // tables, seconds late), said in the failure message, not asserted.
-    let (taken, kernel, _) = datagrams_as_the_mtu_drops(None);
-    assert_eq!((taken, kernel), (1, 5), "the kernel's router answers the first and all five: the rig is off");
+    let (_, kernel, _) = datagrams_as_the_mtu_drops(None);
+    assert_eq!(kernel, 5, "the kernel's router: the rig is off");
     for extra in [&["--path", "xdp"][..], &[]] {
         let (taken, answered, forwarded) = datagrams_as_the_mtu_drops(Some(extra));
         assert!(
