@@ -316,3 +316,51 @@ pub fn progress_line(line: &str) {
     progress_done();
     eprintln!("{line}");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xfwd_dataplane::stats::{PortSnapshot, QueueSnapshot};
+
+    /// Every counter declared in `stats.rs` is in `show stats`, under its word, with its own
+    /// value: adding one there is enough for it to be shown.
+    #[test]
+    fn show_stats_lists_every_declared_counter_with_its_value() {
+        let (mut port, mut queue, mut n, mut want) = (PortSnapshot::default(), QueueSnapshot::default(), 1000, vec![]);
+        for c in PORT_COUNTERS {
+            n += 1;
+            *(c.get_mut)(&mut port) = n;
+            if !TRAFFIC.contains(&c.word) {
+                want.push(format!("{} {n}", c.word));
+            }
+        }
+        for c in XSK_COUNTERS {
+            n += 1;
+            *(c.get_mut)(&mut port.xsk) = n;
+            want.push(format!("{} {n}", c.word));
+        }
+        for c in WORKER_COUNTERS {
+            n += 1;
+            *(c.get_mut)(&mut queue) = n;
+            want.push(format!("{} {n}", c.word));
+        }
+        let empty =
+            serde_json::json!({"ports": [], "queues": [], "fdb_entries": 0, "fdb_capacity": 0, "xdp_foreign": 0});
+        let mut r: Report = serde_json::from_value(empty).unwrap();
+        r.ports.push(PortReport {
+            name: "eth4".into(),
+            total: port.clone(),
+            per_queue: vec![port],
+            xdp: Vec::new(),
+            missed_queue: None,
+            driver: None,
+            xdp_mode: None,
+        });
+        r.queues.push(queue);
+        let text = stats_detail(&r, &[], true);
+        assert!(text.contains("  rx 1001 frames 1002 bytes, tx 1003 frames 1004 bytes\n"), "{text}");
+        for w in &want {
+            assert!(text.contains(&format!("{w},")) || text.contains(&format!("{w}\n")), "`{w}` not in:\n{text}");
+        }
+    }
+}
