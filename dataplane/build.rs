@@ -56,10 +56,7 @@ fn number(expr: &str) -> Option<u64> {
 
 /// The comment that follows a line's code, joined with its continuation lines (`*`-led) up to
 /// its end: `(code, comment)`.
-fn code_and_comment<'a>(
-    lines: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>,
-    line: &'a str,
-) -> (&'a str, String) {
+fn code_and_comment<'a>(lines: &mut impl Iterator<Item = &'a str>, line: &'a str) -> (&'a str, String) {
     let Some((code, rest)) = line.split_once("/*") else { return (line, String::new()) };
     let mut comment = rest.to_owned();
     while !comment.contains("*/") {
@@ -89,7 +86,7 @@ fn camel(upper: &str) -> String {
 fn abi_rust(header: &str) -> Result<String, String> {
     let mut out =
         String::from("// Made by dataplane/build.rs from bpf/xfwd_abi.h: change that file, not this one.\n\n");
-    let mut lines = header.lines().peekable();
+    let mut lines = header.lines();
     let mut counters: Vec<(String, u64, String, String)> = Vec::new();
     let mut count = None;
     let mut in_enum = false;
