@@ -134,24 +134,26 @@ struct xfwd_route4 {
 	__u32 flags;
 };
 
-/* The routes, a trie the loader makes and fills aside and then puts in xfwd_fib4's one slot:
- * a reload swaps the whole table in one write, so no frame sees half of one. */
-struct xfwd_fib4_trie {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, XFWD_MAX_ROUTES4);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	/* Sizes, not types: BTF reaches an inner map's types only through pointers, as
-	 * declarations, whose size libbpf cannot tell. */
-	__uint(key_size, sizeof(struct xfwd_lpm4));
-	__uint(value_size, sizeof(struct xfwd_route4));
-};
+/* A family's routes, a trie (`inner`) the loader makes and fills aside and then puts in the
+ * one slot of `outer`: a reload swaps the whole table in one write, so no frame sees half of
+ * one. The trie's key and value are given by size, not type: BTF reaches an inner map's types
+ * only through pointers, as declarations, whose size libbpf cannot tell. */
+#define XFWD_FIB(outer, inner, max, key_type, val_type)                 \
+	struct inner {                                                  \
+		__uint(type, BPF_MAP_TYPE_LPM_TRIE);                    \
+		__uint(max_entries, max);                               \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                   \
+		__uint(key_size, sizeof(key_type));                     \
+		__uint(value_size, sizeof(val_type));                   \
+	};                                                              \
+	struct {                                                        \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);               \
+		__uint(max_entries, 1);                                 \
+		__type(key, __u32);                                     \
+		__array(values, struct inner);                          \
+	} outer SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__array(values, struct xfwd_fib4_trie);
-} xfwd_fib4 SEC(".maps");
+XFWD_FIB(xfwd_fib4, xfwd_fib4_trie, XFWD_MAX_ROUTES4, struct xfwd_lpm4, struct xfwd_route4);
 
 struct xfwd_neigh {
 	__u32 port;
@@ -183,7 +185,7 @@ struct {
 } xfwd_neigh4 SEC(".maps");
 
 /* The IPv6 routes, as the IPv4 ones above: an LPM trie keyed by prefix length and address (as
- * on the wire), swapped whole into xfwd_fib6's one slot on reloads. */
+ * on the wire), swapped whole into xfwd_fib6's one slot on reloads (XFWD_FIB above). */
 struct xfwd_lpm6 {
 	__u32 prefixlen;
 	__u8 addr[16];
@@ -197,20 +199,7 @@ struct xfwd_route6 {
 	__u32 flags;
 };
 
-struct xfwd_fib6_trie {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, XFWD_MAX_ROUTES6);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct xfwd_lpm6));
-	__uint(value_size, sizeof(struct xfwd_route6));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__array(values, struct xfwd_fib6_trie);
-} xfwd_fib6 SEC(".maps");
+XFWD_FIB(xfwd_fib6, xfwd_fib6_trie, XFWD_MAX_ROUTES6, struct xfwd_lpm6, struct xfwd_route6);
 
 /* An IPv6 neighbour as xfwd_neigh4_key: the address on the port the route leaves by (which
  * for a link-local one is also what names it). Mirrored in io/xdp.rs (`neighbor_key`). */
@@ -456,6 +445,59 @@ static __always_inline int over_mtu(struct xdp_md *ctx, __u32 ifindex, __u32 len
 	return bpf_check_mtu(ctx, ifindex, &mtu_len, 0, 0) != BPF_MTU_CHK_RET_SUCCESS;
 }
 
+/* Decrements the TTL of the IPv4 header at `ip` with its checksum updated (RFC 1624). */
+static __always_inline void decrement_ttl(unsigned char *ip)
+{
+	__u16 old = ((__u16)ip[8] << 8) | ip[9], new;
+	__u32 sum;
+
+	ip[8] -= 1;
+	new = ((__u16)ip[8] << 8) | ip[9];
+	sum = (__u16)~(((__u16)ip[10] << 8) | ip[11]);
+	sum += (__u16)~old;
+	sum += new;
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (__u16)~sum;
+	ip[10] = sum >> 8;
+	ip[11] = sum & 0xff;
+}
+
+/* The routers' common tail (fast4, fast6), after the route and the next hop's MAC `n` are
+ * found: a packet of `total` bytes no longer than the route's `mtu` and the port's MTU as it
+ * is now, out of a port whose egress is ready, gets the next hop's MAC and the port's, is
+ * trimmed of bytes past the packet beyond Ethernet's minimum, and is redirected; anything else
+ * returns -1 untouched (the workers' ICMP errors). `decrement` lowers the TTL or hop limit once
+ * every check has passed, so that a frame handed to the workers is as it arrived. */
+static __always_inline int route_out(struct xdp_md *ctx, unsigned char *data, unsigned char *data_end,
+				     __u32 in_port, __u32 port, __u32 mtu, __u32 total,
+				     const struct xfwd_neigh *n, int family)
+{
+	struct xfwd_port_mac *out;
+	__u32 len;
+
+	if (total > mtu)
+		return -1; /* too big: Fragmentation Needed / Packet Too Big, or dropped */
+	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
+	if (!out || !out->ready)
+		return -1;
+	if (over_mtu(ctx, out->ifindex, total))
+		return -1; /* too big for the port's MTU as it is now: the workers' */
+	if (family == 4)
+		decrement_ttl(data + XFWD_ETH_HLEN);
+	else
+		data[XFWD_ETH_HLEN + 7] -= 1; /* the hop limit: IPv6 has no header checksum */
+	/* The MACs (l3::family::send). */
+	__builtin_memcpy(data, n->mac, 6);
+	__builtin_memcpy(data + 6, out->mac, 6);
+	len = XFWD_ETH_HLEN + total;
+	if (len < 60)
+		len = 60; /* wire::ethernet::MIN_FRAME_LEN */
+	if ((__u32)(data_end - data) > len)
+		bpf_xdp_adjust_tail(ctx, (int)len - (int)(data_end - data));
+	return send(in_port, port, 0, XFWD_FORWARDED);
+}
+
 /* Router mode, XDP path: forwards an IPv4 frame that is the common case, as the workers would
  * (l3::family::route): to the ingress port's MAC; a 20-byte header with a good checksum; a
  * TTL above 1; neither address one the workers screen (0/8, 127/8, 224/3, 169.254/16, the
@@ -470,14 +512,13 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *data = (unsigned char *)(long)ctx->data;
 	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 	unsigned char *ip = data + XFWD_ETH_HLEN;
-	struct xfwd_port_mac *in, *out;
 	struct xfwd_neigh4_key next = {};
+	struct xfwd_port_mac *in;
 	struct xfwd_neigh *neigh, n;
 	struct xfwd_route4 *hop;
 	struct xfwd_lpm4 key;
 	void *fib;
-	__u32 daddr, saddr, sum = 0, total, len, port, zero = 0;
-	__u16 old, new;
+	__u32 daddr, saddr, sum = 0, total, port, zero = 0;
 
 	if (ip + XFWD_IPV4_MIN_HLEN > data_end)
 		return -1;
@@ -525,33 +566,7 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	if (!neigh)
 		return -1; /* unresolved on the route's port: gleaned */
 	n = *neigh; /* once: the MAC of one entry */
-	if (total > hop->mtu)
-		return -1; /* too big: Fragmentation Needed, or dropped */
-	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
-	if (!out || !out->ready)
-		return -1;
-	if (over_mtu(ctx, out->ifindex, total))
-		return -1; /* too big for the port's MTU as it is now: the workers' */
-	/* Forward: the TTL, then the MACs (l3::family::send). */
-	old = ((__u16)ip[8] << 8) | ip[9];
-	ip[8] -= 1;
-	new = ((__u16)ip[8] << 8) | ip[9];
-	sum = (__u16)~(((__u16)ip[10] << 8) | ip[11]);
-	sum += (__u16)~old;
-	sum += new;
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (__u16)~sum;
-	ip[10] = sum >> 8;
-	ip[11] = sum & 0xff;
-	__builtin_memcpy(data, n.mac, 6);
-	__builtin_memcpy(data + 6, out->mac, 6);
-	len = XFWD_ETH_HLEN + total;
-	if (len < 60)
-		len = 60; /* wire::ethernet::MIN_FRAME_LEN */
-	if ((__u32)(data_end - data) > len)
-		bpf_xdp_adjust_tail(ctx, (int)len - (int)(data_end - data));
-	return send(in_port, port, 0, XFWD_FORWARDED);
+	return route_out(ctx, data, data_end, in_port, port, hop->mtu, total, &n, 4);
 }
 
 /* Whether the first 10 bytes at `a` are zero: ::/80, which holds the unspecified and loopback
@@ -579,12 +594,12 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 	unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_neigh6_key next = {};
-	struct xfwd_port_mac *in, *out;
+	struct xfwd_port_mac *in;
 	struct xfwd_neigh *neigh, n;
 	struct xfwd_route6 *hop;
 	struct xfwd_lpm6 key;
 	void *fib;
-	__u32 total, len, port, zero = 0;
+	__u32 total, port, zero = 0;
 
 	if (ip + XFWD_IPV6_HLEN > data_end)
 		return -1;
@@ -623,22 +638,7 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 	if (!neigh)
 		return -1; /* unresolved on the route's port: neighbour discovery */
 	n = *neigh; /* once: the MAC of one entry */
-	if (total > hop->mtu)
-		return -1; /* too big: Packet Too Big */
-	out = bpf_map_lookup_elem(&xfwd_port_macs, &port);
-	if (!out || !out->ready)
-		return -1;
-	if (over_mtu(ctx, out->ifindex, total))
-		return -1; /* too big for the port's MTU as it is now: the workers' */
-	ip[7] -= 1;
-	__builtin_memcpy(data, n.mac, 6);
-	__builtin_memcpy(data + 6, out->mac, 6);
-	len = XFWD_ETH_HLEN + total;
-	if (len < 60)
-		len = 60; /* wire::ethernet::MIN_FRAME_LEN */
-	if ((__u32)(data_end - data) > len)
-		bpf_xdp_adjust_tail(ctx, (int)len - (int)(data_end - data));
-	return send(in_port, port, 0, XFWD_FORWARDED);
+	return route_out(ctx, data, data_end, in_port, port, hop->mtu, total, &n, 6);
 }
 
 /* Bridge mode, XDP path: forwards a frame from a station known on this port (l2::bridge::

@@ -62,6 +62,7 @@ pub struct Neighbors {
 }
 
 /// A resolved neighbour.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Neighbor {
     /// `inet` or `inet6`.
@@ -83,7 +84,6 @@ pub struct Neighbor {
     #[serde(default = "yes")]
     pub held: bool,
     /// Kernel mode: where xfwd's table and the kernel's differ.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
@@ -107,6 +107,7 @@ pub struct Routes {
 }
 
 /// A route.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Route {
     /// `inet` or `inet6`.
@@ -120,22 +121,16 @@ pub struct Route {
     /// Where it came from: `connected`, `local`, `broadcast`, `static` or `kernel`.
     pub origin: String,
     /// The gateway of a single next hop.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<IpAddr>,
     /// The egress port of a single next hop.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dev: Option<String>,
     /// IPv4: the box's address its ICMP errors come from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefsrc: Option<IpAddr>,
     /// A kernel route's protocol as `ip route` names it (`kernel`, `static`, `bird`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
     /// `local` for a route of the kernel's local table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
     /// The route's MTU where it sets one below the port's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
     /// Equal-cost next hops, each once with its weight.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -143,34 +138,27 @@ pub struct Route {
     /// False for a route out of an interface xfwd does not own: nobody forwards it.
     pub forwarded: bool,
     /// Kernel mode: the metric.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<u32>,
     /// Kernel mode: the scope where not global (`link`, `host`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     /// Kernel mode, IPv6: the router preference (`medium`, `high`, `low`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pref: Option<String>,
     /// Kernel mode, IPv4: the TOS a route selects by.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tos: Option<u8>,
     /// Kernel mode: the nexthop object it names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nhid: Option<u32>,
     /// Kernel mode: whether xfwd takes this route for its prefix (false: another of lower
     /// metric is taken, or it is one xfwd never takes; `note` says which).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub used: Option<bool>,
     /// Kernel mode: what xfwd does with it that `ip route` does not say.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
 /// A member of an equal-cost route.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Hop {
     /// Its gateway, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<IpAddr>,
     /// Its egress port.
     pub dev: String,
