@@ -99,7 +99,7 @@ fn main() {
         if with_storm {
             std::thread::sleep(Duration::from_secs(1));
         }
-        let t = rig::iperf3_tcp_omit(&r.h2, &r.h1, rig::H2_ADDR, 4, 1, secs, 1).expect("iperf3");
+        let t = rig::iperf3_tcp_streams(&r.h2, &r.h1, rig::H2_ADDR, 4, 1, 1, secs, 1).expect("iperf3");
         stop.store(true, Ordering::Relaxed);
         let gbps = t.flows_bps.iter().sum::<f64>() / 1e9;
         match s {

@@ -828,10 +828,14 @@ pub fn iperf3_tcp(
     queues: u32,
     secs: u32,
 ) -> Result<TcpResult> {
-    iperf3_tcp_omit(server, client, server_addr, flows, queues, secs, 0)
+    iperf3_tcp_streams(server, client, server_addr, flows, 1, queues, secs, 0)
 }
 
-/// [`iperf3_tcp`], leaving out the first `omit` seconds of each flow (TCP's slow start).
+/// [`iperf3_tcp`] with `streams` flows per iperf3 client process (`-P`, from consecutive
+/// fixed client ports; the last client takes what is left), leaving out the first `omit`
+/// seconds of each flow (TCP's slow start): with hundreds of flows, a few processes each
+/// sharing out their CPU time among their streams, rather than hundreds of processes whose
+/// scheduling decides each flow's share.
 ///
 /// Nothing of the run outlives it, whatever way it ends: every server and client is waited
 /// for (a client is killed `CLIENT_GRACE` after its planned end, a one-off server
@@ -840,22 +844,6 @@ pub fn iperf3_tcp(
 /// them ([`free_client_ports`]). Each process writes into a file, not a pipe: 450 clients
 /// would hold 900 pipe ends in this process (near the usual limit of 1024 open files), and a
 /// client whose pipe is full would wait for its turn to be read.
-pub fn iperf3_tcp_omit(
-    server: &Netns,
-    client: &Netns,
-    server_addr: &str,
-    flows: u32,
-    queues: u32,
-    secs: u32,
-    omit: u32,
-) -> Result<TcpResult> {
-    iperf3_tcp_streams(server, client, server_addr, flows, 1, queues, secs, omit)
-}
-
-/// [`iperf3_tcp_omit`] with `streams` flows per iperf3 client process (`-P`, from consecutive
-/// fixed client ports; the last client takes what is left): with hundreds of flows, a few
-/// processes each sharing out their CPU time among their streams, rather than hundreds of
-/// processes whose scheduling decides each flow's share.
 #[allow(clippy::too_many_arguments, reason = "the run's whole description")]
 pub fn iperf3_tcp_streams(
     server: &Netns,
@@ -922,7 +910,7 @@ pub struct Flows<'a> {
 
 /// Runs `f`'s flows together and returns each one's sender rate, received bytes and sender
 /// RTT. Nothing of
-/// the run outlives it ([`iperf3_tcp_omit`] says how).
+/// the run outlives it ([`iperf3_tcp_streams`] says how).
 pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     let (server, client, server_addr, secs, omit) = (f.server, f.client, f.server_addr, f.secs, f.omit);
     let flows = f.client_ports.len() as u32;
@@ -1105,7 +1093,7 @@ fn wait_listening(ns: &Netns, servers: &mut [Spawned], ports: Range<u32>, logs: 
 /// in use".
 ///
 /// Sockets that no process owns any more (the earlier run's processes are all gone when
-/// [`iperf3_tcp_omit`] returns) are destroyed with `ss -K` (SOCK_DESTROY, kernels with
+/// [`iperf3_tcp_streams`] returns) are destroyed with `ss -K` (SOCK_DESTROY, kernels with
 /// CONFIG_INET_DIAG_DESTROY), TIME_WAIT ones included: what TIME_WAIT guards against, a late
 /// segment of the old connection taken for one of the new, cannot happen on the rig, where
 /// the path is rebuilt between runs and no segment lingers for seconds on a veth pair. A

@@ -176,34 +176,24 @@ pub fn mark_ce(frame: &mut [u8]) -> EcnOutcome {
     let Some(l3) = frame.get_mut(off..) else {
         return EcnOutcome::NotIp;
     };
-    let outcome = |field: u8| match field {
-        0 => EcnOutcome::NotEct,
-        ECN_CE => EcnOutcome::AlreadyCe,
-        _ => EcnOutcome::Marked,
+    // The ECN field's outcome; `set` writes the field with CE where it is to be marked.
+    let mark = |field: u8, set: &mut dyn FnMut(u8)| {
+        let o = match field & ECN_MASK {
+            0 => EcnOutcome::NotEct,
+            ECN_CE => EcnOutcome::AlreadyCe,
+            _ => EcnOutcome::Marked,
+        };
+        if o == EcnOutcome::Marked {
+            set(field | ECN_CE);
+        }
+        o
     };
     match ethertype {
-        ETHERTYPE_IPV4 => match Ipv4Packet::new_checked(l3) {
-            Ok(mut ip) => {
-                let tos = ip.tos();
-                let o = outcome(tos & ECN_MASK);
-                if o == EcnOutcome::Marked {
-                    ip.set_tos(tos | ECN_CE);
-                }
-                o
-            }
-            Err(_) => EcnOutcome::NotIp,
-        },
-        ETHERTYPE_IPV6 => match Ipv6Packet::new_checked(l3) {
-            Ok(mut ip) => {
-                let tc = ip.traffic_class();
-                let o = outcome(tc & ECN_MASK);
-                if o == EcnOutcome::Marked {
-                    ip.set_traffic_class(tc | ECN_CE);
-                }
-                o
-            }
-            Err(_) => EcnOutcome::NotIp,
-        },
+        ETHERTYPE_IPV4 => {
+            Ipv4Packet::new_checked(l3).map_or(EcnOutcome::NotIp, |mut ip| mark(ip.tos(), &mut |b| ip.set_tos(b)))
+        }
+        ETHERTYPE_IPV6 => Ipv6Packet::new_checked(l3)
+            .map_or(EcnOutcome::NotIp, |mut ip| mark(ip.traffic_class(), &mut |b| ip.set_traffic_class(b))),
         _ => EcnOutcome::NotIp,
     }
 }

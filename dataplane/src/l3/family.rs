@@ -38,7 +38,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::fib::NhIndex;
 use super::neighbors::{NeighborTable, NeighborTable6};
-use super::tables::{FamilyTables, Hop, NextHop4, NextHop6, RouterTables};
+use super::tables::{FamilyTables, Hop, NextHop4, NextHop6, RouterTables, Special};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::reason::Reason;
 use crate::wire::{ethernet, EthernetFrame, MacAddr};
@@ -78,6 +78,14 @@ pub trait IpFamily {
     const NO_ROUTE: Self::Error;
     /// The error for a TTL or hop limit that ran out.
     const TTL_EXCEEDED: Self::Error;
+    /// The error for a route of the kernel's `unreachable` type ([`Special::answer`]).
+    const UNREACHABLE_ROUTE: Self::Error;
+    /// The error for a `prohibit` route.
+    const PROHIBITED: Self::Error;
+    /// The error for a route out of an interface xfwd does not own.
+    const FOREIGN_EGRESS: Self::Error;
+    /// The error for a kernel route xfwd cannot forward.
+    const UNSUPPORTED: Self::Error;
 
     /// The family's part of the decision before [`route`]: checks the IP header of `frame`
     /// (whose Ethernet header [`arrived`] checked) and its addresses, then hands the fields
@@ -111,6 +119,22 @@ pub trait IpFamily {
     fn glean(nh: &Self::NextHop, next_hop: Self::Addr) -> IpAddr;
     /// Answers `frame` with error `e`, or drops it.
     fn error(frame: &[u8], env: &mut ErrorEnv<'_>, e: Self::Error) -> Action;
+}
+
+impl Special {
+    /// What a frame of family `F` routed by a route of this type gets, as the kernel answers
+    /// it (Linux's `ip_error` and `ip6_pkt_discard`/`ip6_pkt_prohibit`): dropped silently, or
+    /// the family's error ([`IpFamily::UNREACHABLE_ROUTE`] …).
+    pub fn answer<F: IpFamily>(self, frame: &[u8], env: &mut ErrorEnv<'_>) -> Action {
+        let e = match self {
+            Special::Blackhole => return Action::Drop(Reason::Blackhole),
+            Special::Unreachable => F::UNREACHABLE_ROUTE,
+            Special::Prohibit => F::PROHIBITED,
+            Special::Foreign => F::FOREIGN_EGRESS,
+            Special::Unsupported => F::UNSUPPORTED,
+        };
+        F::error(frame, env, e)
+    }
 }
 
 /// The tables of family `F` ([`IpFamily::tables`]).

@@ -38,7 +38,7 @@ use core::net::{IpAddr, Ipv4Addr};
 use super::family::{route, send, ErrorEnv, Header, IpFamily, V4};
 use super::fib::{Fib, NhIndex, Prefix};
 use super::neighbors::{NeighborTable, NeighborTable6};
-use super::tables::{scope6, NextHop4, NhKind, NhKind4, RouterTables, Special, Tables4};
+use super::tables::{scope6, NextHop4, NhKind, NhKind4, RouterTables, Tables4};
 use crate::action::Action;
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV4};
@@ -200,6 +200,10 @@ impl IpFamily for V4 {
     // No route is network unreachable (host unreachable is for a neighbour that never answers).
     const NO_ROUTE: IcmpError = IcmpError::NET_UNREACHABLE;
     const TTL_EXCEEDED: IcmpError = IcmpError::TTL_EXCEEDED;
+    const UNREACHABLE_ROUTE: IcmpError = IcmpError::UNREACHABLE_ROUTE;
+    const PROHIBITED: IcmpError = IcmpError::PROHIBITED;
+    const FOREIGN_EGRESS: IcmpError = IcmpError::FOREIGN_EGRESS;
+    const UNSUPPORTED: IcmpError = IcmpError::UNSUPPORTED;
 
     /// IPv4's header: the checksum, the options, then the martians (sources and destinations
     /// never routed, the box's own addresses as sources, link-local destinations under
@@ -271,7 +275,7 @@ impl IpFamily for V4 {
         match nh.kind {
             NhKind::Broadcast => Action::Drop(Reason::DirectedBroadcast),
             NhKind::Local => local(frame, env.ingress, env.tables, env.neighbors, env.neighbors6),
-            NhKind::Special(s) => special(frame, env, s),
+            NhKind::Special(s) => s.answer::<V4>(frame, env),
             // Groups hold plain next hops only.
             _ => Action::Drop(Reason::NoEgress),
         }
@@ -418,17 +422,6 @@ fn back_mac(
         Some((mac, p)) if p == port => Some(mac),
         _ if port == ingress => Some(sender),
         _ => None,
-    }
-}
-
-/// What a route that is not forwarded does with the frame, as the kernel answers.
-fn special(frame: &[u8], env: &mut ErrorEnv<'_>, s: Special) -> Action {
-    match s {
-        Special::Blackhole => Action::Drop(Reason::Blackhole),
-        Special::Unreachable => icmp_error(frame, env, IcmpError::UNREACHABLE_ROUTE),
-        Special::Prohibit => icmp_error(frame, env, IcmpError::PROHIBITED),
-        Special::Foreign => icmp_error(frame, env, IcmpError::FOREIGN_EGRESS),
-        Special::Unsupported => icmp_error(frame, env, IcmpError::UNSUPPORTED),
     }
 }
 

@@ -40,7 +40,7 @@ use super::family::{route, send, ErrorEnv, Header, IpFamily, V6};
 use super::fib::NhIndex;
 use super::fib6::{Fib6, Prefix6};
 use super::neighbors::NeighborTable6;
-use super::tables::{is_link_local6, scope6, NextHop6, NhKind6, RouterTables, Special, Tables6};
+use super::tables::{is_link_local6, scope6, NextHop6, NhKind6, RouterTables, Tables6};
 use crate::action::Action;
 use crate::reason::Reason;
 use crate::wire::ethernet::{self, ETHERTYPE_IPV6};
@@ -145,6 +145,10 @@ impl IpFamily for V6 {
     const ETHERTYPE: u16 = ETHERTYPE_IPV6;
     const NO_ROUTE: Icmp6Error = Icmp6Error::NO_ROUTE;
     const TTL_EXCEEDED: Icmp6Error = Icmp6Error::HOP_LIMIT;
+    const UNREACHABLE_ROUTE: Icmp6Error = Icmp6Error::UNREACHABLE_ROUTE;
+    const PROHIBITED: Icmp6Error = Icmp6Error::PROHIBITED;
+    const FOREIGN_EGRESS: Icmp6Error = Icmp6Error::FOREIGN_EGRESS;
+    const UNSUPPORTED: Icmp6Error = Icmp6Error::UNSUPPORTED;
     type Addr = Ipv6Addr;
     type NextHop = NextHop6;
     type Fib = Arc<Fib6>;
@@ -186,20 +190,15 @@ impl IpFamily for V6 {
         }
     }
 
-    /// An echo request to the box is answered; routes that are not forwarded, as Linux's
-    /// `ip6_pkt_discard` and `ip6_pkt_prohibit` answer.
+    /// An echo request to the box is answered; routes that are not forwarded as the kernel
+    /// answers them ([`Special::answer`]).
     fn not_forwarded(frame: &mut [u8], env: &mut ErrorEnv<'_>, nh: &NextHop6) -> Action {
-        let e = match nh.kind {
-            NhKind6::Local => return local6(frame, env.ingress, env.tables, env.neighbors6),
-            NhKind6::Special(Special::Blackhole) => return Action::Drop(Reason::Blackhole),
-            NhKind6::Special(Special::Unreachable) => Icmp6Error::UNREACHABLE_ROUTE,
-            NhKind6::Special(Special::Prohibit) => Icmp6Error::PROHIBITED,
-            NhKind6::Special(Special::Foreign) => Icmp6Error::FOREIGN_EGRESS,
-            NhKind6::Special(Special::Unsupported) => Icmp6Error::UNSUPPORTED,
+        match nh.kind {
+            NhKind6::Local => local6(frame, env.ingress, env.tables, env.neighbors6),
+            NhKind6::Special(s) => s.answer::<V6>(frame, env),
             // Groups hold plain next hops only.
-            _ => return Action::Drop(Reason::NoEgress),
-        };
-        icmp6_error(frame, env, e)
+            _ => Action::Drop(Reason::NoEgress),
+        }
     }
 
     /// The IPv6 half of the tables (its FIB shared by tables whose IPv6 routes did not change).
