@@ -275,7 +275,8 @@ impl RouterConfig {
 
         let fib = fib_of(&cx, &raw)?;
         let (interfaces, subnets, subnets6) = interfaces_of(&cx, &raw, fib != FibSource::Config)?;
-        let mut r = routes_of(&cx, &raw, &interfaces, &subnets, &subnets6)?;
+        let nets = Nets { interfaces: &interfaces, subnets: &subnets, subnets6: &subnets6 };
+        let mut r = routes_of(&cx, &raw, nets)?;
         let (neighbors, neighbors6) = neighbors_of(&cx, &raw, &subnets, &subnets6)?;
         let options = options_of(&cx, &raw)?;
         let limits = limits_of(&cx, &raw)?;
@@ -284,7 +285,7 @@ impl RouterConfig {
             let file = path.parent().unwrap_or(Path::new(".")).join(rf.get_ref());
             let text =
                 read_routes(&file).map_err(|e| cx.err(rf.span(), format!("routes_file {}: {e}", file.display())))?;
-            parse_routes(&file, &text, &interfaces, &subnets, &subnets6, &mut r)?;
+            parse_routes(&file, &text, nets, &mut r)?;
         }
 
         Ok(RouterConfig {
@@ -418,6 +419,94 @@ struct Routes {
     v6: Vec<(Prefix6, RouteTarget6)>,
     seen: HashSet<Prefix>,
     seen6: HashSet<Prefix6>,
+}
+
+/// The part of a route a fault is in, for its position in the caller's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoutePart {
+    Prefix,
+    Via,
+    Dev,
+}
+
+/// The interfaces a route is checked against.
+#[derive(Clone, Copy)]
+struct Nets<'a> {
+    interfaces: &'a [Interface],
+    subnets: &'a Subnets,
+    subnets6: &'a Subnets6,
+}
+
+impl Routes {
+    /// Checks the route to `prefix` through `via` and/or out of `dev` and adds it, for a
+    /// `[[route]]` table and a routes file alike: a prefix without host bits, not a connected
+    /// subnet's own, not given before; for IPv4, a gateway on a connected subnet that is a host
+    /// address and not the box's, or `dev` alone, or an IPv6 gateway (RFC 5549) checked as an
+    /// IPv6 route's is ([`target6`]). `needs` is the caller's message for a route with neither
+    /// `via` nor `dev` (each text writes them its own way); `twice` ends the message for a
+    /// prefix given before.
+    fn add(
+        &mut self,
+        nets: Nets<'_>,
+        (prefix, via, dev): (&str, Option<&str>, Option<&str>),
+        needs: &dyn Fn() -> String,
+        twice: &str,
+    ) -> Result<(), (RoutePart, String)> {
+        let (via, dev) = (via.map(str::trim), dev.map(str::trim));
+        let on = |(on_dev, m): (bool, String)| (if on_dev { RoutePart::Dev } else { RoutePart::Via }, m);
+        let at_prefix = |m: String| (RoutePart::Prefix, m);
+        if via.is_none() && dev.is_none() {
+            return Err(at_prefix(needs()));
+        }
+        if is_v6(prefix) {
+            let prefix: Prefix6 = prefix.parse().map_err(|e| at_prefix(format!("route prefix {e}")))?;
+            let target = target6(nets.interfaces, nets.subnets6, via, dev).map_err(on)?;
+            if let Some(m) = shadows_connected6(nets.subnets6, prefix) {
+                return Err(at_prefix(m));
+            }
+            if !self.seen6.insert(prefix) {
+                return Err(at_prefix(format!("route {prefix} is given twice{twice}")));
+            }
+            self.v6.push((prefix, target));
+            return Ok(());
+        }
+        let prefix: Prefix = prefix.parse().map_err(|e| at_prefix(format!("route prefix {e}")))?;
+        let target = match (via, dev) {
+            (Some(v), _) if is_v6(v) => match target6(nets.interfaces, nets.subnets6, via, dev).map_err(on)? {
+                RouteTarget6::Via { gw, dev } => RouteTarget::Via { gw: IpAddr::V6(gw), dev },
+                RouteTarget6::Dev(port) => RouteTarget::Dev(port),
+            },
+            (Some(v), None) => {
+                let via = |m: String| (RoutePart::Via, m);
+                let gw = parse_ip(v).map_err(via)?;
+                if !nets.subnets.iter().any(|(s, _, _)| s.contains(gw)) {
+                    return Err(via(format!(
+                        "next hop {gw} is not on any connected subnet; use an address inside one of the interfaces' subnets"
+                    )));
+                }
+                if let Some(why) = not_a_host(nets.subnets, gw) {
+                    return Err(via(format!("next hop {gw} {why}")));
+                }
+                RouteTarget::via(gw)
+            }
+            (None, Some(d)) => RouteTarget::Dev(port_of(nets.interfaces, d).map_err(|m| (RoutePart::Dev, m))?),
+            (Some(_), Some(_)) => {
+                return Err((
+                    RoutePart::Dev,
+                    "an IPv4 route takes `via` or `dev`, not both (only an IPv6 `via` goes with a `dev`)".into(),
+                ))
+            }
+            (None, None) => return Err(at_prefix(needs())),
+        };
+        if let Some(m) = shadows_connected(nets.subnets, prefix) {
+            return Err(at_prefix(m));
+        }
+        if !self.seen.insert(prefix) {
+            return Err(at_prefix(format!("route {prefix} is given twice{twice}")));
+        }
+        self.v4.push((prefix, target));
+        Ok(())
+    }
 }
 
 /// An IPv6 route's target from its `via` (and `dev`, which a link-local `via` needs) or its
@@ -560,96 +649,21 @@ fn interfaces_of(cx: &Ctx, raw: &RawConfig, kernel: bool) -> Result<(Vec<Interfa
 }
 
 /// The `[[route]]` tables, with the prefixes seen (a routes file may not repeat them).
-fn routes_of(
-    cx: &Ctx,
-    raw: &RawConfig,
-    interfaces: &[Interface],
-    subnets: &Subnets,
-    subnets6: &Subnets6,
-) -> Result<Routes, ConfigError> {
-    let connected = |ip: Ipv4Addr| subnets.iter().any(|(s, _, _)| s.contains(ip));
-    let not_a_host = |ip: Ipv4Addr| not_a_host(subnets, ip);
+fn routes_of(cx: &Ctx, raw: &RawConfig, nets: Nets<'_>) -> Result<Routes, ConfigError> {
     let mut r = Routes::default();
     for rr in &raw.route {
-        if is_v6(rr.prefix.get_ref()) {
-            let prefix: Prefix6 =
-                rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
-            let via = rr.via.as_ref().map(|v| v.get_ref().as_str());
-            let dev = rr.dev.as_ref().map(|d| d.get_ref().as_str());
-            let target = target6(interfaces, subnets6, via, dev).map_err(|(on_dev, m)| {
-                let span = match (on_dev, &rr.dev, &rr.via) {
-                    (true, Some(d), _) => d.span(),
-                    (false, _, Some(v)) => v.span(),
-                    _ => rr.prefix.span(),
-                };
-                let m = if via.is_none() && dev.is_none() {
-                    format!("route {prefix} needs `via = \"ADDRESS\"` or `dev = \"INTERFACE\"`")
-                } else {
-                    m
-                };
-                cx.err(span, m)
-            })?;
-            if let Some(m) = shadows_connected6(subnets6, prefix) {
-                return Err(cx.err(rr.prefix.span(), m));
-            }
-            if !r.seen6.insert(prefix) {
-                return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
-            }
-            r.v6.push((prefix, target));
-            continue;
-        }
-        let prefix: Prefix =
-            rr.prefix.get_ref().parse().map_err(|e| cx.err(rr.prefix.span(), format!("route prefix {e}")))?;
-        let target = match (&rr.via, &rr.dev) {
-            // An IPv6 gateway for an IPv4 prefix (RFC 5549, as BGP unnumbered routes): checked
-            // as an IPv6 route's gateway is, a link-local one with its `dev`.
-            (Some(v), _) if v.get_ref().contains(':') => {
-                let dev = rr.dev.as_ref().map(|d| d.get_ref().as_str());
-                let target = target6(interfaces, subnets6, Some(v.get_ref()), dev).map_err(|(on_dev, m)| {
-                    let span = match (on_dev, &rr.dev) {
-                        (true, Some(d)) => d.span(),
-                        _ => v.span(),
-                    };
-                    cx.err(span, m)
-                })?;
-                match target {
-                    RouteTarget6::Via { gw, dev } => RouteTarget::Via { gw: IpAddr::V6(gw), dev },
-                    RouteTarget6::Dev(port) => RouteTarget::Dev(port),
-                }
-            }
-            (Some(v), None) => {
-                let gw = parse_ip(v.get_ref()).map_err(|m| cx.err(v.span(), m))?;
-                if !connected(gw) {
-                    return Err(cx.err(v.span(), format!("next hop {gw} is not on any connected subnet; use an address inside one of the interfaces' subnets")));
-                }
-                if let Some(why) = not_a_host(gw) {
-                    return Err(cx.err(v.span(), format!("next hop {gw} {why}")));
-                }
-                RouteTarget::via(gw)
-            }
-            (None, Some(d)) => {
-                RouteTarget::Dev(port_of(interfaces, d.get_ref().trim()).map_err(|m| cx.err(d.span(), m))?)
-            }
-            (Some(_), Some(d)) => {
-                return Err(cx.err(
-                    d.span(),
-                    "an IPv4 route takes `via` or `dev`, not both (only an IPv6 `via` goes with a `dev`)",
-                ))
-            }
-            (None, None) => {
-                return Err(cx.err(
-                    rr.prefix.span(),
-                    format!("route {prefix} needs `via = \"ADDRESS\"` or `dev = \"INTERFACE\"`"),
-                ))
-            }
-        };
-        if let Some(m) = shadows_connected(subnets, prefix) {
-            return Err(cx.err(rr.prefix.span(), m));
-        }
-        if !r.seen.insert(prefix) {
-            return Err(cx.err(rr.prefix.span(), format!("route {prefix} is given twice")));
-        }
-        r.v4.push((prefix, target));
+        let prefix = rr.prefix.get_ref().as_str();
+        let via = rr.via.as_ref().map(|v| v.get_ref().as_str());
+        let dev = rr.dev.as_ref().map(|d| d.get_ref().as_str());
+        let needs = || format!("route {} needs `via = \"ADDRESS\"` or `dev = \"INTERFACE\"`", prefix.trim());
+        r.add(nets, (prefix, via, dev), &needs, "").map_err(|(part, m)| {
+            let span = match (part, &rr.via, &rr.dev) {
+                (RoutePart::Via, Some(v), _) => v.span(),
+                (RoutePart::Dev, _, Some(d)) => d.span(),
+                _ => rr.prefix.span(),
+            };
+            cx.err(span, m)
+        })?;
     }
     Ok(r)
 }
@@ -936,98 +950,33 @@ fn via_and_dev<'a>(mut words: impl Iterator<Item = &'a str>) -> Result<(Option<&
 /// through an IPv6 gateway may name both: `PREFIX via fe80::1 dev eth4`, for an IPv6 prefix or
 /// an IPv4 one, RFC 5549); `#` starts a comment. Built for a
 /// full table: a million lines load in about a second.
-fn parse_routes(
-    path: &Path,
-    text: &str,
-    interfaces: &[Interface],
-    subnets: &[(Prefix, Ipv4Addr, String)],
-    subnets6: &Subnets6,
-    r: &mut Routes,
-) -> Result<(), ConfigError> {
+fn parse_routes(path: &Path, text: &str, nets: Nets<'_>, r: &mut Routes) -> Result<(), ConfigError> {
     let err = |line: usize, col: usize, message: String| ConfigError { path: path.to_owned(), line, col, message };
     for (n, raw_line) in text.lines().enumerate() {
         let line = raw_line.split('#').next().unwrap_or("");
         let mut words = line.split_whitespace();
-        let Some(prefix_text) = words.next() else { continue };
+        let Some(prefix) = words.next() else { continue };
         let col_of = |w: &str| w.as_ptr() as usize - raw_line.as_ptr() as usize + 1;
-        if is_v6(prefix_text) {
-            let prefix: Prefix6 = prefix_text.parse().map_err(|e| err(n + 1, col_of(prefix_text), format!("{e}")))?;
-            let (via, dev) = via_and_dev(words).map_err(|w| {
-                err(
-                    n + 1,
-                    col_of(w),
-                    format!("expected `{prefix_text} via ADDRESS [dev INTERFACE]` or `{prefix_text} dev INTERFACE`"),
-                )
-            })?;
-            let target = target6(interfaces, subnets6, via, dev).map_err(|(on_dev, m)| {
-                let at = if on_dev { dev } else { via };
-                err(n + 1, at.map_or(1, col_of), m)
-            })?;
-            if let Some(m) = shadows_connected6(subnets6, prefix) {
-                return Err(err(n + 1, col_of(prefix_text), m));
-            }
-            if !r.seen6.insert(prefix) {
-                return Err(err(
-                    n + 1,
-                    col_of(prefix_text),
-                    format!("route {prefix} is given twice (here or in the configuration file)"),
-                ));
-            }
-            r.v6.push((prefix, target));
-            continue;
-        }
-        let prefix: Prefix = prefix_text.parse().map_err(|e| err(n + 1, col_of(prefix_text), format!("{e}")))?;
         let expected = || {
-            format!("expected `{prefix_text} via ADDRESS` or `{prefix_text} dev INTERFACE` (or, through an IPv6 gateway, `{prefix_text} via IPV6-ADDRESS [dev INTERFACE]`)")
+            if is_v6(prefix) {
+                format!("expected `{prefix} via ADDRESS [dev INTERFACE]` or `{prefix} dev INTERFACE`")
+            } else {
+                format!("expected `{prefix} via ADDRESS` or `{prefix} dev INTERFACE` (or, through an IPv6 gateway, `{prefix} via IPV6-ADDRESS [dev INTERFACE]`)")
+            }
         };
         let (via, dev) = via_and_dev(words).map_err(|w| match w {
             "via" | "dev" => err(n + 1, col_of(w), expected()),
+            other if is_v6(prefix) => err(n + 1, col_of(other), expected()),
             other => err(n + 1, col_of(other), format!("`{other}`: expected `via` or `dev`")),
         })?;
-        let target = match (via, dev) {
-            // An IPv6 gateway (RFC 5549), checked as an IPv6 route's gateway is.
-            (Some(a), _) if a.contains(':') => {
-                let target = target6(interfaces, subnets6, via, dev).map_err(|(on_dev, m)| {
-                    let at = if on_dev { dev } else { via };
-                    err(n + 1, at.map_or(1, col_of), m)
-                })?;
-                match target {
-                    RouteTarget6::Via { gw, dev } => RouteTarget::Via { gw: IpAddr::V6(gw), dev },
-                    RouteTarget6::Dev(port) => RouteTarget::Dev(port),
-                }
-            }
-            (Some(arg), None) => {
-                let gw: Ipv4Addr =
-                    arg.parse().map_err(|_| err(n + 1, col_of(arg), format!("`{arg}` is not an IPv4 address")))?;
-                if !subnets.iter().any(|(s, _, _)| s.contains(gw)) {
-                    return Err(err(n + 1, col_of(arg), format!("next hop {gw} is not on any connected subnet")));
-                }
-                if let Some(why) = not_a_host(subnets, gw) {
-                    return Err(err(n + 1, col_of(arg), format!("next hop {gw} {why}")));
-                }
-                RouteTarget::via(gw)
-            }
-            (None, Some(arg)) => RouteTarget::Dev(port_of(interfaces, arg).map_err(|m| err(n + 1, col_of(arg), m))?),
-            (Some(_), Some(d)) => {
-                return Err(err(
-                    n + 1,
-                    col_of(d),
-                    "an IPv4 route takes `via` or `dev`, not both (only an IPv6 `via` goes with a `dev`)".into(),
-                ))
-            }
-            (None, None) => return Err(err(n + 1, 1, expected())),
-        };
-        if let Some(m) = shadows_connected(subnets, prefix) {
-            return Err(err(n + 1, col_of(prefix_text), m));
-        }
-        if !r.seen.insert(prefix) {
-            return Err(err(
-                n + 1,
-                col_of(prefix_text),
-                format!("route {prefix} is given twice (here or in the configuration file)"),
-            ));
-        }
-        r.v4.push((prefix, target));
+        r.add(nets, (prefix, via, dev), &expected, " (here or in the configuration file)").map_err(|(part, m)| {
+            let col = match part {
+                RoutePart::Prefix => col_of(prefix),
+                RoutePart::Via => via.map_or(1, col_of),
+                RoutePart::Dev => dev.map_or(1, col_of),
+            };
+            err(n + 1, col, m)
+        })?;
     }
     Ok(())
 }
