@@ -4,6 +4,9 @@
 //! configuration that cannot work (bad port, queue count, ...), with one line
 //! `xfwd: error: <what>: <cause>` (the whole cause chain with `-v`).
 
+// Production code: no function over 100 lines of code (clippy.toml); tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +19,7 @@ use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
 use xfwd_dataplane::io::settings::{Cores, Layer, Opt, Origins, Refusal, Source, WorkerFlags, WorkerOptions};
 use xfwd_dataplane::io::start::plan::Layout;
+use xfwd_dataplane::io::supervise::{Notice, Supervisor};
 use xfwd_dataplane::io::{FibSource, Forwarder, ForwarderConfig, LiveView, Mode, StartError, XdpMode};
 
 const LONG_ABOUT: &str = "User-space packet forwarder on AF_XDP: a learning bridge (xfwd bridge) and an IPv4 and \
@@ -747,19 +751,9 @@ fn reload(
     }
 }
 
-/// Runs a started forwarder until a signal: prints the tables, serves the control socket,
-/// prints stats, reloads on SIGHUP (router), and prints the totals on the way out.
-fn run(
-    fwd: Forwarder,
-    _control: control::ControlServer,
-    cfg: &ForwarderConfig,
-    (w, origins): (&WorkerArgs, &Origins),
-    sig: &Signals,
-    status: &str,
-    mut router: Option<(&PathBuf, RouterConfig)>,
-) -> anyhow::Result<ExitCode> {
-    let view = fwd.view();
-    let settings = running_settings(&fwd, cfg, origins);
+/// Prints how the forwarder started: its warnings, the workers' cores and priority, the
+/// sockets' layout, the queues' interrupts, each port's XDP mode.
+fn print_start(fwd: &Forwarder, view: &LiveView, cfg: &ForwarderConfig) {
     for warning in &fwd.warnings {
         xfwd::elog!("xfwd: warning: {warning}");
     }
@@ -802,6 +796,87 @@ fn run(
             println!("xfwd: hint: {}: the driver has no native XDP; generic mode costs an skb per frame", p.name);
         }
     }
+}
+
+/// Prints what the supervisor has to say, each on its stream.
+fn say(notices: Vec<Notice>) {
+    for n in notices {
+        match n {
+            Notice::Info(s) => println!("xfwd: {s}"),
+            Notice::Note(s) => xfwd::elog!("xfwd: {s}"),
+            Notice::Warning(s) => xfwd::elog!("xfwd: warning: {s}"),
+            Notice::Error(s) => xfwd::elog!("xfwd: error: {s}"),
+        }
+    }
+}
+
+/// Answers a SIGHUP or `xfwd reload`: a router reads its file again ([`reload`]); a bridge
+/// reads nothing again. Tells the service manager and the one who asked.
+fn answer_reload(
+    fwd: &Forwarder,
+    sig: &Signals,
+    status: &str,
+    router: Option<&mut (&PathBuf, RouterConfig)>,
+    settings: &xfwd_config::router::Running,
+) -> anyhow::Result<()> {
+    sig.notify.reloading();
+    let (outcome, said) = match router {
+        Some((path, running)) => {
+            let o = reload(fwd, path, running, settings);
+            let said = if o.is_ok() { "reloaded" } else { "the last reload was refused (see the log)" };
+            (o, said)
+        }
+        None => {
+            let why = "a bridge reads nothing again (its ports, ageing, FDB size and worker options take a restart); nothing changed";
+            println!("xfwd: SIGHUP: {why}");
+            (Ok(format!("nothing to reload: {why}")), "nothing to reload")
+        }
+    };
+    std::io::stdout().flush()?;
+    sig.notify.ready(&format!("forwarding: {status}; {said}"));
+    sig.reloads.finished(outcome);
+    Ok(())
+}
+
+/// The service manager's watchdog: fed every quarter of its period while every thread goes
+/// round its loop; a thread that has not for half of it stops the feeding (said once, in
+/// `stuck_said`, until they all go round again). `fed`: when it was last fed.
+fn feed_watchdog(view: &LiveView, sig: &Signals, status: &str, fed: &mut Instant, stuck_said: &mut bool) {
+    let Some(period) = sig.notify.watchdog_period().filter(|p| fed.elapsed() >= *p / 4) else { return };
+    *fed = Instant::now();
+    let stuck = xfwd::notify::stuck(&view.heartbeats(), period / 2);
+    if stuck.is_empty() {
+        sig.notify.watchdog();
+        if std::mem::take(stuck_said) {
+            println!("xfwd: every thread goes round its loop again; the watchdog is fed again");
+            sig.notify.status(&format!("forwarding: {status}"));
+        }
+    } else if !std::mem::replace(stuck_said, true) {
+        let names: Vec<String> = stuck.iter().map(|(n, ms)| format!("{n} ({ms} ms)")).collect();
+        let why = format!(
+            "stuck: {} not gone round its loop for more than half the watchdog's {period:?}; the watchdog is no longer fed, so the service manager restarts xfwd",
+            names.join(", ")
+        );
+        xfwd::elog!("xfwd: error: {why}");
+        sig.notify.status(&why);
+    }
+}
+
+/// Runs a started forwarder until a signal: prints the tables, serves the control socket,
+/// prints stats, reloads on SIGHUP (router), follows the ports ([`Supervisor`]), and prints
+/// the totals on the way out.
+fn run(
+    fwd: Forwarder,
+    _control: control::ControlServer,
+    cfg: &ForwarderConfig,
+    (w, origins): (&WorkerArgs, &Origins),
+    sig: &Signals,
+    status: &str,
+    mut router: Option<(&PathBuf, RouterConfig)>,
+) -> anyhow::Result<ExitCode> {
+    let view = fwd.view();
+    let settings = running_settings(&fwd, cfg, origins);
+    print_start(&fwd, &view, cfg);
     println!("xfwd: ready");
     std::io::stdout().flush()?;
     sig.notify.ready(&format!("forwarding: {status}"));
@@ -809,11 +884,7 @@ fn run(
     let mut prev = view.report();
     let mut last = Instant::now();
     let mut last_check = Instant::now();
-    let mut warned_no_socket = vec![false; view.ports.len()];
-    let mut warned_too_long = vec![(0u64, None); view.ports.len()];
-    let mut warned_redirects = vec![true; view.ports.len()];
-    let mut warned_fast_errors = (0, None);
-    let mut watch = PortWatch::new(&view);
+    let mut supervisor = Supervisor::new(&view);
     // The ports' changes as the kernel announces them (an MTU lowered is followed at once, not
     // at the next second's look); without the socket, every second only.
     let mut links = xfwd_dataplane::routes::rtnl::Rtnl::links()
@@ -822,8 +893,6 @@ fn run(
         })
         .ok();
     let mut failed = false;
-    // The service manager's watchdog: fed every quarter of its period while every thread goes
-    // round its loop; a thread that has not for half of it stops the feeding (said once).
     let mut fed = Instant::now();
     let mut stuck_said = false;
     while !sig.stop.load(Ordering::Relaxed) {
@@ -841,75 +910,48 @@ fn run(
             break;
         }
         if sig.reloads.asked.swap(false, Ordering::Relaxed) {
-            sig.notify.reloading();
-            let (outcome, said) = match router.as_mut() {
-                Some((path, running)) => {
-                    let o = reload(&fwd, path, running, &settings);
-                    let said = if o.is_ok() { "reloaded" } else { "the last reload was refused (see the log)" };
-                    (o, said)
-                }
-                None => {
-                    let why = "a bridge reads nothing again (its ports, ageing, FDB size and worker options take a restart); nothing changed";
-                    println!("xfwd: SIGHUP: {why}");
-                    (Ok(format!("nothing to reload: {why}")), "nothing to reload")
-                }
-            };
-            std::io::stdout().flush()?;
-            sig.notify.ready(&format!("forwarding: {status}; {said}"));
-            sig.reloads.finished(outcome);
+            answer_reload(&fwd, sig, status, router.as_mut(), &settings)?;
         }
-        if let Some(period) = sig.notify.watchdog_period().filter(|p| fed.elapsed() >= *p / 4) {
-            fed = Instant::now();
-            let stuck = xfwd::notify::stuck(&view.heartbeats(), period / 2);
-            if stuck.is_empty() {
-                sig.notify.watchdog();
-                if std::mem::take(&mut stuck_said) {
-                    println!("xfwd: every thread goes round its loop again; the watchdog is fed again");
-                    sig.notify.status(&format!("forwarding: {status}"));
-                }
-            } else if !std::mem::replace(&mut stuck_said, true) {
-                let names: Vec<String> = stuck.iter().map(|(n, ms)| format!("{n} ({ms} ms)")).collect();
-                let why = format!(
-                    "stuck: {} not gone round its loop for more than half the watchdog's {period:?}; the watchdog is no longer fed, so the service manager restarts xfwd",
-                    names.join(", ")
-                );
-                xfwd::elog!("xfwd: error: {why}");
-                sig.notify.status(&why);
-            }
-        }
+        feed_watchdog(&view, sig, status, &mut fed, &mut stuck_said);
         let second = last_check.elapsed() >= Duration::from_secs(1);
         if second {
             last_check = Instant::now();
-            warn_unbound_queues(&view, fwd.cores.len(), &fwd.layout, &mut warned_no_socket);
-            warn_too_long(&view, &mut warned_too_long);
-            warn_redirects(&view, &mut warned_redirects);
-            warn_fast_errors(&view, &mut warned_fast_errors);
+            say(supervisor.counters(&fwd, &view));
         }
         if second || link_changed {
-            match watch.check(&view) {
+            // A router's static tables built again with a port's new MAC or MTU.
+            let rebuild = router.as_ref().map(|(_, c)| {
+                move |f: &Forwarder| {
+                    f.reload_router(&c.routes, &c.routes6, c.neighbors.clone(), c.neighbors6.clone(), c.limits)
+                        .map_err(|e| e.to_string())
+                }
+            });
+            match supervisor.ports(
+                &fwd,
+                &view,
+                rebuild.as_ref().map(|r| r as &dyn Fn(&Forwarder) -> Result<(), String>),
+            ) {
                 Err(gone) => {
                     xfwd::elog!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
                     failed = true;
                     break;
                 }
-                Ok(changed) => {
-                    follow_ports(&fwd, &view, &changed, router.as_ref().map(|r| &r.1));
+                Ok(notices) => {
+                    say(notices);
                     std::io::stdout().flush()?;
                 }
             }
         }
-        if let Some(every) = w.stats {
-            if last.elapsed() >= every {
-                let now = view.report();
-                let dt = last.elapsed();
-                let stamp = xfwd::log::stamp();
-                for (p, before) in now.ports.iter().zip(&prev.ports) {
-                    println!("{stamp}{}", render::port_line(p, Some(before), dt));
-                }
-                std::io::stdout().flush()?;
-                prev = now;
-                last = Instant::now();
+        if w.stats.is_some_and(|every| last.elapsed() >= every) {
+            let now = view.report();
+            let dt = last.elapsed();
+            let stamp = xfwd::log::stamp();
+            for (p, before) in now.ports.iter().zip(&prev.ports) {
+                println!("{stamp}{}", render::port_line(p, Some(before), dt));
             }
+            std::io::stdout().flush()?;
+            prev = now;
+            last = Instant::now();
         }
     }
     sig.notify.stopping();
@@ -922,195 +964,6 @@ fn run(
         println!("{line}");
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
-}
-
-/// Says once per port when frames arrive on a queue that has no socket: they went to the kernel
-/// and the forwarder never saw them (a queue count mismatch, or a driver numbering queues from
-/// something other than 0). Names the highest queue index seen, the driver, and the way out.
-fn warn_unbound_queues(view: &LiveView, workers: usize, layout: &Layout, warned: &mut [bool]) {
-    use xfwd_dataplane::io::drivers::{self, QueueIndex};
-    for (p, info) in view.ports.iter().enumerate() {
-        let missed = view.xdp.port(p)[xfwd_dataplane::io::XdpCounter::PassNoSocket as usize];
-        if missed == 0 || warned[p] {
-            continue;
-        }
-        warned[p] = true;
-        let name = &info.name;
-        let index = view.xdp.missed_queue(p).map_or_else(|| "-".into(), |q| q.to_string());
-        let driver = info.driver.as_deref().unwrap_or("an unknown driver");
-        let per_cpu = matches!(layout, Layout::PerCpu { .. });
-        let way_out = match info.driver.as_deref().and_then(drivers::lookup).map(|q| q.queue_index) {
-            Some(QueueIndex::HardwareQueueId) if !per_cpu => format!(
-                "{driver} gives XDP hardware frame-queue ids, which no socket can match: run with --xdp-mode generic --sockets per-cpu (xfwd doctor {name})"
-            ),
-            _ if per_cpu => format!(
-                "per-CPU sockets take queue 0 only, and {driver} gives frames other queues here: run with --sockets per-queue (xfwd doctor {name})"
-            ),
-            _ => format!("check the port's queues (ethtool -l {name}) against --queues (xfwd doctor {name})"),
-        };
-        let sockets = if per_cpu {
-            "sockets on queue 0 only".to_owned()
-        } else {
-            format!("sockets on 0..{}", workers.saturating_sub(1))
-        };
-        xfwd::elog!(
-            "xfwd: warning: {name}: {missed} frame(s) arrived on a queue without an AF_XDP socket (highest queue index {index}, \
-             {sockets}, driver {driver}) and went to the kernel; {way_out} (see `xfwd show stats`, xdp pass-no-socket)"
-        );
-    }
-}
-
-/// Says when the XDP program dropped frames too long for an AF_XDP socket (a port's MTU raised
-/// above what xfwd carries at run time); again, while more are dropped, once a minute.
-fn warn_too_long(view: &LiveView, said: &mut [(u64, Option<Instant>)]) {
-    use xfwd_dataplane::io::xdp::MAX_FRAME;
-    use xfwd_dataplane::io::xsk::MAX_MTU;
-    for (p, info) in view.ports.iter().enumerate() {
-        let n = view.xdp.port(p)[xfwd_dataplane::io::XdpCounter::DropTooLong as usize];
-        let (count, at) = &mut said[p];
-        if n <= *count || at.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
-            continue;
-        }
-        (*count, *at) = (n, Some(Instant::now()));
-        let name = &info.name;
-        xfwd::elog!(
-            "xfwd: warning: {name}: {n} frame(s) in all were longer than the {MAX_FRAME} bytes an AF_XDP socket of xfwd takes and were dropped (xdp drop-too-long in `xfwd show stats`); set the MTU back with `ip link set dev {name} mtu {MAX_MTU}`"
-        );
-    }
-}
-
-/// `--path xdp`: says when a port's driver stops taking the frames the XDP program redirects
-/// to it (a veth whose peer's NAPI went), so that the workers forward what is routed out of
-/// it, and when it takes them again. `said` is what was last said of each port.
-fn warn_redirects(view: &LiveView, said: &mut [bool]) {
-    let Some(fast) = &view.fast else {
-        return;
-    };
-    for (p, info) in view.ports.iter().enumerate() {
-        let takes = fast.takes_redirects.get(p).is_none_or(|t| t.load(Ordering::Relaxed));
-        if takes == said[p] {
-            continue;
-        }
-        said[p] = takes;
-        let name = &info.name;
-        if takes {
-            xfwd::elog!("xfwd: {name} takes redirected frames again: the XDP path forwards what is routed out of it");
-        } else {
-            xfwd::elog!(
-                "xfwd: warning: {name} no longer takes frames an XDP program redirects to it (no ndo-xmit in its XDP features): the workers forward what is routed out of it until it does; a veth needs NAPI at its peer (`ethtool -K PEER gro on`, or an XDP program there)"
-            );
-        }
-    }
-}
-
-/// `--path xdp`: says when the thread that keeps the program's tables in step with the
-/// workers' failed to write them (at most once a minute, with what it met): the program keeps
-/// what it had, so it may forward by tables older than the workers'. `said` is the count last
-/// said and when.
-fn warn_fast_errors(view: &LiveView, said: &mut (u64, Option<Instant>)) {
-    let Some(fast) = &view.fast else {
-        return;
-    };
-    let n = fast.errors.get();
-    if n <= said.0 || said.1.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
-        return;
-    }
-    *said = (n, Some(Instant::now()));
-    let last = fast.last_error.lock().ok().and_then(|l| l.clone()).unwrap_or_default();
-    xfwd::elog!(
-        "xfwd: warning: the XDP path could not write the program's tables ({n} failed write(s) in all; last: {last}); the program keeps the entries it had and the next change tries again (`xfwd show stats`: xdp path)"
-    );
-}
-
-/// What the main loop last saw of each port: link, MAC and MTU.
-struct PortWatch {
-    carrier: Vec<bool>,
-    mac: Vec<xfwd_dataplane::wire::MacAddr>,
-    mtu: Vec<u32>,
-}
-
-impl PortWatch {
-    fn new(view: &LiveView) -> PortWatch {
-        PortWatch {
-            carrier: view.ports.iter().map(|p| p.carrier).collect(),
-            mac: view.ports.iter().map(|p| p.mac).collect(),
-            mtu: view.ports.iter().map(|p| p.mtu).collect(),
-        }
-    }
-
-    /// Says when a port loses or regains its link (once per change; the workers keep running
-    /// and forward again as soon as frames flow); returns the ports whose MAC or MTU changed
-    /// since the last check, or the name of a port that disappeared.
-    fn check(&mut self, view: &LiveView) -> Result<Vec<usize>, String> {
-        let mut changed = Vec::new();
-        for (p, info) in view.ports.iter().enumerate() {
-            if !xfwd_dataplane::io::port::exists(&info.name) {
-                return Err(info.name.clone());
-            }
-            let Ok(now) = xfwd_dataplane::io::PortInfo::read(&info.name) else { continue };
-            let up = now.carrier && now.up;
-            if up != self.carrier[p] {
-                self.carrier[p] = up;
-                if up {
-                    xfwd::elog!("xfwd: {}: link up; forwarding again", info.name);
-                } else {
-                    xfwd::elog!("xfwd: warning: {}: link down; frames to it wait in its TX ring, then count as tx-ring-full, until it returns", info.name);
-                }
-            }
-            if (now.mac, now.mtu) != (self.mac[p], self.mtu[p]) {
-                (self.mac[p], self.mtu[p]) = (now.mac, now.mtu);
-                changed.push(p);
-            }
-        }
-        Ok(changed)
-    }
-}
-
-/// A port's MAC or MTU changed at run time (`ip link set … address/mtu`): a router takes them
-/// into its tables (what it answers ARP and neighbour discovery with, the source MAC of what
-/// it forwards, the MTU it sends ICMP errors for), and says so. An MTU above what a UMEM frame
-/// carries cannot be followed: the frames longer than that never reach xfwd.
-fn follow_ports(fwd: &Forwarder, view: &LiveView, changed: &[usize], running: Option<&RouterConfig>) {
-    use xfwd_dataplane::io::xsk::MAX_MTU;
-    for &p in changed {
-        let Ok(now) = xfwd_dataplane::io::PortInfo::read(&view.ports[p].name) else { continue };
-        let name = &now.name;
-        if now.mtu > MAX_MTU {
-            xfwd::elog!(
-                "xfwd: warning: {name}: MTU {} is above the {MAX_MTU} bytes an AF_XDP frame of xfwd carries: longer frames cannot enter xfwd's sockets and are dropped where they arrive, counted (xdp drop-too-long in `xfwd show stats`) but without an ICMP error; set it back with `ip link set dev {name} mtu {MAX_MTU}` (or lower)",
-                now.mtu
-            );
-        }
-        if !fwd.port_changed(p, now.mac, now.mtu) {
-            if view.router.is_some() {
-                println!("xfwd: {name}: now MAC {}, MTU {}; the kernel-mirrored tables follow", now.mac, now.mtu);
-            } else {
-                println!(
-                    "xfwd: {name}: now MTU {}: frames longer than {} bytes are not bridged to it (too-big-to-forward in `xfwd show stats`)",
-                    now.mtu,
-                    xfwd_dataplane::io::frame_max(now.mtu)
-                );
-            }
-            continue;
-        }
-        let Some(cfg) = running else { continue };
-        match fwd.reload_router(&cfg.routes, &cfg.routes6, cfg.neighbors.clone(), cfg.neighbors6.clone(), cfg.limits) {
-            Ok(()) => {
-                fwd.announce(p);
-                println!(
-                    "xfwd: {name}: now MAC {}, MTU {}; the tables follow (ARP and neighbour discovery answer with the new MAC, announced)",
-                    now.mac, now.mtu
-                );
-            }
-            Err(e) => {
-                xfwd::elog!(
-                    "xfwd: error: {name}: MAC {} MTU {}: the tables could not be rebuilt: {e}",
-                    now.mac,
-                    now.mtu
-                )
-            }
-        }
-    }
 }
 
 #[cfg(test)]

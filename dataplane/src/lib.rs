@@ -61,6 +61,9 @@
 //! - **flow**: the frames of one 5-tuple (flow queues, `xfwd bench`'s flows); **moved**: what a
 //!   worker handed to and took back from the kernel, per UMEM (its frame accounting).
 
+// Production code: no function over 100 lines of code (clippy.toml); tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod action;
 pub mod aqm;
 pub mod io;

@@ -23,7 +23,8 @@
 //!   and zero-copy mode, socket layout, queue management);
 //! - [`port`]: the ports, found and checked in sysfs;
 //! - [`start`]: start-up as a pure plan ([`start::plan`], tested without root), then steps;
-//! - [`forwarder`]: the running forwarder: reload, stop;
+//! - [`forwarder`]: the running forwarder: reload, stop; [`supervise`]: watching it from the
+//!   control thread (the ports' link, MAC and MTU followed; what the counters say to warn of);
 //! - [`memory`]: how the decision layer's large tables are backed (huge pages).
 //! - [`netdev`]: what a port's driver can do with XDP, as the kernel says (`--path xdp`, doctor);
 //! - [`fast`]: the XDP path's maps kept in step with the workers' tables (`--path xdp`);
@@ -77,6 +78,7 @@ pub mod refused;
 pub mod ring;
 pub mod settings;
 pub mod start;
+pub mod supervise;
 pub mod view;
 pub mod worker;
 pub mod xdp;
