@@ -347,119 +347,124 @@ fn load(config: &Path) -> Result<RouterConfig> {
     Ok(c)
 }
 
+/// `xfwd kernel router`: the configuration applied to the kernel (addresses, routes,
+/// neighbours, forwarding on), undone on a signal unless `keep`.
+fn router(config: &Path, keep: bool) -> Result<ExitCode> {
+    let c = load(config)?;
+    refuse_conflicts(&c)?;
+    let (apply, undo) = router_commands(&c);
+    let switches = forwarding_switches(&c, |k| Path::new("/proc/sys").join(k).exists());
+    let previous: Vec<(String, String)> =
+        switches.iter().map(|k| Ok((k.clone(), sysctl_get(k)?))).collect::<Result<_>>()?;
+    println!("xfwd: kernel router from {}:", config.display());
+    print_commands(&apply, 40);
+    for (k, was) in &previous {
+        println!("  sysctl -w {k}=1   (was {was})");
+    }
+    // Signals first: a Ctrl-C during a long apply must still lead to the undo.
+    let stop = signal_flag()?;
+    std::fs::create_dir_all("/run/xfwd")?;
+    let state = state_path(config);
+    // A second --keep must not overwrite the value saved by the first.
+    if !state.exists() {
+        let text: String = previous.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        std::fs::write(&state, text)?;
+    }
+    if let Err(e) = ip_batch(&apply, false) {
+        // Everything in the file was checked absent before: removing it all is safe.
+        let _ = ip_batch(&undo, true);
+        let _ = std::fs::remove_file(&state);
+        return Err(e.context("applying the configuration (undone)"));
+    }
+    for (k, _) in &previous {
+        sysctl_set(k, "1")?;
+    }
+    if keep {
+        println!("xfwd: applied; remove with: xfwd kernel undo router --config {}", config.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    wait(&stop)?;
+    println!("xfwd: undoing:");
+    print_commands(&undo, 40);
+    let undone = ip_batch(&undo, true);
+    restore(&previous)?;
+    let _ = std::fs::remove_file(&state);
+    undone?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `xfwd kernel bridge`: a kernel bridge over `ports` as xfwd's bridge would be (the file's
+/// ageing, port settings and static stations), removed on a signal unless `keep`.
+fn bridge(ports: Vec<String>, config: Option<&Path>, name: &str, keep: bool) -> Result<ExitCode> {
+    let file = config.map(crate::config_file::load_bridge).transpose()?;
+    let ports = file.as_ref().map_or(ports, |f| f.port_names());
+    // The kernel's default ageing is xfwd's too: 300 s.
+    let ageing = file.as_ref().and_then(|f| f.ageing).unwrap_or(std::time::Duration::from_secs(300));
+    if let Some(n) = file.as_ref().and_then(|f| f.fdb_size) {
+        println!(
+            "xfwd: note: fdb_size = {n} is not applied to the kernel's bridge (its fdb_max_learned, Linux 6.8+, is left as it is: unbounded unless set)"
+        );
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let usage = |m: String| anyhow::Error::from(crate::UsageError(m));
+        if !xfwd_dataplane::io::port::exists(p) {
+            return Err(usage(xfwd_dataplane::io::port::not_found(p).to_string()));
+        }
+        if ports[..i].contains(p) {
+            return Err(usage(format!("{p}: given more than once; name each port once")));
+        }
+    }
+    if xfwd_dataplane::io::port::exists(name) {
+        return Err(anyhow::Error::from(crate::UsageError(format!(
+            "{name} exists already; pick another --name (xfwd kernel only removes what it made)"
+        ))));
+    }
+    let stop = signal_flag()?;
+    let mut apply = vec![format!("link add {name} type bridge ageing_time {}", ageing.as_millis() / 10)];
+    apply.extend(ports.iter().map(|p| format!("link set {p} master {name}")));
+    // Each port's settings as xfwd applies them (l2::policy), and the static stations,
+    // sticky so that learning never moves them, as xfwd's never move.
+    let settings = file.as_ref().map(|f| (f.port_settings.clone(), f.statics.clone())).unwrap_or_default();
+    apply.extend(ports.iter().zip(&settings.0).filter_map(|(p, pol)| bridge_port_command(p, pol)));
+    apply.push(format!("link set {name} up"));
+    let fdb: Vec<String> =
+        settings.1.iter().map(|(mac, i)| format!("fdb add {mac} dev {} master static sticky", ports[*i])).collect();
+    let undo = vec![format!("link del {name}")];
+    println!("xfwd: kernel bridge {name}:");
+    // Storm control is a switch's setting the kernel's bridge does not have (its
+    // nearest, a tc policer on a port's ingress, cannot tell flooded frames from the
+    // rest): said, so that the comparison says the kernel path floods without limit.
+    for (p, pol) in ports.iter().zip(&settings.0) {
+        if let Some(n) = pol.storm_limit {
+            println!(
+                "  note: {p}: storm_control = {n} is not applied: the kernel's bridge has no storm control (its floods have no limit)"
+            );
+        }
+    }
+    print_commands(&apply, 40);
+    for l in fdb.iter().take(40) {
+        println!("  bridge {l}");
+    }
+    if let Err(e) = ip_batch(&apply, false).and_then(|()| batch_in("bridge", None, &fdb, false)) {
+        ip_batch(&undo, true)?;
+        return Err(e.context("building the bridge (undone)"));
+    }
+    if keep {
+        println!("xfwd: applied; remove with: xfwd kernel undo bridge --name {name}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    wait(&stop)?;
+    println!("xfwd: undoing:");
+    print_commands(&undo, 40);
+    ip_batch(&undo, true)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `xfwd kernel …`.
 pub fn run(cmd: KernelCmd) -> Result<ExitCode> {
     match cmd {
-        KernelCmd::Router { config, keep } => {
-            let c = load(&config)?;
-            refuse_conflicts(&c)?;
-            let (apply, undo) = router_commands(&c);
-            let switches = forwarding_switches(&c, |k| Path::new("/proc/sys").join(k).exists());
-            let previous: Vec<(String, String)> =
-                switches.iter().map(|k| Ok((k.clone(), sysctl_get(k)?))).collect::<Result<_>>()?;
-            println!("xfwd: kernel router from {}:", config.display());
-            print_commands(&apply, 40);
-            for (k, was) in &previous {
-                println!("  sysctl -w {k}=1   (was {was})");
-            }
-            // Signals first: a Ctrl-C during a long apply must still lead to the undo.
-            let stop = signal_flag()?;
-            std::fs::create_dir_all("/run/xfwd")?;
-            let state = state_path(&config);
-            // A second --keep must not overwrite the value saved by the first.
-            if !state.exists() {
-                let text: String = previous.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-                std::fs::write(&state, text)?;
-            }
-            if let Err(e) = ip_batch(&apply, false) {
-                // Everything in the file was checked absent before: removing it all is safe.
-                let _ = ip_batch(&undo, true);
-                let _ = std::fs::remove_file(&state);
-                return Err(e.context("applying the configuration (undone)"));
-            }
-            for (k, _) in &previous {
-                sysctl_set(k, "1")?;
-            }
-            if keep {
-                println!("xfwd: applied; remove with: xfwd kernel undo router --config {}", config.display());
-                return Ok(ExitCode::SUCCESS);
-            }
-            wait(&stop)?;
-            println!("xfwd: undoing:");
-            print_commands(&undo, 40);
-            let undone = ip_batch(&undo, true);
-            restore(&previous)?;
-            let _ = std::fs::remove_file(&state);
-            undone?;
-            Ok(ExitCode::SUCCESS)
-        }
-        KernelCmd::Bridge { ports, config, name, keep } => {
-            let file = config.as_deref().map(crate::config_file::load_bridge).transpose()?;
-            let ports = file.as_ref().map_or(ports, |f| f.port_names());
-            // The kernel's default ageing is xfwd's too: 300 s.
-            let ageing = file.as_ref().and_then(|f| f.ageing).unwrap_or(std::time::Duration::from_secs(300));
-            if let Some(n) = file.as_ref().and_then(|f| f.fdb_size) {
-                println!(
-                    "xfwd: note: fdb_size = {n} is not applied to the kernel's bridge (its fdb_max_learned, Linux 6.8+, is left as it is: unbounded unless set)"
-                );
-            }
-            for (i, p) in ports.iter().enumerate() {
-                let usage = |m: String| anyhow::Error::from(crate::UsageError(m));
-                if !xfwd_dataplane::io::port::exists(p) {
-                    return Err(usage(xfwd_dataplane::io::port::not_found(p).to_string()));
-                }
-                if ports[..i].contains(p) {
-                    return Err(usage(format!("{p}: given more than once; name each port once")));
-                }
-            }
-            if xfwd_dataplane::io::port::exists(&name) {
-                return Err(anyhow::Error::from(crate::UsageError(format!(
-                    "{name} exists already; pick another --name (xfwd kernel only removes what it made)"
-                ))));
-            }
-            let stop = signal_flag()?;
-            let mut apply = vec![format!("link add {name} type bridge ageing_time {}", ageing.as_millis() / 10)];
-            apply.extend(ports.iter().map(|p| format!("link set {p} master {name}")));
-            // Each port's settings as xfwd applies them (l2::policy), and the static stations,
-            // sticky so that learning never moves them, as xfwd's never move.
-            let settings = file.as_ref().map(|f| (f.port_settings.clone(), f.statics.clone())).unwrap_or_default();
-            apply.extend(ports.iter().zip(&settings.0).filter_map(|(p, pol)| bridge_port_command(p, pol)));
-            apply.push(format!("link set {name} up"));
-            let fdb: Vec<String> = settings
-                .1
-                .iter()
-                .map(|(mac, i)| format!("fdb add {mac} dev {} master static sticky", ports[*i]))
-                .collect();
-            let undo = vec![format!("link del {name}")];
-            println!("xfwd: kernel bridge {name}:");
-            // Storm control is a switch's setting the kernel's bridge does not have (its
-            // nearest, a tc policer on a port's ingress, cannot tell flooded frames from the
-            // rest): said, so that the comparison says the kernel path floods without limit.
-            for (p, pol) in ports.iter().zip(&settings.0) {
-                if let Some(n) = pol.storm_limit {
-                    println!(
-                        "  note: {p}: storm_control = {n} is not applied: the kernel's bridge has no storm control (its floods have no limit)"
-                    );
-                }
-            }
-            print_commands(&apply, 40);
-            for l in fdb.iter().take(40) {
-                println!("  bridge {l}");
-            }
-            if let Err(e) = ip_batch(&apply, false).and_then(|()| batch_in("bridge", None, &fdb, false)) {
-                ip_batch(&undo, true)?;
-                return Err(e.context("building the bridge (undone)"));
-            }
-            if keep {
-                println!("xfwd: applied; remove with: xfwd kernel undo bridge --name {name}");
-                return Ok(ExitCode::SUCCESS);
-            }
-            wait(&stop)?;
-            println!("xfwd: undoing:");
-            print_commands(&undo, 40);
-            ip_batch(&undo, true)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        KernelCmd::Router { config, keep } => router(&config, keep),
+        KernelCmd::Bridge { ports, config, name, keep } => bridge(ports, config.as_deref(), &name, keep),
         KernelCmd::Undo { what: UndoCmd::Router { config } } => {
             let c = crate::config_file::load(&config)?;
             let (_, undo) = router_commands(&c);

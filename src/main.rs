@@ -19,7 +19,7 @@ use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
 use xfwd_dataplane::io::settings::{Cores, Layer, Opt, Origins, Refusal, Source, WorkerFlags, WorkerOptions};
 use xfwd_dataplane::io::start::plan::Layout;
-use xfwd_dataplane::io::supervise::{Notice, Supervisor};
+use xfwd_dataplane::io::supervise::{Notice, Rebuild, Supervisor};
 use xfwd_dataplane::io::{FibSource, Forwarder, ForwarderConfig, LiveView, Mode, StartError, XdpMode};
 
 const LONG_ABOUT: &str = "User-space packet forwarder on AF_XDP: a learning bridge (xfwd bridge) and an IPv4 and \
@@ -926,11 +926,7 @@ fn run(
                         .map_err(|e| e.to_string())
                 }
             });
-            match supervisor.ports(
-                &fwd,
-                &view,
-                rebuild.as_ref().map(|r| r as &dyn Fn(&Forwarder) -> Result<(), String>),
-            ) {
+            match supervisor.ports(&fwd, &view, rebuild.as_ref().map(|r| r as Rebuild<'_>)) {
                 Err(gone) => {
                     xfwd::elog!("xfwd: error: {gone}: the interface is gone; stopping (restart xfwd when it is back)");
                     failed = true;

@@ -58,13 +58,10 @@ pub struct LoadArgs {
     pub mode: String,
 }
 
-/// `xfwd load`.
-pub fn load(args: &LoadArgs) -> Result<()> {
-    let cports: Vec<u16> =
-        if args.cports.is_empty() { (0..args.flows).map(|k| 55000 + k).collect() } else { args.cports.clone() };
-    let server_ns = args.server_netns.clone().map_or_else(Netns::here, Netns::attach);
-    let client_ns = Netns::here();
-    let mut report = if args.append && args.out.exists() {
+/// The report `xfwd load` adds its runs to: `--out` again with `--append`, else a new one for
+/// `flows` flows.
+fn load_report(args: &LoadArgs, flows: u32) -> Result<Report> {
+    Ok(if args.append && args.out.exists() {
         let text = std::fs::read_to_string(&args.out)?;
         serde_json::from_str::<Report>(&text).with_context(|| format!("{}: not an xfwd report", args.out.display()))?
     } else {
@@ -76,7 +73,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
                 test: "tcp".into(),
                 ip: if args.server.contains(':') { 6 } else { 4 },
                 queues: 0,
-                flows: cports.len() as u32,
+                flows,
                 frame: 0,
                 frame_mix: String::new(),
                 search: String::new(),
@@ -103,7 +100,59 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             warnings: Vec::new(),
             latency: Vec::new(),
         }
-    };
+    })
+}
+
+/// One run of `xfwd load` as the report keeps it: the flows' rates and RTTs, what was
+/// received, the measured part's span; nothing of the box (it is another machine's).
+fn load_run(run: u32, tcp: rig::TcpResult, args: &LoadArgs) -> RunResult {
+    // The measured part begins once the omitted seconds are over and lasts --time.
+    let started_unix_ms = tcp.started_unix_ms + u64::from(args.omit) * 1000;
+    let (flows_bps, flows_rtt) = (tcp.flows_bps, tcp.flows_rtt);
+    let received: Vec<f64> = tcp.flows_received_bytes.iter().map(|&b| b as f64).collect();
+    let gbps = flows_bps.iter().sum::<f64>() / 1e9;
+    println!(
+        "{} run {run}: {gbps:.2} Gb/s ({})",
+        args.arm,
+        flows_bps.iter().map(|b| format!("{:.2}", b / 1e9)).collect::<Vec<_>>().join(" + ")
+    );
+    RunResult {
+        run,
+        gbps,
+        fairness: jain(&received),
+        received_gbps: Some(received.iter().sum::<f64>() * 8.0 / f64::from(args.time.max(1)) / 1e9),
+        flows_bps,
+        flows_rtt,
+        offered_pps: 0.0,
+        delivered_pps: 0.0,
+        loss: 0.0,
+        packets: 0,
+        busy_cpu_s: 0.0,
+        us_per_packet: 0.0,
+        box_cost: None,
+        cpu: Vec::new(),
+        cpu_avg: Vec::new(),
+        queue_rx: Vec::new(),
+        rtt_ms: Vec::new(),
+        pings_sent: None,
+        rtt_idle_ms: Vec::new(),
+        idle_busy_cores: None,
+        started_unix_ms: Some(started_unix_ms),
+        ended_unix_ms: Some(started_unix_ms + u64::from(args.time) * 1000),
+        xfwd: None,
+        table_load_s: None,
+        ready_s: None,
+        search: None,
+    }
+}
+
+/// `xfwd load`.
+pub fn load(args: &LoadArgs) -> Result<()> {
+    let cports: Vec<u16> =
+        if args.cports.is_empty() { (0..args.flows).map(|k| 55000 + k).collect() } else { args.cports.clone() };
+    let server_ns = args.server_netns.clone().map_or_else(Netns::here, Netns::attach);
+    let client_ns = Netns::here();
+    let mut report = load_report(args, cports.len() as u32)?;
     let mut runs = Vec::new();
     for run in 1..=args.runs {
         eprintln!(
@@ -128,44 +177,7 @@ pub fn load(args: &LoadArgs) -> Result<()> {
             destroy_lingering: false,
         })
         .with_context(|| format!("{} run {run}", args.arm))?;
-        // The measured part begins once the omitted seconds are over and lasts --time.
-        let started_unix_ms = tcp.started_unix_ms + u64::from(args.omit) * 1000;
-        let (flows_bps, flows_rtt) = (tcp.flows_bps, tcp.flows_rtt);
-        let received: Vec<f64> = tcp.flows_received_bytes.iter().map(|&b| b as f64).collect();
-        let gbps = flows_bps.iter().sum::<f64>() / 1e9;
-        println!(
-            "{} run {run}: {gbps:.2} Gb/s ({})",
-            args.arm,
-            flows_bps.iter().map(|b| format!("{:.2}", b / 1e9)).collect::<Vec<_>>().join(" + ")
-        );
-        runs.push(RunResult {
-            run,
-            gbps,
-            fairness: jain(&received),
-            received_gbps: Some(received.iter().sum::<f64>() * 8.0 / f64::from(args.time.max(1)) / 1e9),
-            flows_bps,
-            flows_rtt,
-            offered_pps: 0.0,
-            delivered_pps: 0.0,
-            loss: 0.0,
-            packets: 0,
-            busy_cpu_s: 0.0,
-            us_per_packet: 0.0,
-            box_cost: None,
-            cpu: Vec::new(),
-            cpu_avg: Vec::new(),
-            queue_rx: Vec::new(),
-            rtt_ms: Vec::new(),
-            pings_sent: None,
-            rtt_idle_ms: Vec::new(),
-            idle_busy_cores: None,
-            started_unix_ms: Some(started_unix_ms),
-            ended_unix_ms: Some(started_unix_ms + u64::from(args.time) * 1000),
-            xfwd: None,
-            table_load_s: None,
-            ready_s: None,
-            search: None,
-        });
+        runs.push(load_run(run, tcp, args));
     }
     match report.arms.iter_mut().find(|a| a.name == args.arm) {
         Some(a) => a.runs.extend(runs),
@@ -367,6 +379,51 @@ fn queue_counters(port: &str) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// Each port's packets per queue since `last`, as the live line shows them.
+fn queue_rates(ports: &[String], now: &[Vec<u64>], last: &[Vec<u64>]) -> Vec<String> {
+    ports
+        .iter()
+        .zip(now.iter().zip(last))
+        .map(|(p, (n, l))| {
+            let q: Vec<String> = n
+                .iter()
+                .zip(l.iter().chain(std::iter::repeat(&0)))
+                .map(|(a, b)| format!("{}", a.saturating_sub(*b)))
+                .collect();
+            format!("{p} [{}] pps", q.join(" "))
+        })
+        .collect()
+}
+
+/// The monitor's summary: each CPU's shares, each worker's loop figures, each port's packets
+/// per queue (and whether the queues shared the load).
+fn print_monitor(m: &Monitor) {
+    for (c, avg) in cpu::averages(&m.cpu).iter().enumerate() {
+        println!(
+            "cpu{c}: usr {:.1} % sys {:.1} % softirq {:.1} % idle {:.1} % other {:.1} %",
+            avg.usr, avg.sys, avg.softirq, avg.idle, avg.other
+        );
+    }
+    if let (Some((_, first)), Some((_, last))) = (m.workers.first(), m.workers.last()) {
+        for (i, (a, b)) in last.iter().zip(first).enumerate() {
+            let d = a.since(b);
+            println!(
+                "xfwd worker {i}: busy {}, preempted {}, {} ns per frame, {} frames per round",
+                crate::render::percent(d.busy_ns(), d.wall_ns),
+                d.preempted_fraction().map_or_else(|| "-".into(), |p| format!("{:.1} %", p * 100.0)),
+                crate::render::or_dash(d.ns_per_frame(), 0),
+                crate::render::or_dash(d.frames_per_round(), 1)
+            );
+        }
+    }
+    for (p, q) in &m.queues {
+        println!("{p}: packets per queue {q:?}");
+        if q.len() > 1 && q.iter().any(|&n| n * 10 < q.iter().copied().max().unwrap_or(0)) {
+            println!("warning: {p}: the queues did not share the load");
+        }
+    }
+}
+
 /// `xfwd monitor`.
 pub fn monitor(args: &MonitorArgs) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -392,20 +449,7 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
         last_line = Instant::now();
         // Live per-queue packet rates, one line: is every queue used?
         let now: Vec<Vec<u64>> = args.ports.iter().map(|p| queue_counters(p)).collect();
-        let line: Vec<String> = args
-            .ports
-            .iter()
-            .zip(now.iter().zip(&last))
-            .map(|(p, (n, l))| {
-                let q: Vec<String> = n
-                    .iter()
-                    .zip(l.iter().chain(std::iter::repeat(&0)))
-                    .map(|(a, b)| format!("{}", a.saturating_sub(*b)))
-                    .collect();
-                format!("{p} [{}] pps", q.join(" "))
-            })
-            .collect();
-        let mut line = line;
+        let mut line = queue_rates(&args.ports, &now, &last);
         if let Some(now) = worker_loads(&args.control) {
             let t = start.elapsed().as_millis() as u64;
             // Busy share of each worker over the last second.
@@ -459,30 +503,7 @@ pub fn monitor(args: &MonitorArgs) -> Result<()> {
         packets,
         workers,
     };
-    for (c, avg) in cpu::averages(&m.cpu).iter().enumerate() {
-        println!(
-            "cpu{c}: usr {:.1} % sys {:.1} % softirq {:.1} % idle {:.1} % other {:.1} %",
-            avg.usr, avg.sys, avg.softirq, avg.idle, avg.other
-        );
-    }
-    if let (Some((_, first)), Some((_, last))) = (m.workers.first(), m.workers.last()) {
-        for (i, (a, b)) in last.iter().zip(first).enumerate() {
-            let d = a.since(b);
-            println!(
-                "xfwd worker {i}: busy {}, preempted {}, {} ns per frame, {} frames per round",
-                crate::render::percent(d.busy_ns(), d.wall_ns),
-                d.preempted_fraction().map_or_else(|| "-".into(), |p| format!("{:.1} %", p * 100.0)),
-                crate::render::or_dash(d.ns_per_frame(), 0),
-                crate::render::or_dash(d.frames_per_round(), 1)
-            );
-        }
-    }
-    for (p, q) in &m.queues {
-        println!("{p}: packets per queue {q:?}");
-        if q.len() > 1 && q.iter().any(|&n| n * 10 < q.iter().copied().max().unwrap_or(0)) {
-            println!("warning: {p}: the queues did not share the load");
-        }
-    }
+    print_monitor(&m);
     std::fs::write(&args.out, serde_json::to_string_pretty(&m)?)?;
     println!("samples: {}", args.out.display());
     if m.cpu.is_empty() {

@@ -162,6 +162,60 @@ fn listed<'a, S: 'static>(rows: impl Iterator<Item = &'a CounterRow<S>>, snap: &
     rows.map(|c| format!("{} {}", c.word, (c.get)(snap))).collect::<Vec<_>>().join(", ")
 }
 
+/// The XDP path's line of `show stats`: its table writes (router) or station writes (bridge)
+/// and the egress ports that take no redirected frames.
+fn xdp_path_line(s: &mut String, r: &Report, f: &xfwd_dataplane::io::fast::FastReport) {
+    let failed = f.last_error.as_ref().map_or_else(String::new, |e| format!(" (last: {e})"));
+    let off: Vec<&str> = f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();
+    let off = if off.is_empty() { "none".to_owned() } else { off.join(", ") };
+    let _ = if r.neighbors.is_some() {
+        writeln!(
+            s,
+            "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes{failed}, {} neighbours left to the workers (no room in the program's maps); egress ports taking no redirects (their frames to the workers): {off}",
+            f.routes, f.swaps, f.route_writes, f.neighbor_writes, f.errors, f.left_out
+        )
+    } else {
+        writeln!(
+            s,
+            "xdp path: {} station writes, {} stations refreshed from the program's forwarding, {} failed writes{failed}, {} stations left to the workers (no room in the program's map); ports taking no redirects (flooding and their frames to the workers): {off}",
+            f.neighbor_writes, f.refreshed, f.errors, f.left_out
+        )
+    };
+}
+
+/// The kernel-mirrored routes' lines of `show stats` (kernel mode).
+fn kernel_lines(s: &mut String, k: &xfwd_dataplane::routes::kernel::SyncReport) {
+    let latency = match k.latency_us {
+        Some((p50, p99, max)) => format!("median {p50} µs, p99 {p99} µs, max {max} µs"),
+        None => "-".into(),
+    };
+    let _ = writeln!(
+        s,
+        "kernel routes: {} mirrored ({} not used), {} notifications, {} updates applied, {} resyncs ({} after overruns, {} after undecoded notifications, {} interrupted dumps), {} whole builds, {} copies, {} failures, {} addresses the XDP map refused; last full sync {} ms",
+        k.routes,
+        k.ignored,
+        k.messages,
+        k.updates,
+        k.resyncs,
+        k.overruns,
+        k.undecoded,
+        k.dumps_interrupted,
+        k.full_builds,
+        k.copies,
+        k.build_errors,
+        k.local_map_errors,
+        k.last_sync_us / 1000
+    );
+    let _ = writeln!(s, "kernel change to workers: {latency}");
+    if k.rules_not_followed > 0 {
+        let _ = writeln!(
+            s,
+            "kernel routes: {} policy rule(s) added since start route by tables xfwd does not mirror: the kernel path and xfwd differ for their packets; restart xfwd to be told which",
+            k.rules_not_followed
+        );
+    }
+}
+
 /// The full picture for `xfwd show stats`.
 pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
     // Drop reasons and the XDP program's verdicts: those that happened, or (`all`) every one.
@@ -227,22 +281,7 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
         let _ = writeln!(s, "threads, since each last went round its loop: {}", beats.join(", "));
     }
     if let Some(f) = &r.xdp_path {
-        let failed = f.last_error.as_ref().map_or_else(String::new, |e| format!(" (last: {e})"));
-        let off: Vec<&str> = f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();
-        let off = if off.is_empty() { "none".to_owned() } else { off.join(", ") };
-        let _ = if r.neighbors.is_some() {
-            writeln!(
-                s,
-                "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes{failed}, {} neighbours left to the workers (no room in the program's maps); egress ports taking no redirects (their frames to the workers): {off}",
-                f.routes, f.swaps, f.route_writes, f.neighbor_writes, f.errors, f.left_out
-            )
-        } else {
-            writeln!(
-                s,
-                "xdp path: {} station writes, {} stations refreshed from the program's forwarding, {} failed writes{failed}, {} stations left to the workers (no room in the program's map); ports taking no redirects (flooding and their frames to the workers): {off}",
-                f.neighbor_writes, f.refreshed, f.errors, f.left_out
-            )
-        };
+        xdp_path_line(&mut s, r, f);
     }
     if let Some((n, cap)) = r.neighbors {
         let _ = writeln!(s, "neighbors: {n} of {cap} entries");
@@ -253,35 +292,7 @@ pub fn stats_detail(r: &Report, ports: &[PortInfo], all: bool) -> String {
                 writeln!(s, "ndp: {}", r.ndp.iter().map(|(n, v)| format!("{n} {v}")).collect::<Vec<_>>().join(", "));
         }
         if let Some(k) = &r.kernel {
-            let latency = match k.latency_us {
-                Some((p50, p99, max)) => format!("median {p50} µs, p99 {p99} µs, max {max} µs"),
-                None => "-".into(),
-            };
-            let _ = writeln!(
-                s,
-                "kernel routes: {} mirrored ({} not used), {} notifications, {} updates applied, {} resyncs ({} after overruns, {} after undecoded notifications, {} interrupted dumps), {} whole builds, {} copies, {} failures, {} addresses the XDP map refused; last full sync {} ms",
-                k.routes,
-                k.ignored,
-                k.messages,
-                k.updates,
-                k.resyncs,
-                k.overruns,
-                k.undecoded,
-                k.dumps_interrupted,
-                k.full_builds,
-                k.copies,
-                k.build_errors,
-                k.local_map_errors,
-                k.last_sync_us / 1000
-            );
-            let _ = writeln!(s, "kernel change to workers: {latency}");
-            if k.rules_not_followed > 0 {
-                let _ = writeln!(
-                    s,
-                    "kernel routes: {} policy rule(s) added since start route by tables xfwd does not mirror: the kernel path and xfwd differ for their packets; restart xfwd to be told which",
-                    k.rules_not_followed
-                );
-            }
+            kernel_lines(&mut s, k);
         }
         let icmp: u64 = r.ports.iter().map(|p| p.total.icmp_sent).sum();
         let limited: u64 = r.queues.iter().map(|q| q.icmp_rate_limited).sum();

@@ -966,25 +966,7 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
     let (mut failed, mut overran) = (Vec::new(), 0);
     for ((k, ended), group) in (0..clients_n).zip(ended).zip(&groups) {
         let (port, cport) = (f.server_port0 + k, group[0]);
-        let json = logs.read(&format!("client-{k}.json"));
-        let rate = if ended.is_some() {
-            let each = if group.len() == 1 {
-                iperf3_sender_bps(&json)
-                    .and_then(|bps| Ok(vec![(bps, iperf3_received_bytes(&json)?, iperf3_sender_rtt(&json))]))
-            } else {
-                iperf3_streams(&json, group.len())
-            };
-            each.map_err(|e| {
-                let stderr = logs.read(&format!("client-{k}.err"));
-                if stderr.trim().is_empty() {
-                    e
-                } else {
-                    e.context(format!("its stderr: {}", stderr.trim()))
-                }
-            })
-        } else {
-            Err(anyhow::anyhow!("still running {CLIENT_GRACE:?} after its planned end: killed"))
-        };
+        let rate = client_flows(&logs, k, group.len(), ended.is_some());
         match rate {
             Ok(each) => {
                 for (bps, bytes, rtt) in each {
@@ -1027,6 +1009,30 @@ pub fn run_flows(f: &Flows) -> Result<TcpResult> {
         bail!("{} of {flows} flows failed{kinds}; the first: {first}", failed.len());
     }
     Ok(TcpResult { flows_bps, flows_received_bytes, flows_rtt, started_unix_ms })
+}
+
+/// What iperf3 client `k` of `streams` flows said of them (sender rate, bytes received,
+/// sender RTT each), or why not: its own error with its stderr, or that it did not end in
+/// time (`ended` false).
+fn client_flows(logs: &TempDir, k: u32, streams: usize, ended: bool) -> Result<Vec<(f64, u64, Option<FlowRtt>)>> {
+    if !ended {
+        bail!("still running {CLIENT_GRACE:?} after its planned end: killed");
+    }
+    let json = logs.read(&format!("client-{k}.json"));
+    let each = if streams == 1 {
+        iperf3_sender_bps(&json)
+            .and_then(|bps| Ok(vec![(bps, iperf3_received_bytes(&json)?, iperf3_sender_rtt(&json))]))
+    } else {
+        iperf3_streams(&json, streams)
+    };
+    each.map_err(|e| {
+        let stderr = logs.read(&format!("client-{k}.err"));
+        if stderr.trim().is_empty() {
+            e
+        } else {
+            e.context(format!("its stderr: {}", stderr.trim()))
+        }
+    })
 }
 
 /// Waits until each process has exited or `deadline` passes; returns, per process, when it

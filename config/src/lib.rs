@@ -2,6 +2,9 @@
 //! values the command line accepts, parsed with errors that say what is expected. (The poll,
 //! XDP and zero-copy modes are the data plane's own, `xfwd_dataplane::io::options`.)
 
+// Production code: no function over 100 lines of code (clippy.toml); tests may run longer.
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod bridge;
 pub mod router;
 

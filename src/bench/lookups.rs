@@ -205,40 +205,35 @@ fn passes<A: Copy>(dsts: &[A], lookup: impl Fn(A) -> bool) -> (Vec<f64>, usize) 
     (ns, found)
 }
 
-/// The three paths at one family and table size.
-fn measure(ip: u8, routes: u32, seed: u64) -> Result<Vec<Row>> {
-    let (t4, t6, dsts) = table_and_dsts(ip, routes, seed);
-    let frames: Vec<Vec<u8>> = dsts.iter().map(|d| frame(*d)).collect::<Result<_>>()?;
-    let row = |path: &str, ns: Vec<f64>, found: usize, why: String| {
-        let (median_ns, mean_ns) = median_mean(ns);
-        Row { path: path.into(), ip, routes, median_ns, mean_ns, found, why }
+/// The workers' FIB over the table (`t4` or `t6` by `ip`), looked up here for `dsts`.
+fn workers_fib(ip: u8, routes: u32, (t4, t6): (&[Prefix], &[Prefix6]), dsts: &[IpAddr]) -> Result<Row> {
+    let nh = |i: usize| NhIndex((i % 4 + 1) as u16);
+    let (passes, found) = if ip == 4 {
+        let fib = Fib::build(&t4.iter().enumerate().map(|(i, p)| (*p, nh(i))).collect::<Vec<_>>())?;
+        let d: Vec<Ipv4Addr> =
+            dsts.iter().filter_map(|a| if let IpAddr::V4(v) = a { Some(*v) } else { None }).collect();
+        passes(&d, |a| fib.lookup(a).is_some())
+    } else {
+        let fib = Fib6::build(&t6.iter().enumerate().map(|(i, p)| (*p, nh(i))).collect::<Vec<_>>())?;
+        let d: Vec<Ipv6Addr> =
+            dsts.iter().filter_map(|a| if let IpAddr::V6(v) = a { Some(*v) } else { None }).collect();
+        passes(&d, |a| fib.lookup(a).is_some())
     };
-    // The workers' FIB, here.
-    let workers = {
-        let nh = |i: usize| NhIndex((i % 4 + 1) as u16);
-        let (passes, found) = if ip == 4 {
-            let fib = Fib::build(&t4.iter().enumerate().map(|(i, p)| (*p, nh(i))).collect::<Vec<_>>())?;
-            let d: Vec<Ipv4Addr> =
-                dsts.iter().filter_map(|a| if let IpAddr::V4(v) = a { Some(*v) } else { None }).collect();
-            passes(&d, |a| fib.lookup(a).is_some())
-        } else {
-            let fib = Fib6::build(&t6.iter().enumerate().map(|(i, p)| (*p, nh(i))).collect::<Vec<_>>())?;
-            let d: Vec<Ipv6Addr> =
-                dsts.iter().filter_map(|a| if let IpAddr::V6(v) = a { Some(*v) } else { None }).collect();
-            passes(&d, |a| fib.lookup(a).is_some())
-        };
-        let (median, _) = median_mean(passes.clone());
-        Row {
-            path: "workers-fib".into(),
-            ip,
-            routes,
-            median_ns: median,
-            mean_ns: Some(passes.iter().sum::<f64>() / passes.len() as f64),
-            found,
-            why: String::new(),
-        }
-    };
-    // The kernel's FIB and the XDP program, in a namespace of their own holding the table.
+    let (median, _) = median_mean(passes.clone());
+    Ok(Row {
+        path: "workers-fib".into(),
+        ip,
+        routes,
+        median_ns: median,
+        mean_ns: Some(passes.iter().sum::<f64>() / passes.len() as f64),
+        found,
+        why: String::new(),
+    })
+}
+
+/// A namespace of its own with a port and the kernel holding the table (`routes` of family
+/// `ip` drawn from `seed`), for the kernel's FIB and the XDP program.
+fn table_namespace(ip: u8, routes: u32, seed: u64) -> Result<Netns> {
     let ns = Netns::new(format!("xfwd{}-lookups", std::process::id()))?;
     ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0", "net.ipv6.conf.default.disable_ipv6=0"])?;
     ns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"])?;
@@ -256,6 +251,19 @@ fn measure(ip: u8, routes: u32, seed: u64) -> Result<Vec<Row>> {
     };
     crate::kernel::ip_batch_text_in(Some(ns.name()), &table.kernel_batch(), false)
         .context("loading the table into the namespace's kernel")?;
+    Ok(ns)
+}
+/// The three paths at one family and table size.
+fn measure(ip: u8, routes: u32, seed: u64) -> Result<Vec<Row>> {
+    let (t4, t6, dsts) = table_and_dsts(ip, routes, seed);
+    let frames: Vec<Vec<u8>> = dsts.iter().map(|d| frame(*d)).collect::<Result<_>>()?;
+    let row = |path: &str, ns: Vec<f64>, found: usize, why: String| {
+        let (median_ns, mean_ns) = median_mean(ns);
+        Row { path: path.into(), ip, routes, median_ns, mean_ns, found, why }
+    };
+    let workers = workers_fib(ip, routes, (&t4, &t6), &dsts)?;
+    // The kernel's FIB and the XDP program, in a namespace of their own holding the table.
+    let ns = table_namespace(ip, routes, seed)?;
     let statics: Vec<(Prefix, RouteTarget<IpAddr>)> =
         t4.iter().enumerate().map(|(i, p)| (*p, RouteTarget::via(IpAddr::V4(scale::NEXT_HOPS4[i % 4])))).collect();
     let statics6: Vec<(Prefix6, RouteTarget<Ipv6Addr>)> =

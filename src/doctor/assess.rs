@@ -196,6 +196,52 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
     let name = &p.name;
     let driver = p.driver.as_ref().map_or("an unknown driver", |d| d.driver.as_str());
     let quirk = p.driver.as_ref().and_then(|d| quirks::lookup(&d.driver));
+    feature_findings(p, driver, out);
+    queue_findings(p, sys, driver, quirk.map(|q| q.queue_index), out);
+    if quirk.is_some_and(|q| q.attach_restarts_link) {
+        out.add(
+            Info,
+            "attach-restarts-link",
+            format!("{driver} restarts the port when a program is attached or removed: expect a link flap at start and exit"),
+            "",
+        );
+    }
+    if let Some(v) = p.rx_vlan_offload.filter(|v| v.on) {
+        if quirk.is_some_and(|q| q.strips_vlan_before_xdp) {
+            let fix = if v.fixed { String::new() } else { format!("ethtool -K {name} rxvlan off") };
+            out.add(
+                Warn,
+                "rx-vlan-stripped",
+                format!("{driver} strips VLAN tags before XDP while rx-vlan-offload is on: tagged frames reach xfwd untagged"),
+                fix,
+            );
+        }
+    }
+    if let Some(ch) = p.channels {
+        if let (Some(max), Some(cur)) = (ch.max.combined, ch.current.combined) {
+            if max > cur && cur < sys.cpus as u32 {
+                out.add(
+                    Info,
+                    "more-queues-available",
+                    format!("{cur} combined channels of {max} in use, {} CPUs", sys.cpus),
+                    format!("ethtool -L {name} combined {}", max.min(sys.cpus as u32)),
+                );
+            }
+        }
+    }
+    if !p.irqs.is_empty() && sys.irqbalance {
+        out.add(
+            Warn,
+            "irqbalance",
+            format!("irqbalance runs and may move {name}'s {} interrupts away from the workers' cores", p.irqs.len()),
+            "systemctl stop irqbalance, then pin each queue's IRQ (echo CPU > /proc/irq/N/smp_affinity_list)",
+        );
+    }
+}
+
+/// What the driver's advertised XDP and AF_XDP features (netdev netlink) allow.
+fn feature_findings(p: &PortFacts, driver: &str, out: &mut Out) {
+    use Severity::{Info, Warn};
     match p.features {
         None => out.add(
             Info,
@@ -245,7 +291,13 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
             );
         }
     }
-    match quirk.map(|q| q.queue_index) {
+}
+
+/// What the driver's queue numbering (`index`, from the table of known drivers) means for the
+/// sockets and the XDP path.
+fn queue_findings(p: &PortFacts, sys: &SystemFacts, driver: &str, index: Option<QueueIndex>, out: &mut Out) {
+    use Severity::{Info, Warn};
+    match index {
         Some(QueueIndex::HardwareQueueId) => {
             out.add(
                 Warn,
@@ -289,45 +341,6 @@ fn driver_findings(p: &PortFacts, sys: &SystemFacts, out: &mut Out) {
             "--xdp-mode native for more than one queue; pin senders and set XPS to spread them",
         ),
         _ => {}
-    }
-    if quirk.is_some_and(|q| q.attach_restarts_link) {
-        out.add(
-            Info,
-            "attach-restarts-link",
-            format!("{driver} restarts the port when a program is attached or removed: expect a link flap at start and exit"),
-            "",
-        );
-    }
-    if let Some(v) = p.rx_vlan_offload.filter(|v| v.on) {
-        if quirk.is_some_and(|q| q.strips_vlan_before_xdp) {
-            let fix = if v.fixed { String::new() } else { format!("ethtool -K {name} rxvlan off") };
-            out.add(
-                Warn,
-                "rx-vlan-stripped",
-                format!("{driver} strips VLAN tags before XDP while rx-vlan-offload is on: tagged frames reach xfwd untagged"),
-                fix,
-            );
-        }
-    }
-    if let Some(ch) = p.channels {
-        if let (Some(max), Some(cur)) = (ch.max.combined, ch.current.combined) {
-            if max > cur && cur < sys.cpus as u32 {
-                out.add(
-                    Info,
-                    "more-queues-available",
-                    format!("{cur} combined channels of {max} in use, {} CPUs", sys.cpus),
-                    format!("ethtool -L {name} combined {}", max.min(sys.cpus as u32)),
-                );
-            }
-        }
-    }
-    if !p.irqs.is_empty() && sys.irqbalance {
-        out.add(
-            Warn,
-            "irqbalance",
-            format!("irqbalance runs and may move {name}'s {} interrupts away from the workers' cores", p.irqs.len()),
-            "systemctl stop irqbalance, then pin each queue's IRQ (echo CPU > /proc/irq/N/smp_affinity_list)",
-        );
     }
 }
 

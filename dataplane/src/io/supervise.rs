@@ -29,6 +29,9 @@ pub enum Notice {
     Error(String),
 }
 
+/// A router's static tables built again (with a port's new MAC or MTU), or why not.
+pub type Rebuild<'a> = &'a dyn Fn(&Forwarder) -> Result<(), String>;
+
 /// How often a repeated warning is said again while its count grows.
 const SAY_AGAIN: Duration = Duration::from_secs(60);
 
@@ -78,7 +81,7 @@ impl Supervisor {
         &mut self,
         fwd: &Forwarder,
         view: &LiveView,
-        reload: Option<&dyn Fn(&Forwarder) -> Result<(), String>>,
+        reload: Option<Rebuild<'_>>,
     ) -> Result<Vec<Notice>, String> {
         let mut out = Vec::new();
         for (p, info) in view.ports.iter().enumerate() {
@@ -213,7 +216,7 @@ fn follow(
     view: &LiveView,
     p: usize,
     now: &PortInfo,
-    reload: Option<&dyn Fn(&Forwarder) -> Result<(), String>>,
+    reload: Option<Rebuild<'_>>,
     out: &mut Vec<Notice>,
 ) {
     let name = &now.name;
