@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use xfwd_dataplane::io::worker::{BridgeDecide, Decide};
+use xfwd_dataplane::io::frames::worker::{BridgeDecide, Decide};
 use xfwd_dataplane::l2::{decide, prefetch, Fdb};
 use xfwd_dataplane::time::Seconds;
 use xfwd_dataplane::wire::ethernet::ETHERTYPE_IPV4;

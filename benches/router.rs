@@ -12,8 +12,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use xfwd_dataplane::action::SCRATCH_LEN;
-use xfwd_dataplane::io::memory::advise_huge_pages;
-use xfwd_dataplane::io::worker::{Decide, RouterDecide};
+use xfwd_dataplane::io::frames::worker::{Decide, RouterDecide};
+use xfwd_dataplane::io::setup::memory::advise_huge_pages;
 use xfwd_dataplane::l3::fib::{Fib, NhIndex, Prefix};
 use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
 use xfwd_dataplane::l3::testing::{port, reference_ports};

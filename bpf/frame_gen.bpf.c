@@ -10,7 +10,7 @@
  * Each frame gets the template's headers (gen_hdr), then the next UDP source
  * port of gen_cfg.flows ports from gen_cfg.sport0 (a count per CPU) and its
  * UDP checksum updated for it (RFC 1624) when the frame has one. The loader
- * (dataplane/src/io/frame_gen.rs) sets gen_cfg before load (read-only after)
+ * (dataplane/src/io/probe/frame_gen.rs) sets gen_cfg before load (read-only after)
  * and writes gen_hdr.
  *
  * gen_redirect is the other sender's hop, for kernels that refuse live frames:

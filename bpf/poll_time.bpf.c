@@ -14,7 +14,7 @@
  * run. (fentry/fexit on the driver's poll would time the poll alone; this
  * machine's kernel refuses tracing programs with EPERM, raw tracepoints not.)
  *
- * Maps (filled by the loader in dataplane/src/io/poll_time.rs):
+ * Maps (filled by the loader in dataplane/src/io/probe/poll_time.rs):
  *   poll_ports   (netns inode, ifindex) -> slot (0..POLL_MAX_PORTS): the
  *                ports to time; polls of any other device are not timed
  *   poll_clock   per CPU: when the softirq's last poll ended (or the softirq

@@ -8,7 +8,7 @@
  * tracepoint xdp_redirect_err, which this program counts, by the devmap index
  * (xfwd's port), for xfwd's devmap only (its id in refused_map). (A driver that
  * accepts the frame and then drops it, a veth whose peer's ring is full, counts
- * it in its own statistics, which io/fast.rs reads.) A bridge's flood in the program
+ * it in its own statistics, which io/program/fast.rs reads.) A bridge's flood in the program
  * (BPF_F_BROADCAST) is not counted: the kernel skips an egress that cannot take it without a
  * word, and a refusal of the whole flood names no port (the program gives it the index one past
  * the ports, which no port's count takes).
@@ -16,7 +16,7 @@
  * xdp_redirect_err(dev, xdp_prog, tgt, err, map_type, map_id, index): the
  * tracepoint's arguments, as raw_tracepoint gives them, one u64 each.
  *
- * Maps (filled by dataplane/src/io/refused.rs):
+ * Maps (filled by dataplane/src/io/probe/refused.rs):
  *   refused_map    slot 0: the id of xfwd's devmap (xfwd_egress); 0 counts nothing
  *   refused_ports  per CPU, per port (0..REFUSED_MAX_PORTS): refused redirects
  */

@@ -5,7 +5,7 @@
  * neighbours, MTU and TTL for the router (fast4(), fast6()), stations and floods for the bridge
  * (fast2()). Every frame it does not forward goes to the workers, which decide the rest.
  *
- * Maps (filled by the loader in dataplane/src/io/xdp.rs before attaching):
+ * Maps (filled by the loader in dataplane/src/io/program/xdp.rs before attaching):
  *   xfwd_config    u32s: [XFWD_CONFIG_MODE] the mode (XFWD_MODE_BRIDGE or XFWD_MODE_ROUTER),
  *                  [XFWD_CONFIG_STEER] how a socket is chosen (XFWD_STEER_*), [XFWD_CONFIG_QUEUE]
  *                  the queue every socket binds under XFWD_STEER_CPU, [XFWD_CONFIG_STAMP]
@@ -115,7 +115,7 @@ struct {
 	__type(value, __u32);
 } xfwd_missed_queue SEC(".maps");
 
-/* The XDP path's tables (router mode), written by dataplane/src/io/xdp.rs from the workers'
+/* The XDP path's tables (router mode), written by dataplane/src/io/program/xdp.rs from the workers'
  * own tables: the LPM trie is keyed by prefix length and address (network order). */
 struct xfwd_lpm4 {
 	__u32 prefixlen;
@@ -125,7 +125,7 @@ struct xfwd_lpm4 {
 /* A route the program forwards along: its egress port, the MTU a packet may have there (the
  * route's, else the port's), the gateway (network order) and how the next MAC is found
  * (XFWD_HOP_*; 0: not here, the workers decide). A gateway's MAC is looked up in xfwd_neigh4
- * for each frame, so that a neighbour change is one write there. Mirrored in io/xdp.rs
+ * for each frame, so that a neighbour change is one write there. Mirrored in io/program/xdp.rs
  * (`route_value`). */
 struct xfwd_route4 {
 	__u32 port;
@@ -164,7 +164,7 @@ struct xfwd_neigh {
 /* A neighbour as the workers key it (l3::neighbors): an address on a port, the port the route
  * leaves by. The same address on two ports is two neighbours, as in the kernel's table, so a
  * host on one port claiming another port's gateway makes an entry of its own port only.
- * Mirrored in io/xdp.rs (`neighbor_key`). */
+ * Mirrored in io/program/xdp.rs (`neighbor_key`). */
 struct xfwd_neigh4_key {
 	__u32 addr;
 	__u32 port;
@@ -191,7 +191,7 @@ struct xfwd_lpm6 {
 	__u8 addr[16];
 };
 
-/* As struct xfwd_route4, with an IPv6 gateway. Mirrored in io/xdp.rs (`route_value`). */
+/* As struct xfwd_route4, with an IPv6 gateway. Mirrored in io/program/xdp.rs (`route_value`). */
 struct xfwd_route6 {
 	__u32 port;
 	__u32 mtu;
@@ -202,7 +202,7 @@ struct xfwd_route6 {
 XFWD_FIB(xfwd_fib6, xfwd_fib6_trie, XFWD_MAX_ROUTES6, struct xfwd_lpm6, struct xfwd_route6);
 
 /* An IPv6 neighbour as xfwd_neigh4_key: the address on the port the route leaves by (which
- * for a link-local one is also what names it). Mirrored in io/xdp.rs (`neighbor_key`). */
+ * for a link-local one is also what names it). Mirrored in io/program/xdp.rs (`neighbor_key`). */
 struct xfwd_neigh6_key {
 	__u8 addr[16];
 	__u32 port;
@@ -220,7 +220,7 @@ struct {
  * redirected frames, 1 in `isolated` for a bridge port set isolated (l2::PortPolicy: it
  * reaches no other isolated port), the longest frame it sends (its MTU, an Ethernet header
  * and a VLAN tag: what the kernel lets through a redirect; io::frame_max) and its interface
- * (for the router's check of its MTU as it is now, over_mtu()). Mirrored in io/xdp.rs. */
+ * (for the router's check of its MTU as it is now, over_mtu()). Mirrored in io/program/xdp.rs. */
 struct xfwd_port_mac {
 	__u8 mac[6];
 	__u8 ready;
@@ -247,7 +247,7 @@ struct {
  * -> its port and the last time (bpf_ktime_get_coarse_ns: CLOCK_MONOTONIC_COARSE) the
  * program forwarded a frame from it
  * there, refreshed at most once a second so that a steady flow writes no shared line. Mirrored
- * in io/xdp.rs (`station_value`). */
+ * in io/program/xdp.rs (`station_value`). */
 struct xfwd_mac_key {
 	__u8 mac[6];
 	__u16 pad;

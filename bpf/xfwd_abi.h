@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (MIT OR Apache-2.0)
 /*
- * What xfwd's XDP program (xfwd.bpf.c) and its loader (dataplane/src/io/xdp.rs) must agree on:
+ * What xfwd's XDP program (xfwd.bpf.c) and its loader (dataplane/src/io/program/xdp.rs) must agree on:
  * its limits, its config slots and their values, the stamp's layout, its counter slots, and
  * the wire numbers it reads. This file is the one place they are written: dataplane/build.rs
- * reads it and makes the Rust side's constants (`io::xdp::abi`, each `#define XFWD_*` whose
+ * reads it and makes the Rust side's constants (`io::program::xdp::abi`, each `#define XFWD_*` whose
  * value is a number) and `XdpCounter` (from `enum xfwd_counter`), so the two cannot drift; the
  * wire numbers are checked against dataplane/src/wire/ at compile time.
  */
@@ -43,7 +43,7 @@
 
 /* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
  * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in
- * dataplane/src/io/xdp.rs (STAMP_LEN, STAMP_MAX_FRAME). */
+ * dataplane/src/io/program/xdp.rs (STAMP_LEN, STAMP_MAX_FRAME). */
 #define XFWD_STAMP_LEN 16
 /* Frames longer than this are not stamped: grown either way they would not fit a UMEM frame in
  * copy mode (2048 bytes less the 256 the kernel keeps in front), and the kernel would drop them. */

@@ -1,5 +1,5 @@
 //! Compiles the BPF programs with clang (through libbpf-cargo): bpf/NAME.bpf.c into
-//! $OUT_DIR/NAME.bpf.o, which `io::NAME` embeds and loads with libbpf-rs (`xfwd` in `io::xdp`);
+//! $OUT_DIR/NAME.bpf.o, which `io::NAME` embeds and loads with libbpf-rs (`xfwd` in `io::program::xdp`);
 //! and makes $OUT_DIR/xfwd_abi.rs from bpf/xfwd_abi.h, what the XDP program and its loader
 //! share: a constant for each `#define XFWD_*` whose value is a number, and `XdpCounter` from
 //! `enum xfwd_counter`. A header this cannot read fails the build.

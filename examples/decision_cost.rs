@@ -18,8 +18,8 @@ use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use xfwd_dataplane::action::SCRATCH_LEN;
-use xfwd_dataplane::io::memory::advise_huge_pages;
-use xfwd_dataplane::io::worker::{BridgeDecide, Decide, RouterDecide};
+use xfwd_dataplane::io::frames::worker::{BridgeDecide, Decide, RouterDecide};
+use xfwd_dataplane::io::setup::memory::advise_huge_pages;
 use xfwd_dataplane::l2::{self, Fdb};
 use xfwd_dataplane::l3::testing::{port, reference_ports};
 use xfwd_dataplane::l3::{

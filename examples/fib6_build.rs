@@ -6,7 +6,7 @@
 //! cargo run --release --example fib6_build
 //! ```
 
-use xfwd_dataplane::io::memory::advise_huge_pages;
+use xfwd_dataplane::io::setup::memory::advise_huge_pages;
 use xfwd_dataplane::l3::fib::NhIndex;
 use xfwd_dataplane::l3::fib6::{Fib6, Prefix6};
 

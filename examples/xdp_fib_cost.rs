@@ -19,7 +19,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
-use xfwd_dataplane::io::xdp::{FastAddr, FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
+use xfwd_dataplane::io::program::xdp::{FastAddr, FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
 use xfwd_dataplane::io::{DataPath, PortInfo};
 use xfwd_dataplane::l3::export::{self, FastRoutes};
 use xfwd_dataplane::l3::fib::no_advice;

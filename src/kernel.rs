@@ -343,7 +343,7 @@ fn refuse_conflicts(c: &RouterConfig) -> Result<()> {
 
 fn load(config: &Path) -> Result<RouterConfig> {
     let c = crate::config_file::load(config)?;
-    c.check_interfaces(xfwd_dataplane::io::port::exists)?;
+    c.check_interfaces(xfwd_dataplane::io::setup::port::exists)?;
     Ok(c)
 }
 
@@ -407,14 +407,14 @@ fn bridge(ports: Vec<String>, config: Option<&Path>, name: &str, keep: bool) -> 
     }
     for (i, p) in ports.iter().enumerate() {
         let usage = |m: String| anyhow::Error::from(crate::UsageError(m));
-        if !xfwd_dataplane::io::port::exists(p) {
-            return Err(usage(xfwd_dataplane::io::port::not_found(p).to_string()));
+        if !xfwd_dataplane::io::setup::port::exists(p) {
+            return Err(usage(xfwd_dataplane::io::setup::port::not_found(p).to_string()));
         }
         if ports[..i].contains(p) {
             return Err(usage(format!("{p}: given more than once; name each port once")));
         }
     }
-    if xfwd_dataplane::io::port::exists(name) {
+    if xfwd_dataplane::io::setup::port::exists(name) {
         return Err(anyhow::Error::from(crate::UsageError(format!(
             "{name} exists already; pick another --name (xfwd kernel only removes what it made)"
         ))));

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use xfwd::{config_file, control, privs, render};
 use xfwd_config::router::RouterConfig;
-use xfwd_dataplane::io::settings::{Cores, Layer, Opt, Origins, Refusal, Source, WorkerFlags, WorkerOptions};
-use xfwd_dataplane::io::start::plan::Layout;
+use xfwd_dataplane::io::setup::settings::{Cores, Layer, Opt, Origins, Refusal, Source, WorkerFlags, WorkerOptions};
+use xfwd_dataplane::io::setup::start::plan::Layout;
 use xfwd_dataplane::io::supervise::{Notice, Rebuild, Supervisor};
 use xfwd_dataplane::io::{FibSource, Forwarder, ForwarderConfig, LiveView, Mode, StartError, XdpMode};
 
@@ -161,7 +161,7 @@ enum Show {
     },
 }
 
-/// What both modes take: the worker options (the table in `xfwd_dataplane::io::settings`;
+/// What both modes take: the worker options (the table in `xfwd_dataplane::io::setup::settings`;
 /// the router's file may set them too, and flags win) and how xfwd itself runs.
 #[derive(clap::Args, Debug)]
 struct WorkerArgs {
@@ -449,7 +449,7 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(f) = &file {
-        f.check_ports(xfwd_dataplane::io::port::exists).map_err(|mut e| {
+        f.check_ports(xfwd_dataplane::io::setup::port::exists).map_err(|mut e| {
             if args.check {
                 e.message.push_str("; --check --parse-only checks the file alone");
             }
@@ -497,8 +497,10 @@ fn bridge(args: BridgeArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The file's per-port settings and static stations (the defaults without a file).
-fn bridge_settings(file: Option<&xfwd_config::bridge::BridgeConfig>) -> xfwd_dataplane::io::config::BridgeSettings {
-    file.map_or_else(Default::default, |f| xfwd_dataplane::io::config::BridgeSettings {
+fn bridge_settings(
+    file: Option<&xfwd_config::bridge::BridgeConfig>,
+) -> xfwd_dataplane::io::setup::config::BridgeSettings {
+    file.map_or_else(Default::default, |f| xfwd_dataplane::io::setup::config::BridgeSettings {
         ports: f.port_settings.clone(),
         statics: f.statics.iter().map(|&(mac, i)| (mac, xfwd_dataplane::PortId(i as u8))).collect(),
     })
@@ -506,7 +508,7 @@ fn bridge_settings(file: Option<&xfwd_config::bridge::BridgeConfig>) -> xfwd_dat
 
 /// What differs from a plain learning bridge, per port: `eth4: isolated; eth6: learning off,
 /// mcast_flood off; 1 static entry`.
-fn describe_settings(settings: &xfwd_dataplane::io::config::BridgeSettings, ports: &[String]) -> String {
+fn describe_settings(settings: &xfwd_dataplane::io::setup::config::BridgeSettings, ports: &[String]) -> String {
     let mut parts: Vec<String> = Vec::new();
     for (name, p) in ports.iter().zip(&settings.ports) {
         let mut off: Vec<&str> = Vec::new();
@@ -546,7 +548,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
         println!("{}: ok: {} interface(s) (not looked for: --parse-only)", args.config.display(), c.interfaces.len());
         return Ok(ExitCode::SUCCESS);
     }
-    c.check_interfaces(xfwd_dataplane::io::port::exists).map_err(|mut e| {
+    c.check_interfaces(xfwd_dataplane::io::setup::port::exists).map_err(|mut e| {
         if args.check {
             e.message.push_str("; --check --parse-only checks the file alone");
         }
@@ -595,7 +597,7 @@ fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
 /// `--check` where the ports are: what start-up would refuse of them (one down, an MTU above
 /// what an AF_XDP frame of xfwd carries), as start-up words it.
 fn start_would_take(ports: &[String]) -> anyhow::Result<()> {
-    xfwd_dataplane::io::port::check_ports(ports, xfwd_dataplane::io::xsk::MAX_MTU)
+    xfwd_dataplane::io::setup::port::check_ports(ports, xfwd_dataplane::io::frames::xsk::MAX_MTU)
         .map(drop)
         .map_err(|e| xfwd::UsageError(e.to_string()).into())
 }
@@ -762,9 +764,9 @@ fn print_start(fwd: &Forwarder, view: &LiveView, cfg: &ForwarderConfig) {
         println!("  {q:<5}  {}", c.map_or_else(|| "unpinned".into(), |c| c.to_string()));
     }
     match view.rt_priority {
-        Some(p) if xfwd_dataplane::io::start::sched::may_step_up(p) => println!(
+        Some(p) if xfwd_dataplane::io::setup::start::sched::may_step_up(p) => println!(
             "xfwd: workers under SCHED_FIFO {p}, ahead of ordinary processes; after {} ms of work without a pause a worker takes a normal thread's share until the next",
-            xfwd_dataplane::io::worker::YIELD_AFTER_MS
+            xfwd_dataplane::io::frames::worker::YIELD_AFTER_MS
         ),
         Some(p) => println!(
             "xfwd: workers under SCHED_FIFO {p}, ahead of ordinary processes, under sustained load too: a worker could not step back up after stepping down (RLIMIT_RTPRIO could not be raised: it needs CAP_SYS_RESOURCE at start), so the kernel's real-time throttling (sched_rt_runtime_us) is the limit"
@@ -790,8 +792,8 @@ fn print_start(fwd: &Forwarder, view: &LiveView, cfg: &ForwarderConfig) {
         let chosen = p
             .driver
             .as_deref()
-            .and_then(xfwd_dataplane::io::drivers::lookup)
-            .is_some_and(|q| q.queue_index == xfwd_dataplane::io::drivers::QueueIndex::HardwareQueueId);
+            .and_then(xfwd_dataplane::io::setup::drivers::lookup)
+            .is_some_and(|q| q.queue_index == xfwd_dataplane::io::setup::drivers::QueueIndex::HardwareQueueId);
         if *m == XdpMode::Generic && cfg.workers.xdp_mode == XdpMode::Auto && !chosen {
             println!("xfwd: hint: {}: the driver has no native XDP; generic mode costs an skb per frame", p.name);
         }

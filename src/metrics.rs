@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{Encoder, TextEncoder};
-use xfwd_dataplane::io::fast::FastReport;
+use xfwd_dataplane::io::program::fast::FastReport;
 #[cfg(test)]
 use xfwd_dataplane::io::view::ThreadBeat;
 use xfwd_dataplane::io::{LiveView, PortReport, Report};
@@ -649,7 +649,7 @@ impl MetricsServer {
     pub fn serve(self, view: Arc<LiveView>) -> Result<()> {
         std::thread::Builder::new().name("xfwd-metrics".into()).spawn(move || {
             // Never real-time, whatever the thread that started it was.
-            let _ = xfwd_dataplane::io::start::sched::step_down();
+            let _ = xfwd_dataplane::io::setup::start::sched::step_down();
             serve(&self.listener, |_| render(&view.report(), route_counts(&view), Process::read().as_ref()))
         })?;
         Ok(())

@@ -164,7 +164,7 @@ fn listed<'a, S: 'static>(rows: impl Iterator<Item = &'a CounterRow<S>>, snap: &
 
 /// The XDP path's line of `show stats`: its table writes (router) or station writes (bridge)
 /// and the egress ports that take no redirected frames.
-fn xdp_path_line(s: &mut String, r: &Report, f: &xfwd_dataplane::io::fast::FastReport) {
+fn xdp_path_line(s: &mut String, r: &Report, f: &xfwd_dataplane::io::program::fast::FastReport) {
     let failed = f.last_error.as_ref().map_or_else(String::new, |e| format!(" (last: {e})"));
     let off: Vec<&str> = f.no_redirects.iter().filter_map(|&p| r.ports.get(p)).map(|p| p.name.as_str()).collect();
     let off = if off.is_empty() { "none".to_owned() } else { off.join(", ") };

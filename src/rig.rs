@@ -24,8 +24,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use xfwd_dataplane::io::frame_gen;
-use xfwd_dataplane::io::poll_time::PollPort;
+use xfwd_dataplane::io::probe::frame_gen;
+use xfwd_dataplane::io::probe::poll_time::PollPort;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 

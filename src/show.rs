@@ -209,7 +209,7 @@ pub fn neighbors(view: &LiveView) -> Option<Result<Neighbors, String>> {
             .iter()
             .find(|p| p.ifindex == i)
             .map(|p| (p.name.clone(), true))
-            .unwrap_or_else(|| (xfwd_dataplane::io::port::name_of(i).unwrap_or_else(|| format!("if{i}")), false))
+            .unwrap_or_else(|| (xfwd_dataplane::io::setup::port::name_of(i).unwrap_or_else(|| format!("if{i}")), false))
     })))
 }
 
@@ -449,7 +449,7 @@ pub fn routes(view: &LiveView) -> Option<Result<Routes, String>> {
         let mut name = |i: u32| -> String {
             names
                 .entry(i)
-                .or_insert_with(|| xfwd_dataplane::io::port::name_of(i).unwrap_or_else(|| format!("if{i}")))
+                .or_insert_with(|| xfwd_dataplane::io::setup::port::name_of(i).unwrap_or_else(|| format!("if{i}")))
                 .clone()
         };
         let routes = listed.iter().map(|l| kernel_route(l, &mut name)).collect();

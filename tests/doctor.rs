@@ -46,7 +46,7 @@ fn doctor_reports_the_rigs_ports_and_changes_nothing() {
         // This kernel advertises veth's features over netlink: native XDP, no zero-copy.
         assert_eq!((p["xdp_native"].as_bool(), p["zero_copy"].as_bool()), (Some(true), Some(false)), "{p}");
         assert_eq!(p["mtu"], 1500);
-        assert_eq!(p["xfwd_max_mtu"].as_u64(), Some(u64::from(xfwd_dataplane::io::xsk::MAX_MTU)));
+        assert_eq!(p["xfwd_max_mtu"].as_u64(), Some(u64::from(xfwd_dataplane::io::frames::xsk::MAX_MTU)));
         assert_eq!(p["queue_index"], "sender-tx-queue");
     }
     for f in v["findings"].as_array().unwrap() {
@@ -81,7 +81,7 @@ fn doctor_reports_the_rigs_ports_and_changes_nothing() {
     r.boxns.ip(&["link", "set", "eth5", "mtu", "3000"]).unwrap();
     let (code, out, _) = doctor(&r, &["eth4", "eth5"]);
     assert_eq!(code, Some(1), "{out}");
-    let max = xfwd_dataplane::io::xsk::MAX_MTU;
+    let max = xfwd_dataplane::io::frames::xsk::MAX_MTU;
     let line = out.lines().find(|l| l.contains("mtu-too-large")).unwrap_or_else(|| panic!("{out}"));
     assert!(line.starts_with("error") && line.contains("eth5: MTU 3000"), "{line}");
     assert!(out.contains(&format!("fix: ip link set eth5 mtu {max}")), "{out}");

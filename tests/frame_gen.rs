@@ -1,4 +1,4 @@
-//! The bench's frame senders (`xfwd_dataplane::io::frame_gen`): the generator's program gives
+//! The bench's frame senders (`xfwd_dataplane::io::probe::frame_gen`): the generator's program gives
 //! each frame the next flow's source port with a valid checksum, and in live-frames mode the
 //! frames reach the peer veth as frames (its NAPI poll takes them, and no socket or skb copy on
 //! the way); a kernel's refusal of live frames is told apart from any other failure; and the
@@ -13,8 +13,8 @@ use common::{
 };
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use xfwd::rig::Rig;
-use xfwd_dataplane::io::frame_gen::{ifindex, live_frames, udp_frame, FrameGen, GenError, UdpSpec};
-use xfwd_dataplane::io::poll_time::PollTimer;
+use xfwd_dataplane::io::probe::frame_gen::{ifindex, live_frames, udp_frame, FrameGen, GenError, UdpSpec};
+use xfwd_dataplane::io::probe::poll_time::PollTimer;
 use xfwd_dataplane::wire::MacAddr;
 
 /// `XDP_TX`.

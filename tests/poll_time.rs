@@ -1,4 +1,4 @@
-//! The NAPI poll timer (`xfwd_dataplane::io::poll_time`) on the rig: it times the polls of the
+//! The NAPI poll timer (`xfwd_dataplane::io::probe::poll_time`) on the rig: it times the polls of the
 //! ports it is given and no other, counts the frames they took, and leaves a port without NAPI
 //! untimed (that port's frames go through the CPU's backlog), which is what makes the bench
 //! give no box figure rather than a figure that left frames out.
@@ -7,7 +7,7 @@ mod common;
 
 use common::{mac_bytes, raw_frame, root_or_skip, send_raw, serial, until, EVENTUALLY};
 use xfwd::rig::Rig;
-use xfwd_dataplane::io::poll_time::PollTimer;
+use xfwd_dataplane::io::probe::poll_time::PollTimer;
 
 #[test]
 fn the_poll_timer_times_the_given_ports_with_napi_and_leaves_a_port_without_napi_untimed() {

@@ -456,7 +456,7 @@ fn overload_with_the_tx_ring_full_for_seconds_loses_track_of_nothing_and_recover
     std::thread::sleep(Duration::from_secs(1));
     load.stop(&r);
     let full = |s: &Report| s.ports[1].total.drops.iter().find(|(n, _)| n == "tx-ring-full").map_or(0, |(_, v)| *v);
-    let ring = u64::from(xfwd_dataplane::io::xsk::RingSizes::default().tx);
+    let ring = u64::from(xfwd_dataplane::io::frames::xsk::RingSizes::default().tx);
     for s in [&early, &late] {
         assert!(s.pools[0].frames.tx_ring >= ring - 64, "the TX ring was full: {:?}", s.pools[0].frames);
     }

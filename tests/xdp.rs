@@ -6,7 +6,7 @@
 
 mod common;
 
-use xfwd_dataplane::io::xdp::{ProgramMode, Steer, XdpCounter, XdpError, XdpProgram, MAX_FRAME};
+use xfwd_dataplane::io::program::xdp::{ProgramMode, Steer, XdpCounter, XdpError, XdpProgram, MAX_FRAME};
 use xfwd_dataplane::io::{DataPath, PortInfo};
 
 const XDP_DROP: u32 = 1;
@@ -117,7 +117,7 @@ mod xdp_path {
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     use xfwd_dataplane::action::{Action, SCRATCH_LEN};
-    use xfwd_dataplane::io::xdp::{FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
+    use xfwd_dataplane::io::program::xdp::{FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
     use xfwd_dataplane::io::{DataPath, PortInfo};
     use xfwd_dataplane::l3::fib::no_advice;
     use xfwd_dataplane::l3::tables::scope6;
@@ -494,7 +494,7 @@ mod xdp_path {
 mod bridge_xdp_path {
     use std::time::Duration;
 
-    use xfwd_dataplane::io::xdp::{FastMaps, ProgramMode, XdpCounter, XdpProgram};
+    use xfwd_dataplane::io::program::xdp::{FastMaps, ProgramMode, XdpCounter, XdpProgram};
     use xfwd_dataplane::io::DataPath;
     use xfwd_dataplane::wire::MacAddr;
     use xfwd_dataplane::PortId;

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::io::settings::Layer;
+use xfwd_dataplane::io::setup::settings::Layer;
 use xfwd_dataplane::l2::PortPolicy;
 use xfwd_dataplane::wire::MacAddr;
 
@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(c.port_names(), ["eth4", "eth5"]);
         assert_eq!(c.ports[1].1, Pos { line: 1, col: 18 });
         assert_eq!((c.ageing, c.fdb_size), (Some(Duration::from_secs(300)), Some(1024)));
-        assert!(c.options.has(xfwd_dataplane::io::settings::Opt::Queues));
+        assert!(c.options.has(xfwd_dataplane::io::setup::settings::Opt::Queues));
         let d = parse("ports = [\"a\", \"b\", \"c\"]\n").unwrap();
         assert_eq!((d.ageing, d.fdb_size, d.ports.len()), (None, None, 3));
     }

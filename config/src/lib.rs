@@ -1,6 +1,6 @@
 //! xfwd's configuration: the router's TOML file ([`router`]), the bridge's ([`bridge`]) and the duration and core-list
 //! values the command line accepts, parsed with errors that say what is expected. (The poll,
-//! XDP and zero-copy modes are the data plane's own, `xfwd_dataplane::io::options`.)
+//! XDP and zero-copy modes are the data plane's own, `xfwd_dataplane::io::setup::options`.)
 
 // Production code: no function over 100 lines of code (clippy.toml); tests may run longer.
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
@@ -11,7 +11,7 @@ pub mod router;
 pub use bridge::BridgeConfig;
 pub use router::{ConfigError, RouterConfig};
 
-pub use xfwd_dataplane::io::settings::{parse_cores, parse_duration, ValueError};
+pub use xfwd_dataplane::io::setup::settings::{parse_cores, parse_duration, ValueError};
 
 #[cfg(test)]
 mod tests {

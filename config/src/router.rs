@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
-use xfwd_dataplane::io::settings::{Given, Layer, Opt, Origins, Source, WorkerOptions};
+use xfwd_dataplane::io::setup::settings::{Given, Layer, Opt, Origins, Source, WorkerOptions};
 use xfwd_dataplane::io::{FibSource, RouterLimits, RouterSetup};
 use xfwd_dataplane::l3::tables::{is_link_local6, RouteTarget4, RouteTarget6};
 use xfwd_dataplane::l3::{Prefix, Prefix6, RouteTarget};
@@ -139,7 +139,7 @@ struct RawFib {
 }
 
 /// A table of worker options (`[workers]`, `[aqm]`): its keys and values with their places,
-/// read by the table of [`xfwd_dataplane::io::settings`].
+/// read by the table of [`xfwd_dataplane::io::setup::settings`].
 pub(crate) type RawOptions = std::collections::BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Deserialize)]
@@ -984,7 +984,7 @@ fn parse_routes(path: &Path, text: &str, nets: Nets<'_>, r: &mut Routes) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xfwd_dataplane::io::settings::{Cores, Refusal};
+    use xfwd_dataplane::io::setup::settings::{Cores, Refusal};
     use xfwd_dataplane::io::{AqmMode, PollMode, XdpMode};
 
     const GOOD: &str = r#"

@@ -21,13 +21,13 @@
 //!
 //! A frame's way through them:
 //!
-//! - **enters**: the XDP program (`bpf/xfwd.bpf.c`, loaded by [`io::xdp`]) redirects it to the
-//!   AF_XDP socket of its port and queue ([`io::xsk`]); that queue's worker takes it off the RX
-//!   ring ([`io::worker`]);
+//! - **enters**: the XDP program (`bpf/xfwd.bpf.c`, loaded by [`io::program::xdp`]) redirects it to the
+//!   AF_XDP socket of its port and queue ([`io::frames::xsk`]); that queue's worker takes it off the RX
+//!   ring ([`io::frames::worker`]);
 //! - **is decided**: by [`l2::decide`] (bridge) or [`l3::decide`] (router), which the worker
-//!   calls through [`io::worker::Decide`]; a frame whose next hop is unresolved goes to the ARP
+//!   calls through [`io::frames::worker::Decide`]; a frame whose next hop is unresolved goes to the ARP
 //!   thread ([`resolve`]), which sends it once it resolves;
-//! - **leaves**: the worker puts it on the egress port's TX ring and kicks ([`io::worker`]);
+//! - **leaves**: the worker puts it on the egress port's TX ring and kicks ([`io::frames::worker`]);
 //! - **is counted**: in its worker's [`stats::QueueCounters`] on every path, drops by
 //!   [`Reason`]; the XDP program and the ARP thread count their own; [`io::view`] reads them.
 //!
@@ -45,14 +45,14 @@
 //! - **port**: one of the interfaces xfwd forwards between, by its index ([`PortId`]);
 //! - **queue**: a NIC's RX/TX queue id; `--queues` asks for that many workers, one per queue
 //!   id (in the per-CPU layout, one per CPU, all bound to queue 0);
-//! - **worker**: the thread that serves one queue id of every port ([`io::worker`]);
+//! - **worker**: the thread that serves one queue id of every port ([`io::frames::worker`]);
 //! - **UMEM**: the frame memory a worker's sockets share; **pool**: what the workers using one
 //!   UMEM share (its fill and completion rings, the spare list, its accounting); **member**: a
 //!   worker's part of a pool;
 //! - **ring**: one of a socket's four descriptor rings (RX, TX, fill, completion), reached
-//!   through [`io::ring`]; **descriptor**: a frame's place and length on a ring;
+//!   through [`io::frames::ring`]; **descriptor**: a frame's place and length on a ring;
 //! - **batch**: the frames taken off one RX ring at once (at most 64); **round**: one pass of
-//!   a worker over all its rings ([`io::worker::Worker::run`]);
+//!   a worker over all its rings ([`io::frames::worker::Worker::run`]);
 //! - **egress**: the port a frame leaves by (the worker's `out`), as **ingress** is the one it
 //!   came in on;
 //! - **decision**: the pure function from a frame to an [`Action`]; **drop**: an action with a

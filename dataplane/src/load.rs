@@ -16,7 +16,7 @@
 //! vectors per call) and a histogram of them.
 //!
 //! Pure: times (nanoseconds of `CLOCK_MONOTONIC`) and the run delay are passed in; the worker
-//! reads them ([`crate::io::worker`]). Preempted time is read every
+//! reads them ([`crate::io::frames::worker`]). Preempted time is read every
 //! [`SCHEDSTAT_EVERY_NS`] and shared between the busy and idle time of that slice in
 //! proportion to their wall time: the kernel says how long the thread waited, not during what.
 

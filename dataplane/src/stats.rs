@@ -124,7 +124,7 @@ impl std::ops::Deref for Drops {
     }
 }
 
-/// One counter of a table made by [`counters!`]: the word `show stats` and the reports name it
+/// One counter of a table made by `counters!`: the word `show stats` and the reports name it
 /// by, whether it is a gauge, its Prometheus family (name and help) if it has one of its own,
 /// and its place in a snapshot of type `S`.
 #[derive(Clone, Copy)]
@@ -482,7 +482,7 @@ counters! {
         /// Times the worker slept in poll(2) for lack of work (adaptive mode).
         sleeps: "sleeps" => "xfwd_worker_sleeps_total", "Times the worker slept in poll(2).";
         /// Times the worker, running under SCHED_FIFO, went back to a normal thread's share after
-        /// working without a pause for [`crate::io::worker::YIELD_AFTER_MS`].
+        /// working without a pause for [`crate::io::frames::worker::YIELD_AFTER_MS`].
         rt_yields: "rt-yields" => "xfwd_worker_rt_yields_total", "Times a real-time worker stepped down to a normal thread's share under sustained load.";
         /// The sum of the sojourns counted in `sojourn`, ns.
         sojourn_ns: "sojourn-ns";
@@ -519,7 +519,7 @@ counters! {
         load: LoopCounters => #[serde(default)] LoopTotals,
     }
     live {
-        /// The worker's loop, beating every [`crate::io::worker::BEAT_EVERY`] at most.
+        /// The worker's loop, beating every [`crate::io::frames::worker::BEAT_EVERY`] at most.
         beat: Heartbeat,
     }
 }

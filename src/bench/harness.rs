@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use xfwd_dataplane::io::frame_gen::{self, udp_frame, FrameGen, UdpSpec};
-use xfwd_dataplane::io::poll_time::{PollTime, PollTimer};
-use xfwd_dataplane::io::settings::Opt;
+use xfwd_dataplane::io::probe::frame_gen::{self, udp_frame, FrameGen, UdpSpec};
+use xfwd_dataplane::io::probe::poll_time::{PollTime, PollTimer};
+use xfwd_dataplane::io::program::xdp::XdpCounter;
+use xfwd_dataplane::io::setup::settings::Opt;
 use xfwd_dataplane::io::view::EGRESS_REFUSED;
-use xfwd_dataplane::io::xdp::XdpCounter;
 use xfwd_dataplane::load::LoopTotals;
 
 use super::cpu::{self, Sampler};
@@ -287,7 +287,7 @@ pub enum Sender {
     /// trafgen into a helper veth in the client host whose XDP program redirects each frame
     /// into the client's port ([`Netns::xdp_hop`]): the box receives XDP frames.
     TrafgenXdp,
-    /// xfwd's XDP frame generator (`xfwd_dataplane::io::frame_gen`, live frames).
+    /// xfwd's XDP frame generator (`xfwd_dataplane::io::probe::frame_gen`, live frames).
     Xdp,
 }
 
@@ -337,7 +337,7 @@ impl Arm {
                 for kv in opts.split('+') {
                     let (k, v) =
                         kv.split_once('=').with_context(|| format!("--arm {s}: write options as key=value"))?;
-                    // The worker options' flags (one table: io::settings), but `queues`, which
+                    // The worker options' flags (one table: io::setup::settings), but `queues`, which
                     // the bench sets for every arm (--queues), and the bench's own keys.
                     let keys = || {
                         Opt::ALL

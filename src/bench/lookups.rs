@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use xfwd_dataplane::io::fib_lookup::{KernelLookup, FOUND};
-use xfwd_dataplane::io::xdp::{LocalKind, ProgramMode, Steer, XdpProgram};
+use xfwd_dataplane::io::probe::fib_lookup::{KernelLookup, FOUND};
+use xfwd_dataplane::io::program::xdp::{LocalKind, ProgramMode, Steer, XdpProgram};
 use xfwd_dataplane::io::{DataPath, PortInfo};
 use xfwd_dataplane::l3::export;
 use xfwd_dataplane::l3::fib::{no_advice, NhIndex};

@@ -8,8 +8,8 @@
 use serde::Serialize;
 
 use super::facts::{PortFacts, SystemFacts};
-use xfwd_dataplane::io::drivers::{self as quirks, QueueIndex};
-use xfwd_dataplane::io::start::plan::{kernel_version, PER_CPU_KERNEL};
+use xfwd_dataplane::io::setup::drivers::{self as quirks, QueueIndex};
+use xfwd_dataplane::io::setup::start::plan::{kernel_version, PER_CPU_KERNEL};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -414,7 +414,7 @@ fn system_findings(ports: &[PortFacts], sys: &SystemFacts, out: &mut Out) {
 mod tests {
     use super::*;
     use crate::doctor::facts::{DriverInfo, Feature};
-    use xfwd_dataplane::io::netdev::{xdp_act, DevFeatures};
+    use xfwd_dataplane::io::program::netdev::{xdp_act, DevFeatures};
 
     fn port(driver: &str, features: Option<u64>) -> PortFacts {
         PortFacts {

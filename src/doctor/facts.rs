@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use xfwd_dataplane::io::netdev::{DevFeatures, Napi, Queue};
+use xfwd_dataplane::io::program::netdev::{DevFeatures, Napi, Queue};
 
 /// `ethtool -i`: the driver and its versions.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

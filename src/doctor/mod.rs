@@ -11,13 +11,13 @@
 pub mod assess;
 pub mod facts;
 
-pub use xfwd_dataplane::io::drivers as quirks;
+pub use xfwd_dataplane::io::setup::drivers as quirks;
 
 use std::fmt::Write as _;
 use std::process::{Command, ExitCode};
 
 use anyhow::Result;
-use xfwd_dataplane::io::netdev;
+use xfwd_dataplane::io::program::netdev;
 
 use crate::UsageError;
 use assess::{assess, Diagnosis};
@@ -226,7 +226,7 @@ fn gather_port(name: &str, nl: Option<&mut netdev::Netdev>, interrupts: &[facts:
 
 fn gather_system() -> SystemFacts {
     let irqbalance = irqbalance_running();
-    use xfwd_dataplane::io::frame_gen::{self, GenError};
+    use xfwd_dataplane::io::probe::frame_gen::{self, GenError};
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let (live_frames, live_frames_said) = match root.then(frame_gen::live_frames) {
@@ -252,8 +252,8 @@ fn gather_system() -> SystemFacts {
 /// Reads the facts of `ports` and the system and diagnoses them.
 pub fn diagnose(ports: &[String]) -> Result<Diagnosis> {
     for (i, p) in ports.iter().enumerate() {
-        if !xfwd_dataplane::io::port::exists(p) {
-            return Err(UsageError(xfwd_dataplane::io::port::not_found(p).to_string()).into());
+        if !xfwd_dataplane::io::setup::port::exists(p) {
+            return Err(UsageError(xfwd_dataplane::io::setup::port::not_found(p).to_string()).into());
         }
         if ports[..i].contains(p) {
             return Err(UsageError(format!("{p}: given more than once; name each port once")).into());
@@ -262,7 +262,7 @@ pub fn diagnose(ports: &[String]) -> Result<Diagnosis> {
     let mut nl = netdev::Netdev::open().ok().flatten();
     let interrupts = facts::parse_interrupts(&read("/proc/interrupts").unwrap_or_default());
     let facts: Vec<PortFacts> = ports.iter().map(|p| gather_port(p, nl.as_mut(), &interrupts)).collect();
-    Ok(assess(facts, gather_system(), xfwd_dataplane::io::xsk::MAX_MTU))
+    Ok(assess(facts, gather_system(), xfwd_dataplane::io::frames::xsk::MAX_MTU))
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -372,8 +372,8 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
 mod tests {
     use super::assess::Severity;
     use super::*;
-    use xfwd_dataplane::io::drivers::QueueIndex;
-    use xfwd_dataplane::io::netdev::DevFeatures;
+    use xfwd_dataplane::io::program::netdev::DevFeatures;
+    use xfwd_dataplane::io::setup::drivers::QueueIndex;
 
     /// A port as the fixture folder `driver` describes it (see tests/fixtures/doctor/README.md).
     fn fixture(driver: &str, ifname: &str) -> PortFacts {

@@ -43,11 +43,11 @@ pub fn skip(test: &str, reason: &str) {
 }
 
 /// True when the kernel runs `BPF_PROG_TEST_RUN` with live frames for this process
-/// ([`xfwd_dataplane::io::frame_gen::live_frames`]). Where it refuses them (some machines of
+/// ([`xfwd_dataplane::io::probe::frame_gen::live_frames`]). Where it refuses them (some machines of
 /// this kind do, to root too) the test is skipped with the kernel's answer; any other error
 /// fails it.
 pub fn live_frames_or_skip(test: &str) -> bool {
-    use xfwd_dataplane::io::frame_gen::{live_frames, GenError};
+    use xfwd_dataplane::io::probe::frame_gen::{live_frames, GenError};
     match live_frames() {
         Ok(()) => true,
         Err(e @ GenError::LiveFramesRefused(_)) => {

@@ -1,15 +1,15 @@
 //! A running forwarder: its threads, its XDP program and the live view; reloading the router's
-//! tables while traffic flows; stopping. How one is started is in [`super::start`].
+//! tables while traffic flows; stopping. How one is started is in [`crate::io::setup::start`].
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::memory::advise_huge_pages;
-use super::options::XdpMode;
 use super::view::{LiveView, Report};
-use super::xdp::XdpProgram;
+use crate::io::program::xdp::XdpProgram;
+use crate::io::setup::memory::advise_huge_pages;
+use crate::io::setup::options::XdpMode;
 use crate::l3::tables::RouterLimits;
 use crate::l3::tables::{RouteTarget4, RouteTarget6};
 use crate::l3::{PortSpec, Prefix, Prefix6, RouterTables};
@@ -27,7 +27,7 @@ pub struct Forwarder {
     /// Whether the sockets are bound in zero-copy mode (else copy mode).
     pub zero_copy: bool,
     /// How the sockets are laid out over the ports' queues.
-    pub layout: super::start::plan::Layout,
+    pub layout: crate::io::setup::start::plan::Layout,
     /// Things the operator should know (no carrier, unused queues, tuning advice).
     pub warnings: Vec<String>,
     pub(super) stop: Arc<AtomicBool>,

@@ -7,13 +7,13 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::drivers::{self, QueueIndex};
 use super::forwarder::{frame_max, Forwarder};
-use super::port::{self, PortInfo};
-use super::start::plan::Layout;
 use super::view::LiveView;
-use super::xdp::{XdpCounter, MAX_FRAME};
-use super::xsk::MAX_MTU;
+use crate::io::frames::xsk::MAX_MTU;
+use crate::io::program::xdp::{XdpCounter, MAX_FRAME};
+use crate::io::setup::drivers::{self, QueueIndex};
+use crate::io::setup::port::{self, PortInfo};
+use crate::io::setup::start::plan::Layout;
 use crate::wire::MacAddr;
 
 /// Something to say about the running forwarder, by how it is said.
@@ -75,7 +75,7 @@ impl Supervisor {
 
     /// Looks at the ports (once a second, or when the kernel announces a link change): says
     /// when one loses or regains its link (the workers keep running and forward again as soon
-    /// as frames flow) and follows a MAC or MTU changed at run time ([`Supervisor::follow`]).
+    /// as frames flow) and follows a MAC or MTU changed at run time.
     /// `Err` names a port that disappeared: the forwarder cannot go on.
     pub fn ports(
         &mut self,

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::{Deserialize, Serialize};
 
-use super::options::{AqmMode, XdpMode};
-use super::port::PortInfo;
-use super::xdp::{XdpCounter, XdpCounters};
+use crate::io::program::xdp::{XdpCounter, XdpCounters};
+use crate::io::setup::options::{AqmMode, XdpMode};
+use crate::io::setup::port::PortInfo;
 use crate::l2::{Fdb, FdbEntry};
 use crate::l3::{NeighborTable, NeighborTable6, RouterTables};
 use crate::resolve::arp::ArpCounters;
@@ -70,7 +70,7 @@ pub struct LiveView {
     /// The queue management the workers apply (`--aqm`).
     pub aqm: AqmMode,
     /// `--path xdp`: what the thread that writes the XDP path's maps counts.
-    pub fast: Option<Arc<super::fast::FastCounters>>,
+    pub fast: Option<Arc<crate::io::program::fast::FastCounters>>,
 }
 
 /// One port's totals in a [`Report`].
@@ -131,7 +131,7 @@ pub struct Report {
     pub kernel: Option<crate::routes::kernel::SyncReport>,
     /// Router with `--path xdp`: what keeping the XDP path's maps counts.
     #[serde(default)]
-    pub xdp_path: Option<super::fast::FastReport>,
+    pub xdp_path: Option<crate::io::program::fast::FastReport>,
     /// Whether the AF_XDP sockets are bound in zero-copy mode (`None` in reports from before
     /// xfwd said).
     #[serde(default)]

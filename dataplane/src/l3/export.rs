@@ -1,6 +1,6 @@
 //! The XDP path's tables, taken from the workers' own: which next hops the XDP program
 //! forwards through and what it needs of each, and the routes and neighbours it looks up, for
-//! IPv4 and IPv6 alike. `io::xdp` writes them into the program's maps; this module does no I/O.
+//! IPv4 and IPv6 alike. `io::program::xdp` writes them into the program's maps; this module does no I/O.
 //!
 //! The program forwards only the common case and hands everything else to the workers
 //! (bpf/xfwd.bpf.c, `fast4` and `fast6`), so what it may forward through is narrow on purpose:

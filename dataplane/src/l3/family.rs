@@ -2,7 +2,7 @@
 //! differs between them.
 //!
 //! Where a frame goes: a worker takes it from its RX ring and hands it to
-//! `io::worker::decide` (`RouterDecide`), which picks the family by EtherType and calls
+//! `io::frames::worker::decide` (`RouterDecide`), which picks the family by EtherType and calls
 //! [`decide`] for [`super::V4`] or [`super::V6`]. The decision has three steps: [`arrived`]
 //! here (the frame is for the ingress port's MAC, of the family's EtherType), the family's
 //! header ([`IpFamily::decide`]: IPv4's checksum and options in [`super::router`], IPv6's

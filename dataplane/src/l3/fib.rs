@@ -24,7 +24,7 @@
 //! so cold lookups would each pay a page walk on top of the cache miss. How its memory is backed
 //! is the kernel's business and this layer makes no system calls: the builder takes an
 //! [`Advice`] that runs on the table before it is first written, and the forwarder passes
-//! `io::memory::advise_huge_pages` (transparent huge pages where the system allows them).
+//! `io::setup::memory::advise_huge_pages` (transparent huge pages where the system allows them).
 
 use core::fmt;
 use core::net::Ipv4Addr;

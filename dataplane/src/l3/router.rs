@@ -1,7 +1,7 @@
 //! The IPv4 router decision: from one frame, its ingress port, the tables and the time, to an
 //! [`Action`]. The steps both families share are in [`super::family`]; this file holds IPv4's
 //! own: its header, its martians, its next hop kinds, its ICMP, and the state a worker keeps
-//! for both families ([`RouterState`]).
+//! for both families ([`super::RouterState`]).
 //!
 //! Pure: no I/O, no clock (time in milliseconds is passed in), no allocation; per-worker mutable
 //! state (the ICMP token bucket, the IP identification counter) is passed in too. RFC 1812 where

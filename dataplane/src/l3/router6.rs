@@ -191,7 +191,7 @@ impl IpFamily for V6 {
     }
 
     /// An echo request to the box is answered; routes that are not forwarded as the kernel
-    /// answers them ([`Special::answer`]).
+    /// answers them ([`crate::l3::tables::Special::answer`]).
     fn not_forwarded(frame: &mut [u8], env: &mut ErrorEnv<'_>, nh: &NextHop6) -> Action {
         match nh.kind {
             NhKind6::Local => local6(frame, env.ingress, env.tables, env.neighbors6),

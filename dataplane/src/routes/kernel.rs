@@ -31,8 +31,8 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::{Deserialize, Serialize};
 
 use super::rtnl::{rule_not_followed, rules_problem, Dump, KernelNeighbor, Message, Rtnl, RtnlError};
-use crate::io::memory::advise_huge_pages;
-use crate::io::xdp::{LocalKind, LocalMaps};
+use crate::io::program::xdp::{LocalKind, LocalMaps};
+use crate::io::setup::memory::advise_huge_pages;
 use crate::l3::tables::RouterLimits;
 use crate::l3::{PortSpec, RouterTables};
 use crate::resolve::thread::Control as ArpControl;

@@ -1,6 +1,6 @@
 //! The worker's accounting, checked without root: random arrivals, decisions, full rings,
 //! failing kicks and device sends are driven through the real worker code over the fake kernel
-//! (`io::ring::fake`), one or two workers, either UMEM layout, with and without queue
+//! (`io::frames::ring::fake`), one or two workers, either UMEM layout, with and without queue
 //! management. After every step:
 //!
 //! - every frame is in exactly one place (the fake kernel refuses a frame produced twice), and
@@ -30,11 +30,11 @@ use super::frames::Lock;
 use super::{Decide, Worker};
 use crate::action::{Action, SCRATCH_LEN};
 use crate::aqm::{CodelParams, FqParams};
-use crate::io::options::PollMode;
-use crate::io::ring::fake::{self, Fake, FakeDesc, Layout, Place, Shared, FRAME};
-use crate::io::start::plan::AqmPlan;
-use crate::io::xdp::STAMP_LEN;
-use crate::io::xsk::RingSizes;
+use crate::io::frames::ring::fake::{self, Fake, FakeDesc, Layout, Place, Shared, FRAME};
+use crate::io::frames::xsk::RingSizes;
+use crate::io::program::xdp::STAMP_LEN;
+use crate::io::setup::options::PollMode;
+use crate::io::setup::start::plan::AqmPlan;
 use crate::stats::{PortCounters, QueueCounters};
 use crate::time::Clock;
 use crate::{PortId, Reason};
@@ -272,7 +272,7 @@ impl Rig {
     fn check_frames(&self) {
         let k = self.kernel.lock().unwrap();
         // Pools by UMEM, each once.
-        let mut pools: HashMap<usize, &crate::io::xsk::PoolShare<Fake>> = HashMap::new();
+        let mut pools: HashMap<usize, &crate::io::frames::xsk::PoolShare<Fake>> = HashMap::new();
         for w in &self.workers {
             for share in &w.sockets.pools {
                 pools.entry(share.umem.index()).or_insert(share);
@@ -442,10 +442,10 @@ fn the_fake_kernel_refuses_a_frame_produced_twice() {
     let tx = &mut sockets[0].ports[0].tx;
     // The frame is the worker's (it starts in its share): the first produce takes it.
     // SAFETY: the fake's frames are plain memory; the test holds frame 0.
-    assert_eq!(unsafe { crate::io::ring::Producer::produce(tx, &[d]) }, 1);
+    assert_eq!(unsafe { crate::io::frames::ring::Producer::produce(tx, &[d]) }, 1);
     let twice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: as above; the fake must refuse this.
-        unsafe { crate::io::ring::Producer::produce(tx, &[d]) }
+        unsafe { crate::io::frames::ring::Producer::produce(tx, &[d]) }
     }));
     assert!(twice.is_err(), "a frame on a ring was taken again");
     drop(kernel);

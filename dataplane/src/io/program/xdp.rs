@@ -16,8 +16,8 @@ use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use super::options::{DataPath, XdpMode};
-use super::port::PortInfo;
+use crate::io::setup::options::{DataPath, XdpMode};
+use crate::io::setup::port::PortInfo;
 use crate::l3::export::{self, FastHop, Via};
 use crate::l3::prefix::{IpPrefix, PrefixAddr};
 use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
@@ -63,7 +63,7 @@ pub const STAMP_LEN: usize = abi::XFWD_STAMP_LEN as usize;
 pub const STAMP_MAX_FRAME: usize = 2048 - 256 - STAMP_LEN;
 /// Longest frame an AF_XDP socket of xfwd takes: a UMEM frame past the kernel's headroom. The
 /// program drops longer ones as [`XdpCounter::DropTooLong`] (written to `XFWD_CONFIG_MAX_FRAME`).
-pub const MAX_FRAME: u32 = super::xsk::FRAME_SIZE - super::xsk::XDP_HEADROOM;
+pub const MAX_FRAME: u32 = crate::io::frames::xsk::FRAME_SIZE - crate::io::frames::xsk::XDP_HEADROOM;
 
 /// Most local addresses the router-mode program knows (`XFWD_MAX_LOCAL`).
 pub const MAX_LOCAL: usize = abi::XFWD_MAX_LOCAL as usize;
@@ -689,7 +689,7 @@ impl FastMaps {
     }
 
     /// The kernel's id of the program's devmap (`xfwd_egress`), which names it in the
-    /// redirect tracepoints ([`super::refused`]).
+    /// redirect tracepoints ([`crate::io::probe::refused`]).
     pub fn egress_id(&self) -> Result<u32, XdpError> {
         Ok(self.egress.info().map_err(map_err("xfwd_egress"))?.info.id)
     }
@@ -721,7 +721,7 @@ impl FastMaps {
     /// Makes `port` (interface `ifindex`, MAC `mac`) an egress the program redirects to: its
     /// devmap entry first, then its MAC marked ready; not `ready`, the program hands the frames
     /// sent out of it to the workers (a driver that does not take redirected frames), as it
-    /// does (bridge) a frame longer than `max_frame` ([`super::frame_max`] of its MTU: the
+    /// does (bridge) a frame longer than `max_frame` ([`crate::io::frame_max`] of its MTU: the
     /// kernel would drop it in the redirect, uncounted; the workers count it), (router) a
     /// packet longer than `ifindex`'s MTU as the program reads it per frame, and known unicast
     /// between two `isolated` bridge ports (the workers drop it as isolated).
@@ -954,7 +954,7 @@ impl AsRawFd for XdpLink {
 /// What holds the XDP hook of `ifindex`: the attached program's id, name and mode, whose it
 /// likely is, and how to free the port (asked with our own program's fd, `prog`).
 fn attached_program(prog: std::os::fd::BorrowedFd<'_>, ifindex: u32) -> String {
-    let name = super::port::name_of(ifindex).unwrap_or_else(|| format!("ifindex {ifindex}"));
+    let name = crate::io::setup::port::name_of(ifindex).unwrap_or_else(|| format!("ifindex {ifindex}"));
     let fix = format!(
         "see it with `bpftool net show dev {name}` (or `xfwd doctor {name}`), and detach it with `ip link set dev {name} xdp off` if nothing needs it"
     );

@@ -3,13 +3,13 @@
 //!
 //! Fill and completion rings belong to a (port, queue), shared by the pool's members under a
 //! lock ([`Lock`]); completions are the reaper's whoever sent them, so a member's free list is
-//! bounded ([`crate::io::xsk::Pool::spill`]) and the rest kept in the pool's spare list.
+//! bounded ([`crate::io::frames::xsk::Pool::spill`]) and the rest kept in the pool's spare list.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use super::{Decide, Worker, BATCH};
-use crate::io::ring::{Consumer, Producer, Xsk};
+use crate::io::frames::ring::{Consumer, Producer, Xsk};
 
 /// Frames one worker moved for one UMEM: handed to the kernel less taken back, put in the spare
 /// list less taken from it (signed: it may take back what another member handed over).

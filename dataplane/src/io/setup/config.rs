@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::port::PortError;
 use super::settings::{Refusal, WorkerOptions};
-use super::xdp::XdpError;
+use crate::io::program::xdp::XdpError;
 use crate::l3::tables::{RouteTarget4, RouteTarget6, RouterLimits};
 use crate::l3::{Prefix, Prefix6};
 use crate::wire::MacAddr;

@@ -1,7 +1,7 @@
 //! The XDP path's redirects the kernel refused after the program counted them forwarded
 //! (bpf/refused.bpf.c, on the raw tracepoint `xdp_redirect_err`), by port: an egress that is
 //! down, takes no redirected frames, or is shorter than the frame. Without it such a frame was
-//! counted `xdp-forwarded` and lost without a trace; [`super::fast`] adds these to each port's
+//! counted `xdp-forwarded` and lost without a trace; [`crate::io::program::fast`] adds these to each port's
 //! `egress-refused`, beside what a veth's driver counts itself.
 
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::PortRings;
 use super::{Consumer, Descriptor, Frames, Producer, Xsk};
-use crate::io::xsk::{FrameRings, Pool, QueueSockets, RingSizes};
+use crate::io::frames::xsk::{FrameRings, Pool, QueueSockets, RingSizes};
 use crate::stats::XskSnapshot;
 
 /// Bytes per fake frame.
@@ -408,7 +408,7 @@ pub fn world(
                 });
             }
             parts[w].push(QueueSockets {
-                pools: vec![crate::io::xsk::PoolShare {
+                pools: vec![crate::io::frames::xsk::PoolShare {
                     umem: mem.clone(),
                     frames: mine,
                     pool: Arc::clone(&pool),

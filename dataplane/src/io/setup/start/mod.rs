@@ -35,17 +35,17 @@ use self::plan::{Layout, Plan, Role, RouterPlan};
 use self::sched::RealTime;
 use super::config::FibSource;
 use super::config::{ForwarderConfig, Request, StartError};
-use super::fast::{FastSync, Source};
-use super::forwarder::{Forwarder, RouterControl};
 use super::memory::advise_huge_pages;
-use super::netdev::{DevFeatures, Netdev};
 use super::options::{DataPath, PollMode, XdpMode};
 use super::port::{check_ports, PortError, PortErrorKind, PortInfo};
-use super::view::{LiveView, RouterView};
-use super::worker::{BridgeDecide, RouterDecide, Worker};
-use super::xdp::LocalKind;
-use super::xdp::{ProgramMode, Steer, XdpProgram};
-use super::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU};
+use crate::io::forwarder::{Forwarder, RouterControl};
+use crate::io::frames::worker::{BridgeDecide, RouterDecide, Worker};
+use crate::io::frames::xsk::{self, QueueSockets, FRAME_SIZE, MAX_MTU};
+use crate::io::program::fast::{FastSync, Source};
+use crate::io::program::netdev::{DevFeatures, Netdev};
+use crate::io::program::xdp::LocalKind;
+use crate::io::program::xdp::{ProgramMode, Steer, XdpProgram};
+use crate::io::view::{LiveView, RouterView};
 use crate::l2::Fdb;
 use crate::l3::tables::RouterLimits;
 use crate::l3::{icmp_share, NeighborTable, NeighborTable6, PortSpec, RouterState, RouterTables};
@@ -224,7 +224,7 @@ struct Shared {
 
 impl Shared {
     fn new(plan: &Plan<'_>, ports: &[PortInfo]) -> Result<Shared, StartError> {
-        let frame_max = ports.iter().map(|p| std::sync::atomic::AtomicU32::new(super::frame_max(p.mtu))).collect();
+        let frame_max = ports.iter().map(|p| std::sync::atomic::AtomicU32::new(crate::io::frame_max(p.mtu))).collect();
         Ok(match &plan.role {
             Role::Bridge { fdb_size, ageing_s, settings } => {
                 let fdb = Fdb::new(*fdb_size, *ageing_s);
@@ -280,8 +280,10 @@ impl RouterParts {
                     _ => StartError::System(e.to_string()),
                 })?;
                 let local = synced.local.clone();
-                if local.len() > super::xdp::MAX_LOCAL {
-                    return Err(Request::TooManyLocal { count: local.len(), max: super::xdp::MAX_LOCAL }.into());
+                if local.len() > crate::io::program::xdp::MAX_LOCAL {
+                    return Err(
+                        Request::TooManyLocal { count: local.len(), max: crate::io::program::xdp::MAX_LOCAL }.into()
+                    );
                 }
                 (synced.tables.live(), Some(synced), local)
             }

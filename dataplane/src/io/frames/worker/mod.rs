@@ -40,20 +40,20 @@
 //!   state machine;
 //! - `account`: the loop accounting's clock and run delay.
 //!
-//! The worker reaches AF_XDP only through [`Xsk`] ([`crate::io::ring`]), so the same code runs
+//! The worker reaches AF_XDP only through [`Xsk`] ([`crate::io::frames::ring`]), so the same code runs
 //! over an in-memory kernel in tests, where the frame accounting is checked after every step.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::options::PollMode;
 use super::ring::{AfXdp, Xsk};
-use super::start::plan::AqmPlan;
-use super::start::sched;
 use super::xsk::{QueueSockets, RingSizes};
 use crate::action::SCRATCH_LEN;
 use crate::aqm::{Codel, FlowQueues};
+use crate::io::setup::options::PollMode;
+use crate::io::setup::start::plan::AqmPlan;
+use crate::io::setup::start::sched;
 use crate::load::LoopAccount;
 use crate::stats::QueueCounters;
 use crate::time::Clock;

@@ -4,8 +4,8 @@
 
 use super::{monotonic_ns, Decide, Worker, BATCH, TX_QUEUE_LIMIT};
 use crate::aqm::{is_ect, mark_ce, Codel, EcnOutcome, Fate, Verdict};
-use crate::io::ring::{Frames, Xsk};
-use crate::io::xdp::STAMP_LEN;
+use crate::io::frames::ring::{Frames, Xsk};
+use crate::io::program::xdp::STAMP_LEN;
 use crate::stats::{sojourn_bucket, QueueCounters};
 
 impl<D: Decide, X: Xsk> Worker<D, X> {

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::frames::Lock;
 use super::{max_kicks, monotonic_ns, Decide, Worker};
-use crate::io::ring::{Consumer, Descriptor, Producer, Xsk};
+use crate::io::frames::ring::{Consumer, Descriptor, Producer, Xsk};
 
 impl<D: Decide, X: Xsk> Worker<D, X> {
     /// Puts port `out`'s queued frames on its TX ring and kicks. When the ring lacks room, it

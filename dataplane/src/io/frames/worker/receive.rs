@@ -8,8 +8,8 @@ use super::queues::{judge, read_stamp, take_stamp, Stamp};
 use super::{monotonic_ns, Decide, Worker, BATCH, RX_BATCHES_PER_ROUND};
 use crate::action::Action;
 use crate::aqm::{flow_key, is_ect, Verdict};
-use crate::io::ring::{Consumer, Descriptor, Frames, Xsk};
-use crate::io::xdp::STAMP_LEN;
+use crate::io::frames::ring::{Consumer, Descriptor, Frames, Xsk};
+use crate::io::program::xdp::STAMP_LEN;
 use crate::PortId;
 
 /// What a pipeline prefetch brings in for a frame.

@@ -2,7 +2,7 @@
 //! real-time policy the workers inherit ([`RealTime`]).
 
 use super::plan::RealTimeAsk;
-use crate::io::config::StartError;
+use crate::io::setup::config::StartError;
 
 /// Lifts this process's RLIMIT_MEMLOCK where allowed: UMEM pages count against it unless the
 /// process has CAP_IPC_LOCK. Changes no system setting; a refusal is left for the UMEM's own

@@ -2,7 +2,7 @@
 //! (`worker_options!`) gives every option its type, its default, its command-line flag and
 //! its key in the router's file; from it come:
 //!
-//! - [`WorkerOptions`], the values a start uses (inside [`super::ForwarderConfig`]), with the
+//! - [`WorkerOptions`], the values a start uses (inside [`crate::io::ForwarderConfig`]), with the
 //!   table's defaults as its [`Default`];
 //! - [`Opt`], an option's names, for messages;
 //! - [`Layer`], what one source gave, each value with its [`Source`], and
@@ -28,7 +28,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use super::options::{AqmMode, DataPath, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
-use crate::io::xsk::RingSizes;
+use crate::io::frames::xsk::RingSizes;
 use crate::MAX_QUEUES;
 
 /// The smallest and largest send buffer `--sndbuf` takes, in bytes.

@@ -1,5 +1,5 @@
 //! Start-up, decided: everything that follows from the request, the ports' facts (read from
-//! sysfs by [`crate::io::port::check_ports`]) and the number of cores, worked out before any
+//! sysfs by [`crate::io::setup::port::check_ports`]) and the number of cores, worked out before any
 //! kernel object is made. Pure — no system calls, no threads — so every refusal and every
 //! choice here is unit-tested without root; [`super`] then carries the plan out step by step.
 //!
@@ -14,13 +14,13 @@ use std::net::IpAddr;
 
 use crate::aqm::codel::CodelParams;
 use crate::aqm::fq::FqParams;
-use crate::io::config::{ForwarderConfig, Mode, Request, RouterSetup, StartError};
-use crate::io::drivers::{self, QueueIndex};
-use crate::io::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
-use crate::io::port::{PortError, PortErrorKind, PortInfo};
-use crate::io::settings::{Cores, Opt, Refusal, WorkerOptions};
-use crate::io::xdp::LocalKind;
-use crate::io::xsk::{BindOptions, OpenError};
+use crate::io::frames::xsk::{BindOptions, OpenError};
+use crate::io::program::xdp::LocalKind;
+use crate::io::setup::config::{ForwarderConfig, Mode, Request, RouterSetup, StartError};
+use crate::io::setup::drivers::{self, QueueIndex};
+use crate::io::setup::options::{AqmMode, PollMode, RtPriority, Sockets, XdpMode, ZeroCopy};
+use crate::io::setup::port::{PortError, PortErrorKind, PortInfo};
+use crate::io::setup::settings::{Cores, Opt, Refusal, WorkerOptions};
 use crate::l3::{PortSpec, Prefix};
 use crate::{MAX_PORTS, MAX_QUEUES};
 
@@ -192,7 +192,7 @@ pub enum Role<'a> {
         /// FDB ageing time, seconds.
         ageing_s: u32,
         /// Per-port settings and static stations.
-        settings: &'a crate::io::config::BridgeSettings,
+        settings: &'a crate::io::setup::config::BridgeSettings,
     },
     /// IPv4 router.
     Router(RouterPlan<'a>),
@@ -607,7 +607,7 @@ pub fn socket_error(ports: &[String], queue: u32, zero_copy: bool, e: &OpenError
     if zero_copy && e.no_zero_copy() {
         cause.push_str("; the driver has no AF_XDP zero-copy: use --zero-copy auto or off");
     } else if e.errno == Some(libc::EBUSY) {
-        let others = crate::io::xdp::other_xfwds();
+        let others = crate::io::program::xdp::other_xfwds();
         cause.push_str("; another AF_XDP socket holds this queue");
         if others.is_empty() {
             cause.push_str(" (another xfwd, or another AF_XDP program): stop it first");
@@ -649,8 +649,8 @@ pub fn deferral_advice(port: &str, napi_defer_hard_irqs: &str, gro_flush_timeout
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::settings::WorkerOptions;
-    use crate::io::xsk::RingSizes;
+    use crate::io::frames::xsk::RingSizes;
+    use crate::io::setup::settings::WorkerOptions;
     use crate::l3::tables::RouterLimits;
     use crate::wire::MacAddr;
     use std::net::Ipv4Addr;

@@ -39,11 +39,11 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use super::drivers;
 use super::netdev::Netdev;
-use super::port::PortInfo;
 use super::xdp::MAX_STATIONS;
 use super::xdp::{FastMaps, XdpError};
+use crate::io::setup::drivers;
+use crate::io::setup::port::PortInfo;
 use crate::l2::Fdb;
 use crate::l3::export::{self, FastRoutes};
 use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
@@ -67,7 +67,7 @@ pub const CHECK_EVERY: u32 = 100;
 pub struct FastCounters {
     /// By port: frames the program redirected to the port that it did not send, since the
     /// start: refused by the kernel's redirect (the port down, taking no redirected frames, or
-    /// shorter than the frame: [`super::refused`], where raw tracepoints may be attached) and
+    /// shorter than the frame: [`crate::io::probe::refused`], where raw tracepoints may be attached) and
     /// by the port's driver (veth: `tx_queue_N_xdp_xmit_errors`, its peer's ring full).
     pub refused: Vec<Counter>,
     /// By port: whether it takes frames the program redirects to it (else they go to the
@@ -226,7 +226,7 @@ pub struct FastSync {
     /// (kept when a read fails, so that the count never goes back).
     veths: Vec<(usize, String, u64, u64)>,
     /// The redirects the kernel refused, where the counter could be attached.
-    refusals: Option<super::refused::RefusedCounter>,
+    refusals: Option<crate::io::probe::refused::RefusedCounter>,
     /// The kernel's netdev family, where it has one: the ports' XDP features.
     netdev: Option<Netdev>,
     steps: u32,
@@ -288,7 +288,8 @@ impl FastSync {
         let written_max = vec![0; ports.len()];
         // Counted where the kernel lets the tracepoint be attached; elsewhere the drivers'
         // own counts are all there is.
-        let refusals = maps.egress_id().ok().and_then(|id| super::refused::RefusedCounter::start(id, ports.len()).ok());
+        let refusals =
+            maps.egress_id().ok().and_then(|id| crate::io::probe::refused::RefusedCounter::start(id, ports.len()).ok());
         let mut sync = FastSync {
             maps,
             tables,
