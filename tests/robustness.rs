@@ -659,7 +659,7 @@ impl Flood {
 
 /// One UDP flow of 1,400-byte frames from h1 to h2, as trafgen's configuration.
 fn udp_1400(r: &Rig) -> String {
-    xfwd::bench::harness::trafgen_config(
+    xfwd::bench::traffic::trafgen_config(
         &common::mac_of(&r.h2, "eth0"),
         &common::mac_of(&r.h1, "eth0"),
         rig::H1_ADDR,
@@ -672,7 +672,7 @@ fn udp_1400(r: &Rig) -> String {
 
 /// RTTs (ms) from ping's output lines (`… time=0.123 ms`), sorted.
 fn ping_rtts(text: &str) -> Vec<f64> {
-    let mut v = xfwd::bench::harness::parse_ping_rtts(text);
+    let mut v = xfwd::bench::traffic::parse_ping_rtts(text);
     v.sort_by(f64::total_cmp);
     v
 }

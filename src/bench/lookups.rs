@@ -32,9 +32,9 @@ use xfwd_dataplane::wire::ipv4::Ipv4Packet;
 use xfwd_dataplane::wire::ipv6::Ipv6Packet;
 use xfwd_dataplane::PortId;
 
+use super::args::BenchArgs;
 use super::scale::{self, Scale};
 use super::tables::{self, Rng};
-use super::BenchArgs;
 use crate::rig::Netns;
 
 /// Destinations drawn from each table (each looked up once a pass).

@@ -1,26 +1,32 @@
 //! The A/B harness: the kernel path against xfwd by the reference method, on a rig it builds.
 //!
-//! [`harness`] runs the arms; [`stats`] does ministat's statistics; [`cpu`] samples per-core CPU;
-//! [`report`] is `report.json`'s schema; [`plot`] draws the SVGs; [`table`] prints the table;
-//! [`scale`] gives the router a full table and many destinations, drawn by [`tables`];
-//! [`search`] finds the zero-loss rates; [`lookups`] times lookups over a whole table.
+//! [`args`] is what a bench is asked; [`harness`] runs the arms; [`traffic`] sets each arm up
+//! and sends its traffic; [`measure`] measures one run; [`preflight`] checks the machine first;
+//! [`stats`] does ministat's statistics; [`cpu`] samples per-core CPU; [`report`] is
+//! `report.json`'s schema; [`plot`] draws the SVGs; [`table`] prints the table; [`scale`] gives
+//! the router a full table and many destinations, drawn by [`tables`]; [`search`] finds the
+//! zero-loss rates; [`lookups`] times lookups over a whole table.
 
+pub mod args;
 pub mod cpu;
 pub mod harness;
 pub mod lookups;
+pub mod measure;
 pub mod plot;
+pub mod preflight;
 pub mod report;
 pub mod scale;
 pub mod search;
 pub mod stats;
 pub mod table;
 pub mod tables;
+pub mod traffic;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-pub use harness::BenchArgs;
+pub use args::BenchArgs;
 use report::Report;
 
 /// Writes the plots of `report` into `out`, their names starting with `tag` (the mode, and
@@ -65,9 +71,9 @@ pub fn plots(report: &Report, out: &Path, tag: &str) -> Result<Vec<String>> {
 /// the command then fails, naming them.
 pub fn run(args: &BenchArgs) -> Result<()> {
     let mut args = args.clone();
-    harness::preset(&mut args);
-    let out = args.out.clone().unwrap_or_else(harness::default_out);
-    harness::preflight(&args, &out)?;
+    preflight::preset(&mut args);
+    let out = args.out.clone().unwrap_or_else(preflight::default_out);
+    preflight::preflight(&args, &out)?;
     if args.lookups {
         return lookups::run(&args, &out);
     }
@@ -82,7 +88,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let mut files = Vec::new();
     for mode in args.mode.clone() {
         // One report per frame size: a sweep runs them one after the other.
-        let frames: Vec<Option<harness::FrameSize>> =
+        let frames: Vec<Option<args::FrameSize>> =
             if args.frames.is_empty() { vec![None] } else { args.frames.iter().copied().map(Some).collect() };
         let sweep = frames.len() > 1;
         let mut of_mode = Vec::new();

@@ -141,7 +141,7 @@ pub fn sweep(reports: &[Report], out: &Path, mode: &str) -> Result<Vec<String>> 
     let sizes: Vec<(String, f64)> = reports
         .iter()
         .filter_map(|r| {
-            let f = super::harness::FrameSize::of(&r.conditions)?;
+            let f = super::args::FrameSize::of(&r.conditions)?;
             Some((f.label(), f.mean_bytes(r.conditions.ip == 6)))
         })
         .collect();

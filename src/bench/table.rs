@@ -87,7 +87,7 @@ pub fn sweep(reports: &[Report]) -> String {
     }
     s.push('\n');
     for r in reports {
-        let Some(f) = super::harness::FrameSize::of(&r.conditions) else { continue };
+        let Some(f) = super::args::FrameSize::of(&r.conditions) else { continue };
         let bytes = f.mean_bytes(r.conditions.ip == 6);
         let cell = |pps: Option<f64>| match pps {
             Some(p) => format!("{:.3} / {:.2}", p / 1e6, p * bytes * 8.0 / 1e9),
