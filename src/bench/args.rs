@@ -271,7 +271,7 @@ pub enum Sender {
     #[default]
     Trafgen,
     /// trafgen into a helper veth in the client host whose XDP program redirects each frame
-    /// into the client's port ([`Netns::xdp_hop`]): the box receives XDP frames.
+    /// into the client's port ([`crate::rig::Netns::xdp_hop`]): the box receives XDP frames.
     TrafgenXdp,
     /// xfwd's XDP frame generator (`xfwd_dataplane::io::probe::frame_gen`, live frames).
     Xdp,
