@@ -782,20 +782,27 @@ fn the_xdp_path_refuses_an_egress_without_napi_and_leaves_it_to_the_workers_when
     let warned = common::wait_line(&mut x, "xfwd: warning: eth5 no longer takes", 0);
     assert!(warned.contains("the workers forward what is routed out of it"), "{warned}");
     let before = stats(&control);
-    let out = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
     // Without NAPI h1's port takes what the workers send through the CPU's backlog, which
-    // the machine's other traffic shares (under scripts/test-under-load's rig load 7 of 10
-    // were dropped there, after xfwd had sent them): what is asserted is xfwd's part, every
-    // request taken by the workers and sent out of eth5.
-    assert!(common::answered(&out) >= 1, "{out}");
+    // the machine's other traffic shares: under scripts/test-under-load's rig load 7 of 10,
+    // once all 10, were dropped there after xfwd had sent them. So requests go in rounds of 10
+    // until some are answered (at most 100), and what is asserted is xfwd's part: every
+    // request taken by the workers and sent out of eth5, every reply that came back
+    // forwarded in the program.
+    let (mut requests, mut answered, mut last) = (0, 0, String::new());
+    while answered == 0 && requests < 100 {
+        last = ping(&r.h2, &["-c", "10", "-i", "0.05", "-W", "2", "198.18.10.1"]);
+        requests += 10;
+        answered += common::answered(&last);
+    }
+    assert!(answered >= 1, "no reply to {requests} requests; the last round: {last}");
     let s = stats(&control);
     assert_eq!(s.xdp_path.as_ref().map(|p| p.no_redirects.clone()), Some(vec![0]), "eth5 is port 0");
     let through_workers = s.ports[1].total.rx_frames - before.ports[1].total.rx_frames;
-    assert!(through_workers >= 10, "eth4: {through_workers} requests through the workers");
+    assert!(through_workers >= requests, "eth4: {through_workers} of {requests} requests through the workers");
     let sent = s.ports[0].total.tx_frames - before.ports[0].total.tx_frames;
-    assert!(sent >= 10, "eth5: {sent} requests sent by the workers");
+    assert!(sent >= requests, "eth5: {sent} of {requests} requests sent by the workers");
     let replies = common::port_xdp(&s.ports[0], "xdp-forwarded") - common::port_xdp(&before.ports[0], "xdp-forwarded");
-    assert!(replies >= 10, "eth5: the replies, out of eth4, still in the program ({replies})");
+    assert!(replies >= answered, "eth5: {replies} of the {answered} replies, out of eth4, in the program");
     r.h1.exec(&["ethtool", "-K", "eth0", "gro", "on"]).unwrap();
     common::wait_line(&mut x, "xfwd: eth5 takes redirected frames again", 0);
     let before = stats(&control);
