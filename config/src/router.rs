@@ -20,6 +20,7 @@ use serde::Deserialize;
 use toml::Spanned;
 use xfwd_dataplane::io::setup::settings::{Given, Layer, Opt, Origins, Source, WorkerOptions};
 use xfwd_dataplane::io::{FibSource, RouterLimits, RouterSetup};
+use xfwd_dataplane::l3::prefix::{IpPrefix, PrefixAddr};
 use xfwd_dataplane::l3::tables::{is_link_local6, RouteTarget4, RouteTarget6};
 use xfwd_dataplane::l3::{Prefix, Prefix6, RouteTarget};
 use xfwd_dataplane::wire::MacAddr;
@@ -544,6 +545,26 @@ fn target6(
     Ok(RouteTarget6::Via { gw, dev: port })
 }
 
+/// Gives interface `name` the subnet (IPv4) or prefix (IPv6, `noun`) of `addr/len`, or says
+/// whose address's it repeats or overlaps: each belongs to one interface, once.
+fn claim<A: PrefixAddr>(
+    subnets: &mut Vec<(IpPrefix<A>, A, String)>,
+    (addr, len): (A, u8),
+    name: &str,
+    noun: &str,
+) -> Result<(), String> {
+    let subnet = IpPrefix::truncate(addr, len);
+    if let Some((other, oaddr, oname)) = subnets.iter().find(|(s, _, _)| s.overlaps(&subnet)) {
+        let what = if *oaddr == addr { "repeats" } else { "overlaps" };
+        return Err(format!(
+            "{addr}/{len} {what} {oaddr}/{} on {oname}; each {noun} belongs to one interface, once",
+            other.prefix_len()
+        ));
+    }
+    subnets.push((subnet, addr, name.to_owned()));
+    Ok(())
+}
+
 /// The `[[interface]]` tables: each interface with its addresses, and every connected subnet
 /// (IPv4) and prefix (IPv6) with the address and interface it belongs to.
 fn interfaces_of(cx: &Ctx, raw: &RawConfig, kernel: bool) -> Result<(Vec<Interface>, Subnets, Subnets6), ConfigError> {
@@ -603,34 +624,12 @@ fn interfaces_of(cx: &Ctx, raw: &RawConfig, kernel: bool) -> Result<(Vec<Interfa
         for a in raw_addresses.get_ref() {
             if is_v6(a.get_ref()) {
                 let (addr, len) = parse_addr6(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
-                let prefix = Prefix6::truncate(addr, len);
-                if let Some((other, oaddr, oname)) = subnets6.iter().find(|(s, _, _)| s.overlaps(&prefix)) {
-                    let what = if *oaddr == addr { "repeats" } else { "overlaps" };
-                    return Err(cx.err(
-                        a.span(),
-                        format!(
-                            "{addr}/{len} {what} {oaddr}/{} on {oname}; each prefix belongs to one interface, once",
-                            other.prefix_len()
-                        ),
-                    ));
-                }
-                subnets6.push((prefix, addr, name.clone()));
+                claim(&mut subnets6, (addr, len), &name, "prefix").map_err(|m| cx.err(a.span(), m))?;
                 addresses6.push((addr, len));
                 continue;
             }
             let (addr, len) = parse_addr(a.get_ref()).map_err(|m| cx.err(a.span(), m))?;
-            let subnet = Prefix::truncate(addr, len);
-            if let Some((other, oaddr, oname)) = subnets.iter().find(|(s, _, _)| s.overlaps(&subnet)) {
-                let what = if *oaddr == addr { "repeats" } else { "overlaps" };
-                return Err(cx.err(
-                    a.span(),
-                    format!(
-                        "{addr}/{len} {what} {oaddr}/{} on {oname}; each subnet belongs to one interface, once",
-                        other.prefix_len()
-                    ),
-                ));
-            }
-            subnets.push((subnet, addr, name.clone()));
+            claim(&mut subnets, (addr, len), &name, "subnet").map_err(|m| cx.err(a.span(), m))?;
             addresses.push((addr, len));
         }
         let link_local = match &ri.link_local {
