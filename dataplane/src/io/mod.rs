@@ -21,7 +21,8 @@
 //!   how the large tables are backed ([`setup::memory`]).
 //! - the running forwarder, here: [`forwarder`] (reload, stop), [`supervise`] (the control
 //!   thread's watch: ports' link, MAC and MTU followed, the counters' warnings), [`view`] (what
-//!   the stats printer and the control socket read).
+//!   the stats printer and the control socket read), [`listing`] (the tables as records, what
+//!   `xfwd show` answers).
 //! - [`probe`]: the bench's and doctor's instruments, BPF programs beside the frames' way —
 //!   the kernel's time in NAPI polls ([`probe::poll_time`]), a frame generator handing frames
 //!   to XDP as a NIC would ([`probe::frame_gen`]), `bpf_fib_lookup` timed on the kernel's
@@ -61,6 +62,7 @@
 
 pub mod forwarder;
 pub mod frames;
+pub mod listing;
 pub mod probe;
 pub mod program;
 pub mod setup;
