@@ -217,27 +217,7 @@ mod tests {
     use xfwd_dataplane::wire::MacAddr;
 
     fn route(kind: &str, dst: &str, origin: &str) -> Route {
-        Route {
-            family: "inet".into(),
-            kind: kind.into(),
-            dst: dst.into(),
-            origin: origin.into(),
-            gateway: None,
-            dev: Some("eth4".into()),
-            prefsrc: None,
-            protocol: None,
-            table: None,
-            mtu: None,
-            nexthops: Vec::new(),
-            forwarded: true,
-            metric: None,
-            scope: None,
-            pref: None,
-            tos: None,
-            nhid: None,
-            used: None,
-            note: None,
-        }
+        Route { dev: Some("eth4".into()), ..Route::new("inet", kind, dst.into(), origin) }
     }
 
     #[test]

@@ -156,6 +156,34 @@ pub struct Route {
     pub note: Option<String>,
 }
 
+impl Route {
+    /// A forwarded route of `family` and `kind` to `dst`, from `origin`, with nothing else said
+    /// of it yet.
+    pub fn new(family: &str, kind: &str, dst: String, origin: &str) -> Route {
+        Route {
+            family: family.into(),
+            kind: kind.into(),
+            dst,
+            origin: origin.into(),
+            gateway: None,
+            dev: None,
+            prefsrc: None,
+            protocol: None,
+            table: None,
+            mtu: None,
+            nexthops: Vec::new(),
+            forwarded: true,
+            metric: None,
+            scope: None,
+            pref: None,
+            tos: None,
+            nhid: None,
+            used: None,
+            note: None,
+        }
+    }
+}
+
 /// A member of an equal-cost route.
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -355,33 +383,17 @@ fn family_routes<F, G, S, P>(
 {
     for (prefix, nh, origin) in t.routes.iter() {
         let h = &t.nexthops[usize::from(nh.0)];
+        let origin_name = match origin {
+            RouteOrigin::Connected => "connected",
+            RouteOrigin::Local => "local",
+            RouteOrigin::Broadcast => "broadcast",
+            RouteOrigin::Static => "static",
+            RouteOrigin::Kernel { .. } => "kernel",
+        };
         let mut r = Route {
-            family: family.into(),
-            kind: "unicast".into(),
-            dst: prefix.to_string(),
-            origin: match origin {
-                RouteOrigin::Connected => "connected",
-                RouteOrigin::Local => "local",
-                RouteOrigin::Broadcast => "broadcast",
-                RouteOrigin::Static => "static",
-                RouteOrigin::Kernel { .. } => "kernel",
-            }
-            .into(),
-            gateway: None,
             dev: Some(dev_of(h.port)),
             prefsrc: src(h),
-            protocol: None,
-            table: None,
-            mtu: None,
-            nexthops: Vec::new(),
-            forwarded: true,
-            metric: None,
-            scope: None,
-            pref: None,
-            tos: None,
-            nhid: None,
-            used: None,
-            note: None,
+            ..Route::new(family, "unicast", prefix.to_string(), origin_name)
         };
         if let RouteOrigin::Kernel { protocol, local_table } = origin {
             r.protocol = Some(proto_name(*protocol));
