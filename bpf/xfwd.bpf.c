@@ -467,8 +467,9 @@ static __always_inline void decrement_ttl(unsigned char *ip)
  * found: a packet of `total` bytes no longer than the route's `mtu` and the port's MTU as it
  * is now, out of a port whose egress is ready, gets the next hop's MAC and the port's, is
  * trimmed of bytes past the packet beyond Ethernet's minimum, and is redirected; anything else
- * returns -1 untouched (the workers' ICMP errors). `decrement` lowers the TTL or hop limit once
- * every check has passed, so that a frame handed to the workers is as it arrived. */
+ * returns -1 untouched (the workers' ICMP errors). The TTL (`family` 4) or hop limit (6) is
+ * lowered only once every check has passed, so that a frame handed to the workers is as it
+ * arrived. */
 static __always_inline int route_out(struct xdp_md *ctx, unsigned char *data, unsigned char *data_end,
 				     __u32 in_port, __u32 port, __u32 mtu, __u32 total,
 				     const struct xfwd_neigh *n, int family)

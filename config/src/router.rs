@@ -456,11 +456,11 @@ impl Routes {
         let (via, dev) = (via.map(str::trim), dev.map(str::trim));
         let on = |(on_dev, m): (bool, String)| (if on_dev { RoutePart::Dev } else { RoutePart::Via }, m);
         let at_prefix = |m: String| (RoutePart::Prefix, m);
-        if via.is_none() && dev.is_none() {
-            return Err(at_prefix(needs()));
-        }
         if is_v6(prefix) {
             let prefix: Prefix6 = prefix.parse().map_err(|e| at_prefix(format!("route prefix {e}")))?;
+            if via.is_none() && dev.is_none() {
+                return Err(at_prefix(needs()));
+            }
             let target = target6(nets.interfaces, nets.subnets6, via, dev).map_err(on)?;
             if let Some(m) = shadows_connected6(nets.subnets6, prefix) {
                 return Err(at_prefix(m));
