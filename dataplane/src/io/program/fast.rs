@@ -163,12 +163,9 @@ struct RouterSync {
     live: Arc<RouterTables>,
     routes: FastRoutes,
     routes6: FastRoutes<Ipv6Addr>,
-    /// Each neighbour table's generation when last written, and its neighbours as written.
-    generation: (u64, u64),
-    written: HashMap<(Ipv4Addr, PortId), MacAddr>,
-    written6: HashMap<(Key6, PortId), MacAddr>,
-    /// Each family's neighbours the maps had no room for when last written.
-    left_out: (u64, u64),
+    /// Each family's neighbours as written.
+    mirror4: Mirror<(Ipv4Addr, PortId), MacAddr>,
+    mirror6: Mirror<(Key6, PortId), MacAddr>,
 }
 
 /// The bridge's stations as the thread last wrote them.
@@ -275,10 +272,8 @@ impl FastSync {
                     routes: FastRoutes::new(),
                     routes6: FastRoutes::new(),
                     live,
-                    generation: (u64::MAX, u64::MAX),
-                    written: HashMap::new(),
-                    written6: HashMap::new(),
-                    left_out: (0, 0),
+                    mirror4: Mirror::default(),
+                    mirror6: Mirror::default(),
                 }))
             }
             Source::Bridge { fdb, clock, policies } => {
@@ -459,38 +454,24 @@ impl FastSync {
         // does not fit stays the workers' (counted), and a change to one the maps hold is
         // written before any new one.
         let (room4, room6) = maps.neighbor_room();
-        let generation = r.neighbors.generation();
-        if generation != r.generation.0 {
-            let now = export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| ((a, port), mac)).collect();
-            let m = mirror(
-                &mut r.written,
-                now,
-                room4,
-                |&(a, port), &mac| maps.set_neighbor(a, port, mac),
-                |&(a, port)| maps.remove_neighbor(a, port),
-            );
-            self.counters.neighbor_writes.add(m.writes);
-            r.left_out.0 = m.left_out;
-            self.counters.left_out.set(r.left_out.0 + r.left_out.1);
-            m.done?;
-            r.generation.0 = generation;
-        }
-        let generation = r.neighbors6.generation();
-        if generation != r.generation.1 {
-            let now = export::neighbors6(&r.neighbors6).into_iter().map(|(k, port, mac)| ((k, port), mac)).collect();
-            let m = mirror(
-                &mut r.written6,
-                now,
-                room6,
-                |&(k, port), &mac| maps.set_neighbor6(k, port, mac),
-                |&(k, port)| maps.remove_neighbor6(k, port),
-            );
-            self.counters.neighbor_writes.add(m.writes);
-            r.left_out.1 = m.left_out;
-            self.counters.left_out.set(r.left_out.0 + r.left_out.1);
-            m.done?;
-            r.generation.1 = generation;
-        }
+        let m4 = r.mirror4.follow(
+            r.neighbors.generation(),
+            || export::neighbors4(&r.neighbors).into_iter().map(|(a, port, mac)| ((a, port), mac)).collect(),
+            room4,
+            |&(a, port), &mac| maps.set_neighbor(a, port, mac),
+            |&(a, port)| maps.remove_neighbor(a, port),
+        );
+        let m6 = r.mirror6.follow(
+            r.neighbors6.generation(),
+            || export::neighbors6(&r.neighbors6).into_iter().map(|(k, port, mac)| ((k, port), mac)).collect(),
+            room6,
+            |&(k, port), &mac| maps.set_neighbor6(k, port, mac),
+            |&(k, port)| maps.remove_neighbor6(k, port),
+        );
+        self.counters.neighbor_writes.add(m4.writes + m6.writes);
+        self.counters.left_out.set(r.mirror4.left_out + r.mirror6.left_out);
+        m4.done?;
+        m6.done?;
         Ok(())
     }
 
@@ -533,6 +514,46 @@ impl FastSync {
             }
             self.read_refused();
         })
+    }
+}
+
+/// A table mirrored into a map: what was written, and from which generation of its source.
+#[derive(Debug)]
+struct Mirror<K, V> {
+    /// The source's generation when last written in full (`u64::MAX`: never).
+    generation: u64,
+    /// The entries as written.
+    written: HashMap<K, V>,
+    /// Entries the map had no room for when last written.
+    left_out: u64,
+}
+
+impl<K, V> Default for Mirror<K, V> {
+    fn default() -> Self {
+        Self { generation: u64::MAX, written: HashMap::new(), left_out: 0 }
+    }
+}
+
+impl<K: Eq + Hash + Copy, V: PartialEq + Copy> Mirror<K, V> {
+    /// [`mirror`]s the source's entries (`now`, read only if `generation` moved) into the map;
+    /// the generation is taken as written only if every write succeeded.
+    fn follow(
+        &mut self,
+        generation: u64,
+        now: impl FnOnce() -> HashMap<K, V>,
+        limit: usize,
+        set: impl Fn(&K, &V) -> Result<(), XdpError>,
+        remove: impl Fn(&K),
+    ) -> Mirrored {
+        if generation == self.generation {
+            return Mirrored { writes: 0, left_out: self.left_out, done: Ok(()) };
+        }
+        let m = mirror(&mut self.written, now(), limit, set, remove);
+        self.left_out = m.left_out;
+        if m.done.is_ok() {
+            self.generation = generation;
+        }
+        m
     }
 }
 
