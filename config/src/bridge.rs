@@ -180,16 +180,7 @@ impl BridgeConfig {
         }
         let mut statics: Vec<(MacAddr, usize)> = Vec::new();
         for st in &raw.statics {
-            let mac: MacAddr = st
-                .mac
-                .get_ref()
-                .parse()
-                .map_err(|e: xfwd_dataplane::wire::ethernet::ParseMacError| cx.err(st.mac.span(), e.to_string()))?;
-            if mac.is_multicast() || mac.is_zero() {
-                return Err(
-                    cx.err(st.mac.span(), format!("{mac} is not a station address (group bit set or all zeroes)"))
-                );
-            }
+            let mac = cx.station_mac(&st.mac)?;
             if statics.iter().any(|(m, _)| *m == mac) {
                 return Err(cx.err(st.mac.span(), format!("{mac} is given twice; a station sits behind one port")));
             }

@@ -186,18 +186,40 @@ impl Ctx<'_> {
         let p = pos_of(self.text, span.start);
         ConfigError { path: self.path.to_owned(), line: p.line, col: p.col, message: message.into() }
     }
+
+    /// `mac` as a station's address (a static neighbour's or FDB entry's): neither a group
+    /// address nor all zeroes.
+    pub(crate) fn station_mac(&self, mac: &Spanned<String>) -> Result<MacAddr, ConfigError> {
+        let parsed: MacAddr = mac
+            .get_ref()
+            .parse()
+            .map_err(|e: xfwd_dataplane::wire::ethernet::ParseMacError| self.err(mac.span(), e.to_string()))?;
+        if parsed.is_multicast() || parsed.is_zero() {
+            return Err(
+                self.err(mac.span(), format!("{parsed} is not a station address (group bit set or all zeroes)"))
+            );
+        }
+        Ok(parsed)
+    }
+}
+
+/// Splits "addr/len" as an interface address of `family` (`example` shows one), its
+/// length from 1 to `max`; what makes it a host address is the caller's.
+fn split_addr<A: std::str::FromStr>(s: &str, family: &str, example: &str, max: u8) -> Result<(A, u8), String> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| format!("`{s}` is not an address with a prefix length (write it as {example})"))?;
+    let addr = a.parse().map_err(|_| format!("`{a}` is not an {family} address"))?;
+    let len: u8 = l.parse().map_err(|_| format!("`{l}` is not a prefix length (1 to {max})"))?;
+    if !(1..=max).contains(&len) {
+        return Err(format!("prefix length {len} is out of range for an interface address (1 to {max})"));
+    }
+    Ok((addr, len))
 }
 
 /// Parses "a.b.c.d/len" as an interface address (host bits expected).
 fn parse_addr(s: &str) -> Result<(Ipv4Addr, u8), String> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| format!("`{s}` is not an address with a prefix length (write it as 192.168.10.2/24)"))?;
-    let addr: Ipv4Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 address"))?;
-    let len: u8 = l.parse().map_err(|_| format!("`{l}` is not a prefix length (0 to 32)"))?;
-    if !(1..=32).contains(&len) {
-        return Err(format!("prefix length {len} is out of range for an interface address (1 to 32)"));
-    }
+    let (addr, len): (Ipv4Addr, u8) = split_addr(s, "IPv4", "192.168.10.2/24", 32)?;
     let first = addr.octets()[0];
     if first == 0 || first == 127 || first >= 224 {
         return Err(format!("{addr} cannot be a router address (0/8, 127/8, multicast and 240/4 are never routed)"));
@@ -224,14 +246,7 @@ fn is_v6(s: &str) -> bool {
 /// Parses "addr/len" as an IPv6 interface address (global or unique local; link-local ones
 /// go in `link_local`).
 fn parse_addr6(s: &str) -> Result<(Ipv6Addr, u8), String> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| format!("`{s}` is not an address with a prefix length (write it as 2001:db8:0:10::2/64)"))?;
-    let addr: Ipv6Addr = a.parse().map_err(|_| format!("`{a}` is not an IPv6 address"))?;
-    let len: u8 = l.parse().map_err(|_| format!("`{l}` is not a prefix length (1 to 128)"))?;
-    if !(1..=128).contains(&len) {
-        return Err(format!("prefix length {len} is out of range for an interface address (1 to 128)"));
-    }
+    let (addr, len): (Ipv6Addr, u8) = split_addr(s, "IPv6", "2001:db8:0:10::2/64", 128)?;
     if addr.is_multicast() || addr.is_unspecified() || addr.is_loopback() || addr.to_ipv4_mapped().is_some() {
         return Err(format!("{addr} cannot be a router address (multicast, ::, ::1 and IPv4-mapped are never routed)"));
     }
@@ -680,14 +695,7 @@ fn neighbors_of(
     let mut neighbors: Vec<(Ipv4Addr, MacAddr)> = Vec::new();
     let mut neighbors6: Vec<(Ipv6Addr, MacAddr)> = Vec::new();
     for rn in &raw.neighbor {
-        let mac: MacAddr = rn
-            .mac
-            .get_ref()
-            .parse()
-            .map_err(|e: xfwd_dataplane::wire::ethernet::ParseMacError| cx.err(rn.mac.span(), e.to_string()))?;
-        if mac.is_multicast() || mac.is_zero() {
-            return Err(cx.err(rn.mac.span(), format!("{mac} is not a station address (group bit set or all zeroes)")));
-        }
+        let mac = cx.station_mac(&rn.mac)?;
         if is_v6(rn.ip.get_ref()) {
             let ip = parse_ip6(rn.ip.get_ref()).map_err(|m| cx.err(rn.ip.span(), m))?;
             if is_link_local6(&ip) {
