@@ -221,29 +221,6 @@ impl AqmMode {
     }
 }
 
-impl FromStr for AqmMode {
-    type Err = UnknownValue;
-
-    fn from_str(text: &str) -> Result<Self, UnknownValue> {
-        value_of("aqm.mode", &AqmMode::ALL, AqmMode::name, text)
-    }
-}
-
-/// For `serde(try_from)`: the file's word through [`FromStr`], so that its error is the file's.
-impl TryFrom<String> for AqmMode {
-    type Error = UnknownValue;
-
-    fn try_from(text: String) -> Result<Self, UnknownValue> {
-        text.parse()
-    }
-}
-
-impl fmt::Display for AqmMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// Whether the workers run under SCHED_FIFO, ahead of ordinary processes, as the kernel's own
 /// packet processing (softirq) does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -316,51 +293,36 @@ fn value_of<T: Copy>(
     })
 }
 
-impl FromStr for PollMode {
-    type Err = UnknownValue;
+/// A word-valued option's parsing and printing, from its `ALL` and `name`: `FromStr` (naming
+/// the option and its values when the word is none of them), `TryFrom<String>` for
+/// `serde(try_from)` so that a file's error is the command line's, and `Display`.
+macro_rules! named_values {
+    ($($t:ty => $option:literal),* $(,)?) => {$(
+        impl FromStr for $t {
+            type Err = UnknownValue;
 
-    fn from_str(text: &str) -> Result<Self, UnknownValue> {
-        value_of("poll", &PollMode::ALL, PollMode::name, text)
-    }
+            fn from_str(text: &str) -> Result<Self, UnknownValue> {
+                value_of($option, &<$t>::ALL, <$t>::name, text)
+            }
+        }
+
+        impl TryFrom<String> for $t {
+            type Error = UnknownValue;
+
+            fn try_from(text: String) -> Result<Self, UnknownValue> {
+                text.parse()
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    )*};
 }
 
-impl FromStr for XdpMode {
-    type Err = UnknownValue;
-
-    fn from_str(text: &str) -> Result<Self, UnknownValue> {
-        value_of("xdp_mode", &XdpMode::ALL, XdpMode::name, text)
-    }
-}
-
-/// For `serde(try_from)`: the file's word through [`FromStr`], so that its error is the file's.
-impl TryFrom<String> for PollMode {
-    type Error = UnknownValue;
-
-    fn try_from(text: String) -> Result<Self, UnknownValue> {
-        text.parse()
-    }
-}
-
-/// For `serde(try_from)`: the file's word through [`FromStr`], so that its error is the file's.
-impl TryFrom<String> for XdpMode {
-    type Error = UnknownValue;
-
-    fn try_from(text: String) -> Result<Self, UnknownValue> {
-        text.parse()
-    }
-}
-
-impl fmt::Display for PollMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl fmt::Display for XdpMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+named_values!(AqmMode => "aqm.mode", PollMode => "poll", XdpMode => "xdp_mode");
 
 #[cfg(test)]
 mod tests {
