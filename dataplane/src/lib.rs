@@ -76,6 +76,7 @@ pub mod reason;
 pub mod resolve;
 pub mod routes;
 pub mod stats;
+mod sys;
 pub mod time;
 pub mod wire;
 

@@ -176,20 +176,8 @@ impl PacketSocket {
     /// Attaches the classic BPF program `prog` to the socket.
     fn attach_filter(&self, prog: &[libc::sock_filter]) -> io::Result<()> {
         let fprog = libc::sock_fprog { len: prog.len() as u16, filter: prog.as_ptr().cast_mut() };
-        // SAFETY: `fprog` points at `prog`, alive for the call; the kernel copies the program.
-        let r = unsafe {
-            libc::setsockopt(
-                self.raw(),
-                libc::SOL_SOCKET,
-                libc::SO_ATTACH_FILTER,
-                (&fprog as *const libc::sock_fprog).cast(),
-                std::mem::size_of::<libc::sock_fprog>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        // `fprog` points at `prog`, alive for the call, in which the kernel copies the program.
+        crate::sys::set_opt(self.raw(), libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, fprog)
     }
 
     /// Keeps nothing on the socket, which then only sends (the kernel answers and resolves
@@ -207,20 +195,7 @@ impl PacketSocket {
         mreq.mr_type = libc::PACKET_MR_MULTICAST as u16;
         mreq.mr_alen = 6;
         mreq.mr_address[..6].copy_from_slice(&mac.0);
-        // SAFETY: `mreq` is a valid packet_mreq and its size is passed.
-        let r = unsafe {
-            libc::setsockopt(
-                self.raw(),
-                libc::SOL_PACKET,
-                libc::PACKET_ADD_MEMBERSHIP,
-                (&mreq as *const libc::packet_mreq).cast(),
-                std::mem::size_of::<libc::packet_mreq>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        crate::sys::set_opt(self.raw(), libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, mreq)
     }
 
     fn raw(&self) -> i32 {

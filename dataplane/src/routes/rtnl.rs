@@ -411,17 +411,7 @@ impl Rtnl {
 fn force_rcvbuf(fd: RawFd, bytes: usize) {
     let v = bytes.min(i32::MAX as usize) as libc::c_int;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: `v` is a c_int alive for the call and its size is passed.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        if r == 0 {
+        if crate::sys::set_opt(fd, libc::SOL_SOCKET, opt, v).is_ok() {
             return;
         }
     }

@@ -261,19 +261,6 @@ impl OpenError {
 const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 const SOL_XDP: libc::c_int = 283;
 
-/// `setsockopt(fd, level, name, &value)` for an int-sized value.
-fn set_opt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: T) -> std::io::Result<()> {
-    // SAFETY: `value` is a live, initialised T and its exact size is passed.
-    let r = unsafe {
-        libc::setsockopt(fd, level, name, (&value as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t)
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// Creates one UMEM for `workers` (by queue number) and binds, for each of them, a socket on
 /// `queue` of each port in `ports` (in order). One worker over every port is the per-queue
 /// layout. Several workers share each port's fill and completion rings; the kernel lets a
@@ -402,9 +389,11 @@ fn bind(
 /// Sets the tuning options on socket `fd` of port `name`; what the kernel refuses is noted.
 fn tune(fd: RawFd, name: &str, opts: BindOptions, busy_poll: &mut bool, notes: &mut Vec<String>) {
     if let Some(budget) = opts.busy_poll_budget {
-        let set = set_opt(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1 as libc::c_int)
-            .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20 as libc::c_int))
-            .and_then(|()| set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, libc::c_int::from(budget)));
+        let set = crate::sys::set_opt(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, 1 as libc::c_int)
+            .and_then(|()| crate::sys::set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, 20 as libc::c_int))
+            .and_then(|()| {
+                crate::sys::set_opt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, libc::c_int::from(budget))
+            });
         if let Err(e) = set {
             *busy_poll = false;
             let note = format!("{name}: preferred busy polling refused ({e}); busy mode polls the rings only");
@@ -416,8 +405,8 @@ fn tune(fd: RawFd, name: &str, opts: BindOptions, busy_poll: &mut bool, notes: &
     if let (Some(bytes), false) = (opts.sndbuf, opts.zero_copy) {
         // The kernel doubles what it is given (its bookkeeping overhead): half is asked for.
         let half = (bytes / 2) as libc::c_int;
-        if let Err(e) = set_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, half) {
-            let capped = set_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, half).is_ok();
+        if let Err(e) = crate::sys::set_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, half) {
+            let capped = crate::sys::set_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, half).is_ok();
             let note = format!(
                 "{name}: send buffer of {bytes} bytes refused ({e}){}",
                 if capped { "; set as far as net.core.wmem_max allows" } else { "; left at the kernel's" }
@@ -428,7 +417,9 @@ fn tune(fd: RawFd, name: &str, opts: BindOptions, busy_poll: &mut bool, notes: &
         }
     }
     if let (Some(budget), false) = (opts.tx_budget, opts.zero_copy) {
-        if let Err(e) = set_opt(fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget.clamp(32, opts.rings.tx) as libc::c_uint) {
+        if let Err(e) =
+            crate::sys::set_opt(fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, budget.clamp(32, opts.rings.tx) as libc::c_uint)
+        {
             let note = format!("{name}: TX budget per kick left at the kernel's 32 ({e})");
             if !notes.contains(&note) {
                 notes.push(note);

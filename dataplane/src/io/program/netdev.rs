@@ -182,33 +182,28 @@ pub fn parse_dev(attrs: Attrs) -> DevFeatures {
     d
 }
 
-/// Reads a `queue-get` answer's attributes, if it is about `ifindex`.
-pub fn parse_queue(attrs: Attrs, ifindex: u32) -> Option<Queue> {
-    let (mut id, mut dev, mut kind, mut napi_id) = (None, None, None, None);
+/// The u32 attributes `kinds` of an answer, in that order (`None`: absent).
+fn u32s<const N: usize>(attrs: Attrs, kinds: [u16; N]) -> [Option<u32>; N] {
+    let mut found = [None; N];
     for (k, p) in attrs {
-        match k {
-            NETDEV_A_QUEUE_ID => id = u32_of(p),
-            NETDEV_A_QUEUE_IFINDEX => dev = u32_of(p),
-            NETDEV_A_QUEUE_TYPE => kind = u32_of(p),
-            NETDEV_A_QUEUE_NAPI_ID => napi_id = u32_of(p),
-            _ => {}
+        if let Some(i) = kinds.iter().position(|&w| w == k) {
+            found[i] = u32_of(p);
         }
     }
+    found
+}
+
+/// Reads a `queue-get` answer's attributes, if it is about `ifindex`.
+pub fn parse_queue(attrs: Attrs, ifindex: u32) -> Option<Queue> {
+    let kinds = [NETDEV_A_QUEUE_ID, NETDEV_A_QUEUE_IFINDEX, NETDEV_A_QUEUE_TYPE, NETDEV_A_QUEUE_NAPI_ID];
+    let [id, dev, kind, napi_id] = u32s(attrs, kinds);
     (dev == Some(ifindex)).then_some(Queue { id: id?, rx: kind? == NETDEV_QUEUE_TYPE_RX, napi_id })
 }
 
 /// Reads a `napi-get` answer's attributes, if it is about `ifindex`.
 pub fn parse_napi(attrs: Attrs, ifindex: u32) -> Option<Napi> {
-    let (mut id, mut dev, mut irq, mut pid) = (None, None, None, None);
-    for (k, p) in attrs {
-        match k {
-            NETDEV_A_NAPI_ID => id = u32_of(p),
-            NETDEV_A_NAPI_IFINDEX => dev = u32_of(p),
-            NETDEV_A_NAPI_IRQ => irq = u32_of(p),
-            NETDEV_A_NAPI_PID => pid = u32_of(p),
-            _ => {}
-        }
-    }
+    let [id, dev, irq, pid] =
+        u32s(attrs, [NETDEV_A_NAPI_ID, NETDEV_A_NAPI_IFINDEX, NETDEV_A_NAPI_IRQ, NETDEV_A_NAPI_PID]);
     (dev == Some(ifindex)).then_some(Napi { id: id?, irq, pid })
 }
 
@@ -242,16 +237,8 @@ impl Netdev {
         // SAFETY: `fd` is a socket we just opened and own alone.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let tv = libc::timeval { tv_sec: 2, tv_usec: 0 };
-        // SAFETY: a valid timeval and its size on our own socket.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as u32,
-            )
-        };
+        // A receive timeout, so a netlink answer that never comes cannot hang the caller.
+        let _ = crate::sys::set_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVTIMEO, tv);
         let mut nl = Netdev { fd, family: GENL_ID_CTRL, seq: 0 };
         let mut name = b"netdev".to_vec();
         name.push(0);
