@@ -17,39 +17,21 @@ pub fn kernel_route_line(r: &Route) -> String {
         let _ = write!(s, "{} ", r.kind);
     }
     s.push_str(&r.dst);
-    if let Some(id) = r.nhid {
-        let _ = write!(s, " nhid {id}");
-    }
+    put(&mut s, "nhid", r.nhid.as_ref());
     if let Some(t) = r.tos {
         let _ = write!(s, " tos {}", tos_name(t));
     }
     if let Some(g) = &r.gateway {
         let _ = write!(s, " {}", via(&r.family, g));
     }
-    if let Some(d) = &r.dev {
-        let _ = write!(s, " dev {d}");
-    }
-    if let Some(t) = &r.table {
-        let _ = write!(s, " table {t}");
-    }
-    if let Some(p) = &r.protocol {
-        let _ = write!(s, " proto {p}");
-    }
-    if let Some(sc) = &r.scope {
-        let _ = write!(s, " scope {sc}");
-    }
-    if let Some(src) = &r.prefsrc {
-        let _ = write!(s, " src {src}");
-    }
-    if let Some(m) = r.metric {
-        let _ = write!(s, " metric {m}");
-    }
-    if let Some(m) = r.mtu {
-        let _ = write!(s, " mtu {m}");
-    }
-    if let Some(p) = &r.pref {
-        let _ = write!(s, " pref {p}");
-    }
+    put(&mut s, "dev", r.dev.as_ref());
+    put(&mut s, "table", r.table.as_ref());
+    put(&mut s, "proto", r.protocol.as_ref());
+    put(&mut s, "scope", r.scope.as_ref());
+    put(&mut s, "src", r.prefsrc.as_ref());
+    put(&mut s, "metric", r.metric.as_ref());
+    put(&mut s, "mtu", r.mtu.as_ref());
+    put(&mut s, "pref", r.pref.as_ref());
     if let Some(n) = &r.note {
         let _ = write!(s, "  [{n}]");
     }
@@ -64,6 +46,13 @@ pub fn kernel_route_line(r: &Route) -> String {
         }
     }
     s
+}
+
+/// ` key value` after a route where the value is given.
+fn put(s: &mut String, key: &str, value: Option<&impl std::fmt::Display>) {
+    if let Some(v) = value {
+        let _ = write!(s, " {key} {v}");
+    }
 }
 
 /// A gateway as `ip route` writes it: `inet6` before an IPv6 gateway of an IPv4 route.
@@ -106,18 +95,10 @@ pub fn route_line(r: &Route) -> String {
             let _ = write!(s, " scope link src {src}");
         }
     } else {
-        if let Some(src) = &r.prefsrc {
-            let _ = write!(s, " src {src}");
-        }
-        if let Some(m) = r.mtu {
-            let _ = write!(s, " mtu {m}");
-        }
-        if let Some(p) = &r.protocol {
-            let _ = write!(s, " proto {p}");
-        }
-        if let Some(t) = &r.table {
-            let _ = write!(s, " table {t}");
-        }
+        put(&mut s, "src", r.prefsrc.as_ref());
+        put(&mut s, "mtu", r.mtu.as_ref());
+        put(&mut s, "proto", r.protocol.as_ref());
+        put(&mut s, "table", r.table.as_ref());
     }
     if !r.forwarded {
         s.push_str("  [not forwarded: out of an interface xfwd does not own]");
