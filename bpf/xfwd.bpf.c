@@ -420,6 +420,15 @@ static __always_inline int same_mac(const unsigned char *a, const unsigned char 
 	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5];
 }
 
+/* Whether the frame at `data` (its header bounds-checked) is to `port`'s own MAC: a router
+ * forwards only what is sent to it. */
+static __always_inline int to_port_mac(const unsigned char *data, __u32 port)
+{
+	struct xfwd_port_mac *p = bpf_map_lookup_elem(&xfwd_port_macs, &port);
+
+	return p && same_mac(data, p->mac);
+}
+
 /* XDP path: redirects the frame through xfwd_egress (`flags` 0: to `port`; a broadcast: to
  * every port but the ingress) and counts it as `counter`, or, when the entry is gone (a port
  * being set up or taken away), drops and counts it. */
@@ -514,7 +523,6 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 	unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_neigh4_key next = {};
-	struct xfwd_port_mac *in;
 	struct xfwd_neigh *neigh, n;
 	struct xfwd_route4 *hop;
 	struct xfwd_lpm4 key;
@@ -525,8 +533,7 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 		return -1;
 	if (data[12] != (XFWD_ETHERTYPE_IPV4 >> 8) || data[13] != (XFWD_ETHERTYPE_IPV4 & 0xff) || ip[0] != 0x45)
 		return -1; /* not IPv4, or with options */
-	in = bpf_map_lookup_elem(&xfwd_port_macs, &in_port);
-	if (!in || !same_mac(data, in->mac))
+	if (!to_port_mac(data, in_port))
 		return -1; /* not to the port's MAC */
 #pragma unroll
 	for (int i = 0; i < XFWD_IPV4_MIN_HLEN; i += 2)
@@ -595,7 +602,6 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 	unsigned char *data_end = (unsigned char *)(long)ctx->data_end;
 	unsigned char *ip = data + XFWD_ETH_HLEN;
 	struct xfwd_neigh6_key next = {};
-	struct xfwd_port_mac *in;
 	struct xfwd_neigh *neigh, n;
 	struct xfwd_route6 *hop;
 	struct xfwd_lpm6 key;
@@ -606,8 +612,7 @@ static __always_inline int fast6(struct xdp_md *ctx, __u32 in_port)
 		return -1;
 	if ((ip[0] >> 4) != 6)
 		return -1;
-	in = bpf_map_lookup_elem(&xfwd_port_macs, &in_port);
-	if (!in || !same_mac(data, in->mac))
+	if (!to_port_mac(data, in_port))
 		return -1; /* not to the port's MAC */
 	total = ((__u32)ip[4] << 8) | ip[5];
 	if (!total)
