@@ -20,10 +20,11 @@
  *                  (XFWD_STEER_CPU: drivers that give every frame one queue from every CPU)
  *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
  *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
- *   xfwd_fib4      router mode, XDP path: one slot holding the IPv4 routes, an LPM trie of
- *                  prefix -> struct xfwd_route4 (0 flags: not here), swapped whole on reloads
+ *   xfwd_dir4      router mode, XDP path: one slot holding the IPv4 routes, DIR-24-8 in one
+ *                  mappable array of pages (dir4_lookup()), swapped whole with each change
  *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) and port -> MAC
- *   xfwd_fib6      router mode, XDP path: the IPv6 routes as xfwd_fib4 holds the IPv4 ones
+ *   xfwd_fib6      router mode, XDP path: one slot holding the IPv6 routes, an LPM trie of
+ *                  prefix -> struct xfwd_route6 (0 flags: not here), swapped whole on reloads
  *   xfwd_neigh6    router mode, XDP path: IPv6 neighbour (address) and port -> MAC
  *   xfwd_port_macs XDP path: port index -> its MAC (router), and whether it can send
  *   xfwd_egress    XDP path: DEVMAP, port index -> ifindex
@@ -48,6 +49,7 @@
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 #include "xfwd_abi.h"
 
@@ -115,13 +117,6 @@ struct {
 	__type(value, __u32);
 } xfwd_missed_queue SEC(".maps");
 
-/* The XDP path's tables (router mode), written by dataplane/src/io/program/xdp.rs from the workers'
- * own tables: the LPM trie is keyed by prefix length and address (network order). */
-struct xfwd_lpm4 {
-	__u32 prefixlen;
-	__u8 addr[4];
-};
-
 /* A route the program forwards along: its egress port, the MTU a packet may have there (the
  * route's, else the port's), the gateway (network order) and how the next MAC is found
  * (XFWD_HOP_*; 0: not here, the workers decide). A gateway's MAC is looked up in xfwd_neigh4
@@ -153,7 +148,69 @@ struct xfwd_route4 {
 		__array(values, struct inner);                          \
 	} outer SEC(".maps")
 
-XFWD_FIB(xfwd_fib4, xfwd_fib4_trie, XFWD_MAX_ROUTES4, struct xfwd_lpm4, struct xfwd_route4);
+/* The IPv4 routes (router mode, XDP path): the workers' DIR-24-8 (l3::fib) built by xfwd in a
+ * set's mapped pages (io/program/dir4.rs): XFWD_DIR4_FLAT_PAGES of the flat table, indexed by
+ * the address's top 24 bits; XFWD_DIR4_GROUP_PAGES of groups, 256 entries each, for the /24s
+ * that hold longer prefixes (an entry with its top bit set names one); then the hops that
+ * entries name (0: no route). A change is made in the set not in the slot, which then takes
+ * it in one write, so no frame sees half of one. */
+struct xfwd_dir4_set {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XFWD_DIR4_PAGES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, XFWD_DIR_PAGE);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct xfwd_dir4_set);
+} xfwd_dir4 SEC(".maps");
+
+/* A page of a set, as entries or as hops. */
+struct xfwd_dir4_entries {
+	__u16 e[XFWD_DIR_PAGE / 2];
+};
+
+struct xfwd_dir4_hops {
+	struct xfwd_route4 h[XFWD_DIR_PAGE / sizeof(struct xfwd_route4)];
+};
+
+_Static_assert(XFWD_DIR4_FLAT_PAGES * XFWD_DIR_PAGE == (1 << 24) * 2, "the flat table's pages");
+_Static_assert(XFWD_DIR4_GROUP_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_GROUPS * 256 * 2, "the groups' pages");
+_Static_assert(XFWD_DIR4_HOP_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_HOPS * sizeof(struct xfwd_route4), "the hops' pages");
+_Static_assert(XFWD_DIR4_PAGES == XFWD_DIR4_FLAT_PAGES + XFWD_DIR4_GROUP_PAGES + XFWD_DIR4_HOP_PAGES, "a set's pages");
+
+/* The hop of the longest prefix holding `daddr` (network order) in IPv4 set `set`, as
+ * l3::fib::Fib::lookup finds it, a page at a time; NULL: no route. */
+static __always_inline struct xfwd_route4 *dir4_lookup(void *set, __u32 daddr)
+{
+	__u32 a = bpf_ntohl(daddr), i = a >> 8, page = i / (XFWD_DIR_PAGE / 2);
+	struct xfwd_dir4_entries *p = bpf_map_lookup_elem(set, &page);
+	struct xfwd_dir4_hops *h;
+	__u16 e;
+
+	if (!p)
+		return NULL;
+	e = p->e[i % (XFWD_DIR_PAGE / 2)];
+	if (e & 0x8000) {
+		i = ((__u32)(e & 0x7fff) << 8) | (a & 0xff);
+		page = XFWD_DIR4_FLAT_PAGES + i / (XFWD_DIR_PAGE / 2);
+		p = bpf_map_lookup_elem(set, &page);
+		if (!p)
+			return NULL;
+		e = p->e[i % (XFWD_DIR_PAGE / 2)];
+	}
+	if (!e)
+		return NULL;
+	page = XFWD_DIR4_FLAT_PAGES + XFWD_DIR4_GROUP_PAGES + e / (XFWD_DIR_PAGE / sizeof(struct xfwd_route4));
+	h = bpf_map_lookup_elem(set, &page);
+	if (!h)
+		return NULL;
+	return &h->h[e % (XFWD_DIR_PAGE / sizeof(struct xfwd_route4))];
+}
 
 struct xfwd_neigh {
 	__u32 port;
@@ -525,7 +582,6 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	struct xfwd_neigh4_key next = {};
 	struct xfwd_neigh *neigh, n;
 	struct xfwd_route4 *hop;
-	struct xfwd_lpm4 key;
 	void *fib;
 	__u32 daddr, saddr, sum = 0, total, port, zero = 0;
 
@@ -554,12 +610,10 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	__builtin_memcpy(&daddr, ip + 16, 4);
 	if (bpf_map_lookup_elem(&xfwd_local, &saddr))
 		return -1; /* from one of the box's addresses */
-	key.prefixlen = 32;
-	__builtin_memcpy(key.addr, ip + 16, 4);
-	fib = bpf_map_lookup_elem(&xfwd_fib4, &zero);
+	fib = bpf_map_lookup_elem(&xfwd_dir4, &zero);
 	if (!fib)
 		return -1; /* no table loaded yet */
-	hop = bpf_map_lookup_elem(fib, &key);
+	hop = dir4_lookup(fib, daddr);
 	if (!hop)
 		return -1; /* no route: Net Unreachable */
 	port = hop->port;

@@ -34,8 +34,17 @@
 #define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
 #define XFWD_PATH_XDP 1    /* the common case forwarded here (fast4(), fast6(), fast2()), the rest to workers */
 
-/* The XDP path's tables. */
-#define XFWD_MAX_ROUTES4 (1 << 21)
+/* The XDP path's tables. The IPv4 routes: DIR-24-8 (dataplane/src/l3/fib.rs) in one array of
+ * XFWD_DIR_PAGE-byte pages that xfwd maps and builds in place (io/program/dir4.rs): the flat
+ * table's 2^24 16-bit entries, room for XFWD_DIR4_GROUPS groups of 256 entries (the /24s that
+ * hold longer prefixes), then XFWD_DIR4_HOPS hops (struct xfwd_route4, 16 bytes). */
+#define XFWD_DIR_PAGE 4096
+#define XFWD_DIR4_FLAT_PAGES 8192
+#define XFWD_DIR4_GROUPS 8192
+#define XFWD_DIR4_GROUP_PAGES 1024
+#define XFWD_DIR4_HOPS 32768
+#define XFWD_DIR4_HOP_PAGES 128
+#define XFWD_DIR4_PAGES 9344
 #define XFWD_MAX_ROUTES6 (1 << 21)
 #define XFWD_MAX_NEIGH 65536
 #define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 (xfwd_neigh6) */

@@ -478,13 +478,29 @@ mod xdp_path {
         w.maps.load_routes(&l3::export::fib4(&t2)).unwrap();
         let (v, out) = verdict(&mut w, &via_gw);
         assert_eq!((v, &out[..6]), (XDP_REDIRECT, &HOST.0[..]), "the new table's gateway");
-        assert!(memory_before.is_some() && w.maps.routes_memory().is_some(), "the trie's memory is read");
+        assert!(memory_before.is_some() && w.maps.routes_memory().is_some(), "the table's memory is read");
         // Incrementally back to the first table: the route changes in place, 198.20/16 returns.
         let old = l3::export::fib4(&t2);
         let writes = w.maps.update_routes(&old, &l3::export::fib4(&w.t)).unwrap();
         assert_eq!(writes, 2, "one route changed, one added");
         let (v, out) = verdict(&mut w, &via_gw);
         assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]));
+        // Back and forth twice more: each change painted into the table not in the slot (which
+        // first catches up with the change before), then swapped in.
+        let to_gone = udp("198.18.10.1", "198.20.1.1", 64, 100, 0);
+        w.maps.set_neighbor(ip("198.18.30.3"), PortId(1), MacAddr([2, 0, 0, 0, 0x30, 0x33])).unwrap();
+        let forwarded_there = verdict(&mut w, &to_gone).0;
+        assert_eq!(forwarded_there, XDP_REDIRECT, "198.20.0.0/16 is routed in the first table");
+        for _ in 0..2 {
+            assert_eq!(w.maps.update_routes(&l3::export::fib4(&w.t), &old).unwrap(), 2);
+            let (v, out) = verdict(&mut w, &via_gw);
+            assert_eq!((v, &out[..6]), (XDP_REDIRECT, &HOST.0[..]), "the second table's gateway");
+            assert_eq!(verdict(&mut w, &to_gone), (XDP_PASS, to_gone.clone()), "no route: the workers'");
+            assert_eq!(w.maps.update_routes(&old, &l3::export::fib4(&w.t)).unwrap(), 2);
+            let (v, out) = verdict(&mut w, &via_gw);
+            assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]), "the first table's gateway");
+            assert_eq!(verdict(&mut w, &to_gone).0, XDP_REDIRECT);
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use crate::PortId;
 
 /// Whose MAC the XDP program sends a frame to, found among the neighbours ([`neighbors4`],
 /// [`neighbors6`]), for gateways of type `A`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Via<A = Ipv4Addr> {
     /// This gateway's.
     Gateway(A),
@@ -34,7 +34,7 @@ pub enum Via<A = Ipv4Addr> {
 }
 
 /// A next hop the XDP program forwards through, for gateways of type `A`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FastHop<A = Ipv4Addr> {
     /// Egress port.
     pub port: PortId,

@@ -16,18 +16,21 @@
 //!   the cost is at most 32,767 distinct next hops and 32,767 groups of longer prefixes, far
 //!   more than a box with a handful of ports and a full table needs (build reports when exceeded).
 //!
-//! Updates rebuild the table (a million routes build in well under a second, see the
-//! `fib` bench) and the new table replaces the old one atomically; a forwarder's tables change on
-//! reload, not per packet, so incremental insertion was not worth its complexity.
+//! A reload builds a new table (a million routes in well under a second, see the `fib` bench),
+//! which replaces the old one atomically; kernel-mode changes repaint the entries under each
+//! changed prefix ([`Fib::repaint`]) in a table no reader holds (`routes::incremental`).
 //!
 //! The flat table is 32 MiB: in 4 KiB pages that is 8,192 TLB entries, far more than a core has,
 //! so cold lookups would each pay a page walk on top of the cache miss. How its memory is backed
 //! is the kernel's business and this layer makes no system calls: the builder takes an
 //! [`Advice`] that runs on the table before it is first written, and the forwarder passes
 //! `io::setup::memory::advise_huge_pages` (transparent huge pages where the system allows them).
+//! Or the memory is lent ([`Lent`], [`Fib::build_lent`]): the XDP path's program reads its IPv4
+//! table from the pages of a BPF map that xfwd maps and builds the same structure in.
 
 use core::fmt;
 use core::net::Ipv4Addr;
+use core::ptr::NonNull;
 
 pub use super::prefix::{Prefix, PrefixError};
 
@@ -37,6 +40,10 @@ pub struct NhIndex(pub u16);
 
 const GROUP: u16 = 0x8000;
 const MAX_INDEX: usize = 0x7fff;
+/// Entries of the flat table: one per /24.
+pub const FLAT: usize = 1 << 24;
+/// Entries of a group: one per address of a /24.
+pub const GROUP_LEN: usize = 256;
 
 /// Why a table could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,24 +54,61 @@ pub enum FibError {
     /// More groups of longer-than-/24 prefixes than an entry can name.
     #[error("prefixes longer than /24 need more than 32767 groups of 256 entries")]
     TooManyGroups,
+    /// More groups of longer-than-/24 prefixes than lent memory has room for ([`Lent`]).
+    #[error("prefixes longer than /24 fall in more than {0} /24s, the most the table's memory has room for")]
+    NoRoomForGroups(usize),
     /// An IPv6 table larger than its 31-bit node indices can name.
     #[error("the IPv6 table needs more than 2^31 trie nodes or 2^32 leaves")]
     TooManyNodes,
 }
 
+/// Memory a table is built in that its owner lends for the table's lifetime, instead of the
+/// allocator's: the XDP path's map, which the program reads and xfwd maps
+/// (`io::program::dir4`). The table writes every entry it reads; what the memory held before
+/// is ignored.
+pub trait Lent: Send + Sync {
+    /// The flat table ([`FLAT`] entries) and room for groups (a multiple of [`GROUP_LEN`]
+    /// entries). Each call returns the same memory, which stays where it is while `self` lives.
+    fn tables(&mut self) -> (&mut [u16], &mut [u16]);
+}
+
+/// Where a table's entries are.
+enum Store {
+    /// The allocator's: the flat table, and the groups, grown as needed.
+    Heap { tbl24: Box<[u16]>, tbl8: Vec<u16> },
+    /// Lent, with room for `room` group entries.
+    Lent { mem: Box<dyn Lent>, room: usize },
+}
+
 /// A DIR-24-8 longest-prefix-match table (see the module documentation).
-#[derive(Clone)]
 pub struct Fib {
-    tbl24: Box<[u16]>,
-    tbl8: Vec<u16>,
+    /// The flat table's [`FLAT`] entries and the groups' `tbl8_len` entries, in `store`.
+    tbl24: NonNull<u16>,
+    tbl8: NonNull<u16>,
+    tbl8_len: usize,
+    store: Store,
     routes: usize,
     /// Groups of `tbl8` no slot names any more ([`Fib::repaint`]), reused first.
     free_groups: Vec<u16>,
 }
 
+// SAFETY: `tbl24` and `tbl8` point into `store`, which the Fib owns (the allocator's memory)
+// or holds the only handle to (lent memory, which stays put while the handle lives); like a
+// Box, a shared Fib is only read and a Fib is written only through `&mut`.
+unsafe impl Send for Fib {}
+// SAFETY: as for Send: reads through `&Fib` only.
+unsafe impl Sync for Fib {}
+
 impl fmt::Debug for Fib {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Fib").field("routes", &self.routes).field("groups", &(self.tbl8.len() / 256)).finish()
+        f.debug_struct("Fib").field("routes", &self.routes).field("groups", &(self.tbl8_len / GROUP_LEN)).finish()
+    }
+}
+
+impl Clone for Fib {
+    /// A copy in the allocator's memory, lent or not.
+    fn clone(&self) -> Fib {
+        self.copy_advised(no_advice)
     }
 }
 
@@ -82,6 +126,24 @@ pub fn span<T>(s: &[T]) -> core::ops::Range<usize> {
 }
 
 impl Fib {
+    /// An empty table (no route) in `store`.
+    fn new_in(mut store: Store) -> Fib {
+        let (tbl24, tbl8, tbl8_len) = match &mut store {
+            Store::Heap { tbl24, tbl8 } => {
+                debug_assert_eq!(tbl24.len(), FLAT);
+                (NonNull::from(&mut tbl24[..]).cast(), NonNull::from(&mut tbl8[..]).cast(), tbl8.len())
+            }
+            Store::Lent { mem, room } => {
+                let (t24, t8) = mem.tables();
+                assert!(t24.len() == FLAT && t8.len() % GROUP_LEN == 0, "lent memory of the wrong shape");
+                t24.fill(0);
+                *room = t8.len();
+                (NonNull::from(t24).cast(), NonNull::from(t8).cast(), 0)
+            }
+        };
+        Fib { tbl24, tbl8, tbl8_len, store, routes: 0, free_groups: Vec::new() }
+    }
+
     /// Builds the table from `(prefix, next hop index)` pairs; for a prefix given twice the
     /// last one wins. Indices must be 1..=32767. The memory is the allocator's ([`no_advice`]).
     pub fn build(routes: &[(Prefix, NhIndex)]) -> Result<Fib, FibError> {
@@ -90,41 +152,101 @@ impl Fib {
 
     /// [`Fib::build`], with `advise` run on the flat table before it is first written.
     pub fn build_advised(routes: &[(Prefix, NhIndex)], advise: Advice) -> Result<Fib, FibError> {
+        let tbl24 = vec![0u16; FLAT].into_boxed_slice();
+        advise(span(&tbl24));
+        Fib::new_in(Store::Heap { tbl24, tbl8: Vec::new() }).paint(routes)
+    }
+
+    /// [`Fib::build`] in lent memory (the groups it has room for at most), which the table
+    /// holds until it is dropped.
+    pub fn build_lent(routes: &[(Prefix, NhIndex)], mem: Box<dyn Lent>) -> Result<Fib, FibError> {
+        Fib::new_in(Store::Lent { mem, room: 0 }).paint(routes)
+    }
+
+    /// Paints `routes` over the empty table, shorter prefixes first so that longer ones
+    /// overwrite them; stable, so that a later duplicate wins.
+    fn paint(mut self, routes: &[(Prefix, NhIndex)]) -> Result<Fib, FibError> {
         if let Some((_, nh)) = routes.iter().find(|(_, nh)| nh.0 == 0 || usize::from(nh.0) > MAX_INDEX) {
             return Err(FibError::TooManyNextHops(usize::from(nh.0)));
         }
-        // Shorter prefixes first, so longer ones overwrite them; stable, so a later duplicate wins.
         let mut order: Vec<usize> = (0..routes.len()).collect();
         order.sort_by_key(|&i| routes[i].0.len);
-        let mut tbl24 = vec![0u16; 1 << 24].into_boxed_slice();
-        advise(span(&tbl24));
-        let mut tbl8: Vec<u16> = Vec::new();
         for &i in &order {
             let (p, nh) = routes[i];
-            if p.len <= 24 {
-                let start = (p.addr >> 8) as usize;
-                let count = 1usize << (24 - p.len);
-                tbl24[start..start + count].fill(nh.0);
-            } else {
-                let slot = (p.addr >> 8) as usize;
-                let e = tbl24[slot];
-                let group = if e & GROUP != 0 {
-                    usize::from(e & !GROUP)
-                } else {
-                    let g = tbl8.len() / 256;
-                    if g > MAX_INDEX {
-                        return Err(FibError::TooManyGroups);
-                    }
-                    tbl8.extend(std::iter::repeat_n(e, 256));
-                    tbl24[slot] = GROUP | g as u16;
-                    g
-                };
-                let start = group * 256 + (p.addr & 0xff) as usize;
-                let count = 1usize << (32 - p.len);
-                tbl8[start..start + count].fill(nh.0);
+            self.fill(p, nh.0)?;
+        }
+        self.routes = routes.len();
+        Ok(self)
+    }
+
+    /// Sets every entry under `p` to `value`: a range of the flat table for a /24 or shorter
+    /// (forgetting the groups it held), else a range of the /24's group, made if needed.
+    fn fill(&mut self, p: Prefix, value: u16) -> Result<(), FibError> {
+        let slot = (p.addr >> 8) as usize;
+        if p.len <= 24 {
+            let range = slot..slot + (1usize << (24 - p.len));
+            for i in range.clone() {
+                let e = self.flat()[i];
+                if e & GROUP != 0 {
+                    self.free_groups.push(e & !GROUP);
+                }
+            }
+            self.flat_mut()[range].fill(value);
+        } else {
+            let start = self.group(slot)? * GROUP_LEN + (p.addr & 0xff) as usize;
+            self.groups_mut()[start..start + (1usize << (32 - p.len))].fill(value);
+        }
+        Ok(())
+    }
+
+    /// The flat table.
+    #[inline(always)]
+    fn flat(&self) -> &[u16] {
+        // SAFETY: `tbl24` points at FLAT initialised entries in `store` (Fib::new_in), alive
+        // as long as `self`; shared reads only.
+        unsafe { core::slice::from_raw_parts(self.tbl24.as_ptr(), FLAT) }
+    }
+
+    fn flat_mut(&mut self) -> &mut [u16] {
+        // SAFETY: as in `flat`, through `&mut self`: no other reference into the table lives.
+        unsafe { core::slice::from_raw_parts_mut(self.tbl24.as_ptr(), FLAT) }
+    }
+
+    /// The groups in use.
+    #[inline(always)]
+    fn groups(&self) -> &[u16] {
+        // SAFETY: `tbl8` points at `tbl8_len` initialised entries in `store` (kept in step by
+        // `add_group`), alive as long as `self`; shared reads only.
+        unsafe { core::slice::from_raw_parts(self.tbl8.as_ptr(), self.tbl8_len) }
+    }
+
+    fn groups_mut(&mut self) -> &mut [u16] {
+        // SAFETY: as in `groups`, through `&mut self`.
+        unsafe { core::slice::from_raw_parts_mut(self.tbl8.as_ptr(), self.tbl8_len) }
+    }
+
+    /// A new group, every entry `value`; its number.
+    fn add_group(&mut self, value: u16) -> Result<usize, FibError> {
+        let g = self.tbl8_len / GROUP_LEN;
+        if g > MAX_INDEX {
+            return Err(FibError::TooManyGroups);
+        }
+        match &mut self.store {
+            Store::Heap { tbl8, .. } => {
+                tbl8.extend(std::iter::repeat_n(value, GROUP_LEN));
+                self.tbl8 = NonNull::from(&mut tbl8[..]).cast();
+            }
+            Store::Lent { room, .. } => {
+                if self.tbl8_len + GROUP_LEN > *room {
+                    return Err(FibError::NoRoomForGroups(*room / GROUP_LEN));
+                }
+                // SAFETY: within the lent room (checked above), which `tbl8` points at.
+                unsafe { core::slice::from_raw_parts_mut(self.tbl8.as_ptr().add(self.tbl8_len), GROUP_LEN) }
+                    .fill(value);
             }
         }
-        Ok(Fib { tbl24, tbl8, routes: routes.len(), free_groups: Vec::new() })
+        self.tbl8_len += GROUP_LEN;
+        Ok(g)
     }
 
     /// Makes the entries under `p` what `routes` (every route, by prefix, with `nh` giving
@@ -162,32 +284,9 @@ impl Fib {
         if let Some((_, v)) = inside.iter().find(|(_, v)| *v == 0 || usize::from(*v) > MAX_INDEX) {
             return Err(FibError::TooManyNextHops(usize::from(*v)));
         }
-        if p.len <= 24 {
-            let start = (p.addr >> 8) as usize;
-            let count = 1usize << (24 - p.len);
-            for e in &mut self.tbl24[start..start + count] {
-                if *e & GROUP != 0 {
-                    self.free_groups.push(*e & !GROUP);
-                }
-                *e = base;
-            }
-        } else {
-            // Within one /24: its group, made if needed, gets the base over p's entries.
-            let slot = (p.addr >> 8) as usize;
-            let g = self.group(slot)?;
-            let start = g * 256 + (p.addr & 0xff) as usize;
-            self.tbl8[start..start + (1usize << (32 - p.len))].fill(base);
-        }
+        self.fill(p, base)?;
         for (q, v) in inside {
-            if q.len <= 24 {
-                let start = (q.addr >> 8) as usize;
-                self.tbl24[start..start + (1usize << (24 - q.len))].fill(v);
-            } else {
-                let slot = (q.addr >> 8) as usize;
-                let g = self.group(slot)?;
-                let start = g * 256 + (q.addr & 0xff) as usize;
-                self.tbl8[start..start + (1usize << (32 - q.len))].fill(v);
-            }
+            self.fill(q, v)?;
         }
         // A /24 whose last longer prefix went holds one value: its group folds back.
         if p.len > 24 {
@@ -196,10 +295,10 @@ impl Fib {
                 .range(Prefix { addr: slot24.addr, len: 25 }..=Prefix { addr: slot24.addr | 0xff, len: 32 })
                 .any(|(q, _)| q.len > 24 && slot24.contains(q.addr()));
             let slot = (p.addr >> 8) as usize;
-            let e = self.tbl24[slot];
+            let e = self.flat()[slot];
             if !longer && e & GROUP != 0 {
                 let g = usize::from(e & !GROUP);
-                self.tbl24[slot] = self.tbl8[g * 256];
+                self.flat_mut()[slot] = self.groups()[g * GROUP_LEN];
                 self.free_groups.push(e & !GROUP);
             }
         }
@@ -209,51 +308,47 @@ impl Fib {
 
     /// The group of `slot`, made (holding the slot's value) if it has none.
     fn group(&mut self, slot: usize) -> Result<usize, FibError> {
-        let e = self.tbl24[slot];
+        let e = self.flat()[slot];
         if e & GROUP != 0 {
             return Ok(usize::from(e & !GROUP));
         }
         let g = match self.free_groups.pop() {
             Some(g) => {
                 let g = usize::from(g);
-                self.tbl8[g * 256..g * 256 + 256].fill(e);
+                self.groups_mut()[g * GROUP_LEN..(g + 1) * GROUP_LEN].fill(e);
                 g
             }
-            None => {
-                let g = self.tbl8.len() / 256;
-                if g > MAX_INDEX {
-                    return Err(FibError::TooManyGroups);
-                }
-                self.tbl8.extend(std::iter::repeat_n(e, 256));
-                g
-            }
+            None => self.add_group(e)?,
         };
-        self.tbl24[slot] = GROUP | g as u16;
+        self.flat_mut()[slot] = GROUP | g as u16;
         Ok(g)
     }
 
-    /// A copy of the table, its flat part allocated with `advise` as a build does (a plain
-    /// `clone` would lose the advice: huge pages).
+    /// A copy of the table in the allocator's memory, its flat part allocated with `advise`
+    /// as a build does (a plain `clone` would lose the advice: huge pages).
     pub fn copy_advised(&self, advise: Advice) -> Fib {
-        let mut tbl24 = vec![0u16; 1 << 24].into_boxed_slice();
+        let mut tbl24 = vec![0u16; FLAT].into_boxed_slice();
         advise(span(&tbl24));
-        tbl24.copy_from_slice(&self.tbl24);
-        Fib { tbl24, tbl8: self.tbl8.clone(), routes: self.routes, free_groups: self.free_groups.clone() }
+        tbl24.copy_from_slice(self.flat());
+        let mut f = Fib::new_in(Store::Heap { tbl24, tbl8: self.groups().to_vec() });
+        f.routes = self.routes;
+        f.free_groups.clone_from(&self.free_groups);
+        f
     }
 
     /// The next hop of the longest prefix containing `addr`.
     #[inline]
     pub fn lookup(&self, addr: Ipv4Addr) -> Option<NhIndex> {
         let a = u32::from(addr);
-        let e = self.tbl24[(a >> 8) as usize];
-        let e = if e & GROUP != 0 { self.tbl8[(usize::from(e & !GROUP) << 8) | (a & 0xff) as usize] } else { e };
+        let e = self.flat()[(a >> 8) as usize];
+        let e = if e & GROUP != 0 { self.groups()[(usize::from(e & !GROUP) << 8) | (a & 0xff) as usize] } else { e };
         (e != 0).then_some(NhIndex(e))
     }
 
     /// Prefetches the entry for `addr` (a hint for batch lookups; no effect on results).
     #[inline]
     pub fn prefetch(&self, addr: Ipv4Addr) {
-        crate::prefetch::read(&self.tbl24[(u32::from(addr) >> 8) as usize]);
+        crate::prefetch::read(&self.flat()[(u32::from(addr) >> 8) as usize]);
     }
 
     /// Number of routes it was built from.
@@ -261,9 +356,23 @@ impl Fib {
         self.routes
     }
 
-    /// Bytes of table memory.
+    /// Groups in use (free ones included), each a /24 that holds longer prefixes.
+    pub fn groups_used(&self) -> usize {
+        self.tbl8_len / GROUP_LEN
+    }
+
+    /// Bytes of table memory (lent memory: all of it, room for groups included).
     pub fn memory(&self) -> usize {
-        (self.tbl24.len() + self.tbl8.capacity()) * 2
+        let groups = match &self.store {
+            Store::Heap { tbl8, .. } => tbl8.capacity(),
+            Store::Lent { room, .. } => *room,
+        };
+        (FLAT + groups) * 2
+    }
+
+    /// Whether the table is in lent memory.
+    pub fn is_lent(&self) -> bool {
+        matches!(self.store, Store::Lent { .. })
     }
 }
 
@@ -411,9 +520,9 @@ mod tests {
                     .collect::<std::collections::HashSet<_>>()
                     .len();
                 assert!(
-                    f.tbl8.len() / 256 - f.free_groups.len() == used,
+                    f.groups_used() - f.free_groups.len() == used,
                     "{} groups, {} free, {used} needed",
-                    f.tbl8.len() / 256,
+                    f.groups_used(),
                     f.free_groups.len()
                 );
             }
@@ -424,5 +533,72 @@ mod tests {
     fn next_hop_indices_are_bounded() {
         assert!(Fib::build(&[(p("10.0.0.0/8"), NhIndex(0))]).is_err());
         assert!(Fib::build(&[(p("10.0.0.0/8"), NhIndex(0x8000))]).is_err());
+    }
+
+    /// Memory lent as the XDP path's map lends it, here from the heap, holding garbage.
+    struct Borrowed(Vec<u16>, Vec<u16>);
+
+    impl Lent for Borrowed {
+        fn tables(&mut self) -> (&mut [u16], &mut [u16]) {
+            (&mut self.0, &mut self.1)
+        }
+    }
+
+    fn borrowed(groups: usize) -> Box<dyn Lent> {
+        Box::new(Borrowed(vec![0xffff; FLAT], vec![0xffff; groups * GROUP_LEN]))
+    }
+
+    #[test]
+    fn a_table_in_lent_memory_answers_as_one_in_its_own_through_every_repaint() {
+        use std::collections::BTreeMap;
+        let mut s = 0x51_7cc1_b727_220au64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut routes: BTreeMap<Prefix, NhIndex> = BTreeMap::new();
+        for _ in 0..400 {
+            let len = [0, 8, 16, 20, 24, 24, 25, 28, 32][(next() % 9) as usize];
+            let addr = Ipv4Addr::from(0xc612_0000 | (next() as u32 & 0x0001_ffff));
+            routes.insert(Prefix::truncate(addr, len), NhIndex((next() % 300 + 1) as u16));
+        }
+        let list: Vec<(Prefix, NhIndex)> = routes.iter().map(|(p, v)| (*p, *v)).collect();
+        let mut own = Fib::build(&list).unwrap();
+        let mut lent = Fib::build_lent(&list, borrowed(1024)).unwrap();
+        assert!(lent.is_lent() && !own.is_lent());
+        assert_eq!(lent.memory(), (FLAT + 1024 * GROUP_LEN) * 2);
+        for step in 0..600 {
+            let len = [16, 24, 25, 26, 30, 32][(next() % 6) as usize];
+            let p = Prefix::truncate(Ipv4Addr::from(0xc612_0000 | (next() as u32 & 0x0001_ffff)), len);
+            if next() % 3 == 0 {
+                routes.remove(&p);
+            } else {
+                routes.insert(p, NhIndex((next() % 300 + 1) as u16));
+            }
+            own.repaint(p, &routes, |v| *v).unwrap();
+            lent.repaint(p, &routes, |v| *v).unwrap();
+            if step % 100 == 99 {
+                for _ in 0..20_000 {
+                    let a = Ipv4Addr::from(0xc612_0000 | (next() as u32 & 0x0001_ffff));
+                    assert_eq!(lent.lookup(a), own.lookup(a), "{a} after {step} changes");
+                }
+                assert_eq!(lent.lookup(ip("1.2.3.4")), own.lookup(ip("1.2.3.4")));
+                assert_eq!(lent.groups_used(), own.groups_used());
+            }
+        }
+        // A copy leaves the lent memory: the allocator's, the same answers.
+        let copy = lent.clone();
+        assert!(!copy.is_lent());
+        assert_eq!(copy.lookup(ip("198.18.1.1")), lent.lookup(ip("198.18.1.1")));
+    }
+
+    #[test]
+    fn lent_memory_with_no_room_for_another_group_says_so() {
+        let routes =
+            [(p("198.18.0.0/25"), NhIndex(1)), (p("198.18.1.0/25"), NhIndex(1)), (p("198.18.2.0/25"), NhIndex(1))];
+        assert!(Fib::build_lent(&routes[..2], borrowed(2)).is_ok());
+        assert_eq!(Fib::build_lent(&routes, borrowed(2)).unwrap_err(), FibError::NoRoomForGroups(2));
     }
 }

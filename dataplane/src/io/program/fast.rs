@@ -13,10 +13,11 @@
 //!   the program's neighbour map of its family. The thread looks for changes every [`PERIOD`]; until it has written a new
 //!   neighbour, the frames that need it go to the workers (which forward them as always), and
 //!   a forgotten one is used for at most that long, as a stale entry.
-//! - **Routes**: a new table from the router's file (a reload) is written into a new trie per
-//!   family and swapped in whole, so no frame sees half a reload; the kernel's route changes (`[fib]
-//!   source = "kernel"`) go entry by entry, each route as it was or as it will be, in the
-//!   kernel's own order of changes.
+//! - **Routes**: a new table from the router's file (a reload) is built aside per family and
+//!   swapped in whole, so no frame sees half a reload; the kernel's route changes (`[fib]
+//!   source = "kernel"`) are painted into the IPv4 table not in the slot, which is then swapped
+//!   in ([`super::dir4`]), and go entry by entry into the IPv6 trie, each route as it was or as
+//!   it will be, in the kernel's own order of changes.
 //! - **Ports**: every port's devmap entry and MAC are written at start and again with each new
 //!   table (a MAC changed at run time comes with one). A port whose driver stops taking
 //!   redirected frames (its XDP features lose `ndo-xmit`, as a veth does when its peer's NAPI

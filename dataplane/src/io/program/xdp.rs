@@ -358,13 +358,7 @@ impl XdpProgram {
         Ok(FastMaps {
             built: self.built,
             config: map("xfwd_config")?,
-            fib4: RouteTable {
-                outer: map("xfwd_fib4")?,
-                trie: None,
-                spare: None,
-                name: "xfwd_fib4_trie",
-                max: MAX_ROUTES4,
-            },
+            dir4: super::dir4::Dir4::new(map("xfwd_dir4")?),
             fib6: RouteTable {
                 outer: map("xfwd_fib6")?,
                 trie: None,
@@ -494,8 +488,6 @@ const RODATA_NAME: &str = "xfwd_fast_built";
 /// Most stations the bridge's XDP path holds (`XFWD_MAX_STATIONS`): the workers forward frames
 /// of those beyond.
 pub const MAX_STATIONS: usize = abi::XFWD_MAX_STATIONS as usize;
-/// Most IPv4 routes the XDP path holds (`XFWD_MAX_ROUTES4`).
-pub const MAX_ROUTES4: u32 = abi::XFWD_MAX_ROUTES4;
 /// Most IPv6 routes the XDP path holds (`XFWD_MAX_ROUTES6`): a full IPv6 table with a million
 /// host routes beside it. The tries take memory per route, not per slot.
 pub const MAX_ROUTES6: u32 = abi::XFWD_MAX_ROUTES6;
@@ -507,24 +499,42 @@ pub trait FastAddr: PrefixAddr {
     type Wire: AsRef<[u8]>;
     /// Its bytes.
     fn wire(self) -> Self::Wire;
-    /// IPv6: its routes go to the program's IPv6 table (`xfwd_fib6`), else to `xfwd_fib4`.
-    const V6: bool;
+    /// Replaces the family's table in the program with `routes` ([`FastMaps::load_routes`]).
+    fn load(maps: &mut FastMaps, routes: &export::FastRoutes<Self>) -> Result<(), XdpError>;
+    /// Turns the family's table `old` into `new` ([`FastMaps::update_routes`]).
+    fn update(
+        maps: &mut FastMaps,
+        old: &export::FastRoutes<Self>,
+        new: &export::FastRoutes<Self>,
+    ) -> Result<usize, XdpError>;
 }
 
+/// IPv4: DIR-24-8 in the program's mapped sets ([`super::dir4`]).
 impl FastAddr for Ipv4Addr {
     type Wire = [u8; 4];
     fn wire(self) -> [u8; 4] {
         self.octets()
     }
-    const V6: bool = false;
+    fn load(maps: &mut FastMaps, routes: &export::FastRoutes) -> Result<(), XdpError> {
+        maps.dir4.load(routes)
+    }
+    fn update(maps: &mut FastMaps, old: &export::FastRoutes, new: &export::FastRoutes) -> Result<usize, XdpError> {
+        maps.dir4.update(old, new)
+    }
 }
 
+/// IPv6: an LPM trie ([`RouteTable`]).
 impl FastAddr for Ipv6Addr {
     type Wire = [u8; 16];
     fn wire(self) -> [u8; 16] {
         self.octets()
     }
-    const V6: bool = true;
+    fn load(maps: &mut FastMaps, routes: &export::FastRoutes6) -> Result<(), XdpError> {
+        maps.fib6.load(routes)
+    }
+    fn update(maps: &mut FastMaps, old: &export::FastRoutes6, new: &export::FastRoutes6) -> Result<usize, XdpError> {
+        maps.fib6.update(old, new)
+    }
 }
 
 /// One family's routes in the program: the one-slot map of maps it reads, the LPM trie in
@@ -672,7 +682,7 @@ pub struct FastMaps {
     /// The program carries the XDP path ([`XdpProgram::load`]).
     built: bool,
     config: MapHandle,
-    fib4: RouteTable,
+    dir4: super::dir4::Dir4,
     fib6: RouteTable,
     neigh4: MapHandle,
     neigh6: MapHandle,
@@ -701,7 +711,7 @@ impl std::fmt::Debug for FastMaps {
     }
 }
 
-fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> XdpError {
+pub(super) fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> XdpError {
     move |e| XdpError::Map { map, cause: format!("{e:#}") }
 }
 
@@ -743,30 +753,23 @@ impl FastMaps {
         self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
     }
 
-    /// Replaces the whole route table of `routes`' family with them: a new trie is made and
+    /// Replaces the whole route table of `routes`' family with them: a new table is made and
     /// filled aside, then put in the program's slot in one write; the old one goes once no
     /// frame holds it.
     pub fn load_routes<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
-        self.table::<A>().load(routes)
+        A::load(self, routes)
     }
 
-    fn table<A: FastAddr>(&mut self) -> &mut RouteTable {
-        if A::V6 {
-            &mut self.fib6
-        } else {
-            &mut self.fib4
-        }
-    }
-
-    /// Turns route table `old` (the one in the program) into `new` entry by entry, in the
-    /// order [`export::diff`] gives: every frame meanwhile finds each route either as it was
-    /// or as it will be. Returns the writes made.
+    /// Turns route table `old` (the one in the program) into `new`: IPv4 painted into the
+    /// spare table, which then takes the slot; IPv6 entry by entry in the order
+    /// [`export::diff`] gives. Every frame meanwhile finds each route either as it was or as
+    /// it will be. Returns the routes changed.
     pub fn update_routes<A: FastAddr>(
         &mut self,
         old: &export::FastRoutes<A>,
         new: &export::FastRoutes<A>,
     ) -> Result<usize, XdpError> {
-        self.table::<A>().update(old, new)
+        A::update(self, old, new)
     }
 
     /// Sets IPv4 neighbour `addr` on `port`: at `mac`.
@@ -831,7 +834,7 @@ impl FastMaps {
     /// Bytes the kernel charges for the route tables in the program, both families (their
     /// `memlock` in fdinfo), if it says.
     pub fn routes_memory(&self) -> Option<u64> {
-        match (self.fib4.memory(), self.fib6.memory()) {
+        match (self.dir4.memory(), self.fib6.memory()) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
         }
@@ -882,7 +885,7 @@ fn lpm_key<A: FastAddr>(p: IpPrefix<A>) -> Vec<u8> {
 
 /// `struct xfwd_route4` or `xfwd_route6` for `hop` (`None`: 0 flags, the workers'): port,
 /// MTU, gateway as on the wire, flags.
-fn route_value<A: FastAddr>(hop: Option<FastHop<A>>) -> Vec<u8> {
+pub(super) fn route_value<A: FastAddr>(hop: Option<FastHop<A>>) -> Vec<u8> {
     let width = std::mem::size_of::<A::Wire>();
     let mut value = vec![0u8; 12 + width];
     if let Some(h) = hop {
