@@ -523,7 +523,7 @@ impl FastAddr for Ipv4Addr {
     }
 }
 
-/// IPv6: an LPM trie ([`RouteTable`]).
+/// IPv6: an LPM trie in a one-slot map of maps.
 impl FastAddr for Ipv6Addr {
     type Wire = [u8; 16];
     fn wire(self) -> [u8; 16] {
