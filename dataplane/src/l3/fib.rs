@@ -388,6 +388,16 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// A xorshift64 generator from `seed`: the same tables every run.
+    fn xorshift(mut s: u64) -> impl FnMut() -> u64 {
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        }
+    }
+
     #[test]
     fn longest_prefix_wins_at_every_length() {
         let routes = [
@@ -425,13 +435,7 @@ mod tests {
 
     #[test]
     fn matches_a_naive_oracle_on_random_tables() {
-        let mut s = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         for _ in 0..5 {
             let routes: Vec<(Prefix, NhIndex)> = (0..300)
                 .map(|_| {
@@ -480,13 +484,7 @@ mod tests {
     #[test]
     fn repainting_each_change_gives_the_table_a_full_build_gives() {
         use std::collections::BTreeMap;
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         let mut routes: BTreeMap<Prefix, NhIndex> = BTreeMap::new();
         let mut f = Fib::build(&[]).unwrap();
         for step in 0..2000 {
@@ -551,13 +549,7 @@ mod tests {
     #[test]
     fn a_table_in_lent_memory_answers_as_one_in_its_own_through_every_repaint() {
         use std::collections::BTreeMap;
-        let mut s = 0x51_7cc1_b727_220au64;
-        let mut next = move || {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            s
-        };
+        let mut next = xorshift(0x51_7cc1_b727_220au64);
         let mut routes: BTreeMap<Prefix, NhIndex> = BTreeMap::new();
         for _ in 0..400 {
             let len = [0, 8, 16, 20, 24, 24, 25, 28, 32][(next() % 9) as usize];
