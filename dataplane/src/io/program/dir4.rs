@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-use super::xdp::{abi, map_err, route_value, XdpError};
+use super::maps::{abi, map_err, route_value, XdpError};
 use crate::l3::export::{self, FastHop, FastRoutes};
 use crate::l3::fib::{Fib, Lent, NhIndex, Prefix, FLAT, GROUP_LEN};
 

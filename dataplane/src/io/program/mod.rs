@@ -4,5 +4,6 @@
 
 pub mod dir4;
 pub mod fast;
+pub mod maps;
 pub mod netdev;
 pub mod xdp;

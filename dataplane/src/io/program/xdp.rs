@@ -18,21 +18,17 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::io::setup::options::{DataPath, XdpMode};
 use crate::io::setup::port::PortInfo;
-use crate::l3::export::{self, FastHop, Via};
+use crate::l3::export::{self, FastHop};
 use crate::l3::prefix::{IpPrefix, PrefixAddr};
 use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
 use crate::wire::MacAddr;
 use crate::{PortId, MAX_PORTS, MAX_QUEUES};
 
+pub use super::maps::{abi, WireAddr, XdpError};
+use super::maps::{map_err, route_value};
+
 const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xfwd.bpf.o"));
 
-/// What the program and this loader share, made by `dataplane/build.rs` from `bpf/xfwd_abi.h`
-/// (the one place it is written): its limits, config slots and values, counter slots
-/// ([`XdpCounter`]) and wire numbers.
-pub mod abi {
-    #![allow(dead_code, reason = "the header's constants, not all of which the Rust side reads")]
-    include!(concat!(env!("OUT_DIR"), "/xfwd_abi.rs"));
-}
 pub use abi::XdpCounter;
 
 // The header's limits and wire numbers against the Rust side's own: a difference fails the build.
@@ -102,34 +98,6 @@ pub enum Steer {
         /// The queue the sockets are bound to.
         queue: u32,
     },
-}
-
-/// Why the program could not be loaded or set up.
-#[derive(Debug, thiserror::Error)]
-pub enum XdpError {
-    /// libbpf refused the object (verifier, BTF, permissions).
-    #[error("loading the XDP program: {0}")]
-    Load(String),
-    /// The object lacks a map or program this code expects (a build mismatch).
-    #[error("the XDP object has no {0}")]
-    Missing(&'static str),
-    /// A map update failed.
-    #[error("updating map {map}: {cause}")]
-    Map {
-        /// Map name.
-        map: &'static str,
-        /// What libbpf said.
-        cause: String,
-    },
-    /// Too many ports or queues for the maps.
-    #[error("{0}")]
-    Limit(String),
-    /// `BPF_PROG_TEST_RUN` refused the run.
-    #[error("running the XDP program on a test frame: {0}")]
-    TestRun(String),
-    /// The XDP path was turned on in a program loaded without it.
-    #[error("the XDP program was loaded for the AF_XDP path: load it with the XDP path to turn that on")]
-    NotBuilt,
 }
 
 /// The maps of the box's addresses (router mode): traffic to them is the kernel's, but for
@@ -494,11 +462,7 @@ pub const MAX_ROUTES6: u32 = abi::XFWD_MAX_ROUTES6;
 
 /// An address family the XDP path's route tables hold (IPv4 and IPv6): its address as on the
 /// wire, and which of the program's tables it goes to.
-pub trait FastAddr: PrefixAddr {
-    /// The address as it stands in a packet.
-    type Wire: AsRef<[u8]>;
-    /// Its bytes.
-    fn wire(self) -> Self::Wire;
+pub trait FastAddr: PrefixAddr + WireAddr {
     /// Replaces the family's table in the program with `routes` ([`FastMaps::load_routes`]).
     fn load(maps: &mut FastMaps, routes: &export::FastRoutes<Self>) -> Result<(), XdpError>;
     /// Turns the family's table `old` into `new` ([`FastMaps::update_routes`]).
@@ -511,10 +475,6 @@ pub trait FastAddr: PrefixAddr {
 
 /// IPv4: DIR-24-8 in the program's mapped sets ([`super::dir4`]).
 impl FastAddr for Ipv4Addr {
-    type Wire = [u8; 4];
-    fn wire(self) -> [u8; 4] {
-        self.octets()
-    }
     fn load(maps: &mut FastMaps, routes: &export::FastRoutes) -> Result<(), XdpError> {
         maps.dir4.load(routes)
     }
@@ -525,10 +485,6 @@ impl FastAddr for Ipv4Addr {
 
 /// IPv6: an LPM trie in a one-slot map of maps.
 impl FastAddr for Ipv6Addr {
-    type Wire = [u8; 16];
-    fn wire(self) -> [u8; 16] {
-        self.octets()
-    }
     fn load(maps: &mut FastMaps, routes: &export::FastRoutes6) -> Result<(), XdpError> {
         maps.fib6.load(routes)
     }
@@ -711,10 +667,6 @@ impl std::fmt::Debug for FastMaps {
     }
 }
 
-pub(super) fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> XdpError {
-    move |e| XdpError::Map { map, cause: format!("{e:#}") }
-}
-
 impl FastMaps {
     /// Turns the XDP path on (`true`: the program forwards the common case itself) or off.
     /// Refused ([`XdpError::NotBuilt`]) to turn on in a program loaded for the AF_XDP path.
@@ -881,26 +833,6 @@ fn lpm_key<A: FastAddr>(p: IpPrefix<A>) -> Vec<u8> {
     let mut key = u32::from(p.prefix_len()).to_ne_bytes().to_vec();
     key.extend_from_slice(p.addr().wire().as_ref());
     key
-}
-
-/// `struct xfwd_route4` or `xfwd_route6` for `hop` (`None`: 0 flags, the workers'): port,
-/// MTU, gateway as on the wire, flags.
-pub(super) fn route_value<A: FastAddr>(hop: Option<FastHop<A>>) -> Vec<u8> {
-    let width = std::mem::size_of::<A::Wire>();
-    let mut value = vec![0u8; 12 + width];
-    if let Some(h) = hop {
-        value[..4].copy_from_slice(&u32::from(h.port.0).to_ne_bytes());
-        value[4..8].copy_from_slice(&h.mtu.to_ne_bytes());
-        let flags = match h.via {
-            Via::Gateway(gw) => {
-                value[8..8 + width].copy_from_slice(gw.wire().as_ref());
-                abi::XFWD_HOP_GATEWAY
-            }
-            Via::OnLink => abi::XFWD_HOP_ON_LINK,
-        };
-        value[8 + width..].copy_from_slice(&flags.to_ne_bytes());
-    }
-    value
 }
 
 /// Reads the XDP program's per-CPU counters (owned handles on the maps).
