@@ -8,7 +8,7 @@ use crate::l3::export::{FastHop, Via};
 
 /// What the program and this loader share, made by `dataplane/build.rs` from `bpf/xfwd_abi.h`
 /// (the one place it is written): its limits, config slots and values, counter slots
-/// ([`XdpCounter`]) and wire numbers.
+/// ([`abi::XdpCounter`]) and wire numbers.
 pub mod abi {
     #![allow(dead_code, reason = "the header's constants, not all of which the Rust side reads")]
     include!(concat!(env!("OUT_DIR"), "/xfwd_abi.rs"));
