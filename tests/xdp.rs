@@ -117,14 +117,17 @@ mod xdp_path {
     use std::net::{Ipv4Addr, Ipv6Addr};
 
     use xfwd_dataplane::action::{Action, SCRATCH_LEN};
+    use xfwd_dataplane::io::program::dir4::Followed;
     use xfwd_dataplane::io::program::xdp::{FastMaps, LocalKind, ProgramMode, Steer, XdpProgram};
     use xfwd_dataplane::io::{DataPath, PortInfo};
     use xfwd_dataplane::l3::fib::no_advice;
-    use xfwd_dataplane::l3::tables::scope6;
-    use xfwd_dataplane::l3::testing::{port, reference_ports, ETH4, ETH5};
+    use xfwd_dataplane::l3::tables::{scope6, Mirrored4, Path, RouteKind};
+    use xfwd_dataplane::l3::testing::{port, ETH4, ETH5};
+    use xfwd_dataplane::l3::Prefix;
     use xfwd_dataplane::l3::{
         self, Key6, NeighborTable, NeighborTable6, RouteTarget, RouterState, RouterTables, V4, V6,
     };
+    use xfwd_dataplane::routes::incremental::Incremental;
     use xfwd_dataplane::wire::checksum;
     use xfwd_dataplane::wire::ipv4::Ipv4Packet;
     use xfwd_dataplane::wire::ipv6::Ipv6Packet;
@@ -471,18 +474,37 @@ mod xdp_path {
         w.maps.set_neighbor(ip("198.18.30.2"), PortId(1), new_mac).unwrap();
         let (v, out) = verdict(&mut w, &via_gw);
         assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]));
-        // A reload: 198.19.0.0/16 now through 198.18.30.7 (a resolved host), 198.20.0.0/16 gone.
-        let statics = [("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.7")))];
-        let t2 = RouterTables::build(reference_ports(), &statics).unwrap();
+        // Kernel mode's tables (`routes::incremental`), made whole: 198.19.0.0/16 now through
+        // 198.18.30.7 (a resolved host), 198.20.0.0/16 gone. The program copies the FIB whole.
+        let via = |p: &str, gw: &str| Mirrored4 {
+            prefix: p.parse().unwrap(),
+            kind: RouteKind::Unicast,
+            paths: vec![Path { gw: Some(ip(gw).into()), port: Some(PortId(1)), weight: 1 }],
+            mtu: 0,
+            protocol: 4,
+            local_table: false,
+        };
+        let (p19, p20): (Prefix, Prefix) = ("198.19.0.0/16".parse().unwrap(), "198.20.0.0/16".parse().unwrap());
+        let second = [via("198.19.0.0/16", "198.18.30.7")];
+        let mut inc = Incremental::full(w.t.ports.clone(), second.to_vec(), &[], (0, 1), no_advice).unwrap();
         let memory_before = w.maps.routes_memory();
-        w.maps.load_routes(&l3::export::fib4(&t2)).unwrap();
+        assert_eq!(w.maps.follow4(&inc.live()).unwrap(), Followed::Copied);
+        assert_eq!(w.maps.follow4(&inc.live()).unwrap(), Followed::Same, "the tables it holds");
         let (v, out) = verdict(&mut w, &via_gw);
         assert_eq!((v, &out[..6]), (XDP_REDIRECT, &HOST.0[..]), "the new table's gateway");
         assert!(memory_before.is_some() && w.maps.routes_memory().is_some(), "the table's memory is read");
-        // Incrementally back to the first table: the route changes in place, 198.20/16 returns.
-        let old = l3::export::fib4(&t2);
-        let writes = w.maps.update_routes(&old, &l3::export::fib4(&w.t)).unwrap();
-        assert_eq!(writes, 2, "one route changed, one added");
+        // Changed prefix by prefix, as the kernel's changes come (the route changes, 198.20/16
+        // returns): the set not in the slot holds the world's tables, not in this chain, so
+        // it is copied into whole once; from then on the program repaints the prefixes the
+        // tables say changed.
+        let first = [via("198.19.0.0/16", "198.18.30.2"), via("198.20.0.0/16", "198.18.30.3")];
+        let publish = |inc: &mut Incremental, routes: &[Mirrored4]| {
+            inc.set4(p19, routes.iter().find(|r| r.prefix == p19)).unwrap();
+            inc.set4(p20, routes.iter().find(|r| r.prefix == p20)).unwrap();
+            inc.publish(true).unwrap().unwrap()
+        };
+        let t = publish(&mut inc, &first);
+        assert_eq!(w.maps.follow4(&t).unwrap(), Followed::Copied);
         let (v, out) = verdict(&mut w, &via_gw);
         assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]));
         // Back and forth twice more: each change painted into the table not in the slot (which
@@ -492,15 +514,48 @@ mod xdp_path {
         let forwarded_there = verdict(&mut w, &to_gone).0;
         assert_eq!(forwarded_there, XDP_REDIRECT, "198.20.0.0/16 is routed in the first table");
         for _ in 0..2 {
-            assert_eq!(w.maps.update_routes(&l3::export::fib4(&w.t), &old).unwrap(), 2);
+            let t = publish(&mut inc, &second);
+            assert_eq!(w.maps.follow4(&t).unwrap(), Followed::Painted(2));
             let (v, out) = verdict(&mut w, &via_gw);
             assert_eq!((v, &out[..6]), (XDP_REDIRECT, &HOST.0[..]), "the second table's gateway");
             assert_eq!(verdict(&mut w, &to_gone), (XDP_PASS, to_gone.clone()), "no route: the workers'");
-            assert_eq!(w.maps.update_routes(&old, &l3::export::fib4(&w.t)).unwrap(), 2);
+            // Published twice before the program follows: both changes, from the chain.
+            publish(&mut inc, &first);
+            let t = publish(&mut inc, &first);
+            assert_eq!(w.maps.follow4(&t).unwrap(), Followed::Painted(2));
             let (v, out) = verdict(&mut w, &via_gw);
             assert_eq!((v, &out[..6]), (XDP_REDIRECT, &new_mac.0[..]), "the first table's gateway");
             assert_eq!(verdict(&mut w, &to_gone).0, XDP_REDIRECT);
         }
+        // Tables from elsewhere (a reload from the file): copied whole.
+        assert_eq!(w.maps.follow4(&w.t).unwrap(), Followed::Copied);
+        assert_eq!(verdict(&mut w, &to_gone).0, XDP_REDIRECT);
+    }
+
+    #[test]
+    fn an_ipv4_table_beyond_the_programs_room_goes_to_the_workers_and_is_not_tried_again() {
+        if !crate::common::root_or_skip(
+            "an_ipv4_table_beyond_the_programs_room_goes_to_the_workers_and_is_not_tried_again",
+        ) {
+            return;
+        }
+        let mut w = world();
+        let via_gw = udp("198.18.10.1", "198.19.1.1", 64, 100, 0);
+        assert_eq!(w.p.test_run(&via_gw, w.lo, 0).unwrap().0, XDP_REDIRECT);
+        // One /25 in each of one /24 more than the program's table has groups for.
+        let groups = xfwd_dataplane::io::program::dir4::GROUPS;
+        let mut statics = vec![("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2")))];
+        statics.extend((0..=groups as u32).map(|i| {
+            (Prefix::truncate(Ipv4Addr::from(0x0b00_0000 + (i << 8)), 25), RouteTarget::via(ip("198.18.30.2")))
+        }));
+        let big = RouterTables::build(w.t.ports.clone(), &statics).unwrap();
+        assert!(big.v4.fib.groups_used() > groups);
+        let e = w.maps.follow4(&big).unwrap_err().to_string();
+        assert!(e.contains("workers forward every IPv4 frame"), "{e}");
+        assert_eq!(w.p.test_run(&via_gw, w.lo, 0).unwrap(), (XDP_PASS, via_gw.clone()), "the workers'");
+        assert_eq!(w.maps.follow4(&big).unwrap(), Followed::Same, "refused once, not tried again");
+        assert_eq!(w.maps.follow4(&w.t).unwrap(), Followed::Copied);
+        assert_eq!(w.p.test_run(&via_gw, w.lo, 0).unwrap().0, XDP_REDIRECT, "the program's again");
     }
 }
 

@@ -299,7 +299,7 @@ fn measure(ip: u8, routes: u32, seed: u64) -> Result<Vec<Row>> {
             maps.set_neighbor(*h, PortId(0), ETH4).context("a neighbour")?;
             maps.set_neighbor6(Key6::global(*h6), PortId(0), ETH4).context("a neighbour")?;
         }
-        maps.load_routes(&export::fib4(&t)).context("the program's IPv4 routes")?;
+        maps.follow4(&t).context("the program's IPv4 routes")?;
         maps.load_routes(&export::fib6(&t)).context("the program's IPv6 routes")?;
         maps.set_path(true).context("the XDP path")?;
         let mut program_ns = Vec::with_capacity(frames.len());

@@ -73,6 +73,13 @@ pub fn hop6(t: &RouterTables, nh: &super::tables::NextHop6) -> Option<FastHop<Ip
     hop(t, nh, Some)
 }
 
+/// What the XDP program does with each IPv4 next hop of `t`, by the index the FIB's entries
+/// name ([`hop4`]; `None`, index 0 among them: the workers decide). The program reads the
+/// workers' own FIB's entries (`io::program::dir4`), so this list is all it needs beside it.
+pub fn nexthops4(t: &RouterTables) -> Vec<Option<FastHop>> {
+    t.v4.nexthops.iter().map(|h| hop4(t, h)).collect()
+}
+
 /// The XDP program's table of one family: every prefix of the tables once ([`routes`]), with
 /// how the program forwards along it, or `None` (the workers decide: the entry is still there,
 /// so that a shorter prefix does not take its traffic).
@@ -80,14 +87,6 @@ pub type FastRoutes<A = Ipv4Addr> = BTreeMap<IpPrefix<A>, Option<FastHop<A>>>;
 
 /// The IPv6 table ([`FastRoutes`]).
 pub type FastRoutes6 = FastRoutes<Ipv6Addr>;
-
-/// `t`'s IPv4 routes as the XDP program looks them up.
-pub fn fib4(t: &RouterTables) -> FastRoutes {
-    routes(&t.v4.routes)
-        .into_iter()
-        .map(|(p, nh)| (p, t.v4.nexthops.get(usize::from(nh.0)).and_then(|h| hop4(t, h))))
-        .collect()
-}
 
 /// `t`'s IPv6 routes as the XDP program looks them up.
 pub fn fib6(t: &RouterTables) -> FastRoutes6 {
@@ -172,13 +171,19 @@ mod tests {
     }
 
     #[test]
-    fn the_table_keeps_the_workers_prefixes_so_a_shorter_one_never_takes_their_traffic() {
-        let t = RouterTables::build(reference_ports(), &[]).unwrap();
-        let fast = fib4(&t);
-        let local: Prefix = "198.18.30.1/32".parse().unwrap();
-        assert_eq!(fast.get(&local), Some(&None), "the box's address is there, as the workers'");
-        let subnet: Prefix = "198.18.30.0/24".parse().unwrap();
-        assert!(matches!(fast.get(&subnet), Some(Some(FastHop { via: Via::OnLink, .. }))));
+    fn each_next_hop_index_says_what_the_program_does_with_it() {
+        let statics = [("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2")))];
+        let t = RouterTables::build(reference_ports(), &statics).unwrap();
+        let hops = nexthops4(&t);
+        assert_eq!(hops.len(), t.v4.nexthops.len());
+        for a in ["198.19.1.1", "198.18.30.7", "198.18.30.1", "198.18.10.255"].map(ip) {
+            let nh = t.v4.fib.lookup(a).unwrap();
+            assert_eq!(hops[usize::from(nh.0)], hop4(&t, &t.v4.nexthops[usize::from(nh.0)]), "{a}");
+        }
+        assert_eq!(hops[0], None, "index 0 (no route) is the workers'");
+        let via = hops[usize::from(t.v4.fib.lookup(ip("198.19.1.1")).unwrap().0)];
+        assert!(matches!(via, Some(FastHop { via: Via::Gateway(_), .. })));
+        assert_eq!(hops[usize::from(t.v4.fib.lookup(ip("198.18.30.1")).unwrap().0)], None, "the box's address");
     }
 
     #[test]

@@ -306,6 +306,53 @@ impl Fib {
         Ok(())
     }
 
+    /// Makes the entries under `p` what they are in `src` (another table over the same next
+    /// hops), after `p`'s route changed there: the flat entries under `p` (a /24 or shorter)
+    /// or of the /24 that holds it (longer) copied, with their groups' entries, each group
+    /// numbered as this table numbers them; the rest of the table is untouched. Costs the
+    /// range, like [`Fib::repaint`], and needs no routes: how the XDP path's table follows the
+    /// workers' (`io::program::dir4`).
+    pub fn repaint_from(&mut self, p: Prefix, src: &Fib) -> Result<(), FibError> {
+        let first = (p.addr >> 8) as usize;
+        let slots = first..first + (1usize << (24 - p.len.min(24)));
+        for slot in slots {
+            let e = src.flat()[slot];
+            if e & GROUP != 0 {
+                let from = usize::from(e & !GROUP) * GROUP_LEN;
+                let to = self.group(slot)? * GROUP_LEN;
+                self.groups_mut()[to..to + GROUP_LEN].copy_from_slice(&src.groups()[from..from + GROUP_LEN]);
+            } else {
+                let mine = self.flat()[slot];
+                if mine & GROUP != 0 {
+                    self.free_groups.push(mine & !GROUP);
+                }
+                self.flat_mut()[slot] = e;
+            }
+        }
+        self.routes = src.routes;
+        Ok(())
+    }
+
+    /// A copy of the table in lent memory ([`Lent`]): the same entries and groups, numbered
+    /// alike; [`FibError::NoRoomForGroups`], before any entry is copied, when the table uses
+    /// more groups than `mem` has room for.
+    pub fn copy_lent(&self, mem: Box<dyn Lent>) -> Result<Fib, FibError> {
+        let mut f = Fib::new_in(Store::Lent { mem, room: 0 });
+        let room = match &f.store {
+            Store::Lent { room, .. } => *room,
+            Store::Heap { .. } => 0,
+        };
+        if self.tbl8_len > room {
+            return Err(FibError::NoRoomForGroups(room / GROUP_LEN));
+        }
+        f.flat_mut().copy_from_slice(self.flat());
+        f.tbl8_len = self.tbl8_len;
+        f.groups_mut().copy_from_slice(self.groups());
+        f.routes = self.routes;
+        f.free_groups.clone_from(&self.free_groups);
+        Ok(f)
+    }
+
     /// The group of `slot`, made (holding the slot's value) if it has none.
     fn group(&mut self, slot: usize) -> Result<usize, FibError> {
         let e = self.flat()[slot];
@@ -584,6 +631,56 @@ mod tests {
         let copy = lent.clone();
         assert!(!copy.is_lent());
         assert_eq!(copy.lookup(ip("198.18.1.1")), lent.lookup(ip("198.18.1.1")));
+    }
+
+    #[test]
+    fn a_lent_copy_follows_its_source_prefix_by_prefix_without_routes() {
+        use std::collections::BTreeMap;
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        let mut routes: BTreeMap<Prefix, NhIndex> = BTreeMap::new();
+        let random_prefix = |next: &mut dyn FnMut() -> u64, lens: &[u8]| {
+            let len = lens[(next() % lens.len() as u64) as usize];
+            Prefix::truncate(Ipv4Addr::from(0xc612_0000 | (next() as u32 & 0x0001_ffff)), len)
+        };
+        for _ in 0..300 {
+            let p = random_prefix(&mut next, &[0, 8, 16, 20, 24, 25, 28, 32]);
+            routes.insert(p, NhIndex((next() % 300 + 1) as u16));
+        }
+        let list: Vec<(Prefix, NhIndex)> = routes.iter().map(|(p, v)| (*p, *v)).collect();
+        let mut src = Fib::build(&list).unwrap();
+        let mut copy = src.copy_lent(borrowed(1024)).unwrap();
+        assert!(copy.is_lent());
+        assert_eq!((copy.groups_used(), copy.routes()), (src.groups_used(), src.routes()));
+        // The source changes in batches; the copy is told only which prefixes changed, and
+        // takes the entries under them from the source (its groups numbered its own way once
+        // they fold and come back).
+        for batch in 0..60 {
+            let mut changed = Vec::new();
+            for _ in 0..10 {
+                let p = random_prefix(&mut next, &[8, 16, 23, 24, 25, 26, 30, 32]);
+                if next() % 3 == 0 {
+                    routes.remove(&p);
+                } else {
+                    routes.insert(p, NhIndex((next() % 300 + 1) as u16));
+                }
+                src.repaint(p, &routes, |v| *v).unwrap();
+                changed.push(p);
+            }
+            for p in &changed {
+                copy.repaint_from(*p, &src).unwrap();
+            }
+            for _ in 0..5_000 {
+                let a = Ipv4Addr::from(0xc612_0000 | (next() as u32 & 0x0001_ffff));
+                assert_eq!(copy.lookup(a), src.lookup(a), "{a} after batch {batch}");
+            }
+            assert_eq!(copy.lookup(ip("1.2.3.4")), src.lookup(ip("1.2.3.4")));
+        }
+        // Every entry agrees, not just those looked up.
+        for a in (0xc612_0000u32..0xc614_0000).map(Ipv4Addr::from) {
+            assert_eq!(copy.lookup(a), src.lookup(a), "{a}");
+        }
+        // A source with more groups than the memory's room: refused whole.
+        assert_eq!(src.copy_lent(borrowed(1)).unwrap_err(), FibError::NoRoomForGroups(1));
     }
 
     #[test]

@@ -370,6 +370,55 @@ pub struct RouterTables {
     /// A number no other tables built by this process share: per-worker caches keyed by next
     /// hop index are valid for these tables only.
     pub id: u64,
+    /// How these tables' IPv4 FIB came from earlier tables', prefix by prefix (kernel mode,
+    /// `routes::incremental`); `None` for tables built whole.
+    pub changes4: Option<Arc<Changes4>>,
+}
+
+/// The IPv4 prefixes whose routes changed from one publication of the tables to the next
+/// (`routes::incremental`), linked to the changes before: what a follower of the tables that
+/// last saw an earlier publication (the XDP path's table, `io::program::dir4`) repaints
+/// instead of copying the whole FIB. Within one chain, next hop indices and equal-cost groups
+/// only grow (the interner is append-only), so an index means the same next hop throughout.
+#[derive(Debug)]
+pub struct Changes4 {
+    /// The id of the tables these changes were made to.
+    pub since: u64,
+    /// The prefixes changed.
+    pub prefixes: Vec<Prefix>,
+    /// The changes that made the tables `since` (`None`: built whole, or too far back).
+    pub before: Option<Arc<Changes4>>,
+    /// Prefixes in this link and those it holds before it.
+    total: usize,
+}
+
+impl Changes4 {
+    /// Prefixes a chain keeps at most: past them, copying the whole FIB is about as cheap as
+    /// repainting each, and the oldest changes are let go.
+    pub const KEEP: usize = 100_000;
+
+    /// The changes `prefixes` made to tables `since`, after `before` (the changes that made
+    /// them, if known), the chain cut once it holds more than [`Changes4::KEEP`] prefixes.
+    pub fn new(since: u64, prefixes: Vec<Prefix>, before: Option<Arc<Changes4>>) -> Changes4 {
+        let total = prefixes.len() + before.as_ref().map_or(0, |b| b.total);
+        let (before, total) = if total > Self::KEEP { (None, prefixes.len()) } else { (before, total) };
+        Changes4 { since, prefixes, before, total }
+    }
+
+    /// Every prefix changed since tables `id` (in no particular order, repeats kept), or
+    /// `None` if the chain does not reach back to them.
+    pub fn since(&self, id: u64) -> Option<Vec<Prefix>> {
+        let mut out = Vec::new();
+        let mut link = Some(self);
+        while let Some(c) = link {
+            out.extend_from_slice(&c.prefixes);
+            if c.since == id {
+                return Some(out);
+            }
+            link = c.before.as_deref();
+        }
+        None
+    }
 }
 
 static TABLES_BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -461,6 +510,7 @@ impl RouterTables {
             icmp_burst: 1,
             rfc1812_martians: false,
             id,
+            changes4: None,
         })
     }
 
@@ -495,6 +545,7 @@ impl RouterTables {
             icmp_burst: 1,
             rfc1812_martians: false,
             id: next_id(),
+            changes4: None,
         })
     }
 
@@ -861,6 +912,20 @@ mod tests {
             port("eth4", ETH4, &["198.18.30.1/24", "198.18.31.1/24"]),
         ];
         RouterTables::build(ports, &[("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2")))]).unwrap()
+    }
+
+    #[test]
+    fn a_chain_of_changes_reaches_back_until_it_holds_too_many_prefixes() {
+        let p = |s: &str| -> Prefix { s.parse().unwrap() };
+        let a = Arc::new(Changes4::new(1, vec![p("198.18.0.0/24")], None));
+        let b = Arc::new(Changes4::new(2, vec![p("198.18.1.0/24"), p("198.18.0.0/24")], Some(Arc::clone(&a))));
+        assert_eq!(b.since(2).unwrap(), [p("198.18.1.0/24"), p("198.18.0.0/24")]);
+        assert_eq!(b.since(1).unwrap().len(), 3);
+        assert_eq!(b.since(0), None);
+        let many = vec![p("198.18.2.0/24"); Changes4::KEEP];
+        let c = Changes4::new(3, many, Some(b));
+        assert_eq!(c.since(3).unwrap().len(), Changes4::KEEP);
+        assert_eq!(c.since(2), None, "cut: the follower copies the whole FIB instead");
     }
 
     #[test]

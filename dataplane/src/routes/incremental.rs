@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 use crate::l3::fib::{Advice, Fib, NhIndex, Prefix};
 use crate::l3::tables::{
-    next_id, Interner4, Mirrored4, Mirrored6, PortSpec, RouteOrigin, RouterTables, Tables4, Tables6, TablesError,
+    next_id, Changes4, Interner4, Mirrored4, Mirrored6, PortSpec, RouteOrigin, RouterTables, Tables4, Tables6,
+    TablesError,
 };
 
 /// What `show routes` lists: every IPv4 route with its next hop and origin.
@@ -68,6 +69,7 @@ fn fork(t: &RouterTables, advise: Advice) -> RouterTables {
         icmp_burst: t.icmp_burst,
         rfc1812_martians: t.rfc1812_martians,
         id: t.id,
+        changes4: t.changes4.clone(),
     }
 }
 
@@ -111,6 +113,7 @@ impl Incremental {
             icmp_burst: icmp.1,
             rfc1812_martians: false,
             id: next_id(),
+            changes4: None,
         });
         // The spare is made now, so that the first change does not wait for a copy.
         let spare = Some(Arc::new(fork(&live, advise)));
@@ -260,6 +263,7 @@ impl Incremental {
         (t.icmp_rate, t.icmp_burst) = self.icmp;
         t.rfc1812_martians = self.rfc1812_martians;
         t.id = next_id();
+        t.changes4 = Some(Arc::new(Changes4::new(self.live.id, self.pending.clone(), self.live.changes4.clone())));
         let t = Arc::new(t);
         self.spare = Some(std::mem::replace(&mut self.live, Arc::clone(&t)));
         self.lag = std::mem::take(&mut self.pending);
@@ -303,6 +307,9 @@ mod tests {
         let mut want: BTreeMap<Prefix, Mirrored4> = BTreeMap::new();
         let mut inc = Incremental::full(ports(), Vec::new(), &[], (0, 1), no_advice).unwrap();
         let mut held = Vec::new();
+        // A follower of the tables (as the XDP path's table follows them), told only which
+        // prefixes changed since the tables it saw last, every other publication.
+        let mut follower = (inc.live().id, inc.live().v4.fib.clone());
         for batch in 0..60 {
             for _ in 0..20 {
                 let len = [8, 16, 22, 24, 24, 26, 32][(next() % 7) as usize];
@@ -332,7 +339,19 @@ mod tests {
                 assert_eq!(t.route(a), full.route(a), "{a} after batch {batch}");
             }
             assert_eq!(t.v4.routes.len(), 0, "the display list waits for a refresh");
+            if batch % 2 == 1 {
+                let changes = t.changes4.as_ref().expect("published from earlier tables");
+                for p in changes.since(follower.0).expect("the chain reaches the follower's tables") {
+                    follower.1.repaint_from(p, &t.v4.fib).unwrap();
+                }
+                follower.0 = t.id;
+                for _ in 0..2000 {
+                    let a = Ipv4Addr::from(0xc613_0000 | (next() as u32 & 0xffff));
+                    assert_eq!(follower.1.lookup(a), t.v4.fib.lookup(a), "{a} after batch {batch}");
+                }
+            }
         }
+        assert!(inc.live().changes4.as_ref().unwrap().since(0).is_none(), "no tables 0 in the chain");
         assert!(inc.copies >= 10, "held tables were copied, not written: {}", inc.copies);
         inc.refresh_display();
         let t = inc.publish(true).unwrap().unwrap();

@@ -8,14 +8,19 @@
 //! bpf/xfwd.bpf.c). A lookup is two or three reads whatever the table's size, where the LPM
 //! trie it replaces walked up to 32 nodes.
 //!
+//! The set is filled from the workers' own FIB, not from routes: a whole copy of its entries
+//! (tens of milliseconds for any table, where building from a million routes took a second
+//! and a half), then, in kernel mode, the entries under each prefix the tables say changed
+//! ([`crate::l3::tables::Changes4`], [`Fib::repaint_from`]). The entries name the workers'
+//! next hop indices, and the set's hops are what the program does with each
+//! ([`export::nexthops4`]), so the program's table is the workers' at every publication it
+//! follows, with nothing to diff.
+//!
 //! Two sets, left-right (as `routes::incremental` keeps the workers' tables): the one in the
 //! program's slot is never written; a change is painted into the other, which then takes the
 //! slot in one write (the kernel returns from it once no program still runs with the set it
-//! replaced), and the replaced set is brought up to date at the next change. A new table
-//! (a reload) is built whole in the spare. Hops are interned: an index names one hop for as
-//! long as the table lives, in both sets, and the interner starts again with each whole build.
+//! replaced), and the replaced set is brought up to date at the next change.
 
-use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd};
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -23,8 +28,9 @@ use std::sync::Arc;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::maps::{abi, map_err, route_value, XdpError};
-use crate::l3::export::{self, FastHop, FastRoutes};
-use crate::l3::fib::{Fib, Lent, NhIndex, Prefix, FLAT, GROUP_LEN};
+use crate::l3::export::{self, FastHop};
+use crate::l3::fib::{Fib, Lent, Prefix, FLAT, GROUP_LEN};
+use crate::l3::RouterTables;
 
 /// Bytes of one element of a set.
 const PAGE: usize = abi::XFWD_DIR_PAGE as usize;
@@ -114,10 +120,8 @@ impl Lent for Lend {
 struct Set {
     map: MapHandle,
     mem: Arc<Mapping>,
-    /// The table built in it (`None`: not built since the last whole build elsewhere).
-    fib: Option<Fib>,
-    /// Hops written into it (a prefix of the interner's).
-    hops: usize,
+    /// The table in it, and the id of the tables it holds (`None`: none, or not whole).
+    fib: Option<(Fib, u64)>,
 }
 
 impl Set {
@@ -138,72 +142,48 @@ impl Set {
         )
         .map_err(map_err("xfwd_dir4_set"))?;
         let mem = Arc::new(Mapping::new(&map)?);
-        Ok(Set { map, mem, fib: None, hops: 0 })
+        Ok(Set { map, mem, fib: None })
     }
 
-    /// Writes the hops the set lacks.
+    /// Writes the hops, by the index the entries name (at most [`HOPS`]).
     fn write_hops(&mut self, hops: &[Option<FastHop>]) {
-        for (i, hop) in hops.iter().enumerate().skip(self.hops) {
+        for (i, hop) in hops.iter().enumerate().take(HOPS) {
             let value = route_value(*hop);
             debug_assert_eq!(value.len(), HOP_LEN);
-            // SAFETY: hop i < HOPS (the interner's bound) lies within the hops' bytes; no
-            // program reads this set while it is not in the slot.
+            // SAFETY: hop i < HOPS lies within the hops' bytes; no program reads this set
+            // while it is not in the slot.
             unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), self.mem.hops().add(i * HOP_LEN), HOP_LEN) };
         }
-        self.hops = hops.len();
     }
 }
 
-/// The hops by index (0: none), and each one's index.
-#[derive(Default)]
-struct Hops {
-    list: Vec<Option<FastHop>>,
-    index: HashMap<Option<FastHop>, u16>,
+/// What [`Dir4::follow`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Followed {
+    /// Nothing: the program has these tables already (or refused them before).
+    Same,
+    /// The workers' FIB copied whole into the spare set, which took the slot.
+    Copied,
+    /// This many prefixes repainted in the spare set, which took the slot.
+    Painted(usize),
 }
 
-impl Hops {
-    /// `hop`'s index, interned now if new; `None` when every index is taken.
-    fn intern(&mut self, hop: Option<FastHop>) -> Option<u16> {
-        if self.list.is_empty() {
-            self.list.push(None);
-        }
-        if let Some(&i) = self.index.get(&hop) {
-            return Some(i);
-        }
-        if self.list.len() >= HOPS {
-            return None;
-        }
-        let i = self.list.len() as u16;
-        self.list.push(hop);
-        self.index.insert(hop, i);
-        Some(i)
-    }
-
-    /// Every hop of `routes` interned; false when they outgrow the indices.
-    fn intern_all(&mut self, routes: &FastRoutes) -> bool {
-        routes.values().all(|h| self.intern(*h).is_some())
-    }
-
-    fn of(&self, hop: &Option<FastHop>) -> NhIndex {
-        NhIndex(self.index.get(hop).copied().unwrap_or(0))
-    }
-}
-
-/// The program's IPv4 table: its slot, the two sets, the hops they name.
+/// The program's IPv4 table: its slot, the two sets.
 pub struct Dir4 {
     outer: MapHandle,
     /// The sets, made at the first load (while xfwd holds `CAP_BPF`); `live` is in the slot.
     sets: Vec<Set>,
     live: usize,
-    hops: Hops,
-    /// Prefixes changed in the live set that the spare has not seen.
-    lag: Vec<Prefix>,
+    /// Whether the set `live` is in the slot (else the slot is empty).
+    slotted: bool,
+    /// The id of tables last refused (too big): not tried again.
+    refused: Option<u64>,
 }
 
 impl Dir4 {
     /// The table behind slot map `outer` (`xfwd_dir4`), empty: every IPv4 frame the workers'.
     pub fn new(outer: MapHandle) -> Dir4 {
-        Dir4 { outer, sets: Vec::new(), live: 0, hops: Hops::default(), lag: Vec::new() }
+        Dir4 { outer, sets: Vec::new(), live: 0, slotted: false, refused: None }
     }
 
     /// The spare set's index, the sets made if they are not yet.
@@ -219,73 +199,85 @@ impl Dir4 {
         let fd = self.sets[spare].map.as_fd().as_raw_fd() as u32;
         self.outer.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_dir4"))?;
         self.live = spare;
+        self.slotted = true;
         Ok(())
     }
 
-    /// Empties the program's slot: every IPv4 frame goes to the workers.
-    fn clear(&mut self) {
+    /// The id of the tables in the slot, if any.
+    fn at(&self) -> Option<u64> {
+        self.sets.get(self.live).filter(|_| self.slotted).and_then(|s| s.fib.as_ref()).map(|f| f.1)
+    }
+
+    /// Empties the program's slot (every IPv4 frame goes to the workers), for tables `id`
+    /// that it cannot hold, and says why.
+    fn refuse(&mut self, id: u64, why: String) -> XdpError {
         let _ = self.outer.delete(&0u32.to_ne_bytes());
         for s in &mut self.sets {
             s.fib = None;
         }
+        self.slotted = false;
+        self.refused = Some(id);
+        XdpError::Limit(format!(
+            "the XDP path's IPv4 table cannot hold these routes ({why}): the workers forward every IPv4 frame"
+        ))
     }
 
-    /// Builds `routes` whole in the spare set and puts it in the slot. A table the set has no
-    /// room for empties the slot (the workers forward every IPv4 frame) and says why.
-    pub fn load(&mut self, routes: &FastRoutes) -> Result<(), XdpError> {
-        let spare = self.spare()?;
-        self.hops = Hops::default();
-        if !self.hops.intern_all(routes) {
-            self.clear();
-            return Err(too_big(format!("more than {} distinct next hops", HOPS - 1)));
+    /// Makes the program's table tables `t`'s IPv4 FIB in the spare set: the prefixes changed
+    /// since the tables the spare holds repainted, where `t` says which
+    /// ([`crate::l3::tables::Changes4`]), else the FIB copied whole into it; then the spare
+    /// takes the slot. Tables the sets have no room for empty the slot (the workers forward
+    /// every IPv4 frame) and say why, once.
+    pub fn follow(&mut self, t: &RouterTables) -> Result<Followed, XdpError> {
+        if self.at() == Some(t.id) || self.refused == Some(t.id) {
+            return Ok(Followed::Same);
         }
-        let list: Vec<(Prefix, NhIndex)> = routes.iter().map(|(p, h)| (*p, self.hops.of(h))).collect();
+        if t.v4.nexthops.len() > HOPS {
+            return Err(self.refuse(t.id, format!("more than {} next hops", HOPS - 1)));
+        }
+        let spare = self.spare()?;
+        let held = self.sets[spare].fib.as_ref().map(|f| f.1);
+        let followed = match held.and_then(|id| t.changes4.as_ref()?.since(id)) {
+            Some(changed) => self.paint(spare, t, changed)?,
+            None => self.copy(spare, t)?,
+        };
+        if !self.slotted && followed == Followed::Copied {
+            // The first table (or the first since one was refused): the other set gets it too,
+            // so that the first change after it is painted, not copied again.
+            self.copy(1 - spare, t)?;
+        }
+        self.sets[spare].write_hops(&export::nexthops4(t));
+        self.swap(spare)?;
+        Ok(followed)
+    }
+
+    /// Copies `t`'s FIB whole into set `spare`.
+    fn copy(&mut self, spare: usize, t: &RouterTables) -> Result<Followed, XdpError> {
+        // Checked before the 32 MiB are copied: a table with too many groups is refused at once.
+        if t.v4.fib.groups_used() > GROUPS {
+            return Err(self.refuse(t.id, format!("longer-than-/24 prefixes in more than {GROUPS} /24s")));
+        }
         let set = &mut self.sets[spare];
         set.fib = None;
-        match Fib::build_lent(&list, Box::new(Lend(Arc::clone(&set.mem)))) {
-            Ok(fib) => set.fib = Some(fib),
-            Err(e) => {
-                self.clear();
-                return Err(too_big(e.to_string()));
-            }
+        match t.v4.fib.copy_lent(Box::new(Lend(Arc::clone(&set.mem)))) {
+            Ok(fib) => set.fib = Some((fib, t.id)),
+            Err(e) => return Err(self.refuse(t.id, e.to_string())),
         }
-        set.hops = 0;
-        set.write_hops(&self.hops.list);
-        self.swap(spare)?;
-        // The other set holds an older table: built whole again at the next change.
-        self.sets[1 - spare].fib = None;
-        self.lag.clear();
-        Ok(())
+        Ok(Followed::Copied)
     }
 
-    /// Turns the table `old` (the one in the slot) into `new`: the changed prefixes painted
-    /// into the spare (with those it missed), which then takes the slot. Returns the prefixes
-    /// changed.
-    pub fn update(&mut self, old: &FastRoutes, new: &FastRoutes) -> Result<usize, XdpError> {
-        let (set, gone) = export::diff(old, new);
-        let changed: Vec<Prefix> = set.iter().map(|(p, _)| *p).chain(gone).collect();
-        if changed.is_empty() {
-            return Ok(0);
+    /// Repaints `changed` from `t`'s FIB into set `spare` (which holds tables `changed` were
+    /// made to).
+    fn paint(&mut self, spare: usize, t: &RouterTables, mut changed: Vec<Prefix>) -> Result<Followed, XdpError> {
+        changed.sort_unstable();
+        changed.dedup();
+        let Some((fib, at)) = self.sets[spare].fib.as_mut() else {
+            return Err(XdpError::Missing("xfwd_dir4_set"));
+        };
+        if let Err(e) = changed.iter().try_for_each(|p| fib.repaint_from(*p, &t.v4.fib)) {
+            return Err(self.refuse(t.id, e.to_string()));
         }
-        let spare = self.spare()?;
-        if self.sets[spare].fib.is_none() || !self.hops.intern_all(new) {
-            self.load(new)?;
-            return Ok(changed.len());
-        }
-        let hops = &self.hops;
-        let nh = |h: &Option<FastHop>| hops.of(h);
-        let s = &mut self.sets[spare];
-        let fib = s.fib.as_mut().ok_or(XdpError::Missing("xfwd_dir4_set"))?;
-        let painted = self.lag.iter().chain(&changed).try_for_each(|p| fib.repaint(*p, new, nh));
-        if let Err(e) = painted {
-            self.clear();
-            return Err(too_big(e.to_string()));
-        }
-        let s = &mut self.sets[spare];
-        s.write_hops(&self.hops.list);
-        self.swap(spare)?;
-        self.lag = changed;
-        Ok(self.lag.len())
+        *at = t.id;
+        Ok(Followed::Painted(changed.len()))
     }
 
     /// What the kernel charges for the sets (their `memlock` in fdinfo), if it says.
@@ -297,11 +289,4 @@ impl Dir4 {
         };
         self.sets.iter().map(|s| charged(&s.map)).sum()
     }
-}
-
-/// Why the program holds no IPv4 table, and what the workers do meanwhile.
-fn too_big(why: String) -> XdpError {
-    XdpError::Limit(format!(
-        "the XDP path's IPv4 table cannot hold these routes ({why}): the workers forward every IPv4 frame"
-    ))
 }

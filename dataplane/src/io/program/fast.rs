@@ -13,11 +13,12 @@
 //!   the program's neighbour map of its family. The thread looks for changes every [`PERIOD`]; until it has written a new
 //!   neighbour, the frames that need it go to the workers (which forward them as always), and
 //!   a forgotten one is used for at most that long, as a stale entry.
-//! - **Routes**: a new table from the router's file (a reload) is built aside per family and
-//!   swapped in whole, so no frame sees half a reload; the kernel's route changes (`[fib]
-//!   source = "kernel"`) are painted into the IPv4 table not in the slot, which is then swapped
-//!   in ([`super::dir4`]), and go entry by entry into the IPv6 trie, each route as it was or as
-//!   it will be, in the kernel's own order of changes.
+//! - **Routes**: IPv4: the program's table is the workers' FIB, copied whole into the set not
+//!   in the slot or, in kernel mode, repainted there under the prefixes the new tables say
+//!   changed, then swapped in ([`super::dir4`]); no frame sees half a change. IPv6: a new
+//!   table from the router's file (a reload) is built aside and swapped in whole, and the
+//!   kernel's route changes go entry by entry into the trie, each route as it was or as it
+//!   will be, in the kernel's own order of changes.
 //! - **Ports**: every port's devmap entry and MAC are written at start and again with each new
 //!   table (a MAC changed at run time comes with one). A port whose driver stops taking
 //!   redirected frames (its XDP features lose `ndo-xmit`, as a veth does when its peer's NAPI
@@ -40,6 +41,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use super::dir4::Followed;
 use super::netdev::Netdev;
 use super::xdp::MAX_STATIONS;
 use super::xdp::{FastMaps, XdpError};
@@ -158,11 +160,13 @@ struct RouterSync {
     tables: Arc<ArcSwap<RouterTables>>,
     neighbors: Arc<NeighborTable>,
     neighbors6: Arc<NeighborTable6>,
-    /// New tables are swapped in whole (routes from the file), else written entry by entry.
+    /// New IPv6 tables are swapped in whole (routes from the file), else written entry by
+    /// entry.
     whole: bool,
-    /// The tables the maps were written from, and their routes as written.
-    live: Arc<RouterTables>,
-    routes: FastRoutes,
+    /// The id of the tables the maps were written from (not the tables themselves: holding
+    /// them would keep `routes::incremental` from reusing them), and their IPv6 routes as
+    /// written.
+    live: u64,
     routes6: FastRoutes<Ipv6Addr>,
     /// Each family's neighbours as written.
     mirror4: Mirror<(Ipv4Addr, PortId), MacAddr>,
@@ -270,9 +274,8 @@ impl FastSync {
                     neighbors,
                     neighbors6,
                     whole,
-                    routes: FastRoutes::new(),
                     routes6: FastRoutes::new(),
-                    live,
+                    live: 0,
                     mirror4: Mirror::default(),
                     mirror6: Mirror::default(),
                 }))
@@ -300,16 +303,14 @@ impl FastSync {
             steps: 0,
         };
         sync.write_ports()?;
-        match &mut sync.tables {
-            Tables::Router(r) => {
-                let (routes, routes6) = (export::fib4(&r.live), export::fib6(&r.live));
-                sync.maps.load_routes(&routes)?;
-                sync.maps.load_routes(&routes6)?;
-                sync.counters.swaps.inc();
-                sync.counters.routes.set((routes.len() + routes6.len()) as u64);
-                (r.routes, r.routes6) = (routes, routes6);
-            }
-            Tables::Bridge(_) => {}
+        if let Tables::Router(r) = &mut sync.tables {
+            let t = r.tables.load_full();
+            let routes6 = export::fib6(&t);
+            sync.maps.follow4(&t)?;
+            sync.maps.load_routes(&routes6)?;
+            sync.counters.swaps.inc();
+            sync.counters.routes.set((t.v4.fib.routes() + routes6.len()) as u64);
+            (r.live, r.routes6) = (t.id, routes6);
         }
         sync.neighbors_step()?;
         sync.stations_step()?;
@@ -476,33 +477,32 @@ impl FastSync {
         Ok(())
     }
 
+    /// Router: new tables written, IPv4 first ([`FastMaps::follow4`]: refused tables are
+    /// not tried again, the error counted once), then IPv6; the ports with them.
     fn tables_step(&mut self) -> Result<(), XdpError> {
         let Tables::Router(r) = &mut self.tables else {
             return Ok(());
         };
         let t = r.tables.load_full();
-        if Arc::ptr_eq(&t, &r.live) {
+        if t.id == r.live {
             return Ok(());
         }
-        let (routes, routes6) = (export::fib4(&t), export::fib6(&t));
         self.macs = t.ports.iter().map(|p| p.mac).collect();
-        // Each family's table as written is kept as soon as it is, so that a failure in the
-        // other is tried again alone at the next step.
+        match self.maps.follow4(&t)? {
+            Followed::Same => {}
+            Followed::Copied => self.counters.swaps.inc(),
+            Followed::Painted(n) => self.counters.route_writes.add(n as u64),
+        }
+        let routes6 = export::fib6(&t);
         if r.whole {
-            self.maps.load_routes(&routes)?;
-            r.routes = routes;
             self.maps.load_routes(&routes6)?;
-            r.routes6 = routes6;
             self.counters.swaps.inc();
         } else {
-            let writes = self.maps.update_routes(&r.routes, &routes)?;
-            r.routes = routes;
             let writes6 = self.maps.update_routes(&r.routes6, &routes6)?;
-            r.routes6 = routes6;
-            self.counters.route_writes.add((writes + writes6) as u64);
+            self.counters.route_writes.add(writes6 as u64);
         }
-        self.counters.routes.set((r.routes.len() + r.routes6.len()) as u64);
-        r.live = t;
+        self.counters.routes.set((t.v4.fib.routes() + routes6.len()) as u64);
+        (r.live, r.routes6) = (t.id, routes6);
         self.write_ports()
     }
 

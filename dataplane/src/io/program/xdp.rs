@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 
 use crate::io::setup::options::{DataPath, XdpMode};
 use crate::io::setup::port::PortInfo;
@@ -460,41 +460,8 @@ pub const MAX_STATIONS: usize = abi::XFWD_MAX_STATIONS as usize;
 /// host routes beside it. The tries take memory per route, not per slot.
 pub const MAX_ROUTES6: u32 = abi::XFWD_MAX_ROUTES6;
 
-/// An address family the XDP path's route tables hold (IPv4 and IPv6): its address as on the
-/// wire, and which of the program's tables it goes to.
-pub trait FastAddr: PrefixAddr + WireAddr {
-    /// Replaces the family's table in the program with `routes` ([`FastMaps::load_routes`]).
-    fn load(maps: &mut FastMaps, routes: &export::FastRoutes<Self>) -> Result<(), XdpError>;
-    /// Turns the family's table `old` into `new` ([`FastMaps::update_routes`]).
-    fn update(
-        maps: &mut FastMaps,
-        old: &export::FastRoutes<Self>,
-        new: &export::FastRoutes<Self>,
-    ) -> Result<usize, XdpError>;
-}
-
-/// IPv4: DIR-24-8 in the program's mapped sets ([`super::dir4`]).
-impl FastAddr for Ipv4Addr {
-    fn load(maps: &mut FastMaps, routes: &export::FastRoutes) -> Result<(), XdpError> {
-        maps.dir4.load(routes)
-    }
-    fn update(maps: &mut FastMaps, old: &export::FastRoutes, new: &export::FastRoutes) -> Result<usize, XdpError> {
-        maps.dir4.update(old, new)
-    }
-}
-
-/// IPv6: an LPM trie in a one-slot map of maps.
-impl FastAddr for Ipv6Addr {
-    fn load(maps: &mut FastMaps, routes: &export::FastRoutes6) -> Result<(), XdpError> {
-        maps.fib6.load(routes)
-    }
-    fn update(maps: &mut FastMaps, old: &export::FastRoutes6, new: &export::FastRoutes6) -> Result<usize, XdpError> {
-        maps.fib6.update(old, new)
-    }
-}
-
-/// One family's routes in the program: the one-slot map of maps it reads, the LPM trie in
-/// that slot now (`None`: none yet, every frame of the family is the workers'), and an empty
+/// The IPv6 routes in the program: the one-slot map of maps it reads, the LPM trie in
+/// that slot now (`None`: none yet, every IPv6 frame is the workers'), and an empty
 /// trie beside it that the next whole load fills. Both are made at the first load, while xfwd
 /// still holds its privileges: creating a map takes `CAP_BPF`, which xfwd drops once started,
 /// whereas writing one through an fd it holds does not. A reload fills the spare, swaps it in,
@@ -503,7 +470,7 @@ struct RouteTable {
     outer: MapHandle,
     trie: Option<MapHandle>,
     spare: Option<MapHandle>,
-    /// The inner map's name (`xfwd_fib4_trie`, `xfwd_fib6_trie`) and most entries.
+    /// The inner map's name (`xfwd_fib6_trie`) and most entries.
     name: &'static str,
     max: u32,
 }
@@ -513,9 +480,8 @@ fn route_room(name: &str, max: u32, routes: usize) -> Result<(), XdpError> {
     if routes <= max as usize {
         return Ok(());
     }
-    let family = if name.contains('6') { "IPv6" } else { "IPv4" };
     Err(XdpError::Limit(format!(
-        "the XDP path's {family} table holds at most {max} routes, {routes} given ({name}): forward with the AF_XDP path (`--path af-xdp`) or with fewer routes"
+        "the XDP path's IPv6 table holds at most {max} routes, {routes} given ({name}): forward with the AF_XDP path (`--path af-xdp`) or with fewer routes"
     )))
 }
 
@@ -527,7 +493,7 @@ impl RouteTable {
     }
 
     /// Writes one route ([`lpm_key`], [`route_value`]).
-    fn write<A: FastAddr>(
+    fn write<A: PrefixAddr + WireAddr>(
         trie: &MapHandle,
         name: &'static str,
         p: IpPrefix<A>,
@@ -537,7 +503,7 @@ impl RouteTable {
     }
 
     /// A new, empty trie for addresses of type `A` (takes `CAP_BPF`).
-    fn create<A: FastAddr>(&self) -> Result<MapHandle, XdpError> {
+    fn create<A: PrefixAddr + WireAddr>(&self) -> Result<MapHandle, XdpError> {
         let opts = libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
             map_flags: libbpf_sys::BPF_F_NO_PREALLOC,
@@ -558,7 +524,7 @@ impl RouteTable {
     }
 
     /// Writes `routes` into `next`, then puts it in the program's slot in one write.
-    fn fill<A: FastAddr>(&self, next: &MapHandle, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+    fn fill<A: PrefixAddr + WireAddr>(&self, next: &MapHandle, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
         for (prefix, hop) in routes {
             Self::write(next, self.name, *prefix, *hop)?;
         }
@@ -569,7 +535,7 @@ impl RouteTable {
     /// The spare trie filled with `routes`, then put in the program's slot in one write; the
     /// trie it replaced, emptied, is the next spare. A spare is checked empty first: a route
     /// left in it (a delete that failed) would otherwise come back with the new table.
-    fn load<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
+    fn load<A: PrefixAddr + WireAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
         self.room(routes.len())?;
         let next = match self.spare.take() {
             Some(t) => t,
@@ -597,7 +563,7 @@ impl RouteTable {
         Ok(())
     }
 
-    fn update<A: FastAddr>(
+    fn update<A: PrefixAddr + WireAddr>(
         &mut self,
         old: &export::FastRoutes<A>,
         new: &export::FastRoutes<A>,
@@ -705,23 +671,25 @@ impl FastMaps {
         self.port_macs.update(&key, &value, MapFlags::ANY).map_err(map_err("xfwd_port_macs"))
     }
 
-    /// Replaces the whole route table of `routes`' family with them: a new table is made and
-    /// filled aside, then put in the program's slot in one write; the old one goes once no
-    /// frame holds it.
-    pub fn load_routes<A: FastAddr>(&mut self, routes: &export::FastRoutes<A>) -> Result<(), XdpError> {
-        A::load(self, routes)
+    /// Makes the program's IPv4 table `t`'s ([`super::dir4::Dir4::follow`]): the workers' FIB,
+    /// copied whole or, where `t` says which prefixes changed since the tables the program
+    /// holds, repainted under them, aside, then put in the program's slot in one write.
+    pub fn follow4(&mut self, t: &RouterTables) -> Result<super::dir4::Followed, XdpError> {
+        self.dir4.follow(t)
     }
 
-    /// Turns route table `old` (the one in the program) into `new`: IPv4 painted into the
-    /// spare table, which then takes the slot; IPv6 entry by entry in the order
-    /// [`export::diff`] gives. Every frame meanwhile finds each route either as it was or as
-    /// it will be. Returns the routes changed.
-    pub fn update_routes<A: FastAddr>(
-        &mut self,
-        old: &export::FastRoutes<A>,
-        new: &export::FastRoutes<A>,
-    ) -> Result<usize, XdpError> {
-        A::update(self, old, new)
+    /// Replaces the whole IPv6 route table with `routes`: a new table is made and filled
+    /// aside, then put in the program's slot in one write; the old one goes once no frame
+    /// holds it.
+    pub fn load_routes(&mut self, routes: &export::FastRoutes6) -> Result<(), XdpError> {
+        self.fib6.load(routes)
+    }
+
+    /// Turns IPv6 route table `old` (the one in the program) into `new`, entry by entry in
+    /// the order [`export::diff`] gives. Every frame meanwhile finds each route either as it
+    /// was or as it will be. Returns the routes changed.
+    pub fn update_routes(&mut self, old: &export::FastRoutes6, new: &export::FastRoutes6) -> Result<usize, XdpError> {
+        self.fib6.update(old, new)
     }
 
     /// Sets IPv4 neighbour `addr` on `port`: at `mac`.
@@ -792,8 +760,8 @@ impl FastMaps {
         }
     }
 
-    /// Writes `neighbors` and `neighbors6`, then all of `t`'s routes, IPv4 and IPv6
-    /// ([`FastMaps::load_routes`]).
+    /// Writes `neighbors` and `neighbors6`, then all of `t`'s routes, IPv4
+    /// ([`FastMaps::follow4`]) and IPv6 ([`FastMaps::load_routes`]).
     pub fn load(
         &mut self,
         t: &RouterTables,
@@ -806,7 +774,7 @@ impl FastMaps {
         for (k, port, mac) in export::neighbors6(neighbors6) {
             self.set_neighbor6(k, port, mac)?;
         }
-        self.load_routes(&export::fib4(t))?;
+        self.follow4(t)?;
         self.load_routes(&export::fib6(t))
     }
 }
@@ -829,7 +797,7 @@ fn neighbor_key(addr: &[u8], port: PortId) -> Vec<u8> {
 
 /// `struct xfwd_lpm4` or `xfwd_lpm6` for `p`: its length (host order), then its address as on
 /// the wire.
-fn lpm_key<A: FastAddr>(p: IpPrefix<A>) -> Vec<u8> {
+fn lpm_key<A: PrefixAddr + WireAddr>(p: IpPrefix<A>) -> Vec<u8> {
     let mut key = u32::from(p.prefix_len()).to_ne_bytes().to_vec();
     key.extend_from_slice(p.addr().wire().as_ref());
     key
@@ -971,8 +939,6 @@ mod tests {
         let e = route_room("xfwd_fib6_trie", MAX_ROUTES6, MAX_ROUTES6 as usize + 1).unwrap_err().to_string();
         assert!(e.contains("IPv6 table holds at most 2097152 routes, 2097153 given"), "{e}");
         assert!(e.contains("--path af-xdp"), "{e}");
-        let e = route_room("xfwd_fib4_trie", 10, 11).unwrap_err().to_string();
-        assert!(e.contains("IPv4 table holds at most 10 routes"), "{e}");
         // A full IPv6 table (~200,000) with a million destinations' routes beside it fits.
         assert!(MAX_ROUTES6 as usize >= 1_200_004);
     }
