@@ -178,10 +178,16 @@ struct xfwd_dir4_hops {
 	struct xfwd_route4 h[XFWD_DIR_PAGE / sizeof(struct xfwd_route4)];
 };
 
+#define XFWD_DIR4_HOPS_AT (XFWD_DIR4_FLAT_PAGES + XFWD_DIR4_GROUP_PAGES)
+#define XFWD_DIR4_MEMBERS_AT (XFWD_DIR4_HOPS_AT + XFWD_DIR4_HOP_PAGES)
+
 _Static_assert(XFWD_DIR4_FLAT_PAGES * XFWD_DIR_PAGE == (1 << 24) * 2, "the flat table's pages");
 _Static_assert(XFWD_DIR4_GROUP_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_GROUPS * 256 * 2, "the groups' pages");
 _Static_assert(XFWD_DIR4_HOP_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_HOPS * sizeof(struct xfwd_route4), "the hops' pages");
-_Static_assert(XFWD_DIR4_PAGES == XFWD_DIR4_FLAT_PAGES + XFWD_DIR4_GROUP_PAGES + XFWD_DIR4_HOP_PAGES, "a set's pages");
+_Static_assert(XFWD_DIR4_MEMBER_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_MEMBERS * 2, "the members' pages");
+_Static_assert(XFWD_DIR4_PAGES == XFWD_DIR4_MEMBERS_AT + XFWD_DIR4_MEMBER_PAGES, "a set's pages");
+
+static __always_inline struct xfwd_route4 *dir4_hop(void *set, __u32 e);
 
 /* The hop of the longest prefix holding `daddr` (network order) in IPv4 set `set`, as
  * l3::fib::Fib::lookup finds it, a page at a time; NULL: no route. */
@@ -189,7 +195,6 @@ static __always_inline struct xfwd_route4 *dir4_lookup(void *set, __u32 daddr)
 {
 	__u32 a = bpf_ntohl(daddr), i = a >> 8, page = i / (XFWD_DIR_PAGE / 2);
 	struct xfwd_dir4_entries *p = bpf_map_lookup_elem(set, &page);
-	struct xfwd_dir4_hops *h;
 	__u16 e;
 
 	if (!p)
@@ -205,11 +210,74 @@ static __always_inline struct xfwd_route4 *dir4_lookup(void *set, __u32 daddr)
 	}
 	if (!e)
 		return NULL;
-	page = XFWD_DIR4_FLAT_PAGES + XFWD_DIR4_GROUP_PAGES + e / (XFWD_DIR_PAGE / sizeof(struct xfwd_route4));
+	return dir4_hop(set, e);
+}
+
+/* Hop `e` of IPv4 set `set`; NULL: beyond the set. */
+static __always_inline struct xfwd_route4 *dir4_hop(void *set, __u32 e)
+{
+	__u32 page = XFWD_DIR4_HOPS_AT + e / (XFWD_DIR_PAGE / sizeof(struct xfwd_route4));
+	struct xfwd_dir4_hops *h;
+
+	if (e >= XFWD_DIR4_HOPS)
+		return NULL;
 	h = bpf_map_lookup_elem(set, &page);
 	if (!h)
 		return NULL;
 	return &h->h[e % (XFWD_DIR_PAGE / sizeof(struct xfwd_route4))];
+}
+
+/* One round of the flow hash (aqm::flow::FlowKey::hash). */
+static __always_inline __u64 flow_round(__u64 h, __u64 x)
+{
+	h = (h ^ x) * 0x9e3779b97f4a7c15ULL;
+	return h ^ (h >> 29);
+}
+
+/* An IPv4 address's bytes as a little-endian load reads them (FlowKey::hash's words). */
+static __always_inline __u64 le_word(__u32 wire)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return wire;
+#else
+	return __builtin_bswap32(wire);
+#endif
+}
+
+/* The member of IPv4 equal-cost group `g` (XFWD_HOP_GROUP) in set `set` that the frame's flow
+ * takes, as the workers pick it (l3::family::ecmp_pick over aqm::flow::flow_key): the
+ * addresses, the protocol and, for TCP and UDP outside fragments, the ports, hashed with
+ * XFWD_ECMP_SEED, modulo the members. `ip` is a 20-byte header of a packet of `total` bytes,
+ * all within the frame. NULL: beyond the set. */
+static __always_inline struct xfwd_route4 *dir4_member(void *set, const struct xfwd_route4 *g,
+							const unsigned char *ip, const unsigned char *data_end,
+							__u32 total)
+{
+	__u32 saddr, daddr, len = g->mtu, i, page;
+	__u64 h = XFWD_ECMP_SEED ^ 0x243f6a8885a308d3ULL, ports = 0;
+	struct xfwd_dir4_entries *m;
+	int fragment = (ip[6] & 0x20) || (ip[6] & 0x1f) || ip[7];
+
+	if (!len || g->gateway >= XFWD_DIR4_MEMBERS || len > XFWD_DIR4_MEMBERS - g->gateway)
+		return NULL;
+	if (!fragment && (ip[9] == 6 || ip[9] == 17) && total >= XFWD_IPV4_MIN_HLEN + 4 &&
+	    ip + XFWD_IPV4_MIN_HLEN + 4 <= data_end)
+		ports = ((__u64)ip[20] << 56) | ((__u64)ip[21] << 48) | ((__u64)ip[22] << 40) | ((__u64)ip[23] << 32);
+	__builtin_memcpy(&saddr, ip + 12, 4);
+	__builtin_memcpy(&daddr, ip + 16, 4);
+	h = flow_round(h, le_word(saddr));
+	h = flow_round(h, 0);
+	h = flow_round(h, le_word(daddr));
+	h = flow_round(h, 0);
+	/* Ports, VLAN (none here), protocol, and the key's kind (IPv4). */
+	h = flow_round(h, ports | ((__u64)ip[9] << 8) | 1);
+	h *= 0xbf58476d1ce4e5b9ULL;
+	i = g->gateway + (__u32)(h >> 32) % len;
+	page = XFWD_DIR4_MEMBERS_AT + i / (XFWD_DIR_PAGE / 2);
+	m = bpf_map_lookup_elem(set, &page);
+	if (!m)
+		return NULL;
+	return dir4_hop(set, m->e[i % (XFWD_DIR_PAGE / 2)]);
 }
 
 struct xfwd_neigh {
@@ -616,13 +684,18 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	hop = dir4_lookup(fib, daddr);
 	if (!hop)
 		return -1; /* no route: Net Unreachable */
+	if (hop->flags == XFWD_HOP_GROUP) {
+		hop = dir4_member(fib, hop, ip, data_end, total);
+		if (!hop)
+			return -1;
+	}
 	port = hop->port;
 	if (hop->flags == XFWD_HOP_GATEWAY)
 		next.addr = hop->gateway;
 	else if (hop->flags == XFWD_HOP_ON_LINK)
 		next.addr = daddr;
 	else
-		return -1; /* local, broadcast, special, equal-cost group, IPv6 gateway */
+		return -1; /* local, broadcast, special, IPv6 gateway, a group in a group */
 	next.port = port;
 	neigh = bpf_map_lookup_elem(&xfwd_neigh4, &next);
 	if (!neigh)

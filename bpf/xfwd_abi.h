@@ -37,18 +37,24 @@
 /* The XDP path's tables. The IPv4 routes: DIR-24-8 (dataplane/src/l3/fib.rs) in one array of
  * XFWD_DIR_PAGE-byte pages that xfwd maps and builds in place (io/program/dir4.rs): the flat
  * table's 2^24 16-bit entries, room for XFWD_DIR4_GROUPS groups of 256 entries (the /24s that
- * hold longer prefixes), then XFWD_DIR4_HOPS hops (struct xfwd_route4, 16 bytes). */
+ * hold longer prefixes), XFWD_DIR4_HOPS hops (struct xfwd_route4, 16 bytes) by the index the
+ * entries name, then XFWD_DIR4_MEMBERS members of equal-cost groups (16-bit hop indices). */
 #define XFWD_DIR_PAGE 4096
 #define XFWD_DIR4_FLAT_PAGES 8192
 #define XFWD_DIR4_GROUPS 8192
 #define XFWD_DIR4_GROUP_PAGES 1024
 #define XFWD_DIR4_HOPS 32768
 #define XFWD_DIR4_HOP_PAGES 128
-#define XFWD_DIR4_PAGES 9344
+#define XFWD_DIR4_MEMBERS 65536
+#define XFWD_DIR4_MEMBER_PAGES 32
+#define XFWD_DIR4_PAGES 9376
 #define XFWD_MAX_ROUTES6 (1 << 21)
 #define XFWD_MAX_NEIGH 65536
 #define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 (xfwd_neigh6) */
 #define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 (6) */
+#define XFWD_HOP_GROUP 3   /* IPv4: an equal-cost group, members `gateway`.. of the set's, `mtu` of them */
+/* The seed of the flow hash that picks a group's member (l3::family::ecmp_hash). */
+#define XFWD_ECMP_SEED 0x65636d70
 
 /* The stamp added to a frame for its worker: arrival time, then a key the loader draws at random
  * for each start, so that no frame from the wire can pass for a stamped one. Mirrored in

@@ -533,6 +533,80 @@ mod xdp_path {
     }
 
     #[test]
+    fn equal_cost_groups_are_forwarded_in_the_program_each_flow_through_the_workers_member() {
+        if !crate::common::root_or_skip(
+            "equal_cost_groups_are_forwarded_in_the_program_each_flow_through_the_workers_member",
+        ) {
+            return;
+        }
+        let mut w = world();
+        // Four gateways, each with its own MAC; 198.19/16 over all four, 198.20/16 over two
+        // with weights 1 and 3.
+        let gws = ["198.18.30.2", "198.18.30.3", "198.18.30.4", "198.18.30.5"];
+        let mac = |i: usize| MacAddr([2, 0, 0, 0, 0x40, i as u8]);
+        let path = |gw: &str, weight| Path { gw: Some(ip(gw).into()), port: Some(PortId(1)), weight };
+        let route = |p: &str, paths| Mirrored4 {
+            prefix: p.parse().unwrap(),
+            kind: RouteKind::Unicast,
+            paths,
+            mtu: 0,
+            protocol: 4,
+            local_table: false,
+        };
+        let routes = [
+            route("198.19.0.0/16", gws.iter().map(|g| path(g, 1)).collect()),
+            route("198.20.0.0/16", vec![path(gws[0], 1), path(gws[1], 3)]),
+        ];
+        let n = NeighborTable::new(64);
+        for (i, g) in gws.iter().enumerate() {
+            n.insert(ip(g), mac(i), PortId(1), false).unwrap();
+        }
+        let t = RouterTables::build_mirrored(w.t.ports.clone(), &routes, &[], no_advice).unwrap();
+        w.maps.load(&t, &n, &w.n6).unwrap();
+        (w.t, w.n) = (t, n);
+        // Flows of every kind the hash tells apart: UDP and TCP by their ports, ICMP and GRE
+        // by addresses alone, fragments (first, middle, last) without their ports.
+        let mut frames = Vec::new();
+        for i in 0..512u32 {
+            let dst = if i % 3 == 0 {
+                format!("198.20.{}.{}", i % 7, i % 200 + 1)
+            } else {
+                format!("198.19.{}.{}", i % 11, i % 250 + 1)
+            };
+            let src = format!("198.18.10.{}", i % 5 + 10);
+            let mut f = udp(&src, &dst, 64, 100, 0);
+            f[23] = [17, 6, 1, 47][(i % 4) as usize];
+            f[34..36].copy_from_slice(&(1024 + i as u16 * 7).to_be_bytes());
+            f[36..38].copy_from_slice(&(53 + i as u16 % 5).to_be_bytes());
+            match i % 13 {
+                0 => f[20] = 0x20,                             // more fragments, offset 0
+                1 => f[20..22].copy_from_slice(&[0x20, 0x10]), // a middle one
+                2 => f[21] = 0x20,                             // the last
+                _ => {}
+            }
+            f[24..26].copy_from_slice(&[0, 0]);
+            let c = checksum::checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+            frames.push(f);
+        }
+        let mut seen = std::collections::BTreeMap::new();
+        for (i, frame) in frames.iter().enumerate() {
+            let (verdict, out) = w.p.test_run(frame, w.lo, 0).unwrap();
+            let (action, expected) = workers(&w, frame);
+            assert!(matches!(action, Action::Forward(PortId(1))), "frame {i}: {action:?}");
+            assert_eq!(verdict, XDP_REDIRECT, "frame {i}: forwarded in the program");
+            assert_eq!(out, expected, "frame {i}: through the member the workers pick, byte for byte");
+            *seen.entry((frame[30..32].to_vec(), out[5])).or_insert(0) += 1;
+        }
+        assert_eq!(counts(&w.p), [("xdp-forwarded", frames.len() as u64)]);
+        // The premise: flows went through every member (198.19/16 through all four gateways,
+        // 198.20/16 through both, the second about three times as often).
+        let through = |net: u8, gw: u8| seen.get(&(vec![198, net], gw)).copied().unwrap_or(0);
+        assert!((0..4).all(|g| through(19, g) > 20), "{seen:?}");
+        assert!(through(20, 0) > 10 && through(20, 1) > 2 * through(20, 0), "{seen:?}");
+    }
+
+    #[test]
     fn an_ipv4_table_beyond_the_programs_room_goes_to_the_workers_and_is_not_tried_again() {
         if !crate::common::root_or_skip(
             "an_ipv4_table_beyond_the_programs_room_goes_to_the_workers_and_is_not_tried_again",

@@ -7,10 +7,11 @@
 //! a plain next hop out of a port, through a gateway of the route's own family or on link; the
 //! next MAC (the gateway's or the destination's) comes from the neighbours it is given, on that
 //! port, looked up for each frame, so a route's entry depends on the tables alone and a
-//! neighbour change is one write. The box's own addresses, broadcasts, routes that are not
-//! forwarded, equal-cost groups (the workers' flow hash picks the member, and one flow must
-//! not take two) and IPv4 routes through IPv6 gateways (RFC 5549) are the workers', and so is
-//! any destination whose next MAC is not known: their answers (ICMP errors, echo replies,
+//! neighbour change is one write. IPv4 equal-cost groups are the program's too: it picks the
+//! member by the workers' flow hash ([`FastNext::Group`]), so one flow takes one path on both.
+//! The box's own addresses, broadcasts, routes that are not forwarded, IPv6 equal-cost groups
+//! and IPv4 routes through IPv6 gateways (RFC 5549) are the workers', and so is any
+//! destination whose next MAC is not known: their answers (ICMP errors, echo replies,
 //! gleaning) stay one implementation.
 
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -73,11 +74,36 @@ pub fn hop6(t: &RouterTables, nh: &super::tables::NextHop6) -> Option<FastHop<Ip
     hop(t, nh, Some)
 }
 
+/// What the XDP program does with one IPv4 next hop of the tables ([`nexthops4`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FastNext {
+    /// The workers decide.
+    Workers,
+    /// Forwarded through this hop.
+    Hop(FastHop),
+    /// An equal-cost group: the flow's hash picks one of members `first..first + len` of the
+    /// tables' (`v4.groups`, plain next hops by index), as the workers pick it
+    /// (`l3::family::ecmp_pick`); then as that member says.
+    Group {
+        /// The first member.
+        first: u32,
+        /// How many (weights repeat a path).
+        len: u16,
+    },
+}
+
 /// What the XDP program does with each IPv4 next hop of `t`, by the index the FIB's entries
-/// name ([`hop4`]; `None`, index 0 among them: the workers decide). The program reads the
-/// workers' own FIB's entries (`io::program::dir4`), so this list is all it needs beside it.
-pub fn nexthops4(t: &RouterTables) -> Vec<Option<FastHop>> {
-    t.v4.nexthops.iter().map(|h| hop4(t, h)).collect()
+/// name ([`hop4`]; index 0 among them, no route: the workers'). The program reads the workers'
+/// own FIB's entries and group members (`io::program::dir4`), so this list is all it needs
+/// beside them.
+pub fn nexthops4(t: &RouterTables) -> Vec<FastNext> {
+    t.v4.nexthops
+        .iter()
+        .map(|h| match h.kind {
+            NhKind::Group { first, len } => FastNext::Group { first, len },
+            _ => hop4(t, h).map_or(FastNext::Workers, FastNext::Hop),
+        })
+        .collect()
 }
 
 /// The XDP program's table of one family: every prefix of the tables once ([`routes`]), with
@@ -138,6 +164,7 @@ pub fn neighbors6(neighbors: &NeighborTable6) -> Vec<(Key6, PortId, MacAddr)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::l3::tables::{Mirrored4, Path, RouteKind};
     use crate::l3::testing::reference_ports;
     use crate::l3::Prefix;
     use crate::l3::RouteTarget;
@@ -178,12 +205,32 @@ mod tests {
         assert_eq!(hops.len(), t.v4.nexthops.len());
         for a in ["198.19.1.1", "198.18.30.7", "198.18.30.1", "198.18.10.255"].map(ip) {
             let nh = t.v4.fib.lookup(a).unwrap();
-            assert_eq!(hops[usize::from(nh.0)], hop4(&t, &t.v4.nexthops[usize::from(nh.0)]), "{a}");
+            let hop = hop4(&t, &t.v4.nexthops[usize::from(nh.0)]);
+            assert_eq!(hops[usize::from(nh.0)], hop.map_or(FastNext::Workers, FastNext::Hop), "{a}");
         }
-        assert_eq!(hops[0], None, "index 0 (no route) is the workers'");
+        assert_eq!(hops[0], FastNext::Workers, "index 0 (no route) is the workers'");
         let via = hops[usize::from(t.v4.fib.lookup(ip("198.19.1.1")).unwrap().0)];
-        assert!(matches!(via, Some(FastHop { via: Via::Gateway(_), .. })));
-        assert_eq!(hops[usize::from(t.v4.fib.lookup(ip("198.18.30.1")).unwrap().0)], None, "the box's address");
+        assert!(matches!(via, FastNext::Hop(FastHop { via: Via::Gateway(_), .. })));
+        let local = hops[usize::from(t.v4.fib.lookup(ip("198.18.30.1")).unwrap().0)];
+        assert_eq!(local, FastNext::Workers, "the box's address");
+        // An equal-cost group names its members, plain next hops of the same list.
+        let path = |gw: &str| Path { gw: Some(IpAddr::V4(ip(gw))), port: Some(PortId(1)), weight: 1 };
+        let ecmp = Mirrored4 {
+            prefix: "198.19.0.0/16".parse().unwrap(),
+            kind: RouteKind::Unicast,
+            paths: vec![path("198.18.30.2"), path("198.18.30.3")],
+            mtu: 0,
+            protocol: 4,
+            local_table: false,
+        };
+        let t = RouterTables::build_mirrored(reference_ports(), &[ecmp], &[], crate::l3::fib::no_advice).unwrap();
+        let hops = nexthops4(&t);
+        let nh = t.v4.fib.lookup(ip("198.19.1.1")).unwrap();
+        let FastNext::Group { first, len } = hops[usize::from(nh.0)] else { panic!("{:?}", hops[usize::from(nh.0)]) };
+        assert_eq!(len, 2);
+        for m in &t.v4.groups[first as usize..first as usize + 2] {
+            assert!(matches!(hops[usize::from(m.0)], FastNext::Hop(FastHop { via: Via::Gateway(_), .. })));
+        }
     }
 
     #[test]

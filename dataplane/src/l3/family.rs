@@ -266,7 +266,9 @@ pub(crate) fn ecmp_pick(frame: &[u8], len: u16) -> usize {
     (ecmp_hash(frame) % u32::from(len.max(1))) as usize
 }
 
-const ECMP_SEED: u64 = 0x6563_6d70;
+/// The seed of [`ecmp_hash`]; the XDP program's copy of the hash (`dir4_member`) uses the same
+/// (`XFWD_ECMP_SEED`).
+pub(crate) const ECMP_SEED: u64 = 0x6563_6d70;
 
 /// Gateways' MACs and ports by next-hop index, valid while `key` (the tables' id and the
 /// neighbour tables' generations) holds: most forwarded packets go through a handful of

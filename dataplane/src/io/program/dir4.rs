@@ -2,15 +2,16 @@
 //! built in the memory of a map the program reads.
 //!
 //! A set is one BPF array of 4 KiB pages made mappable (`BPF_F_MMAPABLE`): the flat table's
-//! 2^24 entries, room for [`GROUPS`] groups of longer prefixes, then the hops the entries
-//! name (`struct xfwd_route4`, 16 bytes each). xfwd maps the set and builds the [`Fib`] in
+//! 2^24 entries, room for [`GROUPS`] groups of longer prefixes, the hops the entries name
+//! (`struct xfwd_route4`, 16 bytes each), then the members of equal-cost groups (hop indices;
+//! the program picks one by the workers' flow hash, `dir4_member`). xfwd maps the set and builds the [`Fib`] in
 //! place ([`crate::l3::fib::Lent`]); the program reads the same pages (`dir4_lookup` in
 //! bpf/xfwd.bpf.c). A lookup is two or three reads whatever the table's size, where the LPM
 //! trie it replaces walked up to 32 nodes.
 //!
 //! The set is filled from the workers' own FIB, not from routes: a whole copy of its entries
-//! (tens of milliseconds for any table, where building from a million routes took a second
-//! and a half), then, in kernel mode, the entries under each prefix the tables say changed
+//! (13–18 ms whatever the table, where building it from a million routes' list took 120–150
+//! ms, the list not counted), then, in kernel mode, the entries under each prefix the tables say changed
 //! ([`crate::l3::tables::Changes4`], [`Fib::repaint_from`]). The entries name the workers'
 //! next hop indices, and the set's hops are what the program does with each
 //! ([`export::nexthops4`]), so the program's table is the workers' at every publication it
@@ -28,8 +29,8 @@ use std::sync::Arc;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use super::maps::{abi, map_err, route_value, XdpError};
-use crate::l3::export::{self, FastHop};
-use crate::l3::fib::{Fib, Lent, Prefix, FLAT, GROUP_LEN};
+use crate::l3::export::{self, FastNext};
+use crate::l3::fib::{Fib, Lent, NhIndex, Prefix, FLAT, GROUP_LEN};
 use crate::l3::RouterTables;
 
 /// Bytes of one element of a set.
@@ -41,6 +42,9 @@ pub const GROUPS: usize = abi::XFWD_DIR4_GROUPS as usize;
 const HOPS: usize = abi::XFWD_DIR4_HOPS as usize;
 /// Bytes of one hop (`struct xfwd_route4`).
 const HOP_LEN: usize = 16;
+/// Members of equal-cost groups a set holds (each a hop's index): a group beyond them is the
+/// workers'.
+const MEMBERS: usize = abi::XFWD_DIR4_MEMBERS as usize;
 const FLAT_BYTES: usize = abi::XFWD_DIR4_FLAT_PAGES as usize * PAGE;
 const GROUP_BYTES: usize = abi::XFWD_DIR4_GROUP_PAGES as usize * PAGE;
 const SET_BYTES: usize = abi::XFWD_DIR4_PAGES as usize * PAGE;
@@ -48,7 +52,7 @@ const SET_BYTES: usize = abi::XFWD_DIR4_PAGES as usize * PAGE;
 const _: () = {
     assert!(FLAT_BYTES == FLAT * 2);
     assert!(GROUP_BYTES == GROUPS * GROUP_LEN * 2);
-    assert!(SET_BYTES == FLAT_BYTES + GROUP_BYTES + HOPS * HOP_LEN);
+    assert!(SET_BYTES == FLAT_BYTES + GROUP_BYTES + HOPS * HOP_LEN + MEMBERS * 2);
     // Hop indices are the FIB's 15-bit next hops.
     assert!(HOPS <= 1 << 15);
 };
@@ -90,6 +94,12 @@ impl Mapping {
     fn hops(&self) -> *mut u8 {
         // SAFETY: within the mapping: the hops follow the flat table and the groups.
         unsafe { self.at.as_ptr().add(FLAT_BYTES + GROUP_BYTES) }
+    }
+
+    /// The members' bytes.
+    fn members(&self) -> *mut u8 {
+        // SAFETY: within the mapping: the members follow the hops, MEMBERS * 2 bytes to its end.
+        unsafe { self.at.as_ptr().add(FLAT_BYTES + GROUP_BYTES + HOPS * HOP_LEN) }
     }
 }
 
@@ -145,14 +155,18 @@ impl Set {
         Ok(Set { map, mem, fib: None })
     }
 
-    /// Writes the hops, by the index the entries name (at most [`HOPS`]).
-    fn write_hops(&mut self, hops: &[Option<FastHop>]) {
+    /// Writes the hops, by the index the entries name (at most [`HOPS`]), and the groups'
+    /// members (at most [`MEMBERS`]; a group with members beyond is the workers').
+    fn write_hops(&mut self, hops: &[FastNext], members: &[NhIndex]) {
         for (i, hop) in hops.iter().enumerate().take(HOPS) {
-            let value = route_value(*hop);
-            debug_assert_eq!(value.len(), HOP_LEN);
+            let value = hop_value(*hop);
             // SAFETY: hop i < HOPS lies within the hops' bytes; no program reads this set
             // while it is not in the slot.
             unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), self.mem.hops().add(i * HOP_LEN), HOP_LEN) };
+        }
+        for (i, m) in members.iter().enumerate().take(MEMBERS) {
+            // SAFETY: member i < MEMBERS lies within the members' bytes, as above.
+            unsafe { std::ptr::copy_nonoverlapping(m.0.to_ne_bytes().as_ptr(), self.mem.members().add(i * 2), 2) };
         }
     }
 }
@@ -245,7 +259,7 @@ impl Dir4 {
             // so that the first change after it is painted, not copied again.
             self.copy(1 - spare, t)?;
         }
-        self.sets[spare].write_hops(&export::nexthops4(t));
+        self.sets[spare].write_hops(&export::nexthops4(t), &t.v4.groups);
         self.swap(spare)?;
         Ok(followed)
     }
@@ -288,5 +302,43 @@ impl Dir4 {
             info.lines().find_map(|l| l.strip_prefix("memlock:")).and_then(|v| v.trim().parse().ok())
         };
         self.sets.iter().map(|s| charged(&s.map)).sum()
+    }
+}
+
+/// `struct xfwd_route4` for `next`: a hop as [`route_value`] writes it; a group
+/// (`XFWD_HOP_GROUP`) with its first member where a gateway goes and their number where the
+/// MTU goes, or, with members beyond the set's, the workers'.
+fn hop_value(next: FastNext) -> [u8; HOP_LEN] {
+    let mut value = [0u8; HOP_LEN];
+    match next {
+        FastNext::Hop(h) => value.copy_from_slice(&route_value(Some(h))),
+        FastNext::Group { first, len } if first as usize + usize::from(len) <= MEMBERS => {
+            value[4..8].copy_from_slice(&u32::from(len).to_ne_bytes());
+            value[8..12].copy_from_slice(&first.to_ne_bytes());
+            value[12..].copy_from_slice(&abi::XFWD_HOP_GROUP.to_ne_bytes());
+        }
+        FastNext::Group { .. } | FastNext::Workers => {}
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_picks_a_groups_member_with_the_workers_seed() {
+        assert_eq!(u64::from(abi::XFWD_ECMP_SEED), crate::l3::family::ECMP_SEED);
+    }
+
+    #[test]
+    fn a_group_names_its_members_unless_they_lie_beyond_the_sets() {
+        let v = hop_value(FastNext::Group { first: 7, len: 3 });
+        assert_eq!(u32::from_ne_bytes(v[4..8].try_into().unwrap()), 3);
+        assert_eq!(u32::from_ne_bytes(v[8..12].try_into().unwrap()), 7);
+        assert_eq!(u32::from_ne_bytes(v[12..].try_into().unwrap()), abi::XFWD_HOP_GROUP);
+        let beyond = hop_value(FastNext::Group { first: MEMBERS as u32 - 2, len: 3 });
+        assert_eq!(beyond, [0; HOP_LEN], "the workers'");
+        assert_eq!(hop_value(FastNext::Workers), [0; HOP_LEN]);
     }
 }
