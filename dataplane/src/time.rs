@@ -59,3 +59,47 @@ impl Default for Clock {
         Clock::start()
     }
 }
+
+/// A wake-up for a thread that otherwise runs on a period: the kernel-mirror thread nudges
+/// the XDP path's thread when it publishes new tables, so that they reach the program within
+/// the time a step takes rather than within the period.
+#[derive(Debug, Default)]
+pub struct Nudge {
+    nudged: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl Nudge {
+    /// Wakes the waiter (or the next one to wait, at once).
+    pub fn nudge(&self) {
+        *self.nudged.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.wake.notify_one();
+    }
+
+    /// Waits until nudged or until `timeout` has passed; whether it was nudged (the nudge is
+    /// taken).
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let nudged = self.nudged.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut nudged, _) = self.wake.wait_timeout_while(nudged, timeout, |n| !*n).unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut *nudged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nudge_wakes_the_waiter_once_and_a_wait_without_one_times_out() {
+        let n = std::sync::Arc::new(Nudge::default());
+        assert!(!n.wait(std::time::Duration::from_millis(1)), "no nudge: the timeout");
+        n.nudge();
+        assert!(n.wait(std::time::Duration::from_secs(60)), "a nudge before the wait is kept");
+        assert!(!n.wait(std::time::Duration::from_millis(1)), "and taken");
+        let waker = std::sync::Arc::clone(&n);
+        let t = std::thread::spawn(move || waker.nudge());
+        // Whatever the timing, the nudge wakes the wait long before a minute.
+        assert!(n.wait(std::time::Duration::from_secs(60)));
+        t.join().unwrap();
+    }
+}

@@ -39,6 +39,7 @@ use crate::resolve::thread::Control as ArpControl;
 use crate::routes::incremental::Incremental;
 use crate::routes::mirror::{Applied, ListCursor, Listed, Mirror, TABLE_MAIN};
 use crate::stats::Counter;
+use crate::time::Nudge;
 
 /// How many times a dump the kernel marks interrupted is read again before giving up.
 const DUMP_TRIES: usize = 10;
@@ -367,6 +368,8 @@ pub struct KernelSync {
     limits: Arc<Mutex<(RouterLimits, bool)>>,
     arp: Sender<ArpControl>,
     local_maps: LocalMaps,
+    /// Nudged with each publication: the XDP path's thread follows at once.
+    published: Arc<Nudge>,
     local_now: BTreeMap<IpAddr, LocalKind>,
     counters: Arc<SyncCounters>,
     asks: (Sender<ListingAsk>, Receiver<ListingAsk>),
@@ -389,7 +392,7 @@ impl KernelSync {
         tables: Arc<ArcSwap<RouterTables>>,
         limits: Arc<Mutex<(RouterLimits, bool)>>,
         arp: Sender<ArpControl>,
-        local_maps: LocalMaps,
+        (local_maps, published): (LocalMaps, Arc<Nudge>),
     ) -> (KernelSync, Vec<KernelNeighbor>) {
         let Synced { mirror, events, dumps, neighbors, local, counters, tables: inc } = synced;
         let local_now = local.into_iter().collect();
@@ -406,6 +409,7 @@ impl KernelSync {
             limits,
             arp,
             local_maps,
+            published,
             local_now,
             counters,
             asks: crossbeam_channel::unbounded(),
@@ -543,6 +547,7 @@ impl KernelSync {
                 match self.inc.publish(may_copy) {
                     Ok(Some(t)) => {
                         self.tables.store(t);
+                        self.published.nudge();
                         self.counters.copies.set(self.inc.copies);
                     }
                     Ok(None) => continue,
@@ -566,6 +571,7 @@ impl KernelSync {
             Ok(inc) => {
                 self.inc = inc;
                 self.tables.store(self.inc.live());
+                self.published.nudge();
                 self.display_stale = false;
                 self.display_at = Instant::now();
             }

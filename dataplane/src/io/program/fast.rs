@@ -15,7 +15,9 @@
 //!   a forgotten one is used for at most that long, as a stale entry.
 //! - **Routes**: IPv4: the program's table is the workers' FIB, copied whole into the set not
 //!   in the slot or, in kernel mode, repainted there under the prefixes the new tables say
-//!   changed, then swapped in ([`super::dir4`]); no frame sees half a change. IPv6: a new
+//!   changed, then swapped in ([`super::dir4`]); no frame sees half a change. In kernel mode
+//!   the mirror thread nudges this one with each publication ([`Nudge`]), so a change reaches
+//!   the program as soon as it reaches the workers, not at the next step. IPv6: a new
 //!   table from the router's file (a reload) is built aside and swapped in whole, and the
 //!   kernel's route changes go entry by entry into the trie, each route as it was or as it
 //!   will be, in the kernel's own order of changes.
@@ -51,7 +53,7 @@ use crate::l2::Fdb;
 use crate::l3::export::{self, FastRoutes};
 use crate::l3::{Key6, NeighborTable, NeighborTable6, RouterTables};
 use crate::stats::Counter;
-use crate::time::Clock;
+use crate::time::{Clock, Nudge};
 use crate::wire::MacAddr;
 use crate::PortId;
 
@@ -163,6 +165,8 @@ struct RouterSync {
     /// New IPv6 tables are swapped in whole (routes from the file), else written entry by
     /// entry.
     whole: bool,
+    /// Nudged when new tables are published.
+    published: Arc<Nudge>,
     /// The id of the tables the maps were written from (not the tables themselves: holding
     /// them would keep `routes::incremental` from reusing them), and their IPv6 routes as
     /// written.
@@ -200,6 +204,8 @@ pub enum Source {
         neighbors6: Arc<NeighborTable6>,
         /// Whether a new table is swapped in whole.
         whole: bool,
+        /// Nudged when new tables are published (kernel mode): followed at once.
+        published: Arc<Nudge>,
     },
     /// The bridge's FDB, on the workers' clock, and its ports' settings.
     Bridge {
@@ -266,7 +272,7 @@ impl FastSync {
         });
         let mut macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
         let tables = match source {
-            Source::Router { tables, neighbors, neighbors6, whole } => {
+            Source::Router { tables, neighbors, neighbors6, whole, published } => {
                 let live = tables.load_full();
                 macs = live.ports.iter().map(|p| p.mac).collect();
                 Tables::Router(Box::new(RouterSync {
@@ -274,6 +280,7 @@ impl FastSync {
                     neighbors,
                     neighbors6,
                     whole,
+                    published,
                     routes6: FastRoutes::new(),
                     live: 0,
                     mirror4: Mirror::default(),
@@ -506,12 +513,32 @@ impl FastSync {
         self.write_ports()
     }
 
-    /// Runs [`FastSync::step`] every [`PERIOD`] until `stop`.
+    /// Runs [`FastSync::step`] every [`PERIOD`] until `stop`; router: new tables as soon as
+    /// they are published (nudged), between steps.
     pub fn spawn(mut self, stop: Arc<AtomicBool>) -> std::io::Result<JoinHandle<()>> {
+        let published = match &self.tables {
+            Tables::Router(r) => Some(Arc::clone(&r.published)),
+            Tables::Bridge(_) => None,
+        };
         std::thread::Builder::new().name("xfwd-xdp-path".into()).spawn(move || {
+            let mut next = std::time::Instant::now();
             while !stop.load(Ordering::Relaxed) {
-                self.step();
-                std::thread::sleep(PERIOD);
+                let now = std::time::Instant::now();
+                if now >= next {
+                    self.step();
+                    next = now + PERIOD;
+                    continue;
+                }
+                let wait = next - now;
+                match &published {
+                    Some(p) if p.wait(wait) => {
+                        if let Err(e) = self.tables_step() {
+                            self.counters.failed(&e);
+                        }
+                    }
+                    Some(_) => {}
+                    None => std::thread::sleep(wait),
+                }
             }
             self.read_refused();
         })

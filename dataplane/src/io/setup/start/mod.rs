@@ -55,6 +55,7 @@ use crate::routes::kernel::{self, KernelSync, Synced};
 use crate::routes::rtnl::Rtnl;
 use crate::stats::QueueCounters;
 use crate::time::Clock;
+use crate::time::Nudge;
 use crate::wire::MacAddr;
 
 /// UMEM frames per port per worker: room for the largest fill and TX rings
@@ -258,6 +259,8 @@ struct RouterParts {
     /// Kernel mode: the first synchronisation's sockets and mirror (its tables are in
     /// `tables`), and the addresses the XDP program starts with.
     kernel: Option<Synced>,
+    /// Nudged by the kernel-mirror thread with each publication of `tables`.
+    published: Arc<Nudge>,
     local: Vec<(IpAddr, LocalKind)>,
 }
 
@@ -293,6 +296,7 @@ impl RouterParts {
         Ok(RouterParts {
             specs: r.specs.clone(),
             tables: Arc::new(ArcSwap::new(tables)),
+            published: Arc::default(),
             neighbors: Arc::new(NeighborTable::new(setup.limits.neighbors)),
             neighbors6: Arc::new(NeighborTable6::new6(setup.limits.neighbors)),
             statics: setup.neighbors.clone(),
@@ -366,6 +370,7 @@ fn fast_path(
             neighbors: Arc::clone(&r.neighbors),
             neighbors6: Arc::clone(&r.neighbors6),
             whole: r.kernel.is_none(),
+            published: Arc::clone(&r.published),
         },
         None => Source::Bridge { fdb: Arc::clone(&shared.fdb), clock, policies: shared.policies.clone() },
     };
@@ -578,7 +583,7 @@ fn open_arp(
                 Arc::clone(&r.tables),
                 Arc::clone(&limits),
                 control_tx.clone(),
-                xdp.local_maps()?,
+                (xdp.local_maps()?, Arc::clone(&r.published)),
             );
             // Queued before the ARP thread starts: it begins with the kernel's entries.
             sync.send_neighbors(neighbors);
