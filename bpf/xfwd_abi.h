@@ -49,7 +49,7 @@
 #define XFWD_DIR4_MEMBER_PAGES 32
 #define XFWD_DIR4_PAGES 9376
 #define XFWD_MAX_ROUTES6 (1 << 21)
-#define XFWD_MAX_NEIGH 65536
+#define XFWD_MAX_NEIGH 65536 /* as built; the loader sets the router's `limits.neighbors` */
 #define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 (xfwd_neigh6) */
 #define XFWD_HOP_ON_LINK 2 /* the destination is the neighbour: its MAC from xfwd_neigh4 (6) */
 #define XFWD_HOP_GROUP 3   /* IPv4: an equal-cost group, members `gateway`.. of the set's, `mtu` of them */

@@ -57,7 +57,7 @@ fn main() {
         (IpAddr::from(Ipv4Addr::new(198, 18, 10, 2)), LocalKind::Address),
         (IpAddr::from(Ipv6Addr::new(0x2001, 2, 0, 0x10, 0, 0, 0, 2)), LocalKind::Address),
     ];
-    let mode = ProgramMode::Router { local: &local };
+    let mode = ProgramMode::Router { local: &local, neighbors: 64 };
     let mut plain =
         XdpProgram::load(std::slice::from_ref(&lo), (mode, DataPath::AfXdp), Steer::ByQueue, None).expect("load");
     let mut p = XdpProgram::load(&[lo], (mode, DataPath::Xdp), Steer::ByQueue, None).expect("load");

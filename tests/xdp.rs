@@ -39,11 +39,24 @@ fn counts(p: &XdpProgram) -> Vec<(&'static str, u64)> {
 }
 
 #[test]
+fn the_neighbour_maps_hold_as_many_neighbours_as_the_limits_say() {
+    if !common::root_or_skip("the_neighbour_maps_hold_as_many_neighbours_as_the_limits_say") {
+        return;
+    }
+    let lo = PortInfo::read("lo").unwrap();
+    for n in [16, 100_000] {
+        let mode = (ProgramMode::Router { local: &[], neighbors: n }, DataPath::Xdp);
+        let p = XdpProgram::load(std::slice::from_ref(&lo), mode, Steer::ByQueue, None).unwrap();
+        assert_eq!(p.fast_maps().unwrap().neighbor_room(), (n as usize, n as usize));
+    }
+}
+
+#[test]
 fn the_router_takes_a_priority_tag_off_and_keeps_other_tags_for_the_kernel() {
     if !common::root_or_skip("the_router_takes_a_priority_tag_off_and_keeps_other_tags_for_the_kernel") {
         return;
     }
-    let (mut p, lo) = load(ProgramMode::Router { local: &[] }, DataPath::AfXdp);
+    let (mut p, lo) = load(ProgramMode::Router { local: &[], neighbors: 64 }, DataPath::AfXdp);
     // VID 0, priority 5: routed as the untagged frame it stands for.
     let tagged = frame(100, Some(0xA000), 0x0800);
     let (verdict, out) = p.test_run(&tagged, lo, 0).unwrap();
@@ -82,7 +95,7 @@ fn a_frame_longer_than_a_socket_takes_is_dropped_and_counted_in_both_modes() {
     if !common::root_or_skip("a_frame_longer_than_a_socket_takes_is_dropped_and_counted_in_both_modes") {
         return;
     }
-    for mode in [ProgramMode::Router { local: &[] }, ProgramMode::Bridge] {
+    for mode in [ProgramMode::Router { local: &[], neighbors: 64 }, ProgramMode::Bridge] {
         let (mut p, lo) = load(mode, DataPath::AfXdp);
         let longest = MAX_FRAME as usize;
         assert_eq!(p.test_run(&frame(longest, None, 0x0800), lo, 0).unwrap().0, XDP_PASS, "{mode:?}");
@@ -97,7 +110,7 @@ fn a_program_loaded_for_the_af_xdp_path_holds_none_of_the_xdp_path_and_cannot_tu
     if !common::root_or_skip("a_program_loaded_for_the_af_xdp_path_holds_none_of_the_xdp_path_and_cannot_turn_it_on") {
         return;
     }
-    for mode in [ProgramMode::Router { local: &[] }, ProgramMode::Bridge] {
+    for mode in [ProgramMode::Router { local: &[], neighbors: 64 }, ProgramMode::Bridge] {
         let (plain, _) = load(mode, DataPath::AfXdp);
         let (full, _) = load(mode, DataPath::Xdp);
         let (without, with) = (plain.instructions().unwrap(), full.instructions().unwrap());
@@ -174,8 +187,13 @@ mod xdp_path {
             (ip6("2001:2:0:10::2").into(), LocalKind::Address),
             (ip6("2001:2:0:30::1").into(), LocalKind::Address),
         ];
-        let p = XdpProgram::load(&[lo], (ProgramMode::Router { local: &local }, DataPath::Xdp), Steer::ByQueue, None)
-            .unwrap();
+        let p = XdpProgram::load(
+            &[lo],
+            (ProgramMode::Router { local: &local, neighbors: 64 }, DataPath::Xdp),
+            Steer::ByQueue,
+            None,
+        )
+        .unwrap();
         let statics = [
             ("198.19.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.2"))),
             ("198.20.0.0/16".parse().unwrap(), RouteTarget::via(ip("198.18.30.3"))),

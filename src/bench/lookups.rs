@@ -288,7 +288,7 @@ fn measure(ip: u8, routes: u32, seed: u64) -> Result<Vec<Row>> {
             (IpAddr::from(Ipv4Addr::new(198, 18, 10, 2)), LocalKind::Address),
             (IpAddr::from(Ipv6Addr::new(0x2001, 2, 0, 0x10, 0, 0, 0, 2)), LocalKind::Address),
         ];
-        let mode = ProgramMode::Router { local: &local };
+        let mode = ProgramMode::Router { local: &local, neighbors: 64 };
         let mut p = XdpProgram::load(std::slice::from_ref(&lo), (mode, DataPath::Xdp), Steer::ByQueue, None)
             .context("loading the XDP program")?;
         let mut maps = p.fast_maps().context("the program's maps")?;

@@ -459,9 +459,9 @@ impl FastSync {
             return Ok(());
         };
         let maps = &self.maps;
-        // The program's maps hold fewer neighbours than `limits.neighbors` may allow: what
-        // does not fit stays the workers' (counted), and a change to one the maps hold is
-        // written before any new one.
+        // The program's maps hold `limits.neighbors` each, as the workers' tables do (sized at
+        // start, as theirs are); should a map still refuse one, it stays the workers'
+        // (counted), and a change to one the maps hold is written before any new one.
         let (room4, room6) = maps.neighbor_room();
         let m4 = r.mirror4.follow(
             r.neighbors.generation(),

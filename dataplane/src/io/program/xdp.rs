@@ -84,6 +84,9 @@ pub enum ProgramMode<'a> {
     Router {
         /// The box's addresses and its subnets' broadcast addresses.
         local: &'a [(std::net::IpAddr, LocalKind)],
+        /// Neighbours each family's map holds (the workers' `limits.neighbors`), so that the
+        /// program knows every neighbour the workers do.
+        neighbors: u32,
     },
 }
 
@@ -184,6 +187,13 @@ impl XdpProgram {
         }
         let mut open = ObjectBuilder::default().open_memory(OBJECT).map_err(|e| XdpError::Load(format!("{e:#}")))?;
         let built = path == DataPath::Xdp;
+        if let ProgramMode::Router { neighbors, .. } = mode {
+            for name in ["xfwd_neigh4", "xfwd_neigh6"] {
+                let mut m = open.maps_mut().find(|m| m.name() == name).ok_or(XdpError::Missing(name))?;
+                m.set_max_entries(neighbors.max(1))
+                    .map_err(|e| XdpError::Map { map: name, cause: format!("{e:#}") })?;
+            }
+        }
         open.maps_mut()
             .find(|m| m.name() == RODATA)
             .ok_or(XdpError::Missing("its .rodata.xfwd section"))?
@@ -228,7 +238,7 @@ impl XdpProgram {
                 .update(&slot.to_ne_bytes(), &value.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| XdpError::Map { map: "xfwd_config", cause: format!("{e:#}") })?;
         }
-        if let ProgramMode::Router { local: addrs } = mode {
+        if let ProgramMode::Router { local: addrs, .. } = mode {
             if addrs.len() > MAX_LOCAL {
                 return Err(XdpError::Limit(format!(
                     "at most {MAX_LOCAL} local addresses, {} configured",
@@ -955,8 +965,13 @@ mod tests {
         // neighbour while it is replaced could take another's MAC. Not preallocated, the
         // element outlives every program that may hold it.
         let lo = crate::io::PortInfo::read("lo").unwrap();
-        let p =
-            XdpProgram::load(&[lo], (ProgramMode::Router { local: &[] }, DataPath::Xdp), Steer::ByQueue, None).unwrap();
+        let p = XdpProgram::load(
+            &[lo],
+            (ProgramMode::Router { local: &[], neighbors: 64 }, DataPath::Xdp),
+            Steer::ByQueue,
+            None,
+        )
+        .unwrap();
         for name in ["xfwd_neigh4", "xfwd_neigh6"] {
             let map = p.object.maps().find(|m| m.name() == name).unwrap_or_else(|| panic!("no {name}"));
             let flags = map.info().unwrap().info.map_flags;

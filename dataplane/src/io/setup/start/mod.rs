@@ -337,7 +337,9 @@ fn load_program(
 ) -> Result<XdpProgram, StartError> {
     let mode = match &shared.router {
         None => ProgramMode::Bridge,
-        Some(r) => ProgramMode::Router { local: &r.local },
+        Some(r) => {
+            ProgramMode::Router { local: &r.local, neighbors: u32::try_from(r.limits.neighbors).unwrap_or(u32::MAX) }
+        }
     };
     let steer = match plan.layout {
         Layout::PerQueue => Steer::ByQueue,
