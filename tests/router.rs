@@ -19,6 +19,7 @@ use xfwd::rig::{self, Rig, Spawned, XfwdProcess};
 use xfwd_dataplane::io::view::EGRESS_REFUSED;
 
 const RIG_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-router.toml");
+const KERNEL_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/examples/rig-kernel.toml");
 
 fn start(r: &Rig, config: &str, control: &str, extra: &[&str]) -> XfwdProcess {
     let mut args = vec!["router", "--config", config, "--control", control];
@@ -405,6 +406,12 @@ fn observe(r: &Rig, frames: &[Vec<u8>]) -> Observed {
     (h1, h2)
 }
 
+/// Prefixes of the full table every arm of [`differential_against_the_kernel_router`] holds.
+const FULL_TABLE: u32 = 1_000_000;
+
+/// The kernel, xfwd mirroring the kernel's routes on the XDP path, then xfwd from its own
+/// file on both paths, each with a full table and the same crafted frames: the same bytes
+/// forwarded, the same ICMP errors.
 #[test]
 fn differential_against_the_kernel_router() {
     if !root_or_skip("differential_against_the_kernel_router") {
@@ -414,6 +421,9 @@ fn differential_against_the_kernel_router() {
     // IPv6 on too: h1 is also a gateway known by its link-local address alone (RFC 5549).
     let r = Rig::router6(1).unwrap();
     r.h1.ip(&["-6", "addr", "add", "fe80::99/64", "dev", "eth0", "nodad"]).unwrap();
+    // h1 answers for a second address too: the two members of an equal-cost route, one MAC,
+    // so that which member a flow takes (the kernel's hash or xfwd's) leaves the same bytes.
+    r.h1.ip(&["addr", "add", "198.18.10.3/24", "dev", "eth0"]).unwrap();
     // A smaller MTU towards h1 in both arms, for Fragmentation Needed.
     r.boxns.ip(&["link", "set", "eth5", "mtu", "1400"]).unwrap();
     r.h1.ip(&["link", "set", "eth0", "mtu", "1400"]).unwrap();
@@ -468,6 +478,17 @@ fn differential_against_the_kernel_router() {
     let mut frames = frames;
     frames.push(tagged(0xA000, udp(h2a, [198, 18, 10, 1], 64, 33, true)));
     frames.push(tagged(0x0005, udp(h2a, [198, 18, 10, 1], 64, 34, true)));
+    // Eight flows through the equal-cost route (forwarded).
+    frames.extend((1..=8).map(|i| udp(h2a, [198, 19, 10, i], 64, 40 + usize::from(i), true)));
+    // A full table beside the rig's routes (none inside 198.18.0.0/15: no frame goes to one).
+    let dir = common::TempDir::new("diff");
+    let table = xfwd::bench::scale::Scale {
+        routes: FULL_TABLE,
+        routes6: 0,
+        dsts: 0,
+        v6: false,
+        seed: xfwd::bench::scale::SEED,
+    };
 
     // Kernel arm: the same addresses in the box's kernel, ip_forward on, no ICMP rate limit or
     // redirects to blur the comparison.
@@ -489,25 +510,44 @@ fn differential_against_the_kernel_router() {
     }
     let via6 = ["198.19.9.0/24", "via", "inet6", "fe80::99", "dev", "eth5"];
     let link_local = ["169.254.7.0/24", "via", "198.18.10.1"];
-    for route in [&via6[..], &link_local[..]] {
+    let multipath = ["198.19.10.0/24", "nexthop", "via", "198.18.10.1", "nexthop", "via", "198.18.10.3"];
+    for route in [&via6[..], &link_local[..], &multipath[..]] {
         r.boxns.ip(&[&["route", "add"][..], route].concat()).unwrap();
     }
+    let batch = dir.join("table.batch");
+    std::fs::write(&batch, table.kernel_batch()).unwrap();
+    r.boxns.ip(&["-batch", batch.to_str().unwrap()]).unwrap();
     let kernel = observe(&r, &frames);
+
+    // xfwd mirroring the kernel's routes (the full table, the equal-cost route), the kernel's
+    // forwarding off, on the XDP path: the program forwards what it can, multipath included.
+    r.boxns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]).unwrap();
+    r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+    r.h1.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
+    r.hosts_napi().unwrap();
+    let control = control_path("rt-diff-k");
+    let mut x = start(&r, KERNEL_CONFIG, &control, &["--queues", "1", "--path", "xdp"]);
+    let mirrored = observe(&r, &frames);
+    let mirrored_in_program = common::port_xdp(&stats(&control).ports[1], "xdp-forwarded");
+    stop_clean(&mut x);
     r.boxns.ip(&[&["route", "del"][..], &via6].concat()).unwrap();
     for dev in ["eth4", "eth5"] {
         // (The kernel's link-local addresses stay: xfwd takes its own from them.)
         r.boxns.ip(&["-4", "addr", "flush", "dev", dev]).unwrap();
     }
-    r.boxns.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]).unwrap();
     r.h2.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
     r.h1.ip(&["neigh", "flush", "dev", "eth0"]).unwrap();
 
-    let dir = std::env::temp_dir().join(format!("xfwd-diff-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // From xfwd's own file: the full table as its routes file; the equal-cost route as one
+    // path (its members share h1's MAC: the same bytes leave).
+    let routes_file = dir.join("table.routes");
+    std::fs::write(&routes_file, table.routes_file()).unwrap();
     let config = write_config(
         &dir,
-        "\n[[route]]\nprefix = \"198.19.9.0/24\"\nvia = \"fe80::99\"\ndev = \"eth5\"\n\n[[route]]\nprefix = \"169.254.7.0/24\"\nvia = \"198.18.10.1\"\n",
+        "\n[[route]]\nprefix = \"198.19.9.0/24\"\nvia = \"fe80::99\"\ndev = \"eth5\"\n\n[[route]]\nprefix = \"169.254.7.0/24\"\nvia = \"198.18.10.1\"\n\n[[route]]\nprefix = \"198.19.10.0/24\"\nvia = \"198.18.10.1\"\n",
     );
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("routes_file = \"{}\"\n{text}", routes_file.display())).unwrap();
     let control = control_path("rt-diff");
     let mut x = start(&r, config.to_str().unwrap(), &control, &["--queues", "1"]);
     let ours = observe(&r, &frames);
@@ -522,12 +562,13 @@ fn differential_against_the_kernel_router() {
     let xdp_path = observe(&r, &frames);
     let in_program = common::port_xdp(&stats(&control).ports[1], "xdp-forwarded");
     stop_clean(&mut x);
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(in_program >= 2, "the XDP path forwarded {in_program} of the frames itself");
 
     // Forwarded frames: identical bytes (TTL, checksum, both MACs), each seen twice.
-    assert_eq!(kernel.0.len(), 12, "kernel forwarded: {}", kernel.0.len());
+    assert_eq!(kernel.0.len(), 28, "kernel forwarded: {}", kernel.0.len());
     assert_eq!(ours.0, kernel.0, "forwarded bytes differ");
+    assert_eq!(mirrored.0, kernel.0, "forwarded bytes differ, xfwd mirroring the kernel's routes");
+    assert!(mirrored_in_program >= 8, "the XDP path forwarded {mirrored_in_program} of them itself (kernel mode)");
     // ICMP errors: same type, code, source address and quoted datagram.
     let mut k = kernel.1.clone();
     let mut o = ours.1.clone();
@@ -539,6 +580,9 @@ fn differential_against_the_kernel_router() {
     let mut x = xdp_path.1.clone();
     x.sort();
     assert_eq!(x, k, "ICMP errors differ on the XDP path");
+    let mut m = mirrored.1.clone();
+    m.sort();
+    assert_eq!(m, k, "ICMP errors differ, xfwd mirroring the kernel's routes");
 }
 
 /// The router with per-CPU sockets (generic mode on one-queue veths, as on dpaa_eth): its own
