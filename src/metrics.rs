@@ -1011,6 +1011,7 @@ mod tests {
                 refreshed: next(),
                 errors: next(),
                 last_error: None,
+                delay_us: Some((next(), next(), next())),
                 no_redirects: vec![1],
             }),
             zero_copy: Some(router),

@@ -174,6 +174,12 @@ fn xdp_path_line(s: &mut String, r: &Report, f: &xfwd_dataplane::io::program::fa
             "xdp path: {} routes, {} tables swapped in whole, {} route and {} neighbour writes, {} failed writes{failed}, {} neighbours left to the workers (no room in the program's maps); egress ports taking no redirects (their frames to the workers): {off}",
             f.routes, f.swaps, f.route_writes, f.neighbor_writes, f.errors, f.left_out
         )
+        .and_then(|()| match f.delay_us {
+            Some((p50, p99, max)) => {
+                writeln!(s, "kernel change to the XDP program: median {p50} µs, p99 {p99} µs, max {max} µs")
+            }
+            None => Ok(()),
+        })
     } else {
         writeln!(
             s,

@@ -62,6 +62,49 @@ pub fn monotonic_ms() -> u64 {
     (ts.tv_sec as u64).saturating_mul(1000).saturating_add(ts.tv_nsec as u64 / 1_000_000)
 }
 
+/// Buckets of [`Delays`]: bucket *i* counts delays below 2^*i* µs (the last, the rest).
+const DELAY_BUCKETS: usize = 24;
+
+/// Delays by log2 µs bucket, and the longest: a change's way from the kernel to the workers'
+/// tables (`routes::kernel`) or to the XDP program's (`io::program::fast`).
+#[derive(Debug, Default)]
+pub struct Delays {
+    buckets: [AtomicU64; DELAY_BUCKETS],
+    max_us: AtomicU64,
+}
+
+impl Delays {
+    /// Counts one delay.
+    pub fn record(&self, d: std::time::Duration) {
+        let us = d.as_micros().min(u128::from(u64::MAX)) as u64;
+        let b = (64 - us.leading_zeros() as usize).min(DELAY_BUCKETS - 1);
+        self.buckets[b].fetch_add(1, Relaxed);
+        self.max_us.fetch_max(us, Relaxed);
+    }
+
+    /// The median, 99th percentile and longest, µs (`None`: none counted yet), each quantile a
+    /// bucket's upper bound capped at the longest; and the buckets counted, `(upper bound µs,
+    /// count)`.
+    pub fn snapshot(&self) -> (Option<(u64, u64, u64)>, Vec<(u64, u64)>) {
+        let hist: Vec<u64> = self.buckets.iter().map(|c| c.load(Relaxed)).collect();
+        let total: u64 = hist.iter().sum();
+        let max = self.max_us.load(Relaxed);
+        let quantile = |q: f64| -> u64 {
+            let want = ((total as f64) * q).ceil().max(1.0) as u64;
+            let mut seen = 0;
+            for (b, n) in hist.iter().enumerate() {
+                seen += n;
+                if seen >= want {
+                    return (1u64 << b).min(max.max(1));
+                }
+            }
+            max
+        };
+        let counted = hist.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| (1u64 << b, *n)).collect();
+        ((total > 0).then(|| (quantile(0.5), quantile(0.99), max)), counted)
+    }
+}
+
 /// A single-writer counter (see the module documentation).
 #[derive(Debug, Default)]
 pub struct Counter(AtomicU64);

@@ -388,6 +388,9 @@ pub struct Changes4 {
     pub prefixes: Vec<Prefix>,
     /// The changes that made the tables `since` (`None`: built whole, or too far back).
     pub before: Option<Arc<Changes4>>,
+    /// When the first of these changes was read (kernel mode: its notification), if known:
+    /// whence the XDP path counts how long a change takes to reach the program.
+    pub read: Option<std::time::Instant>,
     /// Prefixes in this link and those it holds before it.
     total: usize,
 }
@@ -402,7 +405,24 @@ impl Changes4 {
     pub fn new(since: u64, prefixes: Vec<Prefix>, before: Option<Arc<Changes4>>) -> Changes4 {
         let total = prefixes.len() + before.as_ref().map_or(0, |b| b.total);
         let (before, total) = if total > Self::KEEP { (None, prefixes.len()) } else { (before, total) };
-        Changes4 { since, prefixes, before, total }
+        Changes4 { since, prefixes, before, read: None, total }
+    }
+
+    /// When the earliest change since tables `id` was read, where the chain says.
+    pub fn read_since(&self, id: u64) -> Option<std::time::Instant> {
+        let mut first = None;
+        let mut link = Some(self);
+        while let Some(c) = link {
+            first = match (first, c.read) {
+                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
+                (a, b) => a.or(b),
+            };
+            if c.since == id {
+                break;
+            }
+            link = c.before.as_deref();
+        }
+        first
     }
 
     /// Every prefix changed since tables `id` (in no particular order, repeats kept), or

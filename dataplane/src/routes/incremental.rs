@@ -57,6 +57,8 @@ pub struct Incremental {
     advise: Advice,
     /// A display list being built a slice at a time, and the last prefix it holds.
     building: Option<(DisplayList, Option<Prefix>)>,
+    /// When the first change staged since the last publication was read, if said.
+    read: Option<std::time::Instant>,
 }
 
 /// A copy of `t` whose IPv4 FIB is allocated with `advise` (the IPv6 FIB stays shared).
@@ -133,6 +135,7 @@ impl Incremental {
             copies: 0,
             advise,
             building: None,
+            read: None,
         })
     }
 
@@ -217,6 +220,12 @@ impl Incremental {
         false
     }
 
+    /// Says when the first change of the next publication was read (its notification); the
+    /// earliest said is kept.
+    pub fn changes_read(&mut self, at: std::time::Instant) {
+        self.read = Some(self.read.map_or(at, |r| r.min(at)));
+    }
+
     /// Whether the spare is free to be written (no reader holds it), or there is none.
     pub fn spare_free(&self) -> bool {
         self.spare.as_ref().is_none_or(|t| Arc::strong_count(t) == 1)
@@ -263,7 +272,9 @@ impl Incremental {
         (t.icmp_rate, t.icmp_burst) = self.icmp;
         t.rfc1812_martians = self.rfc1812_martians;
         t.id = next_id();
-        t.changes4 = Some(Arc::new(Changes4::new(self.live.id, self.pending.clone(), self.live.changes4.clone())));
+        let mut changes = Changes4::new(self.live.id, self.pending.clone(), self.live.changes4.clone());
+        changes.read = self.read.take();
+        t.changes4 = Some(Arc::new(changes));
         let t = Arc::new(t);
         self.spare = Some(std::mem::replace(&mut self.live, Arc::clone(&t)));
         self.lag = std::mem::take(&mut self.pending);

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -43,8 +43,6 @@ use crate::time::Nudge;
 
 /// How many times a dump the kernel marks interrupted is read again before giving up.
 const DUMP_TRIES: usize = 10;
-/// Latency buckets: bucket *i* counts delays below 2^*i* µs (the last, the rest).
-const BUCKETS: usize = 24;
 /// Next hops past which the tables are built anew (the FIB names at most 32,767).
 const NEXTHOPS_REBUILD: usize = 30_000;
 /// Up to this many IPv4 routes, `show routes` follows every change; above, its list (a pass
@@ -93,10 +91,8 @@ pub struct SyncCounters {
     /// Policy rules added while running that route by tables xfwd does not mirror (refused at
     /// start; afterwards the kernel path and xfwd differ for the packets they select).
     pub rules_not_followed: Counter,
-    /// Delay from a batch's first message to its table swap, by log2 µs bucket.
-    latency: [AtomicU64; BUCKETS],
-    /// The longest such delay, µs.
-    latency_max_us: AtomicU64,
+    /// Delays from a batch's first message to its table swap.
+    latency: crate::stats::Delays,
     /// The last full synchronisation's duration, µs (the first at start included).
     pub last_sync_us: Counter,
     /// The thread's loop (a full dump beats only when it is read whole).
@@ -146,29 +142,12 @@ pub struct SyncReport {
 
 impl SyncCounters {
     fn record(&self, d: Duration) {
-        let us = d.as_micros().min(u128::from(u64::MAX)) as u64;
-        let b = (64 - us.leading_zeros() as usize).min(BUCKETS - 1);
-        self.latency[b].fetch_add(1, Ordering::Relaxed);
-        self.latency_max_us.fetch_max(us, Ordering::Relaxed);
+        self.latency.record(d);
     }
 
     /// The counters now.
     pub fn snapshot(&self) -> SyncReport {
-        let hist: Vec<u64> = self.latency.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-        let total: u64 = hist.iter().sum();
-        let max = self.latency_max_us.load(Ordering::Relaxed);
-        // A bucket's upper bound, capped at the maximum seen.
-        let quantile = |q: f64| -> u64 {
-            let want = ((total as f64) * q).ceil().max(1.0) as u64;
-            let mut seen = 0;
-            for (b, n) in hist.iter().enumerate() {
-                seen += n;
-                if seen >= want {
-                    return (1u64 << b).min(max.max(1));
-                }
-            }
-            max
-        };
+        let (latency_us, latency_histogram) = self.latency.snapshot();
         SyncReport {
             messages: self.messages.get(),
             updates: self.updates.get(),
@@ -183,8 +162,8 @@ impl SyncCounters {
             ignored: self.ignored.get(),
             local_map_errors: self.local_map_errors.get(),
             rules_not_followed: self.rules_not_followed.get(),
-            latency_us: (total > 0).then(|| (quantile(0.5), quantile(0.99), max)),
-            latency_histogram: hist.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| (1u64 << b, *n)).collect(),
+            latency_us,
+            latency_histogram,
             last_sync_us: self.last_sync_us.get(),
         }
     }
@@ -544,6 +523,9 @@ impl KernelSync {
                 // Wait for the workers to let go of the spare (each does from its next frame,
                 // or as it goes to sleep); copy the live tables only when one holds it long.
                 let may_copy = since.elapsed() >= COPY_AFTER;
+                if from_kernel {
+                    self.inc.changes_read(since);
+                }
                 match self.inc.publish(may_copy) {
                     Ok(Some(t)) => {
                         self.tables.store(t);

@@ -97,6 +97,8 @@ pub struct FastCounters {
     /// Neighbours (router) or stations (bridge) the program's maps have no room for now: their
     /// frames go to the workers.
     pub left_out: Counter,
+    /// Kernel mode: delays from a change's notification to the program's table holding it.
+    pub delays: crate::stats::Delays,
 }
 
 impl FastCounters {
@@ -119,6 +121,7 @@ impl FastCounters {
             refreshed: self.refreshed.get(),
             errors: self.errors.get(),
             last_error: self.last_error.lock().ok().and_then(|l| l.clone()),
+            delay_us: self.delays.snapshot().0,
             no_redirects: self
                 .takes_redirects
                 .iter()
@@ -152,6 +155,10 @@ pub struct FastReport {
     /// What the last failed write met (`None`: none failed).
     #[serde(default)]
     pub last_error: Option<String>,
+    /// Kernel mode: a change's delay from its notification to the program's table, median,
+    /// 99th percentile and longest, µs (`None`: none yet).
+    #[serde(default)]
+    pub delay_us: Option<(u64, u64, u64)>,
     /// The ports (by index) that take no redirected frames now: the workers forward what is
     /// routed out of them.
     pub no_redirects: Vec<usize>,
@@ -495,10 +502,14 @@ impl FastSync {
             return Ok(());
         }
         self.macs = t.ports.iter().map(|p| p.mac).collect();
+        let read = t.changes4.as_ref().and_then(|c| c.read_since(r.live));
         match self.maps.follow4(&t)? {
             Followed::Same => {}
             Followed::Copied => self.counters.swaps.inc(),
             Followed::Painted(n) => self.counters.route_writes.add(n as u64),
+        }
+        if let Some(read) = read {
+            self.counters.delays.record(read.elapsed());
         }
         let routes6 = export::fib6(&t);
         if r.whole {
