@@ -82,10 +82,8 @@ impl Delays {
         self.max_us.fetch_max(us, Relaxed);
     }
 
-    /// The median, 99th percentile and longest, µs (`None`: none counted yet), each quantile a
-    /// bucket's upper bound capped at the longest; and the buckets counted, `(upper bound µs,
-    /// count)`.
-    pub fn snapshot(&self) -> (Option<(u64, u64, u64)>, Vec<(u64, u64)>) {
+    /// The delays counted so far ([`DelaySnapshot`]).
+    pub fn snapshot(&self) -> DelaySnapshot {
         let hist: Vec<u64> = self.buckets.iter().map(|c| c.load(Relaxed)).collect();
         let total: u64 = hist.iter().sum();
         let max = self.max_us.load(Relaxed);
@@ -100,9 +98,21 @@ impl Delays {
             }
             max
         };
-        let counted = hist.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| (1u64 << b, *n)).collect();
-        ((total > 0).then(|| (quantile(0.5), quantile(0.99), max)), counted)
+        DelaySnapshot {
+            quantiles: (total > 0).then(|| (quantile(0.5), quantile(0.99), max)),
+            counted: hist.iter().enumerate().filter(|(_, n)| **n > 0).map(|(b, n)| (1u64 << b, *n)).collect(),
+        }
     }
+}
+
+/// [`Delays`] at one instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelaySnapshot {
+    /// The median, 99th percentile and longest, µs (`None`: none counted yet), each quantile a
+    /// bucket's upper bound capped at the longest.
+    pub quantiles: Option<(u64, u64, u64)>,
+    /// The buckets counted: `(upper bound µs, count)`.
+    pub counted: Vec<(u64, u64)>,
 }
 
 /// A single-writer counter (see the module documentation).
@@ -813,6 +823,19 @@ pub mod named {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn delays_give_their_median_p99_and_longest_by_bucket() {
+        let d = Delays::default();
+        assert_eq!(d.snapshot().quantiles, None, "none yet: no figure");
+        for us in [3u64, 5, 6, 7, 100, 100, 100, 100, 100, 40_000] {
+            d.record(std::time::Duration::from_micros(us));
+        }
+        let s = d.snapshot();
+        // 100 µs falls in the bucket below 128; the longest is kept exactly.
+        assert_eq!(s.quantiles, Some((128, 40_000, 40_000)));
+        assert_eq!(s.counted, vec![(4, 1), (8, 3), (128, 5), (65536, 1)]);
+    }
     use super::*;
 
     #[test]

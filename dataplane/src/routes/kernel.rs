@@ -147,7 +147,7 @@ impl SyncCounters {
 
     /// The counters now.
     pub fn snapshot(&self) -> SyncReport {
-        let (latency_us, latency_histogram) = self.latency.snapshot();
+        let delays = self.latency.snapshot();
         SyncReport {
             messages: self.messages.get(),
             updates: self.updates.get(),
@@ -162,8 +162,8 @@ impl SyncCounters {
             ignored: self.ignored.get(),
             local_map_errors: self.local_map_errors.get(),
             rules_not_followed: self.rules_not_followed.get(),
-            latency_us,
-            latency_histogram,
+            latency_us: delays.quantiles,
+            latency_histogram: delays.counted,
             last_sync_us: self.last_sync_us.get(),
         }
     }
@@ -519,32 +519,41 @@ impl KernelSync {
                 self.display_at = Instant::now();
                 waiting = Some(waiting.unwrap_or((now, false)));
             }
-            if let Some((since, from_kernel)) = waiting {
-                // Wait for the workers to let go of the spare (each does from its next frame,
-                // or as it goes to sleep); copy the live tables only when one holds it long.
-                let may_copy = since.elapsed() >= COPY_AFTER;
-                if from_kernel {
-                    self.inc.changes_read(since);
+            if let Some(w) = waiting {
+                if self.publish(w, limits) {
+                    waiting = None;
                 }
-                match self.inc.publish(may_copy) {
-                    Ok(Some(t)) => {
-                        self.tables.store(t);
-                        self.published.nudge();
-                        self.counters.copies.set(self.inc.copies);
-                    }
-                    Ok(None) => continue,
-                    Err(_) => {
-                        // A FIB that cannot hold the change (indices or groups outgrown).
-                        self.counters.build_errors.inc();
-                        self.whole(limits);
-                    }
-                }
-                if from_kernel {
-                    self.counters.record(since.elapsed());
-                }
-                waiting = None;
             }
         }
+    }
+
+    /// Publishes what waits since `since` (changes from the kernel, `from_kernel`, or a new
+    /// display list) unless the workers still hold the spare tables and may yet let go of
+    /// them: whether it did.
+    fn publish(&mut self, (since, from_kernel): (Instant, bool), limits: RouterLimits) -> bool {
+        // Wait for the workers to let go of the spare (each does from its next frame, or as
+        // it goes to sleep); copy the live tables only when one holds it long.
+        let may_copy = since.elapsed() >= COPY_AFTER;
+        if from_kernel {
+            self.inc.changes_read(since);
+        }
+        match self.inc.publish(may_copy) {
+            Ok(Some(t)) => {
+                self.tables.store(t);
+                self.published.nudge();
+                self.counters.copies.set(self.inc.copies);
+            }
+            Ok(None) => return false,
+            Err(_) => {
+                // A FIB that cannot hold the change (indices or groups outgrown).
+                self.counters.build_errors.inc();
+                self.whole(limits);
+            }
+        }
+        if from_kernel {
+            self.counters.record(since.elapsed());
+        }
+        true
     }
 
     /// Builds everything anew from the mirror and publishes it.
