@@ -20,8 +20,8 @@
  *                  (XFWD_STEER_CPU: drivers that give every frame one queue from every CPU)
  *   xfwd_counters  per-CPU u64, key = port * XFWD_NR_COUNTERS + counter
  *   xfwd_missed_queue  per-CPU u32 per port: 1 + the highest queue index seen with no socket
- *   xfwd_dir4      router mode, XDP path: one slot holding the IPv4 routes, DIR-24-8 in one
- *                  mappable array of pages (dir4_lookup()), swapped whole with each change
+ *   xfwd_dir4      router mode, XDP path: two slots, each an IPv4 table, DIR-24-8 in one
+ *                  mappable array of pages (dir4_lookup()); XFWD_CONFIG_DIR4 names the live one
  *   xfwd_neigh4    router mode, XDP path: IPv4 neighbour (network order) and port -> MAC
  *   xfwd_fib6      router mode, XDP path: one slot holding the IPv6 routes, an LPM trie of
  *                  prefix -> struct xfwd_route6 (0 flags: not here), swapped whole on reloads
@@ -162,9 +162,13 @@ struct xfwd_dir4_set {
 	__uint(value_size, XFWD_DIR_PAGE);
 };
 
+/* Both sets, each in its slot from the first table on; which one the program reads is
+ * XFWD_CONFIG_DIR4, a plain array write, so that a change is live at once (a slot's own update
+ * waits for an RCU grace period, some 10 ms here: xfwd takes that wait after switching, before
+ * it writes the set switched from). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
+	__uint(max_entries, XFWD_DIR4_SETS);
 	__type(key, __u32);
 	__array(values, struct xfwd_dir4_set);
 } xfwd_dir4 SEC(".maps");
@@ -185,6 +189,7 @@ _Static_assert(XFWD_DIR4_FLAT_PAGES * XFWD_DIR_PAGE == (1 << 24) * 2, "the flat 
 _Static_assert(XFWD_DIR4_GROUP_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_GROUPS * 256 * 2, "the groups' pages");
 _Static_assert(XFWD_DIR4_HOP_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_HOPS * sizeof(struct xfwd_route4), "the hops' pages");
 _Static_assert(XFWD_DIR4_MEMBER_PAGES * XFWD_DIR_PAGE == XFWD_DIR4_MEMBERS * 2, "the members' pages");
+_Static_assert(XFWD_DIR4_NONE == XFWD_DIR4_SETS, "no set: past the slots");
 _Static_assert(XFWD_DIR4_PAGES == XFWD_DIR4_MEMBERS_AT + XFWD_DIR4_MEMBER_PAGES, "a set's pages");
 
 static __always_inline struct xfwd_route4 *dir4_hop(void *set, __u32 e);
@@ -651,7 +656,7 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	struct xfwd_neigh *neigh, n;
 	struct xfwd_route4 *hop;
 	void *fib;
-	__u32 daddr, saddr, sum = 0, total, port, zero = 0;
+	__u32 daddr, saddr, sum = 0, total, port, dir4_slot = XFWD_CONFIG_DIR4, *live;
 
 	if (ip + XFWD_IPV4_MIN_HLEN > data_end)
 		return -1;
@@ -678,9 +683,12 @@ static __always_inline int fast4(struct xdp_md *ctx, __u32 in_port)
 	__builtin_memcpy(&daddr, ip + 16, 4);
 	if (bpf_map_lookup_elem(&xfwd_local, &saddr))
 		return -1; /* from one of the box's addresses */
-	fib = bpf_map_lookup_elem(&xfwd_dir4, &zero);
+	live = bpf_map_lookup_elem(&xfwd_config, &dir4_slot);
+	if (!live)
+		return -1;
+	fib = bpf_map_lookup_elem(&xfwd_dir4, live);
 	if (!fib)
-		return -1; /* no table loaded yet */
+		return -1; /* no table loaded (yet), or none the program can hold */
 	hop = dir4_lookup(fib, daddr);
 	if (!hop)
 		return -1; /* no route: Net Unreachable */

@@ -29,7 +29,9 @@
 #define XFWD_CONFIG_FLOOD 8 /* bridge, XDP path: the longest frame every port takes (their
 				   * smallest max_frame) while every port takes redirected frames; 0:
 				   * no flooding here */
-#define XFWD_NR_CONFIG 9
+#define XFWD_CONFIG_DIR4 9  /* router, XDP path: the slot of xfwd_dir4 whose IPv4 set is live, or
+                               * XFWD_DIR4_NONE (every IPv4 frame the workers') */
+#define XFWD_NR_CONFIG 10
 
 #define XFWD_PATH_AF_XDP 0 /* every frame to be forwarded goes to a worker */
 #define XFWD_PATH_XDP 1    /* the common case forwarded here (fast4(), fast6(), fast2()), the rest to workers */
@@ -48,6 +50,8 @@
 #define XFWD_DIR4_MEMBERS 65536
 #define XFWD_DIR4_MEMBER_PAGES 32
 #define XFWD_DIR4_PAGES 9376
+#define XFWD_DIR4_SETS 2 /* xfwd_dir4's slots, one set each, made once */
+#define XFWD_DIR4_NONE 2 /* XFWD_DIR4_SETS: no slot */
 #define XFWD_MAX_ROUTES6 (1 << 21)
 #define XFWD_MAX_NEIGH 65536 /* as built; the loader sets the router's `limits.neighbors` */
 #define XFWD_HOP_GATEWAY 1 /* through a gateway: its MAC from xfwd_neigh4 (xfwd_neigh6) */

@@ -793,7 +793,10 @@ fn the_xdp_path_follows_the_kernels_route_and_neighbour_churn_without_losing_a_f
     assert!(path.delay_us.is_some(), "each change's way to the program is counted: {path:?}");
     // The requests came in at eth5 (port 0), the replies at eth4.
     let in_program = common::xdp_path_lost_nothing(&before, &s, 0);
-    eprintln!("{test}: {rounds} rounds; {in_program} of {REQUESTS} requests forwarded in the program; {path:?}; kernel {:?}", s.kernel);
+    eprintln!(
+        "{test}: {rounds} rounds; {in_program} of {REQUESTS} requests forwarded in the program; {path:?}; kernel {:?}",
+        s.kernel
+    );
     stop_clean(&mut x);
 }
 

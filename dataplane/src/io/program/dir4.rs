@@ -17,10 +17,14 @@
 //! ([`export::nexthops4`]), so the program's table is the workers' at every publication it
 //! follows, with nothing to diff.
 //!
-//! Two sets, left-right (as `routes::incremental` keeps the workers' tables): the one in the
-//! program's slot is never written; a change is painted into the other, which then takes the
-//! slot in one write (the kernel returns from it once no program still runs with the set it
-//! replaced), and the replaced set is brought up to date at the next change.
+//! Two sets, left-right (as `routes::incremental` keeps the workers' tables), each in its slot
+//! of `xfwd_dir4` from the start: the live one (`XFWD_CONFIG_DIR4` names its slot) is never
+//! written; a change is painted into the other, which then becomes the live one by one write
+//! of that plain array slot, at once. A program that read the slot before may still run with
+//! the set switched from, so that set is written again only after an RCU grace period: xfwd
+//! waits for one ([`Dir4::settle`], an update of the set's own map-of-maps slot, from which the
+//! kernel returns only once no program runs with what it held, some 10 ms here) after the
+//! switch, not before it.
 
 use std::os::fd::{AsFd, AsRawFd};
 use std::ptr::NonNull;
@@ -182,9 +186,11 @@ pub enum Followed {
     Painted(usize),
 }
 
-/// The program's IPv4 table: its slot, the two sets.
+/// The program's IPv4 table: its slots, the switch between them, the two sets.
 pub struct Dir4 {
     outer: MapHandle,
+    /// `xfwd_config`, whose `XFWD_CONFIG_DIR4` slot names the live set.
+    config: MapHandle,
     /// The sets, made at the first load (while xfwd holds `CAP_BPF`); `live` is in the slot.
     sets: Vec<Set>,
     live: usize,
@@ -192,28 +198,60 @@ pub struct Dir4 {
     slotted: bool,
     /// The id of tables last refused (too big): not tried again.
     refused: Option<u64>,
+    /// A set was switched from and no grace period has passed since (as far as xfwd knows).
+    unsettled: bool,
 }
 
 impl Dir4 {
     /// The table behind slot map `outer` (`xfwd_dir4`), empty: every IPv4 frame the workers'.
-    pub fn new(outer: MapHandle) -> Dir4 {
-        Dir4 { outer, sets: Vec::new(), live: 0, slotted: false, refused: None }
+    pub fn new(outer: MapHandle, config: MapHandle) -> Dir4 {
+        Dir4 { outer, config, sets: Vec::new(), live: 0, slotted: false, refused: None, unsettled: false }
     }
 
     /// The spare set's index, the sets made if they are not yet.
     fn spare(&mut self) -> Result<usize, XdpError> {
-        while self.sets.len() < 2 {
-            self.sets.push(Set::create()?);
+        while self.sets.len() < abi::XFWD_DIR4_SETS as usize {
+            let set = Set::create()?;
+            let (slot, fd) = (self.sets.len() as u32, set.map.as_fd().as_raw_fd() as u32);
+            self.outer.update(&slot.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_dir4"))?;
+            self.sets.push(set);
         }
         Ok(1 - self.live)
     }
 
-    /// Puts the spare set in the program's slot; the replaced one is the spare.
+    /// Names `slot` (or `XFWD_DIR4_NONE`) the live one.
+    fn switch(&self, slot: u32) -> Result<(), XdpError> {
+        self.config
+            .update(&abi::XFWD_CONFIG_DIR4.to_ne_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("xfwd_config"))
+    }
+
+    /// Waits, if a set was switched from since, until no program runs with it any more (an
+    /// RCU grace period: the kernel returns from an update of a map-of-maps slot only then).
+    /// [`Dir4::follow`] settles first; the XDP path's thread settles right after each
+    /// follow, while no change waits.
+    pub fn settle(&mut self) -> Result<(), XdpError> {
+        if !self.unsettled {
+            return Ok(());
+        }
+        let spare = 1 - self.live;
+        let Some(set) = self.sets.get(spare) else {
+            return Ok(());
+        };
+        let fd = set.map.as_fd().as_raw_fd() as u32;
+        self.outer
+            .update(&(spare as u32).to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("xfwd_dir4"))?;
+        self.unsettled = false;
+        Ok(())
+    }
+
+    /// Makes the spare set the live one; the one switched from is the spare, once settled.
     fn swap(&mut self, spare: usize) -> Result<(), XdpError> {
-        let fd = self.sets[spare].map.as_fd().as_raw_fd() as u32;
-        self.outer.update(&0u32.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(map_err("xfwd_dir4"))?;
+        self.switch(spare as u32)?;
         self.live = spare;
         self.slotted = true;
+        self.unsettled = true;
         Ok(())
     }
 
@@ -225,7 +263,10 @@ impl Dir4 {
     /// Empties the program's slot (every IPv4 frame goes to the workers), for tables `id`
     /// that it cannot hold, and says why.
     fn refuse(&mut self, id: u64, why: String) -> XdpError {
-        let _ = self.outer.delete(&0u32.to_ne_bytes());
+        let _ = self.switch(abi::XFWD_DIR4_NONE);
+        // Either set may still be read: one grace period, and no program runs with them.
+        self.unsettled = true;
+        let _ = self.settle();
         for s in &mut self.sets {
             s.fib = None;
         }
@@ -239,8 +280,8 @@ impl Dir4 {
     /// Makes the program's table tables `t`'s IPv4 FIB in the spare set: the prefixes changed
     /// since the tables the spare holds repainted, where `t` says which
     /// ([`crate::l3::tables::Changes4`]), else the FIB copied whole into it; then the spare
-    /// takes the slot. Tables the sets have no room for empty the slot (the workers forward
-    /// every IPv4 frame) and say why, once.
+    /// becomes the live one. Tables the sets have no room for switch the program to none (the
+    /// workers forward every IPv4 frame) and say why, once.
     pub fn follow(&mut self, t: &RouterTables) -> Result<Followed, XdpError> {
         if self.at() == Some(t.id) || self.refused == Some(t.id) {
             return Ok(Followed::Same);
@@ -248,6 +289,7 @@ impl Dir4 {
         if t.v4.nexthops.len() > HOPS {
             return Err(self.refuse(t.id, format!("more than {} next hops", HOPS - 1)));
         }
+        self.settle()?;
         let spare = self.spare()?;
         let held = self.sets[spare].fib.as_ref().map(|f| f.1);
         let followed = match held.and_then(|id| t.changes4.as_ref()?.since(id)) {

@@ -121,7 +121,7 @@ impl FastCounters {
             refreshed: self.refreshed.get(),
             errors: self.errors.get(),
             last_error: self.last_error.lock().ok().and_then(|l| l.clone()),
-            delay_us: self.delays.snapshot().0,
+            delay_us: self.delays.snapshot().quantiles,
             no_redirects: self
                 .takes_redirects
                 .iter()
@@ -511,6 +511,8 @@ impl FastSync {
         if let Some(read) = read {
             self.counters.delays.record(read.elapsed());
         }
+        // The set switched from is settled now, while no change waits (about 10 ms).
+        self.maps.settle4()?;
         let routes6 = export::fib6(&t);
         if r.whole {
             self.maps.load_routes(&routes6)?;

@@ -47,7 +47,7 @@ const _: () = {
     assert!(abi::XFWD_IPV6_HLEN as usize == ipv6::HEADER_LEN);
     assert!(abi::XFWD_NEXT_HEADER_ICMPV6 as u8 == ipv6::NEXT_HEADER_ICMPV6);
     assert!(abi::XFWD_ICMPV6_ECHO_REQUEST as u8 == icmpv6::ECHO_REQUEST);
-    assert!(abi::XFWD_NR_CONFIG == abi::XFWD_CONFIG_FLOOD + 1);
+    assert!(abi::XFWD_NR_CONFIG == abi::XFWD_CONFIG_DIR4 + 1);
 };
 
 /// Bytes the program adds to a redirected frame when stamping (`XFWD_STAMP_LEN`): the
@@ -232,6 +232,7 @@ impl XdpProgram {
             (abi::XFWD_CONFIG_MAX_FRAME, MAX_FRAME),
             (abi::XFWD_CONFIG_PATH, abi::XFWD_PATH_AF_XDP),
             (abi::XFWD_CONFIG_FLOOD, 0),
+            (abi::XFWD_CONFIG_DIR4, abi::XFWD_DIR4_NONE),
         ];
         for (slot, value) in slots {
             config
@@ -336,7 +337,7 @@ impl XdpProgram {
         Ok(FastMaps {
             built: self.built,
             config: map("xfwd_config")?,
-            dir4: super::dir4::Dir4::new(map("xfwd_dir4")?),
+            dir4: super::dir4::Dir4::new(map("xfwd_dir4")?, map("xfwd_config")?),
             fib6: RouteTable {
                 outer: map("xfwd_fib6")?,
                 trie: None,
@@ -686,6 +687,12 @@ impl FastMaps {
     /// holds, repainted under them, aside, then put in the program's slot in one write.
     pub fn follow4(&mut self, t: &RouterTables) -> Result<super::dir4::Followed, XdpError> {
         self.dir4.follow(t)
+    }
+
+    /// Waits until no program runs with the IPv4 set switched from ([`super::dir4::Dir4::settle`]):
+    /// the next [`FastMaps::follow4`] then writes it at once.
+    pub fn settle4(&mut self) -> Result<(), XdpError> {
+        self.dir4.settle()
     }
 
     /// Replaces the whole IPv6 route table with `routes`: a new table is made and filled
