@@ -4,8 +4,9 @@
 //! destinations are drawn from the whole table are run through each path's lookup without
 //! being sent (`BPF_PROG_TEST_RUN`, no live frames), at one route and at the full table:
 //!
-//! - the XDP path's program, with the table in its LPM tries (the whole per-frame work of a
-//!   forwarded frame: trie, neighbour, rewrite, redirect);
+//! - the XDP path's program, with the table in its own (IPv4: the workers' DIR-24-8 copied into
+//!   its mapped sets; IPv6: an LPM trie) (the whole per-frame work of a forwarded frame: route,
+//!   neighbour, rewrite, redirect);
 //! - the kernel's FIB, with the same table loaded into a namespace's kernel, looked up by a
 //!   small program calling `bpf_fib_lookup()` (route and neighbour, as xdp-forward does);
 //! - the workers' FIB (the decision's table lookup), timed in this process.
@@ -125,7 +126,7 @@ pub fn render(r: &LookupReport) -> String {
     }
     s.push('\n');
     for (path, said) in [
-        ("xdp-program", "XDP path's program (trie, neighbour, rewrite)"),
+        ("xdp-program", "XDP path's program (route, neighbour, rewrite)"),
         ("kernel-fib", "kernel's FIB (bpf_fib_lookup)"),
         ("workers-fib", "workers' FIB (the decision's lookup)"),
     ] {
