@@ -12,8 +12,11 @@
 //! 3. how long `xfwd show routes` takes over the whole table, beside `ip route show table all`.
 //!
 //! ```sh
-//! cargo build --release && sudo target/release/examples/kernel_scale [ROUTES] [RATE] [SECONDS]
+//! cargo build --release && sudo target/release/examples/kernel_scale [ROUTES] [RATE] [SECONDS] [PATH]
 //! ```
+//!
+//! PATH (`af-xdp`, the default, or `xdp`) is the kernel-mode arm's `--path`; with `xdp` the
+//! delay from a change's notification to the XDP program's table is printed too.
 //!
 //! Prints figures only: nothing here passes or fails.
 
@@ -81,6 +84,7 @@ fn main() {
     let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
     let rate: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let secs: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let path = args.get(4).map_or("af-xdp", String::as_str);
     let rig_net: Prefix = "198.18.0.0/15".parse().unwrap();
     let mut rng = tables::Rng(0x9E37_79B9_7F4A_7C15);
     let mut table: Vec<Prefix> =
@@ -134,13 +138,12 @@ fn main() {
     println!("kernel: {} routes loaded by ip -batch in {:.1} s", lines.len(), loaded.as_secs_f64());
     let _ = started;
     let control = format!("/run/xfwd/scale-kernel-{}.sock", std::process::id());
+    if path == "xdp" {
+        r.hosts_napi().expect("GRO on the hosts' ends: NAPI for redirected frames");
+    }
     let start = Instant::now();
-    let mut x = r
-        .start_xfwd(
-            &exe,
-            &["router", "--config", &dir.join("kernel.toml").display().to_string(), "--control", &control],
-        )
-        .unwrap();
+    let config = dir.join("kernel.toml").display().to_string();
+    let mut x = r.start_xfwd(&exe, &["router", "--config", &config, "--control", &control, "--path", path]).unwrap();
     let ready = start.elapsed();
     let pid = x.proc.child.id();
     let k = &stats(&control)["kernel"];
@@ -210,6 +213,10 @@ fn main() {
         }
     }
     println!("  median / p99 / max: {}", k["latency_us"]);
+    if path == "xdp" {
+        let x = stats(&control)["xdp_path"].clone();
+        println!("notification to the XDP program's table, median / p99 / max µs: {}", x["delay_us"]);
+    }
     let _ = x.stop(libc::SIGTERM, Duration::from_secs(30));
     let _ = std::fs::remove_dir_all(&dir);
 }
