@@ -511,8 +511,6 @@ impl FastSync {
         if let Some(read) = read {
             self.counters.delays.record(read.elapsed());
         }
-        // The set switched from is settled now, while no change waits (about 10 ms).
-        self.maps.settle4()?;
         let routes6 = export::fib6(&t);
         if r.whole {
             self.maps.load_routes(&routes6)?;
@@ -523,7 +521,12 @@ impl FastSync {
         }
         self.counters.routes.set((t.v4.fib.routes() + routes6.len()) as u64);
         (r.live, r.routes6) = (t.id, routes6);
-        self.write_ports()
+        // Let go of the tables before the wait below: the kernel-mirror thread writes them
+        // next, as its spare, once no one holds them (else it copies the live ones).
+        drop(t);
+        self.write_ports()?;
+        // The IPv4 set switched from is settled now, while no change waits (some 10 ms).
+        self.maps.settle4()
     }
 
     /// Runs [`FastSync::step`] every [`PERIOD`] until `stop`; router: new tables as soon as
