@@ -393,51 +393,55 @@ pub struct Changes4 {
     pub read: Option<std::time::Instant>,
     /// Prefixes in this link and those it holds before it.
     total: usize,
+    /// Links in the chain from this one back.
+    links: usize,
 }
 
 impl Changes4 {
     /// Prefixes a chain keeps at most: past them, copying the whole FIB is about as cheap as
     /// repainting each, and the oldest changes are let go.
     pub const KEEP: usize = 100_000;
+    /// Links a chain keeps at most (publications of a prefix or two each, at 10,000 changes a
+    /// second): a chain is dropped one link inside the other, so its length is the depth of
+    /// the recursion that frees it.
+    pub const KEEP_LINKS: usize = 1024;
 
     /// The changes `prefixes` made to tables `since`, after `before` (the changes that made
-    /// them, if known), the chain cut once it holds more than [`Changes4::KEEP`] prefixes.
+    /// them, if known), the chain cut once it holds more than [`Changes4::KEEP`] prefixes or
+    /// [`Changes4::KEEP_LINKS`] links.
     pub fn new(since: u64, prefixes: Vec<Prefix>, before: Option<Arc<Changes4>>) -> Changes4 {
-        let total = prefixes.len() + before.as_ref().map_or(0, |b| b.total);
-        let (before, total) = if total > Self::KEEP { (None, prefixes.len()) } else { (before, total) };
-        Changes4 { since, prefixes, before, read: None, total }
+        let (total, links) = before.as_ref().map_or((0, 0), |b| (b.total, b.links));
+        let (total, links) = (total + prefixes.len(), links + 1);
+        let (before, total, links) = if total > Self::KEEP || links > Self::KEEP_LINKS {
+            (None, prefixes.len(), 1)
+        } else {
+            (before, total, links)
+        };
+        Changes4 { since, prefixes, before, read: None, total, links }
+    }
+
+    /// The links from this one back to the one made to tables `id`, or to the chain's end.
+    fn back_to(&self, id: u64) -> impl Iterator<Item = &Changes4> {
+        let mut reached = false;
+        std::iter::successors(Some(self), |c| c.before.as_deref()).take_while(move |c| {
+            let take = !reached;
+            reached |= c.since == id;
+            take
+        })
     }
 
     /// When the earliest change since tables `id` was read, where the chain says.
     pub fn read_since(&self, id: u64) -> Option<std::time::Instant> {
-        let mut first = None;
-        let mut link = Some(self);
-        while let Some(c) = link {
-            first = match (first, c.read) {
-                (Some(a), Some(b)) => Some(std::cmp::min(a, b)),
-                (a, b) => a.or(b),
-            };
-            if c.since == id {
-                break;
-            }
-            link = c.before.as_deref();
-        }
-        first
+        self.back_to(id).filter_map(|c| c.read).min()
     }
 
     /// Every prefix changed since tables `id` (in no particular order, repeats kept), or
     /// `None` if the chain does not reach back to them.
     pub fn since(&self, id: u64) -> Option<Vec<Prefix>> {
-        let mut out = Vec::new();
-        let mut link = Some(self);
-        while let Some(c) = link {
-            out.extend_from_slice(&c.prefixes);
-            if c.since == id {
-                return Some(out);
-            }
-            link = c.before.as_deref();
-        }
-        None
+        let mut reached = false;
+        let out = self.back_to(id).inspect(|c| reached |= c.since == id).flat_map(|c| c.prefixes.iter().copied());
+        let out: Vec<Prefix> = out.collect();
+        reached.then_some(out)
     }
 }
 
@@ -946,6 +950,22 @@ mod tests {
         let c = Changes4::new(3, many, Some(b));
         assert_eq!(c.since(3).unwrap().len(), Changes4::KEEP);
         assert_eq!(c.since(2), None, "cut: the follower copies the whole FIB instead");
+    }
+
+    #[test]
+    fn a_chain_of_many_small_publications_is_cut_short_enough_to_free() {
+        // 10,000 changes a second, one a publication: without a bound on its links, the chain
+        // grows to KEEP links, freed by as deep a recursion (past a thread's stack).
+        let p: Prefix = "198.18.0.0/24".parse().unwrap();
+        let mut head: Option<Arc<Changes4>> = None;
+        for id in 0..200_000u64 {
+            head = Some(Arc::new(Changes4::new(id, vec![p], head.take())));
+        }
+        let head = head.unwrap();
+        assert_eq!(head.since(199_999 - 100).map(|v| v.len()), Some(101), "a recent follower repaints");
+        assert_eq!(head.since(199_999 - Changes4::KEEP_LINKS as u64 - 1), None, "beyond the links kept: a copy");
+        assert!(head.since(0).is_none());
+        drop(head);
     }
 
     #[test]
