@@ -4,15 +4,15 @@
 //! A set is one BPF array of 4 KiB pages made mappable (`BPF_F_MMAPABLE`): the flat table's
 //! 2^24 entries, room for [`GROUPS`] groups of longer prefixes, the hops the entries name
 //! (`struct xfwd_route4`, 16 bytes each), then the members of equal-cost groups (hop indices;
-//! the program picks one by the workers' flow hash, `dir4_member`). xfwd maps the set and builds the [`Fib`] in
-//! place ([`crate::l3::fib::Lent`]); the program reads the same pages (`dir4_lookup` in
-//! bpf/xfwd.bpf.c). A lookup is two or three reads whatever the table's size, where the LPM
+//! the program picks one by the workers' flow hash, `dir4_member`). xfwd maps the set and
+//! writes the [`Fib`] there ([`crate::l3::fib::Lent`]); the program reads the same pages
+//! (`dir4_lookup` in bpf/xfwd.bpf.c). A lookup is two or three reads whatever the table's size, where the LPM
 //! trie it replaces walked up to 32 nodes.
 //!
 //! The set is filled from the workers' own FIB, not from routes: a whole copy of its entries
 //! (13–18 ms whatever the table, where building it from a million routes' list took 120–150
-//! ms, the list not counted), then, in kernel mode, the entries under each prefix the tables say changed
-//! ([`crate::l3::tables::Changes4`], [`Fib::repaint_from`]). The entries name the workers'
+//! ms, the list not counted), then, in kernel mode, the entries under each prefix the tables
+//! say changed ([`crate::l3::tables::Changes4`], [`Fib::repaint_from`]). The entries name the workers'
 //! next hop indices, and the set's hops are what the program does with each
 //! ([`export::nexthops4`]), so the program's table is the workers' at every publication it
 //! follows, with nothing to diff.
@@ -130,7 +130,7 @@ impl Lent for Lend {
     }
 }
 
-/// One set: the map (its fd goes into the program's slot) and its memory.
+/// One set: the map (its fd in its own slot of `xfwd_dir4`) and its memory.
 struct Set {
     map: MapHandle,
     mem: Arc<Mapping>,
@@ -164,8 +164,8 @@ impl Set {
     fn write_hops(&mut self, hops: &[FastNext], members: &[NhIndex]) {
         for (i, hop) in hops.iter().enumerate().take(HOPS) {
             let value = hop_value(*hop);
-            // SAFETY: hop i < HOPS lies within the hops' bytes; no program reads this set
-            // while it is not in the slot.
+            // SAFETY: hop i < HOPS lies within the hops' bytes; no program reads this set: it
+            // is not the live one, and was settled since it last was.
             unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), self.mem.hops().add(i * HOP_LEN), HOP_LEN) };
         }
         for (i, m) in members.iter().enumerate().take(MEMBERS) {
@@ -180,9 +180,9 @@ impl Set {
 pub enum Followed {
     /// Nothing: the program has these tables already (or refused them before).
     Same,
-    /// The workers' FIB copied whole into the spare set, which took the slot.
+    /// The workers' FIB copied whole into the spare set, which became the live one.
     Copied,
-    /// This many prefixes repainted in the spare set, which took the slot.
+    /// This many prefixes repainted in the spare set, which became the live one.
     Painted(usize),
 }
 
@@ -191,10 +191,11 @@ pub struct Dir4 {
     outer: MapHandle,
     /// `xfwd_config`, whose `XFWD_CONFIG_DIR4` slot names the live set.
     config: MapHandle,
-    /// The sets, made at the first load (while xfwd holds `CAP_BPF`); `live` is in the slot.
+    /// The sets, made at the first load (while xfwd holds `CAP_BPF`), each in its slot.
     sets: Vec<Set>,
+    /// The live set, or the one last live.
     live: usize,
-    /// Whether the set `live` is in the slot (else the slot is empty).
+    /// Whether `live` is live (else the program has no IPv4 table: `XFWD_DIR4_NONE`).
     slotted: bool,
     /// The id of tables last refused (too big): not tried again.
     refused: Option<u64>,
@@ -203,7 +204,8 @@ pub struct Dir4 {
 }
 
 impl Dir4 {
-    /// The table behind slot map `outer` (`xfwd_dir4`), empty: every IPv4 frame the workers'.
+    /// The table behind map of maps `outer` (`xfwd_dir4`) and the switch in `config`
+    /// (`xfwd_config`), empty: every IPv4 frame the workers'.
     pub fn new(outer: MapHandle, config: MapHandle) -> Dir4 {
         Dir4 { outer, config, sets: Vec::new(), live: 0, slotted: false, refused: None, unsettled: false }
     }
@@ -255,13 +257,13 @@ impl Dir4 {
         Ok(())
     }
 
-    /// The id of the tables in the slot, if any.
+    /// The id of the tables in the live set, if any.
     fn at(&self) -> Option<u64> {
         self.sets.get(self.live).filter(|_| self.slotted).and_then(|s| s.fib.as_ref()).map(|f| f.1)
     }
 
-    /// Empties the program's slot (every IPv4 frame goes to the workers), for tables `id`
-    /// that it cannot hold, and says why.
+    /// Leaves the program no IPv4 table (every IPv4 frame goes to the workers), for tables
+    /// `id` that it cannot hold, and says why.
     fn refuse(&mut self, id: u64, why: String) -> XdpError {
         let _ = self.switch(abi::XFWD_DIR4_NONE);
         // Either set may still be read: one grace period, and no program runs with them.

@@ -14,8 +14,8 @@
 //!   neighbour, the frames that need it go to the workers (which forward them as always), and
 //!   a forgotten one is used for at most that long, as a stale entry.
 //! - **Routes**: IPv4: the program's table is the workers' FIB, copied whole into the set not
-//!   in the slot or, in kernel mode, repainted there under the prefixes the new tables say
-//!   changed, then swapped in ([`super::dir4`]); no frame sees half a change. In kernel mode
+//!   live or, in kernel mode, repainted there under the prefixes the new tables say changed,
+//!   then switched to ([`super::dir4`]); no frame sees half a change. In kernel mode
 //!   the mirror thread nudges this one with each publication ([`Nudge`]), so a change reaches
 //!   the program as soon as it reaches the workers, not at the next step. IPv6: a new
 //!   table from the router's file (a reload) is built aside and swapped in whole, and the
